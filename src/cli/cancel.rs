@@ -1,0 +1,23 @@
+//! `mess cancel`: the requestor withdraws a request.
+
+use crate::cli::{CliError, Context, message_of, output};
+use crate::protocol::value::{Map, Value};
+
+/// Arguments of `mess cancel`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CancelArgs {
+    /// The request's ref, client id, or `last`
+    re: String,
+    /// Why
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+pub(crate) fn run(cx: &Context, args: CancelArgs) -> Result<(), CliError> {
+    let mut c = Map::new();
+    c.insert("re", Value::str(&args.re));
+    c.insert_opt("reason", args.reason.map(Value::String));
+    let answer = cx.submit(message_of("cancel", c)?)?;
+    output::answer_lines(&answer);
+    Ok(())
+}

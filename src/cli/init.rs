@@ -1,0 +1,22 @@
+//! `mess init`: creates the home layout and a commented example config.yaml.
+
+use crate::cli::{CliError, Context, output};
+use crate::config::EXAMPLE_CONFIG;
+
+/// Arguments of `mess init`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct InitArgs {}
+
+pub(crate) fn run(cx: &Context, _args: InitArgs) -> Result<(), CliError> {
+    let store = cx.exchange.store();
+    store.init()?;
+    let wrote = store.init_config(EXAMPLE_CONFIG)?;
+    let home = cx.config.home.display();
+    output::line(&format!("initialized exchange home {home}"));
+    if wrote {
+        output::line(&format!("wrote example {home}/config.yaml (edit executors and routing there)"));
+    } else {
+        output::line(&format!("kept existing {home}/config.yaml"));
+    }
+    Ok(())
+}

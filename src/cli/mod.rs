@@ -1,0 +1,255 @@
+//! The `mess` command line: clap arguments, one file per subcommand, and the single place where
+//! errors become one-line messages and exit codes (0 success, 1 operational error, 2 usage).
+
+mod archive;
+mod cancel;
+mod claim;
+mod complete;
+mod fsck;
+mod init;
+mod output;
+mod reply;
+mod request;
+mod send;
+mod show;
+mod status;
+mod update;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{Config, ConfigError};
+use crate::exchange::clock::SystemClock;
+use crate::exchange::error::{Error, ErrorKind};
+use crate::exchange::{Exchange, Sender};
+use crate::protocol::message::Message;
+use crate::store::FileStore;
+
+/// mess: a MESS exchange for physical-world tasks
+#[derive(Debug, Parser)]
+#[command(name = "mess", version, about, propagate_version = true)]
+pub struct Args {
+    /// Exchange home folder (default ~/.mess)
+    #[arg(long, global = true, env = "MESS_HOME", value_name = "DIR")]
+    home: Option<PathBuf>,
+
+    /// Act as this agent or executor (default: MESS_AGENT_ID, else agent_id in config.yaml)
+    #[arg(long = "as", global = true, env = "MESS_AGENT_ID", value_name = "ID")]
+    as_id: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
+enum Command {
+    /// Create the home layout and an example config.yaml
+    Init(init::InitArgs),
+    /// Submit a raw MESS message (YAML) from a file or stdin and print the exchange's answer
+    Send(send::SendArgs),
+    /// Submit a request
+    Request(request::RequestArgs),
+    /// Show one thread's state, or the open threads
+    Status(status::StatusArgs),
+    /// Print a whole thread file
+    Show(show::ShowArgs),
+    /// Claim a pending request as an executor
+    Claim(claim::ClaimArgs),
+    /// Report a status on a claimed request
+    Update(update::UpdateArgs),
+    /// Complete a claimed request with a response
+    Complete(complete::CompleteArgs),
+    /// Answer questions or a confirmation request as the requestor
+    Reply(reply::ReplyArgs),
+    /// Cancel a request as its requestor
+    Cancel(cancel::CancelArgs),
+    /// Move old finished and canceled threads to archive/YYYY-MM/
+    Archive(archive::ArchiveArgs),
+    /// Check every thread file; with --repair, fix what interrupted writes left behind
+    Fsck(fsck::FsckArgs),
+}
+
+/// What a subcommand needs: the resolved settings, the exchange, and who is acting.
+struct Context {
+    config: Config,
+    exchange: Exchange,
+    as_id: Option<String>,
+}
+
+impl Context {
+    /// The acting principal, or an error saying how to name one.
+    fn identity(&self) -> Result<String, CliError> {
+        self.as_id
+            .clone()
+            .or_else(|| self.config.agent_id.clone())
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| {
+                CliError::usage_hint(
+                    "no identity to act as",
+                    "pass --as ID, set MESS_AGENT_ID, or set agent_id in config.yaml",
+                )
+            })
+    }
+
+    fn sender(&self) -> Result<Sender, CliError> {
+        Ok(Sender::new(self.identity()?, "cli"))
+    }
+
+    /// Submits one message as the acting principal.
+    fn submit(&self, message: Message) -> Result<Message, CliError> {
+        Ok(self.exchange.submit(message, &self.sender()?)?)
+    }
+}
+
+/// An error on its way to the terminal.
+#[derive(Debug)]
+pub struct CliError {
+    message: String,
+    hint: Option<String>,
+    code: u8,
+}
+
+impl CliError {
+    fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
+    }
+
+    fn usage_hint(message: impl Into<String>, hint: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            hint: Some(hint.into()),
+            code: 1,
+        }
+    }
+}
+
+impl From<Error> for CliError {
+    fn from(e: Error) -> CliError {
+        let hint = match e.kind() {
+            ErrorKind::NotFound => Some("`mess status --all` lists threads; refs look like 2026-01-31-001"),
+            ErrorKind::Internal => Some("`mess fsck` checks the exchange's files"),
+            _ => None,
+        };
+        CliError {
+            message: e.to_string(),
+            hint: hint.map(str::to_owned),
+            code: 1,
+        }
+    }
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> CliError {
+        CliError::new(e.to_string())
+    }
+}
+
+impl From<crate::store::error::StoreError> for CliError {
+    fn from(e: crate::store::error::StoreError) -> CliError {
+        CliError::from(Error::from(e))
+    }
+}
+
+/// Parses the command line, runs the command, and maps the outcome to an exit code.
+pub fn run() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match dispatch(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&e);
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+#[expect(clippy::print_stderr, reason = "the CLI reports errors on stderr")]
+fn report(e: &CliError) {
+    eprintln!("error: {}", e.message);
+    if let Some(h) = &e.hint {
+        eprintln!("hint: {h}");
+    }
+}
+
+fn dispatch(args: Args) -> Result<(), CliError> {
+    let config = Config::resolve(args.home)?;
+    let store = FileStore::open(&config.home);
+    let exchange = Exchange::new(store, config.exchange.clone(), Arc::new(SystemClock));
+    let cx = Context {
+        config,
+        exchange,
+        as_id: args.as_id,
+    };
+    match args.command {
+        Command::Init(a) => init::run(&cx, a),
+        Command::Send(a) => send::run(&cx, a),
+        Command::Request(a) => request::run(&cx, a),
+        Command::Status(a) => status::run(&cx, a),
+        Command::Show(a) => show::run(&cx, a),
+        Command::Claim(a) => claim::run(&cx, a),
+        Command::Update(a) => update::run(&cx, a),
+        Command::Complete(a) => complete::run(&cx, a),
+        Command::Reply(a) => reply::run(&cx, a),
+        Command::Cancel(a) => cancel::run(&cx, a),
+        Command::Archive(a) => archive::run(&cx, a),
+        Command::Fsck(a) => fsck::run(&cx, a),
+    }
+}
+
+/// Builds a one-payload message `{MESS: [{kind: body}]}` and validates it like any input.
+fn message_of(kind: &str, body: crate::protocol::value::Map) -> Result<Message, CliError> {
+    use crate::protocol::value::{Map, Value};
+    let mut payload = Map::new();
+    payload.insert(kind, Value::Map(body));
+    let mut top = Map::new();
+    top.insert("MESS", Value::Seq(vec![Value::Map(payload)]));
+    Message::from_value(Value::Map(top)).map_err(|e| CliError::from(Error::from(e)))
+}
+
+/// Prints progress of long work on stderr, only when stderr is a terminal.
+struct Progress {
+    label: &'static str,
+    enabled: bool,
+    last: usize,
+}
+
+impl Progress {
+    fn new(label: &'static str) -> Progress {
+        Progress {
+            label,
+            enabled: std::io::stderr().is_terminal(),
+            last: usize::MAX,
+        }
+    }
+
+    fn update(&mut self, done: usize, total: usize) {
+        if !self.enabled || total == 0 {
+            return;
+        }
+        let pct = done * 100 / total;
+        if pct == self.last && done != total {
+            return;
+        }
+        self.last = pct;
+        let mut err = std::io::stderr();
+        let _ = write!(err, "\r{} {done}/{total} ({pct}%)", self.label);
+        if done == total {
+            let _ = writeln!(err);
+        }
+        let _ = err.flush();
+    }
+}

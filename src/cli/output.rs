@@ -1,0 +1,100 @@
+//! Writing results to stdout: YAML, JSON, aligned tables and one-line summaries.
+
+#![expect(clippy::print_stdout, reason = "the CLI prints results on stdout")]
+
+use crate::cli::CliError;
+use crate::protocol::emit;
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::value::Value;
+
+/// Output formats of `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// YAML documents.
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+pub(crate) fn line(text: &str) {
+    println!("{text}");
+}
+
+pub(crate) fn raw(text: &str) {
+    print!("{text}");
+}
+
+pub(crate) fn yaml(value: &Value) {
+    print!("{}", emit::to_yaml(value));
+}
+
+pub(crate) fn json(value: &Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| CliError::new(format!("cannot write JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Prints rows under a header, columns padded to their widest cell; the last column is free.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let render = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last {
+                    (*c).to_owned()
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", render(header.to_vec()));
+    for row in rows {
+        println!("{}", render(row.iter().map(String::as_str).collect()));
+    }
+}
+
+/// One line per thread status in an answer: `<ref> <status>`.
+pub(crate) fn answer_lines(answer: &Message) {
+    for p in &answer.payloads {
+        match p {
+            Payload::Status(s) => {
+                let who = s.executor.as_deref().map(|e| format!(" ({e})")).unwrap_or_default();
+                println!("{} {}{who}", s.re.items().join(","), s.code);
+            }
+            Payload::Ack(a) => {
+                if let Some(r) = &a.thread_ref {
+                    println!("{r}");
+                }
+                for e in &a.requests {
+                    println!("{}", e.thread_ref);
+                }
+            }
+            other => print!("{}", emit::to_yaml(&other.to_value())),
+        }
+    }
+}
+
+/// Shortens text to `max` characters for table cells.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}

@@ -1,0 +1,64 @@
+//! `mess request`: builds a request from flags, submits it, and prints the ref.
+
+use crate::cli::{CliError, Context, output};
+use crate::protocol::value::{Map, Value};
+
+/// Arguments of `mess request`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RequestArgs {
+    /// What needs doing, in plain language
+    intent: String,
+    /// A line of context (repeatable)
+    #[arg(long = "context", value_name = "TEXT")]
+    context: Vec<String>,
+    /// A capability the executor must hold (repeatable)
+    #[arg(long = "requires", value_name = "CAPABILITY")]
+    requires: Vec<String>,
+    /// background, normal, elevated or urgent
+    #[arg(long)]
+    priority: Option<String>,
+    /// When the request goes stale (RFC 3339 with offset, e.g. 2026-02-08T23:00:00-08:00)
+    #[arg(long, value_name = "TIME")]
+    needed_by: Option<String>,
+    /// Require the executor to ask for confirmation before acting
+    #[arg(long)]
+    confirm_before: bool,
+    /// Your own id for the request (re-sending it returns the same open thread)
+    #[arg(long)]
+    id: Option<String>,
+    /// A request that must complete first, by ref or client id (repeatable)
+    #[arg(long = "depends-on", value_name = "RE")]
+    depends_on: Vec<String>,
+}
+
+pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
+    let mut req = Map::new();
+    if let Some(id) = args.id {
+        req.insert("id", Value::str(id));
+    }
+    req.insert("intent", Value::str(args.intent));
+    let strings = |v: Vec<String>| Value::Seq(v.into_iter().map(Value::String).collect());
+    if !args.requires.is_empty() {
+        req.insert("requires", strings(args.requires));
+    }
+    if !args.context.is_empty() {
+        req.insert("context", strings(args.context));
+    }
+    if !args.depends_on.is_empty() {
+        let mut c = Map::new();
+        c.insert("depends_on", strings(args.depends_on));
+        req.insert("constraints", Value::Map(c));
+    }
+    if let Some(p) = args.priority {
+        req.insert("priority", Value::str(p));
+    }
+    if let Some(t) = args.needed_by {
+        req.insert("needed_by", Value::str(t));
+    }
+    if args.confirm_before {
+        req.insert("confirm_before", Value::Bool(true));
+    }
+    let answer = cx.submit(super::message_of("request", req)?)?;
+    output::answer_lines(&answer);
+    Ok(())
+}

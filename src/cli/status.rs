@@ -1,0 +1,184 @@
+//! `mess status`: one thread's state with its latest response, questions or pending
+//! confirmation; or a table of the open threads (all threads with `--all`).
+
+use crate::cli::output::{self, Format};
+use crate::cli::{CliError, Context};
+use crate::exchange::view::{self, ThreadView};
+use crate::protocol::content::ContentEntry;
+use crate::protocol::status::{State, StatusDetails};
+use crate::protocol::time;
+use crate::protocol::value::Value;
+
+/// Arguments of `mess status`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    /// A ref, one of your client ids, or `last`; without it, list threads
+    re: Option<String>,
+    /// List finished, canceled and archived threads too
+    #[arg(long)]
+    all: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+pub(crate) fn run(cx: &Context, args: StatusArgs) -> Result<(), CliError> {
+    match &args.re {
+        Some(re) => one(cx, re, args.format),
+        None => list(cx, args.all, args.format),
+    }
+}
+
+fn one(cx: &Context, re: &str, format: Format) -> Result<(), CliError> {
+    let who = cx.identity().unwrap_or_default();
+    let thread = cx.exchange.thread(re, &who)?;
+    let v = ThreadView::of(&thread)?;
+    match format {
+        Format::Yaml => output::yaml(&v.to_value()),
+        Format::Json => output::json(&v.to_value())?,
+        Format::Table => human(&v),
+    }
+    Ok(())
+}
+
+fn human(v: &ThreadView) {
+    let e = &v.envelope;
+    let mut rows: Vec<(&str, String)> = vec![
+        ("ref", e.thread_ref.to_string()),
+        ("status", format!("{} ({})", e.status, v.location)),
+        ("intent", e.intent.clone()),
+        ("requestor", e.requestor.clone()),
+    ];
+    if let Some(id) = &e.client_id {
+        rows.push(("client id", id.clone()));
+    }
+    if let Some(x) = &e.executor {
+        rows.push(("executor", x.clone()));
+    }
+    if !e.requires.is_empty() {
+        rows.push(("requires", e.requires.join(", ")));
+    }
+    if let Some(t) = &e.expires {
+        rows.push(("expires", time::format_timestamp(t)));
+    }
+    if let Some(est) = &e.estimate {
+        rows.push(("estimate", est.clone()));
+    }
+    if e.confirm_before {
+        rows.push((
+            "confirmation",
+            e.confirmation.map_or("required, not yet asked".to_owned(), |c| c.as_str().to_owned()),
+        ));
+    }
+    if !e.depends_on.is_empty() {
+        rows.push(("depends on", e.depends_on.join(", ")));
+    }
+    rows.push(("updated", time::format_timestamp(&e.updated)));
+    for (k, val) in rows {
+        output::line(&format!("{k:<12} {val}"));
+    }
+    if let Some(cur) = &v.current {
+        if let Some(m) = &cur.message {
+            output::line(&format!("{:<12} {m}", "message"));
+        }
+        match &cur.details {
+            StatusDetails::NeedsInput { questions } => {
+                output::line("questions:");
+                for q in questions {
+                    let opts: Vec<String> = q.options.iter().filter_map(Value::scalar_text).collect();
+                    let opts = if opts.is_empty() { String::new() } else { format!(" [{}]", opts.join(" | ")) };
+                    output::line(&format!("  {}: {}{opts}", q.field, q.question));
+                }
+            }
+            StatusDetails::NeedsConfirmation { action, consequences, reversible } => {
+                output::line(&format!("{:<12} {action}", "to confirm"));
+                if let Some(c) = consequences {
+                    output::line(&format!("{:<12} {c}", "consequences"));
+                }
+                if let Some(r) = reversible {
+                    output::line(&format!("{:<12} {r}", "reversible"));
+                }
+            }
+            StatusDetails::Failed { reason, .. } | StatusDetails::Declined { reason } => {
+                output::line(&format!("{:<12} {}", "reason", output::clip(&describe(reason), 200)));
+            }
+            _ => {}
+        }
+    }
+    if let Some(r) = &v.response {
+        output::line("response:");
+        for entry in &r.content {
+            output::line(&format!("  {}", entry_line(entry)));
+        }
+        if let Some(n) = &r.notes {
+            output::line(&format!("  notes: {n}"));
+        }
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+fn entry_line(entry: &ContentEntry) -> String {
+    match entry {
+        ContentEntry::Text(t) | ContentEntry::ExplicitText(t) => t.trim_end().replace('\n', "\n  "),
+        ContentEntry::Image(m) | ContentEntry::Audio(m) | ContentEntry::Video(m) | ContentEntry::File(m) => {
+            let kind = match entry {
+                ContentEntry::Image(_) => "image",
+                ContentEntry::Audio(_) => "audio",
+                ContentEntry::Video(_) => "video",
+                _ => "file",
+            };
+            let uri = m.uri();
+            let shown = if uri.starts_with("data:") {
+                format!("{} ({} bytes inline)", uri.split(',').next().unwrap_or("data:"), uri.len())
+            } else {
+                uri.to_owned()
+            };
+            format!("{kind}: {shown}")
+        }
+        other => output::clip(&describe(&other.to_value()), 200),
+    }
+}
+
+fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
+    let states: &[State] = if all { &State::ALL } else { &[State::Received, State::Executing] };
+    let (items, errors) = cx.exchange.list(states, all)?;
+    match format {
+        Format::Table => {
+            let rows: Vec<Vec<String>> = items
+                .iter()
+                .map(|(e, _)| {
+                    vec![
+                        e.thread_ref.to_string(),
+                        e.status.to_string(),
+                        e.executor.clone().unwrap_or_else(|| "-".into()),
+                        time::format_timestamp(&e.updated),
+                        output::clip(&e.intent, 60),
+                    ]
+                })
+                .collect();
+            output::table(&["REF", "STATUS", "EXECUTOR", "UPDATED", "INTENT"], &rows);
+        }
+        Format::Yaml | Format::Json => {
+            let list = Value::Seq(items.iter().map(|(e, _)| view::thread_summary(e)).collect());
+            if format == Format::Yaml {
+                output::yaml(&list);
+            } else {
+                output::json(&list)?;
+            }
+        }
+    }
+    if !errors.is_empty() {
+        let first = errors[0].to_string();
+        return Err(CliError::usage_hint(
+            format!("{} thread file(s) could not be read, e.g. {first}", errors.len()),
+            "run `mess fsck` for details",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! `mess update`: an executor reports a status with the code's fields.
+
+use crate::cli::{CliError, Context, message_of, output};
+use crate::protocol::time;
+use crate::protocol::value::{Map, Value};
+
+/// Arguments of `mess update`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UpdateArgs {
+    /// The request's ref
+    re: String,
+    /// The status code: in_progress, waiting, held, retrying, needs_input, needs_confirmation,
+    /// completed, partial, failed, declined, expired, cancelled, superseded, delegated
+    #[arg(long, value_name = "CODE")]
+    status: String,
+    /// A human-readable message
+    #[arg(long)]
+    message: Option<String>,
+    /// Why (failed, declined, held, cancelled, partial, delegated; merge|split|replace for superseded)
+    #[arg(long)]
+    reason: Option<String>,
+    /// Percent done, 0 to 100 (in_progress)
+    #[arg(long, value_name = "PCT")]
+    progress: Option<f64>,
+    /// Expected time to complete, ISO 8601 (claimed, in_progress)
+    #[arg(long)]
+    estimate: Option<String>,
+    /// When it will be done (a duration like 45m, or a time)
+    #[arg(long)]
+    eta: Option<String>,
+    /// A question, `field: question` with optional `[option|option]` (needs_input; repeatable)
+    #[arg(long = "question", value_name = "Q")]
+    questions: Vec<String>,
+    /// The action to confirm (needs_confirmation)
+    #[arg(long)]
+    action: Option<String>,
+    /// What confirming will cause (needs_confirmation)
+    #[arg(long)]
+    consequences: Option<String>,
+    /// Whether the action can be undone (needs_confirmation)
+    #[arg(long)]
+    reversible: Option<bool>,
+    /// What blocks the work: dependency, condition, resource, access or schedule (waiting)
+    #[arg(long, value_name = "TYPE")]
+    waiting_for: Option<String>,
+    /// The condition waited for (waiting)
+    #[arg(long)]
+    condition: Option<String>,
+    /// The resource waited for (waiting)
+    #[arg(long)]
+    resource: Option<String>,
+    /// When work can resume, RFC 3339 (waiting on schedule)
+    #[arg(long)]
+    available_at: Option<String>,
+    /// A note (waiting)
+    #[arg(long)]
+    note: Option<String>,
+    /// Something done (partial; repeatable)
+    #[arg(long = "completed", value_name = "ITEM")]
+    completed: Vec<String>,
+    /// Something left (partial; repeatable)
+    #[arg(long = "remaining", value_name = "ITEM")]
+    remaining: Vec<String>,
+    /// Whether trying again may work (failed)
+    #[arg(long)]
+    recoverable: Option<bool>,
+    /// What would help (failed)
+    #[arg(long)]
+    suggestion: Option<String>,
+    /// Who the work was passed to (delegated)
+    #[arg(long)]
+    delegated_to: Option<String>,
+    /// The request that replaces this one (superseded)
+    #[arg(long)]
+    superseded_by: Option<String>,
+    /// Attempt number (retrying)
+    #[arg(long)]
+    attempt: Option<i64>,
+    /// Attempts allowed (retrying)
+    #[arg(long)]
+    max_attempts: Option<i64>,
+    /// When the next attempt happens (retrying)
+    #[arg(long)]
+    next_attempt: Option<String>,
+}
+
+pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
+    let mut s = Map::new();
+    s.insert("re", Value::str(&a.re));
+    s.insert("code", Value::str(&a.status));
+    let text = |v: Option<String>| v.map(Value::String);
+    s.insert_opt("message", text(a.message));
+    s.insert_opt("reason", text(a.reason));
+    s.insert_opt("progress_pct", a.progress.map(Value::Float));
+    s.insert_opt("estimate", text(a.estimate));
+    s.insert_opt("eta", text(a.eta));
+    if !a.questions.is_empty() {
+        let qs = a.questions.iter().map(|q| parse_question(q)).collect::<Result<Vec<_>, _>>()?;
+        s.insert("questions", Value::Seq(qs));
+    }
+    s.insert_opt("action", text(a.action));
+    s.insert_opt("consequences", text(a.consequences));
+    s.insert_opt("reversible", a.reversible.map(Value::Bool));
+    if let Some(kind) = a.waiting_for {
+        let mut w = Map::new();
+        w.insert("type", Value::str(kind));
+        w.insert_opt("condition", text(a.condition));
+        w.insert_opt("resource", text(a.resource));
+        w.insert_opt("available_at", text(a.available_at));
+        w.insert_opt("note", text(a.note));
+        s.insert("waiting_for", Value::Map(w));
+    }
+    let list = |v: Vec<String>| (!v.is_empty()).then(|| Value::Seq(v.into_iter().map(Value::String).collect()));
+    s.insert_opt("completed", list(a.completed));
+    s.insert_opt("remaining", list(a.remaining));
+    s.insert_opt("recoverable", a.recoverable.map(Value::Bool));
+    s.insert_opt("suggestion", text(a.suggestion));
+    s.insert_opt("delegated_to", text(a.delegated_to));
+    s.insert_opt("superseded_by", text(a.superseded_by));
+    s.insert_opt("attempt", a.attempt.map(Value::Int));
+    s.insert_opt("max_attempts", a.max_attempts.map(Value::Int));
+    s.insert_opt("next_attempt", text(a.next_attempt));
+    if a.status == "expired" && !s.contains_key("expired_at") {
+        s.insert("expired_at", Value::str(time::format_timestamp(&cx.exchange.now())));
+    }
+    let answer = cx.submit(message_of("status", s)?)?;
+    output::answer_lines(&answer);
+    Ok(())
+}
+
+/// Parses `field: question [a|b|c]`.
+fn parse_question(raw: &str) -> Result<Value, CliError> {
+    let Some((field, rest)) = raw.split_once(':') else {
+        return Err(CliError::usage_hint(
+            format!("--question {raw:?} has no field"),
+            "write `field: question`, optionally ending in [option|option]",
+        ));
+    };
+    let mut q = Map::new();
+    q.insert("field", Value::str(field.trim()));
+    let rest = rest.trim();
+    match rest.rfind('[') {
+        Some(open) if rest.ends_with(']') => {
+            q.insert("question", Value::str(rest[..open].trim()));
+            let opts = rest[open + 1..rest.len() - 1]
+                .split('|')
+                .map(|o| Value::str(o.trim()))
+                .collect();
+            q.insert("options", Value::Seq(opts));
+        }
+        _ => q.insert("question", Value::str(rest)),
+    }
+    Ok(Value::Map(q))
+}

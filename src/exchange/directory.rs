@@ -1,0 +1,276 @@
+//! The executors, routing rules and capability catalog in effect, read fresh from the store for
+//! each use case so `config` messages and edits to config.yaml apply at once; plus eligibility
+//! and the routing decision for a new request.
+
+use crate::protocol::message::{ExecutorSpec, Prefer, RoutingRule};
+use crate::protocol::request::{Precision, Request, Urgency};
+use crate::protocol::value::{Map, Value};
+use crate::store::FileStore;
+
+/// Executors, rules and catalog as currently configured.
+#[derive(Debug, Clone, Default)]
+pub struct Directory {
+    /// Registered executors: config.yaml's, overridden by registrations with the same id.
+    pub executors: Vec<ExecutorSpec>,
+    /// Routing rules: routing.yaml's if a config message set them, else config.yaml's.
+    pub rules: Vec<RoutingRule>,
+    /// The capability catalog (capabilities.yaml).
+    pub catalog: Vec<CatalogEntry>,
+    /// Entries that could not be read, one line each; they are skipped.
+    pub problems: Vec<String>,
+}
+
+/// One capability of the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogEntry {
+    /// The capability id.
+    pub id: String,
+    /// What it means.
+    pub description: Option<String>,
+    /// Tags for discovery.
+    pub tags: Vec<String>,
+}
+
+/// An executor chosen for a request, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routed {
+    /// The executor id.
+    pub executor: String,
+    /// The rule or reason that chose it.
+    pub reason: String,
+}
+
+/// What routing looks at in a request.
+#[derive(Debug, Clone, Default)]
+pub struct RouteInput {
+    /// Required capability ids.
+    pub requires: Vec<String>,
+    /// The request's precision.
+    pub precision: Option<Precision>,
+    /// The request's urgency.
+    pub urgency: Option<Urgency>,
+}
+
+impl RouteInput {
+    /// The routing view of a request.
+    pub fn of(request: &Request) -> RouteInput {
+        RouteInput {
+            requires: request.required_ids(),
+            precision: request.precision,
+            urgency: request
+                .constraints
+                .as_ref()
+                .and_then(|c| c.timing.as_ref())
+                .and_then(|t| t.urgency),
+        }
+    }
+}
+
+impl Directory {
+    /// Reads the directory from the store's registry files.
+    pub fn load(store: &FileStore) -> Directory {
+        let (files, errors) = store.registry();
+        let mut dir = Directory {
+            problems: errors.iter().map(ToString::to_string).collect(),
+            ..Directory::default()
+        };
+        let config = files.config.as_ref().and_then(Value::as_map);
+        if let Some(execs) = config.and_then(|c| c.get("executors")) {
+            match execs {
+                Value::Map(m) => {
+                    for (id, body) in m.iter() {
+                        dir.add(ExecutorSpec::from_entry(id, body.clone(), &format!("config.yaml: executors.{id}")));
+                    }
+                }
+                Value::Seq(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        let id = item
+                            .as_map()
+                            .and_then(|m| m.get("id"))
+                            .and_then(Value::scalar_text)
+                            .unwrap_or_default();
+                        dir.add(ExecutorSpec::from_entry(&id, item.clone(), &format!("config.yaml: executors[{i}]")));
+                    }
+                }
+                Value::Null => {}
+                other => dir
+                    .problems
+                    .push(format!("config.yaml: executors must be a mapping, found {}", other.kind())),
+            }
+        }
+        for (path, value) in &files.registrations {
+            let id = value
+                .as_map()
+                .and_then(|m| m.get("id"))
+                .and_then(Value::scalar_text)
+                .unwrap_or_default();
+            dir.add(ExecutorSpec::from_entry(&id, value.clone(), &path.display().to_string()));
+        }
+        let rules = match &files.routing {
+            Some(r) => Some((r, "routing.yaml")),
+            None => config.and_then(|c| c.get("routing")).map(|r| (r, "config.yaml: routing")),
+        };
+        if let Some((rules, origin)) = rules {
+            let items = match rules {
+                Value::Seq(items) => items.clone(),
+                Value::Map(m) => m.get("rules").and_then(Value::as_seq).map(<[Value]>::to_vec).unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            for (i, item) in items.into_iter().enumerate() {
+                match RoutingRule::from_value(item, &format!("{origin}[{i}]")) {
+                    Ok(rule) => dir.rules.push(rule),
+                    Err(e) => dir.problems.push(e.to_string()),
+                }
+            }
+        }
+        for doc in &files.capabilities {
+            let Some(m) = doc.as_map() else { continue };
+            let Some(id) = m.get("id").and_then(Value::scalar_text) else {
+                dir.problems.push("capabilities.yaml: a capability without an id".into());
+                continue;
+            };
+            dir.catalog.push(CatalogEntry {
+                id,
+                description: m.get("description").and_then(Value::scalar_text),
+                tags: m
+                    .get("tags")
+                    .and_then(Value::as_seq)
+                    .map(|t| t.iter().filter_map(Value::scalar_text).collect())
+                    .unwrap_or_default(),
+            });
+        }
+        dir
+    }
+
+    fn add(&mut self, spec: Result<ExecutorSpec, crate::protocol::error::ProtocolError>) {
+        match spec {
+            Ok(s) if s.id.is_empty() => self.problems.push("an executor without an id".into()),
+            Ok(s) => {
+                self.executors.retain(|e| e.id != s.id);
+                self.executors.push(s);
+            }
+            Err(e) => self.problems.push(e.to_string()),
+        }
+    }
+
+    /// The executor with this id.
+    pub fn executor(&self, id: &str) -> Option<&ExecutorSpec> {
+        self.executors.iter().find(|e| e.id == id)
+    }
+
+    /// The required capabilities `executor` lacks (empty when it is eligible).
+    pub fn missing(&self, executor: &ExecutorSpec, requires: &[String]) -> Vec<String> {
+        let offered = executor.capability_ids();
+        requires
+            .iter()
+            .filter(|r| !offered.contains(&r.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// Chooses the executors to notify for a request: routing rules first (`match` in order,
+    /// then `default`), among executors that hold every required capability; with no rule that
+    /// names an eligible executor, every eligible executor.
+    pub fn route(&self, input: &RouteInput) -> Vec<Routed> {
+        let eligible: Vec<&ExecutorSpec> = self
+            .executors
+            .iter()
+            .filter(|e| self.missing(e, &input.requires).is_empty())
+            .collect();
+        let mut defaults = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            let Some(m) = &rule.matcher else {
+                defaults.push((i, rule));
+                continue;
+            };
+            let matches = m.capability.as_ref().is_none_or(|c| input.requires.contains(c))
+                && m.urgency.is_none_or(|u| input.urgency == Some(u))
+                && m.precision.is_none_or(|p| input.precision == Some(p));
+            if !matches {
+                continue;
+            }
+            let chosen = pick(&eligible, &rule.prefer, &format!("rule {}", i + 1), &describe_match(m));
+            if !chosen.is_empty() {
+                return chosen;
+            }
+        }
+        for (i, rule) in defaults {
+            let chosen = pick(&eligible, &rule.prefer, &format!("rule {}", i + 1), "default");
+            if !chosen.is_empty() {
+                return chosen;
+            }
+        }
+        eligible
+            .iter()
+            .map(|e| Routed {
+                executor: e.id.clone(),
+                reason: if input.requires.is_empty() {
+                    "no capability required".to_owned()
+                } else {
+                    format!("holds {}", input.requires.join(", "))
+                },
+            })
+            .collect()
+    }
+}
+
+fn describe_match(m: &crate::protocol::message::RuleMatch) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = &m.capability {
+        parts.push(format!("capability {c}"));
+    }
+    if let Some(u) = m.urgency {
+        parts.push(format!("urgency {u}"));
+    }
+    if let Some(p) = m.precision {
+        parts.push(format!("precision {p}"));
+    }
+    if parts.is_empty() {
+        "match any".to_owned()
+    } else {
+        format!("match {}", parts.join(", "))
+    }
+}
+
+fn pick(eligible: &[&ExecutorSpec], prefer: &Prefer, rule: &str, what: &str) -> Vec<Routed> {
+    match prefer {
+        Prefer::Executors(ids) => ids
+            .iter()
+            .filter(|id| eligible.iter().any(|e| &e.id == *id))
+            .map(|id| Routed {
+                executor: id.clone(),
+                reason: format!("{rule} ({what}) prefers {id}"),
+            })
+            .collect(),
+        // Strategies rank by latency or precision data that executors do not report yet, so
+        // every eligible executor is offered the work.
+        Prefer::Strategy(s) => eligible
+            .iter()
+            .map(|e| Routed {
+                executor: e.id.clone(),
+                reason: format!("{rule} ({what}) strategy {s}: all eligible"),
+            })
+            .collect(),
+    }
+}
+
+/// Renders an executor for query answers.
+pub fn executor_summary(e: &ExecutorSpec) -> Value {
+    let mut m = Map::new();
+    m.insert("id", Value::str(&e.id));
+    if let Some(n) = &e.name {
+        m.insert("name", Value::str(n));
+    }
+    m.insert(
+        "capabilities",
+        Value::Seq(e.capabilities.iter().map(|c| c.to_value()).collect()),
+    );
+    m.insert(
+        "availability",
+        Value::str(e.availability.as_deref().unwrap_or("always")),
+    );
+    if let Some(s) = &e.schedule {
+        m.insert("schedule", Value::str(s));
+    }
+    Value::Map(m)
+}

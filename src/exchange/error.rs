@@ -1,0 +1,65 @@
+//! The exchange's error: wraps the lower layers' errors and sorts every failure into a kind that
+//! each adapter maps once (HTTP status, MCP tool error, CLI exit).
+
+use crate::protocol::error::{ProtocolError, Refusal};
+use crate::store::error::StoreError;
+
+/// A failed use case.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A protocol-level problem: malformed, invalid, refused, too large.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// A storage problem.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A reference that names no thread the sender can see.
+    #[error("{message}")]
+    NotFound {
+        /// What was looked for and where.
+        message: String,
+    },
+}
+
+/// The kinds of failure adapters distinguish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Not parseable.
+    Malformed,
+    /// Parseable but not valid MESS.
+    Invalid,
+    /// The sender may not do this.
+    Forbidden,
+    /// No such thread.
+    NotFound,
+    /// The thread's state does not allow it.
+    Conflict,
+    /// Over the size limit.
+    TooLarge,
+    /// Anything else: disk errors, corrupt files.
+    Internal,
+}
+
+impl Error {
+    /// Sorts the error for adapters.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Protocol(p) => match p {
+                ProtocolError::Malformed { .. } => ErrorKind::Malformed,
+                ProtocolError::TooLarge { .. } => ErrorKind::TooLarge,
+                ProtocolError::Invalid { .. } => ErrorKind::Invalid,
+                ProtocolError::Refused { kind: Refusal::Conflict, .. } => ErrorKind::Conflict,
+                ProtocolError::Refused { kind: Refusal::Forbidden, .. } => ErrorKind::Forbidden,
+            },
+            Error::Store(StoreError::NotFound { .. }) | Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
+            Error::Store(_) => ErrorKind::Internal,
+        }
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> Error {
+        Error::NotFound {
+            message: message.into(),
+        }
+    }
+}

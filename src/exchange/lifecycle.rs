@@ -1,0 +1,189 @@
+//! What the exchange does on its own: expiring overdue pending threads, failing or dispatching
+//! the dependents of a thread that reached a final status, and recording dispatch decisions.
+
+use crate::exchange::directory::{Directory, RouteInput};
+use crate::exchange::error::Error;
+use crate::exchange::{Exchange, plan};
+use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::status::{State, Status, StatusDetails, StatusMsg};
+use crate::protocol::time::Timestamp;
+use crate::protocol::value::{Map, Value};
+use crate::store::Edit;
+use crate::store::error::StoreError;
+
+/// Expires `thread` if it is still pending and its expiry has passed; returns the new status.
+pub(crate) fn expire_if_due(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Result<Option<Status>, Error> {
+    let (env, _) = match ex.store().envelope(thread) {
+        Ok(e) => e,
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if !is_overdue(&env, now) {
+        return Ok(None);
+    }
+    let expired = ex.store().modify(thread, |t| -> Result<_, Error> {
+        let env = &t.envelope;
+        if !is_overdue(env, now) {
+            return Ok((None, false));
+        }
+        let at = env.expires.unwrap_or(now);
+        let mut status = StatusMsg::new(
+            env.thread_ref.as_str(),
+            StatusDetails::Expired {
+                expired_at: at,
+                stage: Some("pending".to_owned()),
+            },
+        );
+        status.message = Some("needed_by passed before anyone claimed it".to_owned());
+        Ok((Some(exchange_edit(env, vec![Payload::Status(status)], now)), true))
+    })?;
+    if expired {
+        settle_dependents(ex, thread, now)?;
+        return Ok(Some(Status::Expired));
+    }
+    Ok(None)
+}
+
+fn is_overdue(env: &Envelope, now: Timestamp) -> bool {
+    env.status == Status::Pending && env.expires.is_some_and(|t| t <= now)
+}
+
+/// Expires every overdue pending thread.
+pub(crate) fn expire_due(ex: &Exchange, now: Timestamp) -> Result<Vec<ThreadRef>, Error> {
+    let (pending, _) = ex.store().list(&[State::Received], false);
+    let mut out = Vec::new();
+    for (env, _, _) in pending {
+        if is_overdue(&env, now) && expire_if_due(ex, &env.thread_ref, now)?.is_some() {
+            out.push(env.thread_ref);
+        }
+    }
+    Ok(out)
+}
+
+/// A message document from the exchange, applied to a copy of `env`.
+fn exchange_edit(env: &Envelope, payloads: Vec<Payload>, now: Timestamp) -> Edit {
+    let doc = MessageDoc {
+        from: EXCHANGE.to_owned(),
+        received: now,
+        channel: None,
+        message: Message::new(payloads),
+        extra: Map::new(),
+    };
+    let mut envelope = env.clone();
+    envelope.apply(&doc);
+    Edit {
+        envelope,
+        append: vec![doc],
+    }
+}
+
+/// After `thread` reached a final status (or completed): fails dependents that can no longer
+/// run and dispatches those whose dependencies have all completed, following the chain.
+pub(crate) fn settle_dependents(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Result<(), Error> {
+    let mut queue = vec![thread.clone()];
+    while let Some(next) = queue.pop() {
+        for dependent in ex.store().dependents(&next)? {
+            if reconcile(ex, &dependent, now)? == Some(Status::Failed) {
+                queue.push(dependent);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Brings a pending thread with dependencies up to date: fails it if a dependency can no
+/// longer complete, dispatches it once all have completed. Returns the status it moved to.
+pub(crate) fn reconcile(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Result<Option<Status>, Error> {
+    let env = match ex.store().envelope(thread) {
+        Ok((e, _)) => e,
+        // The dependent's file is written after its dependency entry; its creator reconciles it.
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if env.status != Status::Pending || env.dispatched() {
+        return Ok(None);
+    }
+    // Dependency states are read before taking this thread's lock: two thread locks are never
+    // held at once, and a final status never changes, so an early read cannot mislead.
+    let deps = plan::dependency_statuses(ex, &env)?;
+    let failed = deps
+        .iter()
+        .find(|(_, s)| s.is_none_or(Status::fails_dependents))
+        .cloned();
+    let all_done = deps.iter().all(|(_, s)| *s == Some(Status::Completed));
+    if failed.is_none() && !all_done {
+        return Ok(None);
+    }
+    let directory = Directory::load(ex.store());
+    ex.store().modify(thread, |t| -> Result<_, Error> {
+        let env = &t.envelope;
+        if env.status != Status::Pending || env.dispatched() {
+            return Ok((None, None));
+        }
+        if let Some((dep, dep_status)) = &failed {
+            let mut reason = Map::new();
+            reason.insert("type", Value::str("dependency_failed"));
+            reason.insert("ref", Value::str(dep));
+            reason.insert(
+                "detail",
+                Value::str(format!(
+                    "{dep} is {}",
+                    dep_status.map_or("missing".to_owned(), |s| s.to_string())
+                )),
+            );
+            let status = StatusMsg::new(
+                env.thread_ref.as_str(),
+                StatusDetails::Failed {
+                    reason: Value::Map(reason),
+                    recoverable: Some(false),
+                    suggestion: None,
+                },
+            );
+            return Ok((
+                Some(exchange_edit(env, vec![Payload::Status(status)], now)),
+                Some(Status::Failed),
+            ));
+        }
+        let request = t
+            .messages()?
+            .into_iter()
+            .flat_map(|d| d.message.payloads)
+            .find_map(|p| match p {
+                Payload::Request(r) => Some(r),
+                _ => None,
+            });
+        let input = request.as_ref().map(RouteInput::of).unwrap_or_else(|| RouteInput {
+            requires: env.requires.clone(),
+            ..RouteInput::default()
+        });
+        let mut envelope = env.clone();
+        if !record_dispatch(&mut envelope, &directory, &input, now) {
+            return Ok((None, None));
+        }
+        Ok((
+            Some(Edit {
+                envelope,
+                append: Vec::new(),
+            }),
+            Some(Status::Pending),
+        ))
+    })
+}
+
+/// Routes a pending thread and records the decision as a `dispatched` history entry; returns
+/// false (and records nothing) when no executor is eligible.
+pub(crate) fn record_dispatch(env: &mut Envelope, directory: &Directory, input: &RouteInput, now: Timestamp) -> bool {
+    let routed = directory.route(input);
+    if routed.is_empty() {
+        return false;
+    }
+    let note = routed
+        .iter()
+        .map(|r| format!("{}: {}", r.executor, r.reason))
+        .collect::<Vec<_>>()
+        .join("; ");
+    env.record("dispatched", now, EXCHANGE, Some(format!("routed to {note}")));
+    true
+}

@@ -1,0 +1,174 @@
+//! The exchange's use cases: submitting MESS messages, the thread lifecycle rules of contract
+//! section 2, expiry, dependencies, routing, and the read views. The only module that combines
+//! `protocol` and `store`; adapters (CLI now, HTTP and MCP later) call it and nothing below it.
+//!
+//! Every use case reads the clock once and writes the thread file before anything that derives
+//! from it.
+
+pub mod clock;
+pub mod directory;
+pub mod error;
+mod lifecycle;
+mod plan;
+mod requests;
+mod submit;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use crate::protocol::envelope::Envelope;
+use crate::protocol::error::ProtocolError;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::Message;
+use crate::protocol::status::State;
+use crate::protocol::time::{self, Timestamp};
+use crate::protocol::yaml::{self, Limits};
+use crate::store::FileStore;
+use crate::store::archive::ArchiveReport;
+use crate::store::error::StoreError;
+use crate::store::fsck::FsckReport;
+use crate::store::layout::Location;
+use crate::store::thread::ThreadFile;
+
+use self::clock::Clock;
+use self::error::Error;
+
+/// Settings the exchange needs (a slice of the resolved configuration).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Largest accepted message, in bytes (inline data URIs included).
+    pub max_message_bytes: usize,
+}
+
+impl Settings {
+    /// The documented defaults: 16 MiB messages.
+    pub fn defaults() -> Settings {
+        Settings {
+            max_message_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// Envelopes with their locations, and the files that could not be read.
+pub type Listing = (Vec<(Envelope, Location)>, Vec<StoreError>);
+
+/// Who sent a message and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    /// The principal: an agent or executor id.
+    pub id: String,
+    /// The channel it came through (`cli`, `mcp`, `http`, ...).
+    pub channel: String,
+}
+
+impl Sender {
+    /// A sender on a channel.
+    pub fn new(id: impl Into<String>, channel: impl Into<String>) -> Sender {
+        Sender {
+            id: id.into(),
+            channel: channel.into(),
+        }
+    }
+}
+
+/// The exchange over one home.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    store: FileStore,
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+}
+
+impl Exchange {
+    /// An exchange over `store`.
+    pub fn new(store: FileStore, settings: Settings, clock: Arc<dyn Clock>) -> Exchange {
+        Exchange {
+            store,
+            settings,
+            clock,
+        }
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &FileStore {
+        &self.store
+    }
+
+    /// The current instant, as written into files.
+    pub fn now(&self) -> Timestamp {
+        time::utc(self.clock.now())
+    }
+
+    /// Parses YAML text holding one or more MESS messages (one per document) and submits each,
+    /// in order; returns the exchange's answer to each.
+    pub fn submit_text(&self, text: &str, sender: &Sender) -> Result<Vec<Message>, Error> {
+        if text.len() > self.settings.max_message_bytes {
+            return Err(ProtocolError::TooLarge {
+                size: text.len(),
+                limit: self.settings.max_message_bytes,
+            }
+            .into());
+        }
+        let docs = yaml::parse_documents(text, &Limits::DEFAULT).map_err(ProtocolError::from)?;
+        let messages = docs
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .map(Message::from_value)
+            .collect::<Result<Vec<_>, _>>()?;
+        if messages.is_empty() {
+            return Err(ProtocolError::invalid("MESS", "the input holds no message").into());
+        }
+        messages.into_iter().map(|m| self.submit(m, sender)).collect()
+    }
+
+    /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
+    /// query responses).
+    pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {
+        submit::submit(self, message, sender)
+    }
+
+    /// Resolves a reference as `sender` would mean it: a ref, one of the sender's client ids or
+    /// suggestion ids, or `last`.
+    pub fn resolve(&self, reference: &str, sender: &str) -> Result<ThreadRef, Error> {
+        plan::resolve(self, reference, sender)
+    }
+
+    /// Reads a thread for display, expiring it first if it is overdue.
+    pub fn thread(&self, reference: &str, sender: &str) -> Result<ThreadFile, Error> {
+        let thread = self.resolve(reference, sender)?;
+        let now = self.now();
+        lifecycle::expire_if_due(self, &thread, now)?;
+        Ok(self.store.read(&thread)?)
+    }
+
+    /// Envelopes of threads in `states` (and the archive), newest `updated` first, after
+    /// expiring overdue pending threads. Unreadable files come back as errors beside the rest.
+    pub fn list(&self, states: &[State], archive: bool) -> Result<Listing, Error> {
+        let now = self.now();
+        if states.contains(&State::Received) {
+            lifecycle::expire_due(self, now)?;
+        }
+        let (mut items, errors) = self.store.list(states, archive);
+        items.sort_by(|a, b| b.0.updated.cmp(&a.0.updated).then(b.0.thread_ref.cmp(&a.0.thread_ref)));
+        Ok((items.into_iter().map(|(e, l, _)| (e, l)).collect(), errors))
+    }
+
+    /// Expires every pending thread whose `needed_by` has passed; returns their refs.
+    pub fn expire_due(&self) -> Result<Vec<ThreadRef>, Error> {
+        lifecycle::expire_due(self, self.now())
+    }
+
+    /// Moves finished and canceled threads last updated more than `older_than` ago to the archive.
+    pub fn archive(&self, older_than: chrono::TimeDelta, progress: &mut dyn FnMut(usize, usize)) -> ArchiveReport {
+        let cutoff = self.now() - older_than;
+        self.store.archive(cutoff, progress)
+    }
+
+    /// Checks (and with `repair`, fixes) every thread file.
+    pub fn fsck(&self, repair: bool, progress: &mut dyn FnMut(usize, usize)) -> Result<FsckReport, Error> {
+        Ok(self.store.fsck(repair, progress)?)
+    }
+}

@@ -1,0 +1,260 @@
+//! Turning the thread-directed payloads of a message (status, response, reply, cancel,
+//! suggestion) into checked per-thread groups: reference resolution, roles, and the rules each
+//! payload must pass against the thread's current state.
+
+use crate::exchange::directory::Directory;
+use crate::exchange::error::Error;
+use crate::exchange::Exchange;
+use crate::protocol::envelope::{Envelope, MessageDoc};
+use crate::protocol::error::ProtocolError;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::machine::{self, Actor, Step};
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::status::Status;
+use crate::protocol::time::Timestamp;
+use crate::store::IndexKey;
+use crate::store::error::StoreError;
+
+/// The payloads of one message that go to one thread, in message order.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub(crate) thread: ThreadRef,
+    pub(crate) payloads: Vec<Payload>,
+}
+
+/// Resolves a reference for `sender`: `last`, a ref, or one of the sender's client or
+/// suggestion ids. Index entries are trusted only if their thread still exists.
+pub(crate) fn resolve(ex: &Exchange, reference: &str, sender: &str) -> Result<ThreadRef, Error> {
+    let store = ex.store();
+    let exists = |r: &ThreadRef| -> Result<bool, StoreError> { Ok(!store.find(r)?.is_empty()) };
+    if reference == "last" {
+        return match store.lookup(sender, IndexKey::Last)? {
+            Some(r) if exists(&r)? => Ok(r),
+            _ => Err(Error::not_found(format!("no request from {sender} yet, so `last` names nothing"))),
+        };
+    }
+    if let Ok(r) = ThreadRef::parse(reference)
+        && exists(&r)?
+    {
+        return Ok(r);
+    }
+    for key in [IndexKey::ClientId(reference), IndexKey::Suggestion(reference)] {
+        if let Some(r) = store.lookup(sender, key)?
+            && exists(&r)?
+        {
+            return Ok(r);
+        }
+    }
+    Err(Error::not_found(format!(
+        "no thread {reference:?}: not a ref, and not a client id of a request by {sender}"
+    )))
+}
+
+/// Groups thread-directed payloads by the thread they name, keeping message order.
+pub(crate) fn group(ex: &Exchange, payloads: &[(usize, Payload)], sender: &str) -> Result<Vec<Group>, Error> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, payload) in payloads {
+        let (re, many_ok) = match payload {
+            Payload::Status(s) => (&s.re, false),
+            Payload::Response(r) => (&r.re, false),
+            Payload::Reply(r) => (&r.re, false),
+            Payload::Cancel(c) => (&c.re, true),
+            Payload::Suggestion(s) => (&s.re, true),
+            _ => continue,
+        };
+        let items = re.items();
+        if items.len() > 1 && !many_ok {
+            return Err(ProtocolError::invalid(
+                format!("MESS[{i}].{}.re", payload.kind()),
+                "names several threads; a status, response or reply is about one",
+            )
+            .into());
+        }
+        for item in items {
+            let thread = resolve(ex, item, sender).map_err(|e| match e {
+                Error::NotFound { message } => Error::NotFound {
+                    message: format!("MESS[{i}].{}.re: {message}", payload.kind()),
+                },
+                other => other,
+            })?;
+            match groups.iter_mut().find(|g| g.thread == thread) {
+                Some(g) => g.payloads.push(payload.clone()),
+                None => groups.push(Group {
+                    thread,
+                    payloads: vec![payload.clone()],
+                }),
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// What a group check needs besides the envelope: who sends, the executors, and the current
+/// status of each dependency.
+pub(crate) struct Context<'a> {
+    pub(crate) sender: &'a str,
+    pub(crate) directory: &'a Directory,
+    pub(crate) dependencies: &'a [(String, Option<Status>)],
+    pub(crate) now: Timestamp,
+}
+
+/// Checks every payload of a group against the thread, in order, as if the earlier ones were
+/// already applied; returns the envelope they lead to.
+pub(crate) fn check_group(env: &Envelope, payloads: &[Payload], cx: &Context<'_>) -> Result<Envelope, Error> {
+    let mut running = env.clone();
+    let thread = env.thread_ref.as_str();
+    for payload in payloads {
+        match payload {
+            Payload::Status(s) => {
+                let actor = actor_for_report(&running, cx)?;
+                machine::check_transition(thread, running.status, s.code, actor)?;
+                if actor == Actor::Executor {
+                    check_may_take(&running, s.code, cx)?;
+                } else {
+                    machine::check_confirmation(thread, running.confirm_before, running.confirmation, Step::Status(s.code))?;
+                }
+            }
+            Payload::Response(_) => {
+                if running.executor.as_deref() != Some(cx.sender) || running.status == Status::Pending {
+                    return Err(if running.status == Status::Pending {
+                        ProtocolError::conflict(format!("cannot respond to {thread}: claim it first"))
+                    } else {
+                        ProtocolError::forbidden(format!(
+                            "cannot respond to {thread}: only {} (who claimed it) may respond",
+                            running.executor.as_deref().unwrap_or("the claimant")
+                        ))
+                    }
+                    .into());
+                }
+                if running.status.is_terminal() && running.status != Status::Completed {
+                    return Err(ProtocolError::conflict(format!(
+                        "cannot respond to {thread}: it is {}",
+                        running.status
+                    ))
+                    .into());
+                }
+                machine::check_confirmation(thread, running.confirm_before, running.confirmation, Step::Response)?;
+            }
+            Payload::Reply(r) => {
+                require_requestor(&running, cx.sender, "reply to")?;
+                machine::check_reply(thread, running.status, running.confirmation, r.confirm.is_some())?;
+            }
+            Payload::Cancel(_) => {
+                require_requestor(&running, cx.sender, "cancel")?;
+                machine::check_transition(thread, running.status, Status::Cancelled, Actor::Requestor)?;
+            }
+            Payload::Suggestion(_) => {
+                if cx.directory.executor(cx.sender).is_none() && running.executor.as_deref() != Some(cx.sender) {
+                    return Err(ProtocolError::forbidden(format!(
+                        "cannot suggest on {thread}: {} is not a registered executor",
+                        cx.sender
+                    ))
+                    .into());
+                }
+                if running.status.is_terminal() {
+                    return Err(ProtocolError::conflict(format!(
+                        "cannot suggest on {thread}: it is {}, which is final",
+                        running.status
+                    ))
+                    .into());
+                }
+            }
+            _ => continue,
+        }
+        running.apply(&MessageDoc {
+            from: cx.sender.to_owned(),
+            received: cx.now,
+            channel: None,
+            message: Message::new(vec![payload.clone()]),
+            extra: Default::default(),
+        });
+    }
+    Ok(running)
+}
+
+fn require_requestor(env: &Envelope, sender: &str, what: &str) -> Result<(), Error> {
+    if env.requestor == sender {
+        return Ok(());
+    }
+    Err(ProtocolError::forbidden(format!(
+        "cannot {what} {}: only its requestor ({}) may",
+        env.thread_ref, env.requestor
+    ))
+    .into())
+}
+
+/// The role of an executor reporting status on this thread.
+fn actor_for_report(env: &Envelope, cx: &Context<'_>) -> Result<Actor, Error> {
+    if env.status != Status::Pending && env.executor.as_deref() == Some(cx.sender) {
+        return Ok(Actor::Claimant);
+    }
+    if cx.directory.executor(cx.sender).is_some() {
+        return Ok(Actor::Executor);
+    }
+    let why = if cx.sender == env.requestor {
+        format!(
+            "{} is the requestor of {}; requestors reply or cancel, executors report status",
+            cx.sender, env.thread_ref
+        )
+    } else {
+        format!(
+            "{} is not a registered executor (add it under `executors:` in config.yaml or send a config message)",
+            cx.sender
+        )
+    };
+    Err(ProtocolError::forbidden(why).into())
+}
+
+/// Checks that an executor may claim or decline a pending thread: it holds every required
+/// capability, and (to claim) every dependency has completed.
+fn check_may_take(env: &Envelope, code: Status, cx: &Context<'_>) -> Result<(), Error> {
+    let verb = if code == Status::Claimed { "claim" } else { "decline" };
+    if let Some(exec) = cx.directory.executor(cx.sender) {
+        let missing = cx.directory.missing(exec, &env.requires);
+        if !missing.is_empty() {
+            return Err(ProtocolError::forbidden(format!(
+                "cannot {verb} {}: {} lacks the required capabilit{} {}",
+                env.thread_ref,
+                cx.sender,
+                if missing.len() == 1 { "y" } else { "ies" },
+                missing.join(", ")
+            ))
+            .into());
+        }
+    }
+    if code == Status::Claimed {
+        let waiting: Vec<String> = cx
+            .dependencies
+            .iter()
+            .filter(|(_, s)| *s != Some(Status::Completed))
+            .map(|(r, s)| format!("{r} ({})", s.map_or("missing".to_owned(), |s| s.to_string())))
+            .collect();
+        if !waiting.is_empty() {
+            return Err(ProtocolError::conflict(format!(
+                "cannot claim {}: it waits for {}",
+                env.thread_ref,
+                waiting.join(", ")
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The current status of each dependency of `env` (`None` when its file is gone).
+pub(crate) fn dependency_statuses(ex: &Exchange, env: &Envelope) -> Result<Vec<(String, Option<Status>)>, Error> {
+    env.depends_on
+        .iter()
+        .map(|d| {
+            let status = match ThreadRef::parse(d) {
+                Ok(r) => match ex.store().envelope(&r) {
+                    Ok((e, _)) => Some(e.status),
+                    Err(StoreError::NotFound { .. }) => None,
+                    Err(e) => return Err(e.into()),
+                },
+                Err(_) => None,
+            };
+            Ok((d.clone(), status))
+        })
+        .collect()
+}

@@ -1,0 +1,233 @@
+//! Creating threads from the `request` payloads of a message: idempotent re-sends, ref
+//! allocation, `depends_on` resolution (sibling ids, refs, the sender's client ids), the thread
+//! files with their ack, routing, and the ack answered to the sender.
+
+use std::collections::HashMap;
+
+use crate::exchange::directory::{Directory, RouteInput};
+use crate::exchange::error::Error;
+use crate::exchange::{Exchange, Sender, lifecycle, plan};
+use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
+use crate::protocol::error::ProtocolError;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::{Ack, AckEntry, Message, Payload};
+use crate::protocol::request::Request;
+use crate::protocol::time::Timestamp;
+use crate::protocol::value::Map;
+use crate::store::IndexKey;
+
+/// One request of the message, with where it sits in the `MESS:` list.
+pub(crate) struct Incoming {
+    pub(crate) index: usize,
+    pub(crate) request: Request,
+}
+
+/// Creates a thread per request (or finds the open thread of a re-sent client id) and returns
+/// the ack payload for the sender.
+pub(crate) fn create(
+    ex: &Exchange,
+    incoming: Vec<Incoming>,
+    version: Option<&str>,
+    extra: &Map,
+    sender: &Sender,
+    directory: &Directory,
+    now: Timestamp,
+) -> Result<Payload, Error> {
+    let store = ex.store();
+    // Ids must be unique within the message, and a re-sent id of an open thread is not new.
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut existing: HashMap<usize, ThreadRef> = HashMap::new();
+    for req in &incoming {
+        if let Some(id) = &req.request.id {
+            if let Some(first) = seen.insert(id, req.index) {
+                return Err(ProtocolError::invalid(
+                    format!("MESS[{}].request.id", req.index),
+                    format!("{id:?} is also the id of MESS[{first}]; ids in one message must differ"),
+                )
+                .into());
+            }
+            if let Some(r) = store.lookup(&sender.id, IndexKey::ClientId(id))?
+                && let Ok((env, _)) = store.envelope(&r)
+                && !env.status.is_terminal()
+            {
+                existing.insert(req.index, r);
+            }
+        }
+    }
+    let fresh: Vec<&Incoming> = incoming.iter().filter(|r| !existing.contains_key(&r.index)).collect();
+    check_dependencies(ex, &incoming, &existing, sender)?;
+
+    let date = now.date_naive();
+    let refs = if fresh.is_empty() {
+        Vec::new()
+    } else {
+        store.allocate_refs(date, fresh.len())?
+    };
+    let mut assigned: HashMap<usize, ThreadRef> = existing.clone();
+    for (req, r) in fresh.iter().zip(&refs) {
+        assigned.insert(req.index, r.clone());
+    }
+    let by_id: HashMap<&str, &ThreadRef> = incoming
+        .iter()
+        .filter_map(|r| Some((r.request.id.as_deref()?, &assigned[&r.index])))
+        .collect();
+
+    let mut created = Vec::new();
+    for req in &fresh {
+        let thread = assigned[&req.index].clone();
+        let depends_on: Vec<String> = req
+            .request
+            .depends_on()
+            .iter()
+            .map(|d| match by_id.get(d.as_str()) {
+                Some(r) => Ok(r.to_string()),
+                None => plan::resolve(ex, d, &sender.id).map(|r| r.to_string()),
+            })
+            .collect::<Result<_, _>>()?;
+        let mut payloads = Vec::new();
+        if let Some(v) = version {
+            payloads.push(Payload::Version(v.to_owned()));
+        }
+        payloads.push(Payload::Request(req.request.clone()));
+        let doc = MessageDoc {
+            from: sender.id.clone(),
+            received: now,
+            channel: Some(sender.channel.clone()),
+            message: Message {
+                payloads,
+                extra: extra.clone(),
+            },
+            extra: Map::new(),
+        };
+        let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
+        if envelope.depends_on.is_empty() {
+            lifecycle::record_dispatch(&mut envelope, directory, &RouteInput::of(&req.request), now);
+        }
+        let ack = MessageDoc {
+            from: EXCHANGE.to_owned(),
+            received: now,
+            channel: None,
+            message: Message::new(vec![Payload::Ack(Ack {
+                re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
+                thread_ref: Some(thread.to_string()),
+                requests: Vec::new(),
+                received_at: None,
+                queue_position: None,
+                extra: Map::new(),
+            })]),
+            extra: Map::new(),
+        };
+        // Index entries go first: if the process dies before the thread file exists, they point
+        // at nothing and are ignored; the other order could lose an acknowledged client id.
+        let mut entries = vec![(IndexKey::Last, &thread)];
+        if let Some(id) = &req.request.id {
+            entries.push((IndexKey::ClientId(id), &thread));
+        }
+        store.remember(&sender.id, &entries)?;
+        for dep in &envelope.depends_on {
+            if let Ok(dep) = ThreadRef::parse(dep) {
+                store.add_dependent(&dep, &thread)?;
+            }
+        }
+        store.create(&envelope, &[doc, ack])?;
+        created.push((thread, !envelope.depends_on.is_empty()));
+    }
+    // Dependencies may have finished (or failed) while the files were written.
+    for (thread, has_deps) in &created {
+        if *has_deps {
+            lifecycle::reconcile(ex, thread, now)?;
+        }
+    }
+
+    let ack = if incoming.len() == 1 {
+        let req = &incoming[0];
+        Ack {
+            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
+            thread_ref: Some(assigned[&req.index].to_string()),
+            requests: Vec::new(),
+            received_at: Some(now),
+            queue_position: None,
+            extra: Map::new(),
+        }
+    } else {
+        Ack {
+            re: None,
+            thread_ref: None,
+            requests: incoming
+                .iter()
+                .map(|r| AckEntry {
+                    id: r.request.id.clone(),
+                    thread_ref: assigned[&r.index].to_string(),
+                })
+                .collect(),
+            received_at: Some(now),
+            queue_position: None,
+            extra: Map::new(),
+        }
+    };
+    Ok(Payload::Ack(ack))
+}
+
+/// Checks every `depends_on` entry before anything is written: it names a sibling request, a
+/// ref, or a client id of the sender; no request depends on itself; siblings form no cycle.
+fn check_dependencies(
+    ex: &Exchange,
+    incoming: &[Incoming],
+    existing: &HashMap<usize, ThreadRef>,
+    sender: &Sender,
+) -> Result<(), Error> {
+    let siblings: HashMap<&str, usize> = incoming
+        .iter()
+        .filter_map(|r| Some((r.request.id.as_deref()?, r.index)))
+        .collect();
+    let mut edges: HashMap<usize, Vec<usize>> = HashMap::new();
+    for req in incoming {
+        if existing.contains_key(&req.index) {
+            continue;
+        }
+        for (j, dep) in req.request.depends_on().iter().enumerate() {
+            let path = format!("MESS[{}].request.constraints.depends_on[{j}]", req.index);
+            if let Some(&target) = siblings.get(dep.as_str()) {
+                if target == req.index {
+                    return Err(ProtocolError::invalid(path, "a request cannot depend on itself").into());
+                }
+                edges.entry(req.index).or_default().push(target);
+                continue;
+            }
+            plan::resolve(ex, dep, &sender.id).map_err(|e| match e {
+                Error::NotFound { .. } => Error::from(ProtocolError::invalid(
+                    path,
+                    format!("unknown request {dep:?} (not a ref, a sibling id, or one of your client ids)"),
+                )),
+                other => other,
+            })?;
+        }
+    }
+    // Depth-first search for a cycle among siblings.
+    fn visit(n: usize, edges: &HashMap<usize, Vec<usize>>, state: &mut HashMap<usize, u8>) -> Option<usize> {
+        match state.get(&n) {
+            Some(1) => return Some(n),
+            Some(2) => return None,
+            _ => {}
+        }
+        state.insert(n, 1);
+        for m in edges.get(&n).into_iter().flatten() {
+            if let Some(c) = visit(*m, edges, state) {
+                return Some(c);
+            }
+        }
+        state.insert(n, 2);
+        None
+    }
+    let mut state = HashMap::new();
+    for n in edges.keys() {
+        if let Some(c) = visit(*n, &edges, &mut state) {
+            return Err(ProtocolError::invalid(
+                format!("MESS[{c}].request.constraints.depends_on"),
+                "the requests of this message depend on each other in a cycle",
+            )
+            .into());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! Submitting one MESS message: config first, then requests, then the payloads directed at
+//! existing threads (checked all together before any is written), then queries.
+
+use crate::exchange::directory::Directory;
+use crate::exchange::error::Error;
+use crate::exchange::plan::{self, Context};
+use crate::exchange::requests::{self, Incoming};
+use crate::exchange::{Exchange, Sender, lifecycle, view};
+use crate::protocol::envelope::MessageDoc;
+use crate::protocol::error::ProtocolError;
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::status::Status;
+use crate::protocol::value::Map;
+use crate::store::{Edit, IndexKey};
+
+pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
+    if sender.id.trim().is_empty() || sender.id == crate::protocol::envelope::EXCHANGE {
+        return Err(ProtocolError::forbidden(format!(
+            "{:?} cannot send messages: pick an agent or executor id",
+            sender.id
+        ))
+        .into());
+    }
+    let now = ex.now();
+    let version = message.version().map(str::to_owned);
+    let mut requests = Vec::new();
+    let mut directed = Vec::new();
+    let mut configs = Vec::new();
+    let mut queries = Vec::new();
+    for (index, payload) in message.payloads.iter().enumerate() {
+        match payload {
+            Payload::Request(r) => requests.push(Incoming {
+                index,
+                request: r.clone(),
+            }),
+            Payload::Reply(_) | Payload::Cancel(_) | Payload::Status(_) | Payload::Response(_) | Payload::Suggestion(_) => {
+                directed.push((index, payload.clone()));
+            }
+            Payload::Config(c) => configs.push(c.clone()),
+            Payload::Query(q) => queries.push(q.clone()),
+            Payload::Ack(_) => {
+                return Err(ProtocolError::invalid(
+                    format!("MESS[{index}].ack"),
+                    "acks are sent by the exchange, not to it",
+                )
+                .into());
+            }
+            Payload::Version(_) | Payload::Unknown { .. } => {}
+        }
+    }
+    if requests.is_empty() && directed.is_empty() && configs.is_empty() && queries.is_empty() {
+        let kinds: Vec<&str> = message.payloads.iter().map(Payload::kind).collect();
+        return Err(ProtocolError::invalid(
+            "MESS",
+            format!(
+                "nothing to act on (payloads: {}); send a request, reply, cancel, status, response, suggestion, query or config",
+                kinds.join(", ")
+            ),
+        )
+        .into());
+    }
+
+    // Check the directed payloads against their threads before writing anything, so a bad
+    // payload late in the message leaves nothing half-applied.
+    let groups = plan::group(ex, &directed, &sender.id)?;
+    for g in &groups {
+        lifecycle::expire_if_due(ex, &g.thread, now)?;
+    }
+    let mut directory = Directory::load(ex.store());
+    for g in &groups {
+        let (env, _) = ex.store().envelope(&g.thread)?;
+        let deps = plan::dependency_statuses(ex, &env)?;
+        let cx = Context {
+            sender: &sender.id,
+            directory: &directory,
+            dependencies: &deps,
+            now,
+        };
+        plan::check_group(&env, &g.payloads, &cx)?;
+    }
+
+    let mut answer = Vec::new();
+    for config in &configs {
+        answer.push(view::apply_config(ex, config)?);
+    }
+    if !configs.is_empty() {
+        directory = Directory::load(ex.store());
+    }
+    if !requests.is_empty() {
+        answer.push(requests::create(
+            ex,
+            requests,
+            version.as_deref(),
+            &message.extra,
+            sender,
+            &directory,
+            now,
+        )?);
+    }
+    for g in groups {
+        apply_group(ex, &g, version.as_deref(), sender, &directory, now)?;
+        answer.push(view::status_echo(&ex.store().read(&g.thread)?)?);
+    }
+    for q in &queries {
+        answer.push(view::answer_query(ex, q, &sender.id, &directory)?);
+    }
+    Ok(Message::new(answer))
+}
+
+/// Writes one group under the thread's lock (checking it again there), then settles what
+/// follows from the new status.
+fn apply_group(
+    ex: &Exchange,
+    g: &plan::Group,
+    version: Option<&str>,
+    sender: &Sender,
+    directory: &Directory,
+    now: crate::protocol::time::Timestamp,
+) -> Result<Status, Error> {
+    let (before, _) = ex.store().envelope(&g.thread)?;
+    let deps = plan::dependency_statuses(ex, &before)?;
+    let status = ex.store().modify(&g.thread, |t| -> Result<_, Error> {
+        let cx = Context {
+            sender: &sender.id,
+            directory,
+            dependencies: &deps,
+            now,
+        };
+        plan::check_group(&t.envelope, &g.payloads, &cx)?;
+        let mut payloads = Vec::new();
+        if let Some(v) = version {
+            payloads.push(Payload::Version(v.to_owned()));
+        }
+        payloads.extend(g.payloads.iter().cloned());
+        let doc = MessageDoc {
+            from: sender.id.clone(),
+            received: now,
+            channel: Some(sender.channel.clone()),
+            message: Message::new(payloads),
+            extra: Map::new(),
+        };
+        let mut envelope = t.envelope.clone();
+        envelope.apply(&doc);
+        let status = envelope.status;
+        Ok((
+            Some(Edit {
+                envelope,
+                append: vec![doc],
+            }),
+            status,
+        ))
+    })?;
+    for p in &g.payloads {
+        if let Payload::Suggestion(s) = p
+            && let Some(id) = &s.id
+        {
+            ex.store()
+                .remember(&before.requestor, &[(IndexKey::Suggestion(id), &g.thread)])?;
+        }
+    }
+    if status != before.status && (status == Status::Completed || status.fails_dependents()) {
+        lifecycle::settle_dependents(ex, &g.thread, now)?;
+    }
+    Ok(status)
+}

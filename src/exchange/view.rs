@@ -1,0 +1,277 @@
+//! Read views of threads (what `status` shows: the envelope plus the latest response, open
+//! questions or pending confirmation) and the answers to `query` and `config` messages.
+
+use crate::exchange::directory::{self, Directory};
+use crate::exchange::error::Error;
+use crate::exchange::Exchange;
+use crate::protocol::content::ContentEntry;
+use crate::protocol::envelope::{Envelope, MessageDoc};
+use crate::protocol::error::ProtocolError;
+use crate::protocol::message::{ConfigMsg, Payload, Query, QueryKind, Response};
+use crate::protocol::status::{State, Status, StatusDetails, StatusMsg};
+use crate::protocol::time;
+use crate::protocol::value::{Map, Value};
+use crate::store::layout::Location;
+use crate::store::thread::ThreadFile;
+
+/// A thread as `status` presents it.
+#[derive(Debug, Clone)]
+pub struct ThreadView {
+    /// The envelope.
+    pub envelope: Envelope,
+    /// Which folder holds it.
+    pub location: Location,
+    /// The most recent response, if any.
+    pub response: Option<Response>,
+    /// The status message behind the current status (questions, action to confirm, reason).
+    pub current: Option<StatusMsg>,
+    /// Number of message documents.
+    pub messages: usize,
+}
+
+impl ThreadView {
+    /// Builds the view of a thread file.
+    pub fn of(thread: &ThreadFile) -> Result<ThreadView, Error> {
+        let messages = thread.messages()?;
+        Ok(ThreadView {
+            envelope: thread.envelope.clone(),
+            location: thread.location.clone(),
+            response: latest_response(&messages),
+            current: latest_status(&messages, thread.envelope.status),
+            messages: messages.len(),
+        })
+    }
+
+    /// The view as a value, for YAML and JSON output.
+    pub fn to_value(&self) -> Value {
+        let mut m = match self.envelope.to_value() {
+            Value::Map(m) => m,
+            _ => Map::new(),
+        };
+        // History is long and lives in `show`; the summary keeps its size.
+        m.remove("history");
+        m.insert("state", Value::str(location_name(&self.location)));
+        if let Some(cur) = &self.current {
+            let mut details = match cur.to_value() {
+                Value::Map(d) => d,
+                _ => Map::new(),
+            };
+            details.remove("re");
+            details.remove("code");
+            if !details.is_empty() {
+                m.insert(self.envelope.status.as_str(), Value::Map(details));
+            }
+        }
+        if let Some(r) = &self.response {
+            m.insert(
+                "response",
+                Value::Seq(r.content.iter().map(ContentEntry::to_value).collect()),
+            );
+            if let Some(n) = &r.notes {
+                m.insert("notes", Value::str(n));
+            }
+        }
+        m.insert("messages", Value::Int(self.messages as i64));
+        Value::Map(m)
+    }
+}
+
+fn location_name(l: &Location) -> String {
+    match l {
+        Location::State(s) => s.as_str().to_owned(),
+        Location::Archive(m) => format!("archive/{m}"),
+    }
+}
+
+fn latest_response(messages: &[MessageDoc]) -> Option<Response> {
+    messages.iter().rev().find_map(|d| {
+        d.message.payloads.iter().rev().find_map(|p| match p {
+            Payload::Response(r) => Some(r.clone()),
+            _ => None,
+        })
+    })
+}
+
+fn latest_status(messages: &[MessageDoc], status: Status) -> Option<StatusMsg> {
+    messages.iter().rev().find_map(|d| {
+        d.message.payloads.iter().rev().find_map(|p| match p {
+            Payload::Status(s) if s.code == status => Some(s.clone()),
+            _ => None,
+        })
+    })
+}
+
+/// The status payload echoed to a sender after a change: the thread's current status with the
+/// fields of the message that set it.
+pub(crate) fn status_echo(thread: &ThreadFile) -> Result<Payload, Error> {
+    let env = &thread.envelope;
+    let messages = thread.messages()?;
+    let details = match latest_status(&messages, env.status) {
+        Some(s) => Some(s.details),
+        None => match env.status {
+            Status::Pending => Some(StatusDetails::Received {
+                queue_position: None,
+                exchange_id: None,
+            }),
+            Status::Claimed => Some(StatusDetails::Claimed { eta: None, estimate: None }),
+            Status::Completed => Some(StatusDetails::Completed),
+            Status::Cancelled => Some(StatusDetails::Cancelled { reason: None }),
+            _ => None,
+        },
+    };
+    Ok(match details {
+        Some(details) => {
+            let mut msg = StatusMsg::new(env.thread_ref.as_str(), details);
+            msg.executor.clone_from(&env.executor);
+            Payload::Status(msg)
+        }
+        // A status set without a status message (a hand-edited file): report the code alone.
+        None => {
+            let mut m = Map::new();
+            m.insert("re", Value::str(env.thread_ref.as_str()));
+            m.insert("code", Value::str(env.status.code()));
+            Payload::Unknown {
+                kind: "status".to_owned(),
+                body: Value::Map(m),
+            }
+        }
+    })
+}
+
+/// Stores an executor registration or routing rules from a `config` message.
+pub(crate) fn apply_config(ex: &Exchange, config: &ConfigMsg) -> Result<Payload, Error> {
+    let mut done = Map::new();
+    if let Some(exec) = &config.executor {
+        if crate::protocol::ids::ThreadRef::parse(&exec.id).is_err() {
+            return Err(ProtocolError::invalid(
+                "config.executor.id",
+                format!("{:?} is not a usable executor id (letters, digits, '.', '_', ':', '-')", exec.id),
+            )
+            .into());
+        }
+        ex.store().put_registration(&exec.id, &exec.to_value())?;
+        done.insert("registered", Value::str(&exec.id));
+    }
+    if let Some(rules) = &config.routing {
+        let mut r = Map::new();
+        r.insert(
+            "rules",
+            Value::Seq(rules.iter().map(|x| x.to_value()).collect()),
+        );
+        ex.store().put_routing(&Value::Map(r))?;
+        done.insert("routing_rules", Value::Int(rules.len() as i64));
+    }
+    Ok(structured_response(Value::Map(done)))
+}
+
+fn structured_response(data: Value) -> Payload {
+    Payload::Response(Response {
+        re: crate::protocol::message::Re::One("last".to_owned()),
+        content: vec![ContentEntry::Structured(data)],
+        executor: None,
+        completed_at: None,
+        notes: None,
+        extra: Map::new(),
+    })
+}
+
+/// Answers a `query` with a response whose content is structured data.
+pub(crate) fn answer_query(ex: &Exchange, q: &Query, sender: &str, dir: &Directory) -> Result<Payload, Error> {
+    let mut data = Map::new();
+    match q.kind {
+        QueryKind::Status => {
+            let f = &q.filter;
+            let mut only = Vec::new();
+            if let Some(re) = &f.re {
+                for item in re.items() {
+                    only.push(ex.resolve(item, sender)?);
+                }
+            }
+            let (items, _) = ex.list(&State::ALL, true)?;
+            let threads: Vec<Value> = items
+                .into_iter()
+                .map(|(e, _)| e)
+                .filter(|e| e.requestor == sender || e.executor.as_deref() == Some(sender))
+                .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
+                .filter(|e| f.status.is_empty() || f.status.contains(&e.status))
+                .filter(|e| f.executor.as_ref().is_none_or(|x| e.executor.as_ref() == Some(x)))
+                .filter(|e| f.since.is_none_or(|t| e.updated >= t))
+                .map(|e| thread_summary(&e))
+                .collect();
+            data.insert("threads", Value::Seq(threads));
+        }
+        QueryKind::Capabilities => {
+            let mut caps: Vec<(String, Map)> = Vec::new();
+            for entry in &dir.catalog {
+                let mut m = Map::new();
+                m.insert("id", Value::str(&entry.id));
+                if let Some(d) = &entry.description {
+                    m.insert("description", Value::str(d));
+                }
+                if !entry.tags.is_empty() {
+                    m.insert("tags", Value::Seq(entry.tags.iter().map(Value::str).collect()));
+                }
+                caps.push((entry.id.clone(), m));
+            }
+            for exec in &dir.executors {
+                for id in exec.capability_ids() {
+                    let slot = match caps.iter().position(|(c, _)| c == id) {
+                        Some(i) => i,
+                        None => {
+                            let mut m = Map::new();
+                            m.insert("id", Value::str(id));
+                            caps.push((id.to_owned(), m));
+                            caps.len() - 1
+                        }
+                    };
+                    let m = &mut caps[slot].1;
+                    let mut list = match m.remove("executors") {
+                        Some(Value::Seq(v)) => v,
+                        _ => Vec::new(),
+                    };
+                    list.push(Value::str(&exec.id));
+                    m.insert("executors", Value::Seq(list));
+                }
+            }
+            let tags = &q.filter.tags;
+            let list = caps
+                .into_iter()
+                .filter(|(_, m)| {
+                    tags.is_empty()
+                        || m.get("tags").and_then(Value::as_seq).is_some_and(|t| {
+                            t.iter().any(|x| x.as_str().is_some_and(|s| tags.iter().any(|w| w == s)))
+                        })
+                })
+                .map(|(_, m)| Value::Map(m))
+                .collect();
+            data.insert("capabilities", Value::Seq(list));
+        }
+        QueryKind::Executors => {
+            let list = dir
+                .executors
+                .iter()
+                .filter(|e| q.filter.executor.as_ref().is_none_or(|x| &e.id == x))
+                .map(directory::executor_summary)
+                .collect();
+            data.insert("executors", Value::Seq(list));
+        }
+    }
+    Ok(structured_response(Value::Map(data)))
+}
+
+/// The fields of a thread that listings show.
+pub fn thread_summary(e: &Envelope) -> Value {
+    let mut m = Map::new();
+    m.insert("ref", Value::str(e.thread_ref.as_str()));
+    if let Some(id) = &e.client_id {
+        m.insert("client_id", Value::str(id));
+    }
+    m.insert("status", Value::str(e.status.as_str()));
+    m.insert("intent", Value::str(&e.intent));
+    if let Some(x) = &e.executor {
+        m.insert("executor", Value::str(x));
+    }
+    m.insert("requestor", Value::str(&e.requestor));
+    m.insert("updated", Value::str(time::format_timestamp(&e.updated)));
+    Value::Map(m)
+}

@@ -1,0 +1,13 @@
+//! mess: a MESS exchange. Agents submit MESS messages, each request becomes a MESSE-AF thread file
+//! in a `state=` folder, executors move it through its lifecycle, and everything is queryable.
+//!
+//! Modules in reading order: `protocol` (pure types and rules), `store` (thread files on disk),
+//! `exchange` (the use cases that combine them), `config` (settings), `cli` (the `mess` command).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod protocol;
+pub mod store;
+pub mod exchange;
+pub mod config;
+pub mod cli;

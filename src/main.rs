@@ -1,0 +1,5 @@
+//! The `mess` binary: hands over to the CLI and turns its outcome into an exit code.
+
+fn main() -> std::process::ExitCode {
+    mess::cli::run()
+}

@@ -1,0 +1,80 @@
+//! Thread refs: the exchange-assigned identifiers that also name thread files.
+
+use chrono::{Datelike, NaiveDate};
+
+use crate::protocol::error::ProtocolError;
+
+/// An exchange-assigned thread identifier, safe to use as a file name.
+///
+/// Refs this exchange assigns are `YYYY-MM-DD-NNN` (UTC date, per-day serial of at least three
+/// digits). Files from other MESSE-AF writers may use other shapes (`shop:2026-01-31:042`, UUIDs),
+/// so parsing accepts any name of letters, digits, `.`, `_`, `:` and `-` that is not a path trick.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadRef(String);
+
+/// Longest ref accepted, in bytes.
+const MAX_LEN: usize = 128;
+
+impl ThreadRef {
+    /// Validates `s` as a ref.
+    pub fn parse(s: &str) -> Result<ThreadRef, ProtocolError> {
+        let bad = |why: &str| ProtocolError::invalid("ref", format!("invalid ref {s:?}: {why}"));
+        if s.is_empty() {
+            return Err(bad("empty"));
+        }
+        if s.len() > MAX_LEN {
+            return Err(bad("longer than 128 bytes"));
+        }
+        if s.starts_with(['.', '-']) {
+            return Err(bad("must start with a letter or digit"));
+        }
+        if !s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+        {
+            return Err(bad("only letters, digits, '.', '_', ':' and '-' are allowed"));
+        }
+        Ok(ThreadRef(s.to_owned()))
+    }
+
+    /// Builds the ref for serial `serial` on `date`.
+    pub fn from_serial(date: NaiveDate, serial: u64) -> ThreadRef {
+        ThreadRef(format!(
+            "{:04}-{:02}-{:02}-{:03}",
+            date.year(),
+            date.month(),
+            date.day(),
+            serial
+        ))
+    }
+
+    /// Splits a `YYYY-MM-DD-NNN` ref into its date and serial; `None` for other shapes.
+    pub fn date_serial(&self) -> Option<(NaiveDate, u64)> {
+        let s = &self.0;
+        if s.len() < 14 || s.as_bytes()[10] != b'-' {
+            return None;
+        }
+        let date = NaiveDate::parse_from_str(&s[..10], "%Y-%m-%d").ok()?;
+        let serial = &s[11..];
+        if serial.len() < 3 || !serial.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        Some((date, serial.parse().ok()?))
+    }
+
+    /// True when `s` has the shape of a ref this exchange assigns.
+    pub fn looks_assigned(s: &str) -> bool {
+        ThreadRef::parse(s).is_ok_and(|r| r.date_serial().is_some())
+    }
+
+    /// The ref as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ThreadRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}

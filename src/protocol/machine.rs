@@ -1,0 +1,163 @@
+//! The thread state machine of contract section 2 as pure functions: which status changes each
+//! kind of actor may make, and the v1.1 confirmation gate.
+
+use crate::protocol::envelope::ConfirmState;
+use crate::protocol::error::ProtocolError;
+use crate::protocol::status::Status;
+
+/// The role of whoever sends a status change, relative to one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    /// The agent that created the thread.
+    Requestor,
+    /// The executor that claimed the thread.
+    Claimant,
+    /// Any other registered executor.
+    Executor,
+    /// The exchange itself (expiry, dependency failure).
+    Exchange,
+}
+
+impl Actor {
+    /// Every actor kind.
+    pub const ALL: [Actor; 4] = [Actor::Requestor, Actor::Claimant, Actor::Executor, Actor::Exchange];
+}
+
+/// Something an executor wants to do that the confirmation handshake may hold back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Report this status.
+    Status(Status),
+    /// Deliver a response.
+    Response,
+}
+
+/// Checks that `actor` may move thread `thread` from `from` to `to`.
+///
+/// Terminal statuses are final, except that `partial` may still become `completed`. Repeating an
+/// ongoing status (`in_progress` with new progress, `waiting`, `held`, `retrying`, `needs_input`,
+/// `needs_confirmation`) is an update, not a change, and is allowed to the claimant.
+pub fn check_transition(thread: &str, from: Status, to: Status, actor: Actor) -> Result<(), ProtocolError> {
+    use Status::*;
+    if from.is_terminal() {
+        return Err(ProtocolError::conflict(format!(
+            "cannot set {thread} to {to}: it is already {from}, which is final"
+        )));
+    }
+    if to == Pending {
+        return Err(ProtocolError::conflict(format!(
+            "cannot set {thread} to received: only the exchange reports receipt"
+        )));
+    }
+    let refuse = |why: &str| {
+        Err(ProtocolError::conflict(format!(
+            "cannot move {thread} from {from} to {to}: {why}"
+        )))
+    };
+    let forbid = |why: &str| {
+        Err(ProtocolError::forbidden(format!(
+            "cannot move {thread} from {from} to {to}: {why}"
+        )))
+    };
+    match actor {
+        Actor::Exchange => match (from, to) {
+            (Pending, Expired | Failed | Cancelled) => Ok(()),
+            (Waiting | Held, Expired) => Ok(()),
+            _ => refuse("the exchange only expires, fails or cancels threads nobody has claimed"),
+        },
+        Actor::Requestor => match (from, to) {
+            (Pending, Cancelled) => Ok(()),
+            (f, Cancelled) if f.is_active() => Ok(()),
+            (Partial, Cancelled) => refuse("a partial result was delivered; it can only become completed"),
+            _ => forbid("the requestor may only cancel; status is reported by the executor"),
+        },
+        Actor::Executor => match (from, to) {
+            (Pending, Claimed | Declined) => Ok(()),
+            (Pending, _) => refuse("claim it first"),
+            (_, Claimed) => refuse("it is already claimed"),
+            _ => forbid("only the executor that claimed it may update it"),
+        },
+        Actor::Claimant => match (from, to) {
+            (Pending, _) => refuse("it is not claimed"),
+            (Partial, Completed) => Ok(()),
+            (Partial, _) => refuse("a partial result was delivered; it can only become completed"),
+            (_, Claimed) => refuse("it is already claimed"),
+            (Waiting | Held, Expired) => Ok(()),
+            (_, Expired) => refuse("only waiting or held work expires"),
+            (Claimed, InProgress | Waiting | Held | Retrying | NeedsInput | NeedsConfirmation) => Ok(()),
+            (InProgress | Waiting | Held | Retrying | NeedsInput | NeedsConfirmation, _) if to.is_active() => Ok(()),
+            (_, Completed | Partial | Failed | Declined | Cancelled | Superseded | Delegated) => Ok(()),
+            _ => refuse("not a valid step"),
+        },
+    }
+}
+
+/// Checks the v1.1 confirmation rules for an executor step on a thread.
+///
+/// With `confirm_before`, `in_progress`, `completed`, `partial` and responses wait for the
+/// requestor's `confirm: true` to an earlier `needs_confirmation`. After `confirm: false`, only
+/// `cancelled` or `held` are accepted, on any thread. `cancelled` from an executor is accepted
+/// only in that case: otherwise an executor that gives up reports `failed` or `declined`.
+pub fn check_confirmation(
+    thread: &str,
+    confirm_before: bool,
+    state: Option<ConfirmState>,
+    step: Step,
+) -> Result<(), ProtocolError> {
+    if state == Some(ConfirmState::Rejected) {
+        return match step {
+            Step::Status(Status::Cancelled | Status::Held) => Ok(()),
+            _ => Err(ProtocolError::conflict(format!(
+                "cannot {} {thread}: the requestor refused confirmation; only cancelled or held are accepted",
+                describe(step)
+            ))),
+        };
+    }
+    if step == Step::Status(Status::Cancelled) {
+        return Err(ProtocolError::conflict(format!(
+            "cannot set {thread} to cancelled: executors report failed or declined (cancelled follows a refused confirmation)"
+        )));
+    }
+    let gated = matches!(
+        step,
+        Step::Response | Step::Status(Status::InProgress | Status::Completed | Status::Partial)
+    );
+    if confirm_before && gated && state != Some(ConfirmState::Confirmed) {
+        let how = match state {
+            Some(ConfirmState::Requested) => "wait for the requestor to reply confirm: true",
+            _ => "send needs_confirmation first and wait for the requestor's confirm: true",
+        };
+        return Err(ProtocolError::conflict(format!(
+            "cannot {} {thread}: it requires confirmation before work starts; {how}",
+            describe(step)
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that the requestor may reply to a thread now.
+pub fn check_reply(
+    thread: &str,
+    status: Status,
+    state: Option<ConfirmState>,
+    confirms: bool,
+) -> Result<(), ProtocolError> {
+    if status.is_terminal() {
+        return Err(ProtocolError::conflict(format!(
+            "cannot reply to {thread}: it is {status}, which is final"
+        )));
+    }
+    if confirms && !matches!(state, Some(ConfirmState::Requested | ConfirmState::Rejected)) {
+        return Err(ProtocolError::conflict(format!(
+            "cannot confirm {thread}: no confirmation was asked for (it is {status}); confirm answers a needs_confirmation"
+        )));
+    }
+    Ok(())
+}
+
+fn describe(step: Step) -> String {
+    match step {
+        Step::Status(s) => format!("set to {s}"),
+        Step::Response => "deliver a response for".to_owned(),
+    }
+}

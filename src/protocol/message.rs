@@ -1,0 +1,919 @@
+//! A MESS message (`MESS:` list of typed payloads, MESS v1.0 sections 1, 5, 6 and 7) and every
+//! payload type other than `request` and `status`, which have their own modules.
+
+use crate::protocol::content::ContentEntry;
+use crate::protocol::error::ProtocolError;
+use crate::protocol::field::{self, Fields, Result};
+use crate::protocol::request::{Capability, Precision, Request, Urgency};
+use crate::protocol::status::{self, Status, StatusMsg};
+use crate::protocol::time::{self, Timestamp};
+use crate::protocol::value::{Map, Value};
+
+/// A whole MESS message: the ordered list of payloads under `MESS:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// The payloads, in order.
+    pub payloads: Vec<Payload>,
+    /// Top-level keys other than `MESS`, kept unchanged.
+    pub extra: Map,
+}
+
+/// One item of the `MESS:` list.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum Payload {
+    /// `- v: 1.0.0`: the protocol version the sender speaks.
+    Version(String),
+    Request(Request),
+    Reply(Reply),
+    Cancel(Cancel),
+    Query(Query),
+    Config(ConfigMsg),
+    Ack(Ack),
+    Status(StatusMsg),
+    Response(Response),
+    Suggestion(Suggestion),
+    /// A payload type this version does not know (a v2 `review`, say), kept unchanged.
+    Unknown { kind: String, body: Value },
+}
+
+/// The `re:` of a payload: one reference or a list (`cancel: {re: [a, b]}`).
+///
+/// A reference is a ref, a client id, or `last`; the exchange resolves it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Re {
+    /// A single reference.
+    One(String),
+    /// Several references.
+    Many(Vec<String>),
+}
+
+impl Re {
+    pub(crate) fn read(f: &mut Fields, required: bool) -> Result<Option<Re>> {
+        let path = f.at("re");
+        match f.take("re") {
+            None if required => Err(ProtocolError::invalid(
+                path,
+                "required field is missing (a ref, a client id or `last`)",
+            )),
+            None => Ok(None),
+            Some(Value::Seq(items)) => {
+                if items.is_empty() {
+                    return Err(ProtocolError::invalid(path, "the list of references is empty"));
+                }
+                let refs = items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| field::id_text(v, &format!("{path}[{i}]")))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Some(Re::Many(refs)))
+            }
+            Some(v) => Ok(Some(Re::One(field::id_text(v, &path)?))),
+        }
+    }
+
+    /// Writes the reference back.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Re::One(s) => Value::str(s),
+            Re::Many(v) => Value::Seq(v.iter().map(Value::str).collect()),
+        }
+    }
+
+    /// The references as a list.
+    pub fn items(&self) -> Vec<&str> {
+        match self {
+            Re::One(s) => vec![s.as_str()],
+            Re::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// `reply`: the requestor answers questions, confirms an action or accepts a suggestion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The thread (or suggestion id) replied to.
+    pub re: Re,
+    /// Answers to `needs_input` questions, keyed by question `field`.
+    pub answers: Option<Map>,
+    /// Answer to `needs_confirmation`.
+    pub confirm: Option<bool>,
+    /// Answer to a `suggestion`.
+    pub accept: Option<bool>,
+    /// Why.
+    pub reason: Option<String>,
+    /// Extra context entries.
+    pub context: Vec<ContentEntry>,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+/// `cancel`: the requestor withdraws one or more requests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cancel {
+    /// The threads to cancel.
+    pub re: Re,
+    /// Why.
+    pub reason: Option<String>,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+/// `query`: ask the exchange about requests, capabilities or executors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    /// What is asked about; `status` when absent.
+    pub kind: QueryKind,
+    /// Narrowing conditions.
+    pub filter: QueryFilter,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+/// `query.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum QueryKind {
+    Status,
+    Capabilities,
+    Executors,
+}
+
+impl QueryKind {
+    /// The protocol word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryKind::Status => "status",
+            QueryKind::Capabilities => "capabilities",
+            QueryKind::Executors => "executors",
+        }
+    }
+}
+
+/// `query.filter`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryFilter {
+    /// One thread (or several).
+    pub re: Option<Re>,
+    /// Only threads with one of these statuses.
+    pub status: Vec<Status>,
+    /// Only threads of this executor.
+    pub executor: Option<String>,
+    /// Only threads updated at or after this instant.
+    pub since: Option<Timestamp>,
+    /// Only capabilities with one of these tags.
+    pub tags: Vec<String>,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+/// `config`: register an executor or set routing rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigMsg {
+    /// An executor registration.
+    pub executor: Option<ExecutorSpec>,
+    /// Routing rules.
+    pub routing: Option<Vec<RoutingRule>>,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+/// An executor: who it is, what it can do, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutorSpec {
+    /// The executor id (`teague-phone`).
+    pub id: String,
+    /// A human-readable name.
+    pub name: Option<String>,
+    /// The capabilities it claims, with optional metadata.
+    pub capabilities: Vec<Capability>,
+    /// `always`, `schedule` or `on_demand`.
+    pub availability: Option<String>,
+    /// A cron expression, when availability is `schedule`.
+    pub schedule: Option<String>,
+    /// Other fields (`notify`, `access`, ...), kept unchanged.
+    pub extra: Map,
+}
+
+/// One routing rule: a match (or the default) and who to prefer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutingRule {
+    /// What the rule applies to; `None` for the `default` rule.
+    pub matcher: Option<RuleMatch>,
+    /// Executor ids, or a strategy word (`lower_latency`, `higher_precision`).
+    pub prefer: Prefer,
+    /// Other fields, kept unchanged.
+    pub extra: Map,
+}
+
+/// `match: {capability?, urgency?, precision?}`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuleMatch {
+    /// The request requires this capability.
+    pub capability: Option<String>,
+    /// The request has this urgency.
+    pub urgency: Option<Urgency>,
+    /// The request has this precision.
+    pub precision: Option<Precision>,
+    /// Other fields, kept unchanged.
+    pub extra: Map,
+}
+
+/// `prefer: [executor-id] | lower_latency | higher_precision`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prefer {
+    /// These executors, in order.
+    Executors(Vec<String>),
+    /// A strategy word.
+    Strategy(String),
+}
+
+/// `ack`: the exchange confirms receipt and names the refs it assigned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ack {
+    /// The client id acknowledged, or `last`.
+    pub re: Option<String>,
+    /// The ref assigned (single request).
+    pub thread_ref: Option<String>,
+    /// Client id to ref mapping (several requests in one message).
+    pub requests: Vec<AckEntry>,
+    /// When the exchange received the message.
+    pub received_at: Option<Timestamp>,
+    /// Position in the queue.
+    pub queue_position: Option<i64>,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+/// One line of a multi-request ack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AckEntry {
+    /// The client's id for the request, if it gave one.
+    pub id: Option<String>,
+    /// The exchange's ref.
+    pub thread_ref: String,
+}
+
+/// `response`: the executor delivers the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// The thread answered.
+    pub re: Re,
+    /// Content entries.
+    pub content: Vec<ContentEntry>,
+    /// Who answers.
+    pub executor: Option<String>,
+    /// When the work was done.
+    pub completed_at: Option<Timestamp>,
+    /// Free-form notes.
+    pub notes: Option<String>,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+/// `suggestion`: an executor proposes a protocol action.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suggestion {
+    /// Id for replies (`sug:merge-grocery`).
+    pub id: Option<String>,
+    /// `merge`, `split`, `delegate`, `alternative` or `defer`.
+    pub kind: String,
+    /// The related requests.
+    pub re: Re,
+    /// The proposal.
+    pub proposed: Option<Value>,
+    /// Why.
+    pub reason: Option<String>,
+    /// Fields this version does not know, kept unchanged.
+    pub extra: Map,
+}
+
+const SUGGESTION_KINDS: [&str; 5] = ["merge", "split", "delegate", "alternative", "defer"];
+
+/// Highest protocol major version understood.
+const MAJOR_VERSION: u64 = 1;
+
+impl Message {
+    /// Reads a message: `{MESS: [...]}`, or the bare list as in the JSON mapping.
+    pub fn from_value(v: Value) -> Result<Message> {
+        let (items, extra) = match v {
+            Value::Map(mut m) => {
+                let Some(items) = m.remove("MESS") else {
+                    let keys: Vec<_> = m.keys().cloned().collect();
+                    return Err(ProtocolError::invalid(
+                        "MESS",
+                        format!(
+                            "required field is missing (a MESS message is `MESS: [...]`; found {})",
+                            if keys.is_empty() { "an empty mapping".into() } else { format!("keys {}", keys.join(", ")) }
+                        ),
+                    ));
+                };
+                (items, m)
+            }
+            Value::Seq(items) => (Value::Seq(items), Map::new()),
+            Value::Null => {
+                return Err(ProtocolError::invalid("MESS", "the message is empty"));
+            }
+            other => {
+                return Err(ProtocolError::invalid(
+                    "MESS",
+                    format!("a MESS message must be a mapping with a MESS list, found {}", other.kind()),
+                ));
+            }
+        };
+        let items = match items {
+            Value::Seq(items) => items,
+            // `MESS: {request: ...}` is a common slip; one payload is unambiguous.
+            Value::Map(m) if m.len() == 1 => vec![Value::Map(m)],
+            other => {
+                return Err(ProtocolError::invalid(
+                    "MESS",
+                    format!("expected a list of payloads, found {}", other.kind()),
+                ));
+            }
+        };
+        if items.is_empty() {
+            return Err(ProtocolError::invalid("MESS", "the list of payloads is empty"));
+        }
+        let payloads = items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| Payload::from_value(item, &format!("MESS[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Message { payloads, extra })
+    }
+
+    /// Writes the message back as `{MESS: [...]}`.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert(
+            "MESS",
+            Value::Seq(self.payloads.iter().map(Payload::to_value).collect()),
+        );
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+
+    /// Builds a message from payloads.
+    pub fn new(payloads: Vec<Payload>) -> Message {
+        Message {
+            payloads,
+            extra: Map::new(),
+        }
+    }
+
+    /// The protocol version the message names, if any.
+    pub fn version(&self) -> Option<&str> {
+        self.payloads.iter().find_map(|p| match p {
+            Payload::Version(v) => Some(v.as_str()),
+            _ => None,
+        })
+    }
+}
+
+impl Payload {
+    /// Reads one `MESS:` item; `path` is `MESS[i]`.
+    pub fn from_value(v: Value, path: &str) -> Result<Payload> {
+        let Value::Map(map) = v else {
+            return Err(ProtocolError::invalid(
+                path,
+                format!(
+                    "a payload must be a single-key mapping like `request: {{...}}`, found {}",
+                    v.kind()
+                ),
+            ));
+        };
+        if map.len() != 1 {
+            let keys: Vec<_> = map.keys().cloned().collect();
+            return Err(ProtocolError::invalid(
+                path,
+                format!(
+                    "a payload must have exactly one key (its type), found {}",
+                    if keys.is_empty() { "none".into() } else { keys.join(", ") }
+                ),
+            ));
+        }
+        let Some((kind, body)) = map.into_iter().next() else {
+            return Err(ProtocolError::invalid(path, "empty payload"));
+        };
+        let at = format!("{path}.{kind}");
+        Ok(match kind.as_str() {
+            "v" => Payload::Version(version(body, &at)?),
+            "request" => Payload::Request(Request::from_value(body, &at)?),
+            "reply" => Payload::Reply(Reply::from_value(body, &at)?),
+            "cancel" => Payload::Cancel(Cancel::from_value(body, &at)?),
+            "query" => Payload::Query(Query::from_value(body, &at)?),
+            "config" => Payload::Config(ConfigMsg::from_value(body, &at)?),
+            "ack" => Payload::Ack(Ack::from_value(body, &at)?),
+            "status" => Payload::Status(StatusMsg::from_value(body, &at)?),
+            "response" => Payload::Response(Response::from_value(body, &at)?),
+            "suggestion" => Payload::Suggestion(Suggestion::from_value(body, &at)?),
+            _ => Payload::Unknown { kind, body },
+        })
+    }
+
+    /// Writes the payload back as a single-key mapping.
+    pub fn to_value(&self) -> Value {
+        let (kind, body) = match self {
+            Payload::Version(v) => ("v", Value::str(v)),
+            Payload::Request(r) => ("request", r.to_value()),
+            Payload::Reply(r) => ("reply", r.to_value()),
+            Payload::Cancel(c) => ("cancel", c.to_value()),
+            Payload::Query(q) => ("query", q.to_value()),
+            Payload::Config(c) => ("config", c.to_value()),
+            Payload::Ack(a) => ("ack", a.to_value()),
+            Payload::Status(s) => ("status", s.to_value()),
+            Payload::Response(r) => ("response", r.to_value()),
+            Payload::Suggestion(s) => ("suggestion", s.to_value()),
+            Payload::Unknown { kind, body } => (kind.as_str(), body.clone()),
+        };
+        let mut m = Map::new();
+        m.insert(kind, body);
+        Value::Map(m)
+    }
+
+    /// The payload's type word.
+    pub fn kind(&self) -> &str {
+        match self {
+            Payload::Version(_) => "v",
+            Payload::Request(_) => "request",
+            Payload::Reply(_) => "reply",
+            Payload::Cancel(_) => "cancel",
+            Payload::Query(_) => "query",
+            Payload::Config(_) => "config",
+            Payload::Ack(_) => "ack",
+            Payload::Status(_) => "status",
+            Payload::Response(_) => "response",
+            Payload::Suggestion(_) => "suggestion",
+            Payload::Unknown { kind, .. } => kind,
+        }
+    }
+}
+
+fn version(v: Value, path: &str) -> Result<String> {
+    let text = match v {
+        Value::String(s) => s,
+        // `v: 1.1` parses as a number; it still names a version.
+        Value::Float(_) | Value::Int(_) => v.scalar_text().unwrap_or_default(),
+        other => {
+            return Err(ProtocolError::invalid(
+                path,
+                format!("expected a version such as 1.1.0, found {}", other.kind()),
+            ));
+        }
+    };
+    let major = text.split('.').next().and_then(|m| m.parse::<u64>().ok());
+    match major {
+        Some(m) if m <= MAJOR_VERSION && m > 0 => Ok(text),
+        Some(_) => Err(ProtocolError::invalid(
+            path,
+            format!("unsupported protocol version {text} (this exchange speaks MESS 1.0 and 1.1)"),
+        )),
+        None => Err(ProtocolError::invalid(
+            path,
+            format!("invalid version {text:?} (expected e.g. 1.1.0)"),
+        )),
+    }
+}
+
+impl Reply {
+    fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "a reply")?;
+        let re = Re::read(&mut f, true)?.unwrap_or(Re::One(String::new()));
+        let answers = match f.take("answers") {
+            None => None,
+            Some(Value::Map(m)) => Some(m),
+            Some(other) => {
+                return Err(ProtocolError::invalid(
+                    f.at("answers"),
+                    format!("expected a mapping of field: answer, found {}", other.kind()),
+                ));
+            }
+        };
+        let reply = Reply {
+            re,
+            answers,
+            confirm: f.opt_bool("confirm")?,
+            accept: f.opt_bool("accept")?,
+            reason: f.opt_str("reason")?,
+            context: f.list("context", ContentEntry::from_value)?,
+            extra: f.rest(),
+        };
+        if reply.answers.is_none()
+            && reply.confirm.is_none()
+            && reply.accept.is_none()
+            && reply.context.is_empty()
+            && reply.reason.is_none()
+        {
+            return Err(ProtocolError::invalid(
+                path,
+                "a reply needs answers, confirm, accept, reason or context",
+            ));
+        }
+        Ok(reply)
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("re", self.re.to_value());
+        m.insert_opt("answers", self.answers.clone().map(Value::Map));
+        field::put_bool(&mut m, "confirm", self.confirm);
+        field::put_bool(&mut m, "accept", self.accept);
+        field::put_str(&mut m, "reason", &self.reason);
+        field::put_list(&mut m, "context", &self.context, ContentEntry::to_value);
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}
+
+impl Cancel {
+    fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "a cancel")?;
+        let re = Re::read(&mut f, true)?.unwrap_or(Re::One(String::new()));
+        Ok(Cancel {
+            re,
+            reason: f.opt_str("reason")?,
+            extra: f.rest(),
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("re", self.re.to_value());
+        field::put_str(&mut m, "reason", &self.reason);
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}
+
+impl Query {
+    fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "a query")?;
+        let kind = match f.opt_str("type")?.as_deref() {
+            None | Some("status") => QueryKind::Status,
+            Some("capabilities") => QueryKind::Capabilities,
+            Some("executors") => QueryKind::Executors,
+            Some(other) => {
+                return Err(ProtocolError::invalid(
+                    f.at("type"),
+                    format!("unknown query type {other:?} (expected status, capabilities or executors)"),
+                ));
+            }
+        };
+        let filter = f
+            .nested("filter", |mut g| {
+                Ok(QueryFilter {
+                    re: Re::read(&mut g, false)?,
+                    status: g.list("status", status::read_status)?,
+                    executor: g.opt_id("executor")?,
+                    since: g.opt_timestamp("since")?,
+                    tags: g.list("tags", field::text)?,
+                    extra: g.rest(),
+                })
+            })?
+            .unwrap_or_default();
+        Ok(Query {
+            kind,
+            filter,
+            extra: f.rest(),
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("type", Value::str(self.kind.as_str()));
+        let fl = &self.filter;
+        let mut fm = Map::new();
+        fm.insert_opt("re", fl.re.as_ref().map(Re::to_value));
+        field::put_list(&mut fm, "status", &fl.status, |s| Value::str(s.code()));
+        field::put_str(&mut fm, "executor", &fl.executor);
+        fm.insert_opt("since", fl.since.map(|t| Value::str(t.to_rfc3339())));
+        field::put_list(&mut fm, "tags", &fl.tags, |s| Value::str(s));
+        fm.extend_missing(fl.extra.clone());
+        if !fm.is_empty() {
+            m.insert("filter", Value::Map(fm));
+        }
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}
+
+impl ConfigMsg {
+    fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "a config")?;
+        let executor = f.nested("executor", ExecutorSpec::from_fields)?;
+        let routing = f.nested("routing", |mut g| {
+            let rules = g.list("rules", RoutingRule::from_value)?;
+            Ok(rules)
+        })?;
+        if executor.is_none() && routing.is_none() {
+            return Err(ProtocolError::invalid(
+                path,
+                "a config needs an executor registration or routing rules",
+            ));
+        }
+        Ok(ConfigMsg {
+            executor,
+            routing,
+            extra: f.rest(),
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert_opt("executor", self.executor.as_ref().map(ExecutorSpec::to_value));
+        if let Some(rules) = &self.routing {
+            let mut r = Map::new();
+            r.insert(
+                "rules",
+                Value::Seq(rules.iter().map(RoutingRule::to_value).collect()),
+            );
+            m.insert("routing", Value::Map(r));
+        }
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}
+
+impl ExecutorSpec {
+    /// Reads an executor from a mapping that holds its `id`.
+    pub(crate) fn from_fields(mut f: Fields) -> Result<Self> {
+        let id_path = f.at("id");
+        let id = field::id_text(f.req("id")?, &id_path)?;
+        Self::rest_from_fields(id, f)
+    }
+
+    /// Reads an executor from `value`, the body of `executors: {<id>: ...}` in config.yaml.
+    pub fn from_entry(id: &str, value: Value, path: &str) -> Result<Self> {
+        let value = if value.is_null() { Value::Map(Map::new()) } else { value };
+        let mut f = Fields::new(value, path, "an executor")?;
+        if let Some(inner) = f.opt_id("id")?
+            && inner != id
+        {
+            return Err(ProtocolError::invalid(
+                f.at("id"),
+                format!("id {inner:?} differs from the entry's key {id:?}"),
+            ));
+        }
+        Self::rest_from_fields(id.to_owned(), f)
+    }
+
+    fn rest_from_fields(id: String, mut f: Fields) -> Result<Self> {
+        let capabilities = f.list("capabilities", Capability::from_value)?;
+        let availability = f.opt_str("availability")?;
+        if let Some(a) = &availability
+            && !matches!(a.as_str(), "always" | "schedule" | "on_demand")
+        {
+            return Err(ProtocolError::invalid(
+                f.at("availability"),
+                format!("unknown availability {a:?} (expected always, schedule or on_demand)"),
+            ));
+        }
+        let schedule = f.opt_str("schedule")?;
+        Ok(ExecutorSpec {
+            id,
+            name: f.opt_str("name")?,
+            capabilities,
+            availability,
+            schedule,
+            extra: f.rest(),
+        })
+    }
+
+    /// Writes the executor back, including its `id`.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id", Value::str(&self.id));
+        field::put_str(&mut m, "name", &self.name);
+        field::put_list(&mut m, "capabilities", &self.capabilities, Capability::to_value);
+        field::put_str(&mut m, "availability", &self.availability);
+        field::put_str(&mut m, "schedule", &self.schedule);
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+
+    /// The capability ids offered.
+    pub fn capability_ids(&self) -> Vec<&str> {
+        self.capabilities.iter().map(|c| c.id.as_str()).collect()
+    }
+}
+
+impl RoutingRule {
+    /// Reads a rule: `{match: {...}, prefer: ...}` or `{default: ..., prefer: ...}`, where the
+    /// seed config writes `prefer` either beside `default:` or nested under it.
+    pub fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "a routing rule")?;
+        let has_default = f.has("default");
+        let default_body = f.take("default");
+        let matcher = match f.take("match") {
+            Some(m) => {
+                let mut g = Fields::new(m, &f.at("match"), "match")?;
+                Some(RuleMatch {
+                    capability: g.opt_id("capability")?,
+                    urgency: g
+                        .take("urgency")
+                        .map(|v| Urgency::read(v, &g.at("urgency")))
+                        .transpose()?,
+                    precision: g
+                        .take("precision")
+                        .map(|v| Precision::read(v, &g.at("precision")))
+                        .transpose()?,
+                    extra: g.rest(),
+                })
+            }
+            None if has_default => None,
+            None => {
+                return Err(ProtocolError::invalid(
+                    path,
+                    "a routing rule needs `match: {capability?, urgency?, precision?}` or `default:`",
+                ));
+            }
+        };
+        let prefer_value = match f.take("prefer") {
+            Some(p) => p,
+            None => match default_body {
+                Some(Value::Map(mut m)) if m.contains_key("prefer") => {
+                    m.remove("prefer").unwrap_or(Value::Null)
+                }
+                _ => {
+                    return Err(ProtocolError::invalid(
+                        f.at("prefer"),
+                        "required field is missing (executor ids or a strategy)",
+                    ));
+                }
+            },
+        };
+        let prefer_path = f.at("prefer");
+        let prefer = match prefer_value {
+            Value::String(s) if !s.contains(' ') && matches!(s.as_str(), "lower_latency" | "higher_precision") => {
+                Prefer::Strategy(s)
+            }
+            Value::String(s) => Prefer::Executors(vec![s]),
+            Value::Seq(items) => Prefer::Executors(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| field::id_text(v, &format!("{prefer_path}[{i}]")))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            other => {
+                return Err(ProtocolError::invalid(
+                    prefer_path,
+                    format!("expected executor ids or a strategy, found {}", other.kind()),
+                ));
+            }
+        };
+        Ok(RoutingRule {
+            matcher,
+            prefer,
+            extra: f.rest(),
+        })
+    }
+
+    /// Writes the rule back in the `match`/`default` + `prefer` form.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        match &self.matcher {
+            Some(rm) => {
+                let mut mm = Map::new();
+                field::put_str(&mut mm, "capability", &rm.capability);
+                mm.insert_opt("urgency", rm.urgency.map(|u| Value::str(u.as_str())));
+                mm.insert_opt("precision", rm.precision.map(|p| Value::str(p.as_str())));
+                mm.extend_missing(rm.extra.clone());
+                m.insert("match", Value::Map(mm));
+            }
+            None => m.insert("default", Value::Null),
+        }
+        m.insert(
+            "prefer",
+            match &self.prefer {
+                Prefer::Executors(ids) => Value::Seq(ids.iter().map(Value::str).collect()),
+                Prefer::Strategy(s) => Value::str(s),
+            },
+        );
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}
+
+impl Ack {
+    fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "an ack")?;
+        let re = f.opt_id("re")?;
+        let thread_ref = f.opt_id("ref")?;
+        let requests = f.list("requests", |v, p| {
+            let mut g = Fields::new(v, p, "an ack entry")?;
+            let ref_path = g.at("ref");
+            Ok(AckEntry {
+                id: g.opt_id("id")?,
+                thread_ref: field::id_text(g.req("ref")?, &ref_path)?,
+            })
+        })?;
+        let received_at = match f.take("received_at") {
+            None => None,
+            Some(Value::String(s)) => Some(
+                time::parse_timestamp_lenient(&s)
+                    .map_err(|e| ProtocolError::invalid(f.at("received_at"), e))?,
+            ),
+            Some(other) => {
+                return Err(ProtocolError::invalid(
+                    f.at("received_at"),
+                    format!("expected a timestamp, found {}", other.kind()),
+                ));
+            }
+        };
+        Ok(Ack {
+            re,
+            thread_ref,
+            requests,
+            received_at,
+            queue_position: f.opt_int("queue_position")?,
+            extra: f.rest(),
+        })
+    }
+
+    /// Writes the ack back.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        field::put_str(&mut m, "re", &self.re);
+        field::put_str(&mut m, "ref", &self.thread_ref);
+        field::put_list(&mut m, "requests", &self.requests, |e| {
+            let mut em = Map::new();
+            field::put_str(&mut em, "id", &e.id);
+            em.insert("ref", Value::str(&e.thread_ref));
+            Value::Map(em)
+        });
+        m.insert_opt(
+            "received_at",
+            self.received_at.map(|t| Value::str(time::format_timestamp(&t))),
+        );
+        m.insert_opt("queue_position", self.queue_position.map(Value::Int));
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}
+
+impl Response {
+    fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "a response")?;
+        let re = Re::read(&mut f, true)?.unwrap_or(Re::One(String::new()));
+        Ok(Response {
+            re,
+            content: f.list("content", ContentEntry::from_value)?,
+            executor: f.opt_id("executor")?,
+            completed_at: f.opt_timestamp("completed_at")?,
+            notes: f.opt_str("notes")?,
+            extra: f.rest(),
+        })
+    }
+
+    /// Writes the response back.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("re", self.re.to_value());
+        field::put_list(&mut m, "content", &self.content, ContentEntry::to_value);
+        field::put_str(&mut m, "executor", &self.executor);
+        m.insert_opt("completed_at", self.completed_at.map(|t| Value::str(t.to_rfc3339())));
+        field::put_str(&mut m, "notes", &self.notes);
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}
+
+impl Suggestion {
+    fn from_value(v: Value, path: &str) -> Result<Self> {
+        let mut f = Fields::new(v, path, "a suggestion")?;
+        let id = f.opt_id("id")?;
+        let type_path = f.at("type");
+        let kind = field::text(f.req("type")?, &type_path)?;
+        if !SUGGESTION_KINDS.contains(&kind.as_str()) {
+            return Err(ProtocolError::invalid(
+                type_path,
+                format!(
+                    "unknown suggestion type {kind:?} (expected one of: {})",
+                    SUGGESTION_KINDS.join(", ")
+                ),
+            ));
+        }
+        let re = Re::read(&mut f, true)?.unwrap_or(Re::One(String::new()));
+        Ok(Suggestion {
+            id,
+            kind,
+            re,
+            proposed: f.take("proposed"),
+            reason: f.opt_str("reason")?,
+            extra: f.rest(),
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        field::put_str(&mut m, "id", &self.id);
+        m.insert("type", Value::str(&self.kind));
+        m.insert("re", self.re.to_value());
+        m.insert_opt("proposed", self.proposed.clone());
+        field::put_str(&mut m, "reason", &self.reason);
+        m.extend_missing(self.extra.clone());
+        Value::Map(m)
+    }
+}

@@ -1,0 +1,257 @@
+//! YAML text in and out of [`Value`] trees: the only module that uses `serde_yaml`.
+//!
+//! Parsing is bounded (depth, node count after alias expansion, NUL bytes) so hostile input gets a
+//! clear error instead of exhausting memory. Writing is done by `emit`, not by `serde_yaml`, so the
+//! layout of thread files is ours to fix.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor};
+
+use crate::protocol::value::{Map, Value};
+
+/// Bounds applied while parsing untrusted YAML.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Deepest nesting of mappings and sequences accepted.
+    pub max_depth: usize,
+    /// Most nodes accepted in one document, counted after aliases are expanded.
+    pub max_nodes: usize,
+}
+
+impl Limits {
+    /// Limits for messages and thread files: 64 levels, 4 million nodes.
+    pub const DEFAULT: Limits = Limits {
+        max_depth: 64,
+        max_nodes: 4_000_000,
+    };
+}
+
+/// A YAML document that could not be parsed, with the position when the parser knows it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct YamlError {
+    /// One line describing the problem, including line and column when known.
+    pub message: String,
+}
+
+/// Parses one YAML document; empty input gives `Value::Null`.
+pub fn parse_document(text: &str, limits: &Limits) -> Result<Value, YamlError> {
+    let mut docs = parse_documents(text, limits)?;
+    match docs.len() {
+        0 => Ok(Value::Null),
+        1 => Ok(docs.remove(0)),
+        n => Err(YamlError {
+            message: format!("expected one YAML document, found {n}"),
+        }),
+    }
+}
+
+/// Parses every document of a multi-document YAML stream, in order; empty documents give `Null`.
+pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlError> {
+    if let Some(pos) = text.find('\0') {
+        let line = text[..pos].matches('\n').count() + 1;
+        return Err(YamlError {
+            message: format!("YAML contains a NUL byte at line {line}"),
+        });
+    }
+    let mut out = Vec::new();
+    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let budget = Cell::new(limits.max_nodes);
+        let seed = Node {
+            budget: &budget,
+            depth: 0,
+            limits,
+        };
+        let value = seed.deserialize(doc).map_err(|e| YamlError {
+            message: describe(&e, index),
+        })?;
+        out.push(value);
+    }
+    Ok(out)
+}
+
+fn describe(e: &serde_yaml::Error, index: usize) -> String {
+    let text = e.to_string();
+    let text = text
+        .strip_prefix("invalid type: enum, ")
+        .map(|t| format!("unsupported YAML tag, {t}"))
+        .unwrap_or(text);
+    if index == 0 {
+        format!("invalid YAML: {text}")
+    } else {
+        format!("invalid YAML in document {}: {text}", index + 1)
+    }
+}
+
+/// One node of the tree being built; carries the shared node budget and the current depth.
+struct Node<'a> {
+    budget: &'a Cell<usize>,
+    depth: usize,
+    limits: &'a Limits,
+}
+
+impl<'a> Node<'a> {
+    fn spend<E: de::Error>(&self) -> Result<(), E> {
+        let left = self.budget.get();
+        if left == 0 {
+            return Err(E::custom(format!(
+                "document has more than {} nodes after expanding aliases",
+                self.limits.max_nodes
+            )));
+        }
+        self.budget.set(left - 1);
+        Ok(())
+    }
+
+    fn child<E: de::Error>(&self) -> Result<Node<'a>, E> {
+        if self.depth + 1 > self.limits.max_depth {
+            return Err(E::custom(format!(
+                "nesting deeper than {} levels",
+                self.limits.max_depth
+            )));
+        }
+        Ok(Node {
+            budget: self.budget,
+            depth: self.depth + 1,
+            limits: self.limits,
+        })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Node<'_> {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a YAML value")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.spend()?;
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.spend()?;
+        Ok(Value::Null)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.spend()?;
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.spend()?;
+        Ok(Value::Int(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.spend()?;
+        Ok(i64::try_from(v).map_or(Value::Float(v as f64), Value::Int))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.spend()?;
+        Ok(Value::Float(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.spend()?;
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.spend()?;
+        Ok(Value::String(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.spend()?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(self.child()?)? {
+            items.push(item);
+        }
+        Ok(Value::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        self.spend()?;
+        let mut map = Map::new();
+        while let Some(key) = access.next_key_seed(self.child()?)? {
+            let key = match key {
+                Value::Null => "null".to_owned(),
+                other => other
+                    .scalar_text()
+                    .ok_or_else(|| de::Error::custom("mapping keys must be scalars"))?,
+            };
+            if map.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate key `{key}`")));
+            }
+            let value = access.next_value_seed(self.child()?)?;
+            map.insert(key, value);
+        }
+        Ok(Value::Map(map))
+    }
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
+        // A custom tag (`!thing value`) arrives as an enum; the tag carries no meaning in MESS,
+        // so the tagged value is kept and the tag dropped.
+        let (_tag, variant): (String, _) = data.variant()?;
+        variant.newtype_variant_seed(self)
+    }
+}
+
+/// Byte range of one document inside a multi-document YAML text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocSpan {
+    /// Offset of the document's first byte (its `---` marker line, when it has one).
+    pub start: usize,
+    /// Offset just past the document's last byte.
+    pub end: usize,
+}
+
+/// Splits a multi-document YAML text at its `---` and `...` markers without parsing it.
+///
+/// A marker counts only at the start of a line and followed by a space, tab or line end, which
+/// YAML forbids inside scalars, so the split is exact for well-formed files. Spans that hold only
+/// comments or whitespace are kept; callers decide whether an empty document matters.
+pub fn split_documents(text: &str) -> Vec<DocSpan> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    let mut pos = 0;
+    let mut seen_content = false;
+    let bytes = text.as_bytes();
+    while pos < bytes.len() {
+        let line_end = text[pos..].find('\n').map_or(bytes.len(), |i| pos + i + 1);
+        let line = &text[pos..line_end];
+        if is_marker(line, "---") {
+            if pos > start && (seen_content || !spans.is_empty()) {
+                spans.push(DocSpan { start, end: pos });
+            }
+            start = pos;
+            seen_content = true;
+        } else if is_marker(line, "...") {
+            spans.push(DocSpan { start, end: line_end });
+            start = line_end;
+            seen_content = false;
+        } else if !seen_content && !is_blank_or_comment(line) {
+            seen_content = true;
+        }
+        pos = line_end;
+    }
+    if start < bytes.len() && (seen_content || spans.is_empty()) {
+        spans.push(DocSpan {
+            start,
+            end: bytes.len(),
+        });
+    }
+    spans
+}
+
+fn is_marker(line: &str, marker: &str) -> bool {
+    line.strip_prefix(marker)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\n', '\r']))
+}
+
+fn is_blank_or_comment(line: &str) -> bool {
+    let t = line.trim_start();
+    t.is_empty() || t.starts_with('#') || t.starts_with('%')
+}

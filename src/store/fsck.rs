@@ -1,0 +1,436 @@
+//! `mess fsck`: checks every thread file and, with `--repair`, fixes what interrupted writes and
+//! other writers can leave behind: torn last documents, stale envelopes, files in the wrong
+//! folder, duplicate copies after an interrupted move, leftover temp files, and the indexes.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+
+use crate::protocol::envelope::{self, Envelope, MessageDoc};
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::Payload;
+use crate::protocol::status::State;
+use crate::store::error::StoreError;
+use crate::store::index::{self, Key};
+use crate::store::layout::{self, Location};
+use crate::store::thread::{self, ThreadFile};
+use crate::store::{FileStore, fsio, lock, refs};
+
+/// One problem found.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// The file concerned.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub problem: String,
+    /// Whether `--repair` fixed it.
+    pub repaired: bool,
+}
+
+/// The result of a check.
+#[derive(Debug, Default)]
+pub struct FsckReport {
+    /// Thread files examined.
+    pub files: usize,
+    /// Distinct threads.
+    pub threads: usize,
+    /// Problems, in the order found.
+    pub findings: Vec<Finding>,
+}
+
+impl FsckReport {
+    /// Problems that are still there.
+    pub fn unrepaired(&self) -> usize {
+        self.findings.iter().filter(|f| !f.repaired).count()
+    }
+
+    fn note(&mut self, path: &Path, problem: impl Into<String>, repaired: bool) {
+        self.findings.push(Finding {
+            path: path.to_owned(),
+            problem: problem.into(),
+            repaired,
+        });
+    }
+}
+
+/// What the index should hold, gathered while checking threads.
+#[derive(Default)]
+struct IndexFacts {
+    /// (requestor, client id) -> newest thread.
+    client_ids: BTreeMap<(String, String), (chrono::DateTime<chrono::FixedOffset>, ThreadRef)>,
+    /// requestor -> newest thread.
+    last: BTreeMap<String, (chrono::DateTime<chrono::FixedOffset>, ThreadRef)>,
+    /// (requestor, suggestion id) -> thread.
+    suggestions: Vec<(String, String, ThreadRef)>,
+    /// dependency -> dependents.
+    deps: Vec<(String, ThreadRef)>,
+    /// date -> highest serial.
+    serials: BTreeMap<NaiveDate, u64>,
+}
+
+impl FileStore {
+    /// Checks every thread file (all four folders and the archive); repairs when `repair` is set.
+    /// `progress` sees (done, total).
+    pub fn fsck(&self, repair: bool, progress: &mut dyn FnMut(usize, usize)) -> Result<FsckReport, StoreError> {
+        let mut report = FsckReport::default();
+        let mut errors = Vec::new();
+        let files = self.files(&State::ALL, true, &mut errors);
+        if let Some(e) = errors.into_iter().next() {
+            return Err(e);
+        }
+        report.files = files.len();
+        let mut by_ref: BTreeMap<ThreadRef, Vec<(Location, PathBuf)>> = BTreeMap::new();
+        for (loc, path) in files {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if let Some(r) = layout::ref_of_file(&name) {
+                by_ref.entry(r).or_default().push((loc, path));
+            }
+        }
+        report.threads = by_ref.len();
+        let total = by_ref.len();
+        let mut facts = IndexFacts::default();
+        for (i, (thread, copies)) in by_ref.into_iter().enumerate() {
+            progress(i, total);
+            let _guard = lock::acquire(&self.layout().locks_dir(), &lock::thread_lock_name(&thread))?;
+            self.check_thread(&thread, copies, repair, &mut report, &mut facts)?;
+        }
+        progress(total, total);
+        self.check_temp_files(repair, &mut report)?;
+        self.check_indexes(&facts, repair, &mut report)?;
+        Ok(report)
+    }
+
+    fn check_thread(
+        &self,
+        thread: &ThreadRef,
+        copies: Vec<(Location, PathBuf)>,
+        repair: bool,
+        report: &mut FsckReport,
+        facts: &mut IndexFacts,
+    ) -> Result<(), StoreError> {
+        // Load every copy as far as it parses: messages, and the envelope if it reads.
+        let mut loaded = Vec::new();
+        for (location, path) in copies {
+            let Some(text) = fsio::read_optional(&path)? else { continue };
+            match load(&path, &text) {
+                Ok(l) => loaded.push((location, path, text, l)),
+                Err(problem) => report.note(&path, problem, false),
+            }
+        }
+        if loaded.is_empty() {
+            return Ok(());
+        }
+        loaded.sort_by_key(|l| std::cmp::Reverse(l.3.messages.len()));
+        let (location, path, text, mut best) = loaded.remove(0);
+
+        for (_, other_path, other_text, other) in &loaded {
+            let prefix = best.message_text(&text).starts_with(other.message_text(other_text));
+            let problem = format!(
+                "duplicate copy of {thread} (an interrupted move); the copy at {} is newer",
+                path.display()
+            );
+            if repair {
+                if !prefix {
+                    self.quarantine(thread, other_text)?;
+                }
+                fsio::remove_durable(other_path)?;
+            }
+            report.note(other_path, problem, repair);
+        }
+
+        let mut rewrite = false;
+        if let Some(torn) = &best.torn {
+            report.note(&path, format!("torn last document ({torn})"), repair);
+            if repair {
+                self.quarantine(thread, &text[best.kept_len..])?;
+            }
+            rewrite = true;
+        }
+
+        let rebuilt = match envelope::rebuild(thread, best.envelope.as_ref(), &best.messages) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                if best.envelope.is_none() {
+                    report.note(&path, format!("envelope unreadable and cannot be rebuilt: {e}"), false);
+                    return Ok(());
+                }
+                None
+            }
+        };
+        let mut envelope = match (&best.envelope, rebuilt) {
+            (Some(stored), Some(rebuilt)) => {
+                if envelope::differs_in_state(stored, &rebuilt) {
+                    report.note(
+                        &path,
+                        format!(
+                            "envelope out of date with its messages (says {}, messages say {})",
+                            stored.status, rebuilt.status
+                        ),
+                        repair,
+                    );
+                    rewrite = true;
+                    rebuilt
+                } else {
+                    stored.clone()
+                }
+            }
+            (None, Some(rebuilt)) => {
+                report.note(&path, "envelope unreadable; rebuilt from the messages", repair);
+                rewrite = true;
+                rebuilt
+            }
+            (Some(stored), None) => stored.clone(),
+            (None, None) => return Ok(()),
+        };
+        if envelope.thread_ref != *thread {
+            report.note(
+                &path,
+                format!("envelope names ref {} but the file is {thread}", envelope.thread_ref),
+                repair,
+            );
+            envelope.thread_ref = thread.clone();
+            rewrite = true;
+        }
+
+        let expected = match &location {
+            Location::Archive(_) if matches!(envelope.status.state(), State::Finished | State::Canceled) => {
+                location.clone()
+            }
+            _ => Location::State(envelope.status.state()),
+        };
+        if expected != location {
+            report.note(
+                &path,
+                format!("{} thread is in {location}, expected {expected}", envelope.status),
+                repair,
+            );
+            rewrite = true;
+        }
+
+        if rewrite && repair {
+            let rest = &text[best.rest_start..best.kept_len];
+            let new_text = thread::compose_text(&envelope, rest, &[]);
+            let target = self.layout().thread_path(&expected, thread);
+            fsio::ensure_dir(&self.layout().dir(&expected))?;
+            fsio::write_atomic(&target, new_text.as_bytes())?;
+            if target != path {
+                fsio::remove_durable(&path)?;
+            }
+        }
+        best.envelope = Some(envelope);
+        gather(thread, &best, facts);
+        Ok(())
+    }
+
+    fn quarantine(&self, thread: &ThreadRef, bytes: &str) -> Result<(), StoreError> {
+        let dir = self.layout().quarantine_dir();
+        fsio::ensure_dir(&dir)?;
+        let mut n = 1;
+        loop {
+            let path = dir.join(format!("{thread}.{n}.yaml"));
+            match fsio::create_atomic(&path, bytes.as_bytes()) {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Temp files left by writers that died between write and rename.
+    fn check_temp_files(&self, repair: bool, report: &mut FsckReport) -> Result<(), StoreError> {
+        let layout = self.layout();
+        let mut dirs: Vec<PathBuf> = State::ALL.iter().map(|s| layout.state_dir(*s)).collect();
+        dirs.push(layout.refs_dir());
+        dirs.push(layout.registrations_dir());
+        dirs.push(layout.root().to_owned());
+        if let Ok(entries) = fs::read_dir(layout.archive_dir()) {
+            dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        }
+        if let Ok(entries) = fs::read_dir(layout.index_dir()) {
+            dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        }
+        for dir in dirs {
+            let Ok(entries) = fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !(name.starts_with('.') && name.contains(fsio::TEMP_MARK)) {
+                    continue;
+                }
+                let path = entry.path();
+                let remove = repair && self.temp_is_abandoned(&name, &entry)?;
+                if remove {
+                    fsio::remove_durable(&path)?;
+                }
+                report.note(&path, "leftover temp file of an interrupted write", remove);
+            }
+        }
+        Ok(())
+    }
+
+    /// A thread's temp file is written under the thread's lock, so if the lock is free its
+    /// writer is gone; other temp files are judged by age.
+    fn temp_is_abandoned(&self, name: &str, entry: &fs::DirEntry) -> Result<bool, StoreError> {
+        let thread = name
+            .strip_prefix('.')
+            .and_then(|n| n.split(fsio::TEMP_MARK).next())
+            .and_then(layout::ref_of_file);
+        if let Some(thread) = thread {
+            return lock::try_acquire(&self.layout().locks_dir(), &lock::thread_lock_name(&thread))
+                .map(|guard| guard.is_some());
+        }
+        Ok(entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() >= 60))
+    }
+
+    fn check_indexes(&self, facts: &IndexFacts, repair: bool, report: &mut FsckReport) -> Result<(), StoreError> {
+        let layout = self.layout();
+        for (date, serial) in &facts.serials {
+            let counter = layout.refs_dir().join(date.format("%Y-%m-%d").to_string());
+            let stored = fsio::read_optional(&counter)?.and_then(|t| t.trim().parse::<u64>().ok());
+            if stored.is_some_and(|s| s < *serial) {
+                if repair {
+                    refs::ensure_at_least(layout, *date, *serial)?;
+                }
+                report.note(&counter, format!("ref counter behind the files (serial {serial} exists)"), repair);
+            }
+        }
+        let mut stale = 0;
+        for ((sender, id), (_, thread)) in &facts.client_ids {
+            if index::get(layout, sender, Key::ClientId(id))?.as_ref() != Some(thread) {
+                stale += 1;
+            }
+        }
+        for (sender, (_, thread)) in &facts.last {
+            if index::get(layout, sender, Key::Last)?.as_ref() != Some(thread) {
+                stale += 1;
+            }
+        }
+        if repair {
+            index::clear(layout)?;
+            for ((sender, id), (_, thread)) in &facts.client_ids {
+                index::put(layout, sender, &[(Key::ClientId(id), thread)])?;
+            }
+            for (sender, (_, thread)) in &facts.last {
+                index::put(layout, sender, &[(Key::Last, thread)])?;
+            }
+            for (sender, id, thread) in &facts.suggestions {
+                index::put(layout, sender, &[(Key::Suggestion(id), thread)])?;
+            }
+            for (dep, dependent) in &facts.deps {
+                if let Ok(dep) = ThreadRef::parse(dep) {
+                    index::add_dependent(layout, &dep, dependent)?;
+                }
+            }
+        }
+        if stale > 0 {
+            report.note(
+                &layout.index_dir(),
+                format!("{stale} client-id or `last` index entries missing or stale"),
+                repair,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A thread file parsed as far as possible.
+struct Loaded {
+    envelope: Option<Envelope>,
+    messages: Vec<MessageDoc>,
+    /// Offset where document 2 starts.
+    rest_start: usize,
+    /// Bytes worth keeping: everything before a torn last document.
+    kept_len: usize,
+    /// Why the last document was dropped, if it was.
+    torn: Option<String>,
+}
+
+impl Loaded {
+    fn message_text<'a>(&self, text: &'a str) -> &'a str {
+        &text[self.rest_start..self.kept_len]
+    }
+}
+
+fn load(path: &Path, text: &str) -> Result<Loaded, String> {
+    let parsed = ThreadFile::parse(path, Location::State(State::Received), text.to_owned());
+    let spans = crate::protocol::yaml::split_documents(text);
+    let Some(first) = spans.first() else {
+        return Err("empty file".to_owned());
+    };
+    let envelope = parsed.as_ref().ok().map(|t| t.envelope.clone());
+    let rest_start = spans.get(1).map_or(text.len(), |s| s.start);
+    let mut messages = Vec::new();
+    let mut kept_len = text.len();
+    let mut torn = None;
+    let last = spans.len() - 1;
+    for (i, span) in spans.iter().enumerate().skip(1) {
+        let raw = &text[span.start..span.end];
+        if thread::is_empty_doc(raw) {
+            continue;
+        }
+        let parsed = crate::protocol::yaml::parse_document(raw, &crate::protocol::yaml::Limits::DEFAULT)
+            .map_err(|e| e.message)
+            .and_then(|v| MessageDoc::from_value(v, &format!("document {}", i + 1)).map_err(|e| e.to_string()));
+        let cut_off = i == last && !raw.ends_with('\n');
+        match parsed {
+            Ok(doc) if !cut_off => messages.push(doc),
+            Ok(_) => {
+                torn = Some("the file ends in the middle of a line".to_owned());
+                kept_len = span.start;
+            }
+            Err(e) if i == last => {
+                torn = Some(e);
+                kept_len = span.start;
+            }
+            Err(e) => return Err(format!("document {} does not parse: {e}", i + 1)),
+        }
+    }
+    if envelope.is_none() && first.end == text.len() {
+        return Err(parsed.err().map(|e| e.to_string()).unwrap_or_default());
+    }
+    Ok(Loaded {
+        envelope,
+        messages,
+        rest_start,
+        kept_len: kept_len.max(rest_start),
+        torn,
+    })
+}
+
+fn gather(thread: &ThreadRef, loaded: &Loaded, facts: &mut IndexFacts) {
+    let Some(env) = &loaded.envelope else { return };
+    if let Some((date, serial)) = thread.date_serial() {
+        let e = facts.serials.entry(date).or_insert(0);
+        *e = (*e).max(serial);
+    }
+    let newer = |slot: &Option<&(chrono::DateTime<chrono::FixedOffset>, ThreadRef)>| {
+        slot.is_none_or(|(at, r)| (env.created, thread) > (*at, r))
+    };
+    if let Some(id) = &env.client_id {
+        let key = (env.requestor.clone(), id.clone());
+        if newer(&facts.client_ids.get(&key)) {
+            facts.client_ids.insert(key, (env.created, thread.clone()));
+        }
+    }
+    if newer(&facts.last.get(&env.requestor)) {
+        facts.last.insert(env.requestor.clone(), (env.created, thread.clone()));
+    }
+    for dep in &env.depends_on {
+        facts.deps.push((dep.clone(), thread.clone()));
+    }
+    for doc in &loaded.messages {
+        for p in &doc.message.payloads {
+            if let Payload::Suggestion(s) = p
+                && let Some(id) = &s.id
+            {
+                facts.suggestions.push((env.requestor.clone(), id.clone(), thread.clone()));
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Small lookup files under `.mess/`: client id and `last` per sender, suggestion ids, and the
+//! reverse dependency lists. They are caches of what the thread files say; `fsck --repair`
+//! rebuilds them.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::protocol::ids::ThreadRef;
+use crate::store::error::StoreError;
+use crate::store::fsio;
+use crate::store::layout::Layout;
+
+/// What a sender's index entry names.
+#[derive(Debug, Clone, Copy)]
+pub enum Key<'a> {
+    /// The most recent request of the sender.
+    Last,
+    /// A client id of one of the sender's requests.
+    ClientId(&'a str),
+    /// The id of a suggestion made on one of the sender's threads.
+    Suggestion(&'a str),
+}
+
+fn entry_name(key: Key<'_>) -> String {
+    match key {
+        Key::Last => "last".to_owned(),
+        Key::ClientId(id) => format!("id-{}", encode(id)),
+        Key::Suggestion(id) => format!("sug-{}", encode(id)),
+    }
+}
+
+fn sender_dir(layout: &Layout, sender: &str) -> PathBuf {
+    layout.index_dir().join(encode(sender))
+}
+
+/// Points `key` of `sender` at `thread`.
+pub(crate) fn put(layout: &Layout, sender: &str, entries: &[(Key<'_>, &ThreadRef)]) -> Result<(), StoreError> {
+    let dir = sender_dir(layout, sender);
+    fsio::ensure_dir(&dir)?;
+    for (key, thread) in entries {
+        fsio::write_atomic(&dir.join(entry_name(*key)), format!("{thread}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Looks `key` up for `sender`.
+pub(crate) fn get(layout: &Layout, sender: &str, key: Key<'_>) -> Result<Option<ThreadRef>, StoreError> {
+    let path = sender_dir(layout, sender).join(entry_name(key));
+    Ok(fsio::read_optional(&path)?.and_then(|t| ThreadRef::parse(t.trim()).ok()))
+}
+
+/// Drops every index entry, before `fsck --repair` rebuilds them.
+pub(crate) fn clear(layout: &Layout) -> Result<(), StoreError> {
+    for dir in [layout.index_dir(), layout.deps_dir()] {
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&dir, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Records that `dependent` waits for `dependency`.
+pub(crate) fn add_dependent(layout: &Layout, dependency: &ThreadRef, dependent: &ThreadRef) -> Result<(), StoreError> {
+    let dir = layout.deps_dir();
+    fsio::ensure_dir(&dir)?;
+    let path = dir.join(dependency.as_str());
+    let existed = path.exists();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| StoreError::io(&path, e))?;
+    // One short write in append mode lands whole, so concurrent writers never interleave lines.
+    file.write_all(format!("{dependent}\n").as_bytes())
+        .and_then(|()| file.sync_data())
+        .map_err(|e| StoreError::io(&path, e))?;
+    if !existed {
+        fsio::sync_dir(&dir)?;
+    }
+    Ok(())
+}
+
+/// The threads that wait for `dependency`.
+pub(crate) fn dependents(layout: &Layout, dependency: &ThreadRef) -> Result<Vec<ThreadRef>, StoreError> {
+    let path = layout.deps_dir().join(dependency.as_str());
+    let mut out: Vec<ThreadRef> = Vec::new();
+    for line in fsio::read_optional(&path)?.unwrap_or_default().lines() {
+        if let Ok(r) = ThreadRef::parse(line.trim())
+            && !out.contains(&r)
+        {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// Encodes any text as a safe file name: letters, digits, `_` and `-` stay, the rest is `%XX`;
+/// long names keep a prefix and a hash so they stay under file-name limits.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.len() > 180 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in s.bytes() {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut cut = 160;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out = format!("{}~{hash:016x}", &out[..cut]);
+    }
+    out
+}

@@ -1,0 +1,338 @@
+//! MESSE-AF thread files on disk: the `state=` folders, crash-safe writes, cross-process locks,
+//! ref allocation, the archive, and the small indexes that avoid scanning. Synchronous; knows
+//! nothing about HTTP, SQL or notifications. The files are the source of truth.
+
+pub mod archive;
+pub mod error;
+pub mod fsck;
+pub(crate) mod fsio;
+pub(crate) mod index;
+pub mod layout;
+pub(crate) mod lock;
+pub(crate) mod refs;
+pub mod registry;
+pub mod thread;
+
+#[cfg(test)]
+mod tests;
+
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+
+use crate::protocol::envelope::{Envelope, MessageDoc};
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::status::State;
+use crate::protocol::yaml::{self, Limits};
+use crate::store::error::StoreError;
+use crate::store::layout::{Layout, Location};
+use crate::store::thread::ThreadFile;
+
+pub use crate::store::index::Key as IndexKey;
+
+/// The thread files of one exchange home.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    layout: Layout,
+}
+
+/// What a modification writes: the new envelope and the documents to append.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    /// The envelope after the change.
+    pub envelope: Envelope,
+    /// Message documents to append, in order.
+    pub append: Vec<MessageDoc>,
+}
+
+impl FileStore {
+    /// The store of the home at `root`; nothing is created until something is written.
+    pub fn open(root: &Path) -> FileStore {
+        FileStore {
+            layout: Layout::new(root),
+        }
+    }
+
+    /// Where things live.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Creates the folders of a home.
+    pub fn init(&self) -> Result<(), StoreError> {
+        for state in State::ALL {
+            fsio::ensure_dir(&self.layout.state_dir(state))?;
+        }
+        fsio::ensure_dir(&self.layout.archive_dir())?;
+        fsio::ensure_dir(&self.layout.locks_dir())?;
+        Ok(())
+    }
+
+    /// Allocates `n` new refs for `date` (UTC).
+    pub fn allocate_refs(&self, date: NaiveDate, n: usize) -> Result<Vec<ThreadRef>, StoreError> {
+        refs::allocate(&self.layout, date, n)
+    }
+
+    /// Writes a new thread into the folder of its status; fails if the ref exists.
+    pub fn create(&self, envelope: &Envelope, docs: &[MessageDoc]) -> Result<PathBuf, StoreError> {
+        let location = Location::State(envelope.status.state());
+        let path = self.layout.thread_path(&location, &envelope.thread_ref);
+        fsio::ensure_dir(&self.layout.dir(&location))?;
+        let text = thread::new_thread_text(envelope, docs);
+        let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(&envelope.thread_ref))?;
+        if !self.find(&envelope.thread_ref)?.is_empty() {
+            return Err(StoreError::Exists {
+                thread: envelope.thread_ref.to_string(),
+            });
+        }
+        fsio::create_atomic(&path, text.as_bytes()).map_err(|e| match e {
+            StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                StoreError::Exists {
+                    thread: envelope.thread_ref.to_string(),
+                }
+            }
+            other => other,
+        })?;
+        Ok(path)
+    }
+
+    /// Every copy of a thread's file (more than one only after an interrupted move), checked in
+    /// lifecycle order so a concurrent forward move is never missed.
+    pub fn find(&self, thread: &ThreadRef) -> Result<Vec<(Location, PathBuf)>, StoreError> {
+        let mut found = Vec::new();
+        for state in State::ALL {
+            let loc = Location::State(state);
+            let path = self.layout.thread_path(&loc, thread);
+            if path.is_file() {
+                found.push((loc, path));
+            }
+        }
+        for month in self.archive_months_for(thread)? {
+            let loc = Location::Archive(month);
+            let path = self.layout.thread_path(&loc, thread);
+            if path.is_file() {
+                found.push((loc, path));
+            }
+        }
+        Ok(found)
+    }
+
+    fn archive_months_for(&self, thread: &ThreadRef) -> Result<Vec<String>, StoreError> {
+        if let Some((date, _)) = thread.date_serial() {
+            return Ok(vec![date.format("%Y-%m").to_string()]);
+        }
+        // Refs of other writers carry no date, so every archive month is a candidate.
+        let dir = self.layout.archive_dir();
+        match fs::read_dir(&dir) {
+            Ok(entries) => Ok(entries
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(StoreError::io(&dir, e)),
+        }
+    }
+
+    /// Reads a thread; `NotFound` when no file holds it.
+    pub fn read(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
+        match self.read_copies(thread)?.into_iter().next() {
+            Some(t) => Ok(t),
+            None => {
+                // A move in the other direction (archive back to a folder) can hide the file
+                // from an unlocked look; writers hold the lock while moving.
+                let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
+                self.read_copies(thread)?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| StoreError::NotFound {
+                        thread: thread.to_string(),
+                    })
+            }
+        }
+    }
+
+    /// Reads every copy of a thread, the best first: most documents, then latest `updated`.
+    fn read_copies(&self, thread: &ThreadRef) -> Result<Vec<ThreadFile>, StoreError> {
+        let mut copies = Vec::new();
+        for (location, path) in self.find(thread)? {
+            match fsio::read_optional(&path)? {
+                Some(text) => copies.push(ThreadFile::parse(&path, location, text)?),
+                None => continue,
+            }
+        }
+        copies.sort_by(|a, b| {
+            b.message_count()
+                .cmp(&a.message_count())
+                .then(b.envelope.updated.cmp(&a.envelope.updated))
+        });
+        Ok(copies)
+    }
+
+    /// Reads only the envelope of a thread, without loading its messages.
+    pub fn envelope(&self, thread: &ThreadRef) -> Result<(Envelope, Location), StoreError> {
+        let found = self.find(thread)?;
+        if found.len() == 1 {
+            let (location, path) = &found[0];
+            if let Some(env) = read_envelope_file(path)? {
+                return Ok((env, location.clone()));
+            }
+        }
+        let t = self.read(thread)?;
+        Ok((t.envelope, t.location))
+    }
+
+    /// Changes a thread under its lock: `decide` sees the current file and returns an [`Edit`]
+    /// to write (or `None`) plus a result. The write replaces the file atomically, moves it to
+    /// the folder of its new status, and removes any stale copies.
+    pub fn modify<T, E: From<StoreError>>(
+        &self,
+        thread: &ThreadRef,
+        decide: impl FnOnce(&ThreadFile) -> Result<(Option<Edit>, T), E>,
+    ) -> Result<T, E> {
+        let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
+        let copies = self.read_copies(thread)?;
+        let Some(current) = copies.first() else {
+            return Err(StoreError::NotFound {
+                thread: thread.to_string(),
+            }
+            .into());
+        };
+        current.check_tail()?;
+        let (edit, out) = decide(current)?;
+        let Some(edit) = edit else {
+            return Ok(out);
+        };
+        let target = match &current.location {
+            Location::Archive(_) if edit.envelope.status == current.envelope.status => {
+                current.location.clone()
+            }
+            _ => Location::State(edit.envelope.status.state()),
+        };
+        let path = self.layout.thread_path(&target, thread);
+        let text = current.compose(&edit.envelope, &edit.append);
+        fsio::ensure_dir(&self.layout.dir(&target))?;
+        fsio::write_atomic(&path, text.as_bytes())?;
+        for copy in &copies {
+            if copy.path != path {
+                fsio::remove_durable(&copy.path)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads the envelopes of every thread in `states` (and the archive when asked). Files that
+    /// do not parse are returned as errors beside the good ones.
+    pub fn list(&self, states: &[State], archive: bool) -> (Vec<(Envelope, Location, PathBuf)>, Vec<StoreError>) {
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        for (location, path) in self.files(states, archive, &mut errors) {
+            match read_envelope_file(&path) {
+                Ok(Some(env)) => out.push((env, location, path)),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        (out, errors)
+    }
+
+    /// The thread files in `states` (and the archive), with their locations.
+    pub fn files(&self, states: &[State], archive: bool, errors: &mut Vec<StoreError>) -> Vec<(Location, PathBuf)> {
+        let mut dirs: Vec<(Location, PathBuf)> = states
+            .iter()
+            .map(|s| (Location::State(*s), self.layout.state_dir(*s)))
+            .collect();
+        if archive {
+            let root = self.layout.archive_dir();
+            if let Ok(entries) = fs::read_dir(&root) {
+                let mut months: Vec<String> = entries
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                months.sort();
+                for m in months {
+                    let dir = root.join(&m);
+                    dirs.push((Location::Archive(m), dir));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (location, dir) in dirs {
+            let entries = match fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    errors.push(StoreError::io(&dir, e));
+                    continue;
+                }
+            };
+            let mut names: Vec<String> = entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| layout::ref_of_file(n).is_some())
+                .collect();
+            names.sort();
+            out.extend(names.into_iter().map(|n| (location.clone(), dir.join(n))));
+        }
+        out
+    }
+
+    /// Remembers index entries of `sender` (client id, `last`, suggestion ids).
+    pub fn remember(&self, sender: &str, entries: &[(IndexKey<'_>, &ThreadRef)]) -> Result<(), StoreError> {
+        index::put(&self.layout, sender, entries)
+    }
+
+    /// Looks up an index entry of `sender`.
+    pub fn lookup(&self, sender: &str, key: IndexKey<'_>) -> Result<Option<ThreadRef>, StoreError> {
+        index::get(&self.layout, sender, key)
+    }
+
+    /// Records that `dependent` waits for `dependency`.
+    pub fn add_dependent(&self, dependency: &ThreadRef, dependent: &ThreadRef) -> Result<(), StoreError> {
+        index::add_dependent(&self.layout, dependency, dependent)
+    }
+
+    /// The threads that wait for `dependency`.
+    pub fn dependents(&self, dependency: &ThreadRef) -> Result<Vec<ThreadRef>, StoreError> {
+        index::dependents(&self.layout, dependency)
+    }
+}
+
+/// Reads just the first document of a thread file and parses the envelope; `None` if the file
+/// vanished (moved by a concurrent writer).
+pub fn read_envelope_file(path: &Path) -> Result<Option<Envelope>, StoreError> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(path, e)),
+    };
+    let not_utf8 = || StoreError::NotUtf8 {
+        path: path.to_owned(),
+    };
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    let envelope_text = loop {
+        let n = file.read(&mut chunk).map_err(|e| StoreError::io(path, e))?;
+        bytes.extend_from_slice(&chunk[..n]);
+        if n == 0 {
+            break std::str::from_utf8(&bytes).map_err(|_| not_utf8())?.to_owned();
+        }
+        // Only whole lines are searched, so a marker is never judged on half a line.
+        let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else {
+            continue;
+        };
+        let text = std::str::from_utf8(&bytes[..=last_newline]).map_err(|_| not_utf8())?;
+        let spans = yaml::split_documents(text);
+        if spans.len() >= 2 {
+            break text[spans[0].start..spans[0].end].to_owned();
+        }
+    };
+    let value = yaml::parse_document(&envelope_text, &Limits::DEFAULT)
+        .map_err(|e| StoreError::malformed(path, e.into()))?;
+    Envelope::from_value(value)
+        .map(Some)
+        .map_err(|e| StoreError::malformed(path, e))
+}

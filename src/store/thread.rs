@@ -1,0 +1,156 @@
+//! One thread file in memory: its text, its document boundaries, and its parsed envelope.
+//!
+//! Message documents are kept as the exact bytes on disk; a rewrite replaces document 1 and
+//! appends new documents, so earlier messages are never re-serialized (append-only in meaning
+//! and in bytes).
+
+use std::path::{Path, PathBuf};
+
+use crate::protocol::emit;
+use crate::protocol::envelope::{Envelope, MessageDoc};
+use crate::protocol::error::ProtocolError;
+use crate::protocol::value::Value;
+use crate::protocol::yaml::{self, DocSpan, Limits};
+use crate::store::error::StoreError;
+use crate::store::layout::Location;
+
+/// A thread file read from disk.
+#[derive(Debug, Clone)]
+pub struct ThreadFile {
+    /// Where the file is.
+    pub path: PathBuf,
+    /// Which folder it is in.
+    pub location: Location,
+    /// The parsed envelope (document 1).
+    pub envelope: Envelope,
+    text: String,
+    spans: Vec<DocSpan>,
+}
+
+impl ThreadFile {
+    /// Parses the envelope of `text` (the file at `path`); message documents are parsed on demand.
+    pub fn parse(path: &Path, location: Location, text: String) -> Result<ThreadFile, StoreError> {
+        let spans: Vec<DocSpan> = yaml::split_documents(&text);
+        let Some(first) = spans.first() else {
+            return Err(StoreError::malformed(
+                path,
+                ProtocolError::invalid("envelope", "the file is empty"),
+            ));
+        };
+        let value = yaml::parse_document(&text[first.start..first.end], &Limits::DEFAULT)
+            .map_err(|e| StoreError::malformed(path, e.into()))?;
+        let envelope = Envelope::from_value(value).map_err(|e| StoreError::malformed(path, e))?;
+        Ok(ThreadFile {
+            path: path.to_owned(),
+            location,
+            envelope,
+            text,
+            spans,
+        })
+    }
+
+    /// The whole file as text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Number of message documents (documents after the envelope), empty ones not counted.
+    pub fn message_count(&self) -> usize {
+        self.spans[1..]
+            .iter()
+            .filter(|s| !is_empty_doc(&self.text[s.start..s.end]))
+            .count()
+    }
+
+    /// Parses every message document, in order.
+    pub fn messages(&self) -> Result<Vec<MessageDoc>, StoreError> {
+        let mut out = Vec::new();
+        for (i, span) in self.spans.iter().enumerate().skip(1) {
+            if let Some(doc) = self.parse_message(i, span)? {
+                out.push(doc);
+            }
+        }
+        Ok(out)
+    }
+
+    fn parse_message(&self, index: usize, span: &DocSpan) -> Result<Option<MessageDoc>, StoreError> {
+        let raw = &self.text[span.start..span.end];
+        let value = yaml::parse_document(raw, &Limits::DEFAULT).map_err(|e| {
+            StoreError::malformed(
+                &self.path,
+                ProtocolError::invalid(format!("document {}", index + 1), e.message),
+            )
+        })?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        MessageDoc::from_value(value, &format!("document {}", index + 1))
+            .map(Some)
+            .map_err(|e| StoreError::malformed(&self.path, e))
+    }
+
+    /// Checks that the last document is complete: the file ends with a line break and the last
+    /// message parses. Writers that append in place (`cat >>`) can leave a cut-off document.
+    pub fn check_tail(&self) -> Result<(), StoreError> {
+        if !self.text.ends_with('\n') {
+            return Err(StoreError::Torn {
+                path: self.path.clone(),
+            });
+        }
+        if self.spans.len() > 1 {
+            let last = self.spans.len() - 1;
+            self.parse_message(last, &self.spans[last])
+                .map_err(|_| StoreError::Torn {
+                    path: self.path.clone(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The text of the file with a new envelope and `appended` documents added at the end.
+    pub fn compose(&self, envelope: &Envelope, appended: &[MessageDoc]) -> String {
+        let rest = match self.spans.get(1) {
+            Some(span) => &self.text[span.start..],
+            None => "",
+        };
+        compose_text(envelope, rest, appended)
+    }
+}
+
+/// Builds thread-file text: envelope, then `rest` (earlier documents, as they were), then
+/// `appended`.
+pub(crate) fn compose_text(envelope: &Envelope, rest: &str, appended: &[MessageDoc]) -> String {
+    let mut out = emit::to_yaml(&envelope.to_value());
+    if !rest.is_empty() {
+        if !rest.starts_with("---") {
+            out.push_str("---\n");
+        }
+        out.push_str(rest);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    for doc in appended {
+        out.push_str("---\n");
+        out.push_str(&emit::to_yaml(&doc.to_value()));
+    }
+    out
+}
+
+/// True for a document with nothing but comments and whitespace (or a bare marker).
+pub(crate) fn is_empty_doc(raw: &str) -> bool {
+    raw.lines().all(|l| {
+        let t = l.trim();
+        t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
+    })
+}
+
+/// Renders the documents of a new thread.
+pub(crate) fn new_thread_text(envelope: &Envelope, docs: &[MessageDoc]) -> String {
+    compose_text(envelope, "", docs)
+}
+
+/// Parses a standalone value as one YAML document, for registrations and config files.
+pub(crate) fn parse_yaml_file(path: &Path, text: &str) -> Result<Value, StoreError> {
+    yaml::parse_document(text, &Limits::DEFAULT).map_err(|e| StoreError::malformed(path, e.into()))
+}
