@@ -587,7 +587,7 @@ impl Query {
         fm.insert_opt("re", fl.re.as_ref().map(Re::to_value));
         field::put_list(&mut fm, "status", &fl.status, |s| Value::str(s.code()));
         field::put_str(&mut fm, "executor", &fl.executor);
-        fm.insert_opt("since", fl.since.map(|t| Value::str(t.to_rfc3339())));
+        fm.insert_opt("since", fl.since.map(|t| Value::str(time::format_exact(&t))));
         field::put_list(&mut fm, "tags", &fl.tags, |s| Value::str(s));
         fm.extend_missing(fl.extra.clone());
         if !fm.is_empty() {
@@ -873,7 +873,7 @@ impl Response {
         m.insert("re", self.re.to_value());
         field::put_list(&mut m, "content", &self.content, ContentEntry::to_value);
         field::put_str(&mut m, "executor", &self.executor);
-        m.insert_opt("completed_at", self.completed_at.map(|t| Value::str(t.to_rfc3339())));
+        m.insert_opt("completed_at", self.completed_at.map(|t| Value::str(time::format_exact(&t))));
         field::put_str(&mut m, "notes", &self.notes);
         m.extend_missing(self.extra.clone());
         Value::Map(m)

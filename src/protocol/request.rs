@@ -278,7 +278,7 @@ impl Request {
         field::put_list(&mut m, "response_hint", &self.response_hint, ResponseHint::to_value);
         m.insert_opt("priority", self.priority.map(|p| Value::str(p.as_str())));
         m.insert_opt("compensation", self.compensation.clone());
-        m.insert_opt("needed_by", self.needed_by.map(|t| Value::str(t.to_rfc3339())));
+        m.insert_opt("needed_by", self.needed_by.map(|t| Value::str(time::format_exact(&t))));
         field::put_bool(&mut m, "confirm_before", self.confirm_before);
         m.extend_missing(self.extra.clone());
         Value::Map(m)
@@ -397,11 +397,11 @@ impl Timing {
 
     fn to_value(&self) -> Value {
         let mut m = Map::new();
-        m.insert_opt("not_before", self.not_before.map(|t| Value::str(t.to_rfc3339())));
+        m.insert_opt("not_before", self.not_before.map(|t| Value::str(time::format_exact(&t))));
         m.insert_opt(
             "expires",
             self.expires.as_ref().map(|e| match e {
-                Expiry::At(t) => Value::str(t.to_rfc3339()),
+                Expiry::At(t) => Value::str(time::format_exact(&t)),
                 Expiry::After(d) => Value::str(&d.text),
             }),
         );

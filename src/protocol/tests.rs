@@ -1,0 +1,404 @@
+//! Protocol tests: every spec example parses and round-trips, invalid messages fail naming the
+//! field, every (status, status, actor) transition is pinned, and YAML writing is lossless.
+
+use std::path::{Path, PathBuf};
+
+use crate::protocol::emit;
+use crate::protocol::envelope::{self, ConfirmState, Envelope, MessageDoc};
+use crate::protocol::error::{ProtocolError, Refusal};
+use crate::protocol::machine::{self, Actor, Step};
+use crate::protocol::message::Message;
+use crate::protocol::status::{State, Status};
+use crate::protocol::time;
+use crate::protocol::value::{Map, Value};
+use crate::protocol::yaml::{self, Limits};
+
+fn fixtures(sub: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(sub);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no fixtures in {}", dir.display());
+    files
+}
+
+/// Parses a document as a message (or a MESSE-AF message document) and checks that writing it
+/// and reading it back gives the same message, and that nothing was lost on the way in.
+fn round_trip(doc: Value, origin: &str) {
+    let is_doc = doc.as_map().is_some_and(|m| m.contains_key("from"));
+    let (typed, written) = if is_doc {
+        let d = MessageDoc::from_value(doc.clone(), "").unwrap_or_else(|e| panic!("{origin}: {e}"));
+        let v = d.to_value();
+        let again = MessageDoc::from_value(reparse(&v), "").unwrap();
+        assert_eq!(d, again, "{origin}: message document changed on the round trip");
+        (format!("{d:?}"), v)
+    } else {
+        let m = Message::from_value(doc.clone()).unwrap_or_else(|e| panic!("{origin}: {e}"));
+        let v = m.to_value();
+        let again = Message::from_value(reparse(&v)).unwrap();
+        assert_eq!(m, again, "{origin}: message changed on the round trip");
+        (format!("{m:?}"), v)
+    };
+    assert!(!typed.is_empty());
+    if !is_doc {
+        assert_eq!(strip_nulls(doc), written, "{origin}: parsing lost or changed fields");
+    }
+}
+
+fn reparse(v: &Value) -> Value {
+    yaml::parse_document(&emit::to_yaml(v), &Limits::DEFAULT).unwrap()
+}
+
+/// Optional fields written as `key: null` are read as absent.
+fn strip_nulls(v: Value) -> Value {
+    match v {
+        Value::Map(m) => Value::Map(
+            m.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, strip_nulls(v)))
+                .collect(),
+        ),
+        Value::Seq(s) => Value::Seq(s.into_iter().map(strip_nulls).collect()),
+        other => other,
+    }
+}
+
+#[test]
+fn every_spec_example_parses_and_round_trips() {
+    let mut count = 0;
+    let mut failures = Vec::new();
+    for path in fixtures("messages/valid") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let docs = match yaml::parse_documents(&text, &Limits::DEFAULT) {
+            Ok(d) => d,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        for (i, doc) in docs.into_iter().enumerate().filter(|(_, d)| !d.is_null()) {
+            let origin = format!("{name} document {}", i + 1);
+            if let Err(e) = std::panic::catch_unwind(|| round_trip(doc, &origin)) {
+                failures.push(e.downcast_ref::<String>().cloned().unwrap_or(origin));
+            }
+            count += 1;
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(count >= 60, "only {count} example messages");
+}
+
+#[test]
+fn spec_thread_files_parse_and_their_envelopes_match_their_messages() {
+    for name in ["complete-example", "needs-input-example", "format-example"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/threads/{name}.messe-af.yaml"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let spans = yaml::split_documents(&text);
+        let values: Vec<Value> = spans
+            .iter()
+            .map(|s| yaml::parse_document(&text[s.start..s.end], &Limits::DEFAULT).unwrap())
+            .collect();
+        let stored = Envelope::from_value(values[0].clone()).unwrap();
+        let docs: Vec<MessageDoc> = values[1..]
+            .iter()
+            .map(|v| MessageDoc::from_value(v.clone(), "").unwrap())
+            .collect();
+        for (i, v) in values.iter().enumerate().skip(1) {
+            round_trip(v.clone(), &format!("{name} document {}", i + 1));
+        }
+        let rebuilt = envelope::rebuild(&stored.thread_ref, Some(&stored), &docs).unwrap();
+        assert!(
+            !envelope::differs_in_state(&stored, &rebuilt),
+            "{name}: replay disagrees\nstored: {stored:#?}\nrebuilt: {rebuilt:#?}"
+        );
+        let again = Envelope::from_value(reparse(&stored.to_value())).unwrap();
+        assert_eq!(stored, again, "{name}: envelope round trip");
+    }
+}
+
+/// Runs one invalid input and returns the error text.
+fn invalid(text: &str) -> String {
+    match yaml::parse_documents(text, &Limits::DEFAULT) {
+        Err(e) => ProtocolError::from(e).to_string(),
+        Ok(docs) => {
+            let errors: Vec<String> = docs
+                .into_iter()
+                .filter_map(|d| Message::from_value(d).err())
+                .map(|e| e.to_string())
+                .collect();
+            assert!(!errors.is_empty(), "accepted invalid input:\n{text}");
+            errors.join("; ")
+        }
+    }
+}
+
+#[test]
+fn invalid_fixtures_fail_with_the_expected_message() {
+    for path in fixtures("messages/invalid") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expected = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# error: "))
+            .unwrap_or_else(|| panic!("{}: no `# error:` line", path.display()));
+        let got = invalid(&text);
+        assert!(got.contains(expected), "{}:\n  expected: {expected}\n  got: {got}", path.display());
+    }
+}
+
+#[test]
+fn hostile_yaml_is_refused_with_a_clear_error() {
+    let cases: Vec<(String, &str)> = vec![
+        ("MESS:\n  - request:\n      intent: a\0b\n".into(), "NUL byte at line 3"),
+        (
+            format!("MESS:\n  - request:\n      intent: x\n      context:\n        - json: {}{}\n", "[".repeat(200), "]".repeat(200)),
+            "nesting deeper than 64 levels",
+        ),
+        (
+            format!(
+                "MESS:\n  - request:\n      intent: x\n      context:\n        - json: {}1{}\n",
+                "{a: ".repeat(70),
+                "}".repeat(70)
+            ),
+            "nesting deeper than 64 levels",
+        ),
+        (billion_laughs(), "too many alias expansions"),
+        ("MESS: [\n".into(), "invalid YAML"),
+        ("a: 1\na: 2\n".into(), "duplicate key"),
+    ];
+    for (text, expected) in cases {
+        let got = invalid(&text);
+        assert!(got.contains(expected), "expected {expected:?}, got {got:?}");
+    }
+}
+
+#[test]
+fn the_node_budget_counts_expanded_aliases() {
+    let text = "a: &x [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nb: [*x, *x, *x, *x, *x]\n";
+    let tight = Limits { max_depth: 64, max_nodes: 40 };
+    let err = yaml::parse_document(text, &tight).unwrap_err();
+    assert!(err.message.contains("more than 40 nodes after expanding aliases"), "{}", err.message);
+    assert!(yaml::parse_document(text, &Limits::DEFAULT).is_ok());
+}
+
+fn billion_laughs() -> String {
+    let mut s = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..9 {
+        let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+        s.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    s.push_str("MESS:\n  - request:\n      intent: *a8\n");
+    s
+}
+
+#[test]
+fn writing_yaml_keeps_every_tricky_string() {
+    let strings = [
+        "", " ", "yes", "No", "ON", "off", "y", "n", "~", "null", "Null", "true", "False", "001", "0o17", "0x1F", "0b101",
+        "1_000", "1e3", "-1", "+1", "1.0", ".5", "-.inf", ".NaN", "1:30", "12:30:00", "1.0.0", "2026-01-31",
+        "2026-01-31T17:00:00-08:00", " leading", "trailing ", "a: b", "a:", ":a", "#x", "x #y", "x#y", "- x", "-x",
+        "--- x", "---", "...", "? x", "@x", "`x", "%x", "!x", "&x", "*x", "|x", ">x", "[x", "{x", "x]", "x, y",
+        "'q'", "\"q\"", "back\\slash", "tab\there", "bell\u{7}", "nel\u{85}", "ls\u{2028}", "bom\u{feff}",
+        "ünïcödé ✓", "multi\nline", "multi\nline\n", "ends\n\n", "\nstarts", " indented\nsecond", "a\n  b\n",
+        "trailing space \nx", "cr\r\nlf", "<<", "=", "Note: chicken expires tomorrow",
+    ];
+    for s in strings {
+        let mut m = Map::new();
+        m.insert("k", Value::str(s));
+        m.insert(s, Value::Seq(vec![Value::str(s), Value::Map({
+            let mut inner = Map::new();
+            inner.insert("deep", Value::str(s));
+            inner
+        })]));
+        let v = Value::Map(m);
+        let text = emit::to_yaml(&v);
+        let back = yaml::parse_document(&text, &Limits::DEFAULT).unwrap_or_else(|e| panic!("{s:?}: {e}\n{text}"));
+        assert_eq!(back, v, "{s:?} did not survive:\n{text}");
+    }
+    let numbers = Value::Seq(vec![
+        Value::Int(0),
+        Value::Int(-7),
+        Value::Int(i64::MAX),
+        Value::Float(1.0),
+        Value::Float(-0.25),
+        Value::Float(1e300),
+        Value::Bool(true),
+        Value::Null,
+        Value::Seq(vec![]),
+        Value::Map(Map::new()),
+    ]);
+    let back = yaml::parse_document(&emit::to_yaml(&numbers), &Limits::DEFAULT).unwrap();
+    assert_eq!(back, numbers);
+    assert!(matches!(back.as_seq().unwrap()[3], Value::Float(_)), "1.0 must stay a float");
+}
+
+#[test]
+fn timestamps_accept_yaml_forms_and_require_an_offset_on_input() {
+    let ok = [
+        ("2026-01-31T17:00:00-08:00", "2026-02-01T01:00:00Z"),
+        ("2026-01-31T17:00:00Z", "2026-01-31T17:00:00Z"),
+        ("2026-01-31t17:00:00z", "2026-01-31T17:00:00Z"),
+        ("2026-01-31 17:00:00 -08:00", "2026-02-01T01:00:00Z"),
+        ("2026-01-31T17:00:00.5+05:30", "2026-01-31T11:30:00.500Z"),
+        ("2026-01-31T17:00:00-0800", "2026-02-01T01:00:00Z"),
+        ("2026-01-31T17:00:00-8", "2026-02-01T01:00:00Z"),
+        ("2026-01-31T17:00-08:00", "2026-02-01T01:00:00Z"),
+    ];
+    for (input, utc) in ok {
+        let t = time::parse_timestamp(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+        assert_eq!(time::format_timestamp(&time::utc(t.to_utc())), utc, "{input}");
+    }
+    for bad in ["2026-01-31T17:00:00", "2026-02-30T00:00:00Z", "tomorrow", "2026-01-31", "2026-01-31T25:00:00Z"] {
+        assert!(time::parse_timestamp(bad).is_err(), "{bad} accepted");
+    }
+    assert_eq!(
+        time::format_timestamp(&time::parse_timestamp_lenient("2026-01-31 17:00:00").unwrap()),
+        "2026-01-31T17:00:00Z"
+    );
+    let kept = time::parse_timestamp("2026-01-31T17:00:00.123456-08:00").unwrap();
+    assert_eq!(time::format_timestamp(&kept), "2026-01-31T17:00:00.123-08:00", "offsets are kept");
+}
+
+#[test]
+fn durations_parse_iso_and_short_forms() {
+    let secs = |s: &str| time::parse_any_duration(s).map(|d| d.length.num_seconds());
+    assert_eq!(secs("PT45M"), Ok(2700));
+    assert_eq!(secs("PT2H"), Ok(7200));
+    assert_eq!(secs("P1D"), Ok(86400));
+    assert_eq!(secs("P1W"), Ok(604_800));
+    assert_eq!(secs("P1DT2H30M15S"), Ok(95415));
+    assert_eq!(secs("PT0.5S").map(|_| ()), Ok(()));
+    assert_eq!(secs("45m"), Ok(2700));
+    assert_eq!(secs("2h15m"), Ok(8100));
+    assert_eq!(secs("1d"), Ok(86400));
+    for bad in ["P", "PT", "P1M", "P1Y", "PT1H2", "PTH", "45", "banana", "PT1M1H", "1x", "P-1D"] {
+        assert!(time::parse_any_duration(bad).is_err(), "{bad} accepted");
+    }
+    assert!(time::parse_iso_duration("45m").is_err(), "the short form is not ISO 8601");
+}
+
+/// Every status change each actor may make, written out by hand from contract section 2 and
+/// the protocol's state machine. Rows are `from`; the list names the allowed `to` statuses.
+fn allowed(actor: Actor, from: Status) -> Vec<Status> {
+    use Status::*;
+    let working = [InProgress, Waiting, Held, Retrying, NeedsInput, NeedsConfirmation];
+    let finishing = [Completed, Partial, Failed, Declined, Cancelled, Superseded, Delegated];
+    match (actor, from) {
+        (_, Completed | Failed | Declined | Expired | Cancelled | Superseded | Delegated) => vec![],
+        (Actor::Exchange, Pending) => vec![Failed, Expired, Cancelled],
+        (Actor::Exchange, Waiting | Held) => vec![Expired],
+        (Actor::Exchange, _) => vec![],
+        (Actor::Requestor, Partial) => vec![],
+        (Actor::Requestor, _) => vec![Cancelled],
+        (Actor::Executor, Pending) => vec![Claimed, Declined],
+        (Actor::Executor, _) => vec![],
+        (Actor::Claimant, Pending) => vec![],
+        (Actor::Claimant, Partial) => vec![Completed],
+        (Actor::Claimant, Waiting | Held) => [&working[..], &finishing[..], &[Expired]].concat(),
+        (Actor::Claimant, _) => [&working[..], &finishing[..]].concat(),
+    }
+}
+
+#[test]
+fn transition_table_covers_every_pair_and_actor() {
+    let mut checked = 0;
+    for actor in Actor::ALL {
+        for from in Status::ALL {
+            let expected = allowed(actor, from);
+            for to in Status::ALL {
+                let got = machine::check_transition("T", from, to, actor);
+                assert_eq!(
+                    got.is_ok(),
+                    expected.contains(&to),
+                    "{actor:?}: {from} -> {to}: {got:?}"
+                );
+                if let Err(e) = got {
+                    assert!(e.to_string().contains('T'), "error must name the thread: {e}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 16 * 16);
+}
+
+#[test]
+fn refusals_say_conflict_or_forbidden() {
+    let kind = |r: Result<(), ProtocolError>| match r {
+        Err(ProtocolError::Refused { kind, .. }) => Some(kind),
+        _ => None,
+    };
+    assert_eq!(kind(machine::check_transition("T", Status::Claimed, Status::Claimed, Actor::Executor)), Some(Refusal::Conflict));
+    assert_eq!(kind(machine::check_transition("T", Status::Claimed, Status::Completed, Actor::Executor)), Some(Refusal::Forbidden));
+    assert_eq!(kind(machine::check_transition("T", Status::Pending, Status::Completed, Actor::Requestor)), Some(Refusal::Forbidden));
+    assert_eq!(kind(machine::check_transition("T", Status::Completed, Status::Failed, Actor::Claimant)), Some(Refusal::Conflict));
+}
+
+#[test]
+fn confirmation_gate_follows_v1_1() {
+    use ConfirmState::*;
+    let ok = |before: bool, state: Option<ConfirmState>, step: Step| machine::check_confirmation("T", before, state, step).is_ok();
+    for step in [Step::Response, Step::Status(Status::InProgress), Step::Status(Status::Completed), Step::Status(Status::Partial)] {
+        assert!(!ok(true, None, step), "{step:?} before asking");
+        assert!(!ok(true, Some(Requested), step), "{step:?} while asked");
+        assert!(ok(true, Some(Confirmed), step), "{step:?} after confirm");
+        assert!(ok(false, None, step), "{step:?} without confirm_before");
+        assert!(!ok(false, Some(Rejected), step), "{step:?} after refusal");
+    }
+    for step in [Step::Status(Status::NeedsConfirmation), Step::Status(Status::Held), Step::Status(Status::Failed), Step::Status(Status::Declined)] {
+        assert!(ok(true, None, step), "{step:?} is allowed before confirmation");
+    }
+    assert!(ok(true, Some(Rejected), Step::Status(Status::Cancelled)));
+    assert!(ok(true, Some(Rejected), Step::Status(Status::Held)));
+    assert!(!ok(true, Some(Rejected), Step::Status(Status::Failed)));
+    assert!(!ok(false, None, Step::Status(Status::Cancelled)), "executors cancel only after a refusal");
+    assert!(machine::check_reply("T", Status::InProgress, None, true).is_err(), "confirm with nothing asked");
+    assert!(machine::check_reply("T", Status::NeedsConfirmation, Some(Requested), true).is_ok());
+    assert!(machine::check_reply("T", Status::Held, Some(Rejected), true).is_ok());
+    assert!(machine::check_reply("T", Status::Completed, None, false).is_err());
+    assert!(machine::check_reply("T", Status::Partial, None, false).is_ok());
+}
+
+#[test]
+fn statuses_map_to_the_messe_af_folders() {
+    let expect = [
+        (State::Received, "pending"),
+        (State::Executing, "claimed in_progress waiting held retrying needs_input needs_confirmation"),
+        (State::Finished, "completed partial"),
+        (State::Canceled, "failed declined expired cancelled superseded delegated"),
+    ];
+    let mut seen = 0;
+    for (state, words) in expect {
+        for w in words.split(' ') {
+            assert_eq!(Status::parse(w).unwrap().state(), state, "{w}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, Status::ALL.len());
+    assert_eq!(Status::parse("received"), Some(Status::Pending));
+    assert_eq!(Status::parse("done"), None);
+}
+
+#[test]
+fn unknown_fields_and_payloads_survive() {
+    let text = "MESS:\n  - v: 1.1.0\n  - request:\n      intent: x\n      shiny: {a: [1, 2]}\n      constraints:\n        depends_on: [a]\n        mood: calm\n  - review:\n      re: x\n      rating: 5\n";
+    let v = yaml::parse_document(text, &Limits::DEFAULT).unwrap();
+    let m = Message::from_value(v.clone()).unwrap();
+    assert_eq!(m.to_value(), v);
+    let out = emit::to_yaml(&m.to_value());
+    assert!(out.contains("shiny:") && out.contains("mood: calm") && out.contains("review:"), "{out}");
+}
+
+#[test]
+fn split_documents_finds_markers_only_at_line_starts() {
+    let text = "a: 1\n---\nb: \"--- not a marker\"\nc: |\n  ---\n---  \nd: 1\n...\n--- e\n";
+    let spans = yaml::split_documents(text);
+    let docs: Vec<&str> = spans.iter().map(|s| &text[s.start..s.end]).collect();
+    assert_eq!(docs.len(), 4, "{docs:?}");
+    assert!(docs[1].contains("not a marker") && docs[1].contains("c: |"));
+    assert_eq!(yaml::split_documents("---\na: 1\n").len(), 1);
+    assert_eq!(yaml::split_documents("# only a comment\n---\na: 1\n").len(), 1);
+}

@@ -8,13 +8,18 @@ use chrono::{
 /// An instant with the offset it was written with.
 pub type Timestamp = DateTime<FixedOffset>;
 
-/// Formats an instant the way the exchange writes it: RFC 3339 in UTC with a `Z`, whole seconds
-/// unless the instant has milliseconds.
+/// Formats an instant as RFC 3339 with the offset it carries (`Z` for UTC), whole seconds unless
+/// it has milliseconds. The exchange's own instants are UTC, so it writes `...Z`.
 pub fn format_timestamp(t: &Timestamp) -> String {
-    let utc = t.with_timezone(&Utc);
-    let millis = utc.nanosecond() / 1_000_000 * 1_000_000;
-    let truncated = utc.with_nanosecond(millis).unwrap_or(utc);
+    let millis = t.nanosecond() / 1_000_000 * 1_000_000;
+    let truncated = t.with_nanosecond(millis).unwrap_or(*t);
     truncated.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+/// Formats an instant exactly (all fractional digits, its own offset); for instants that came in
+/// a message and are written back.
+pub fn format_exact(t: &Timestamp) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 /// Converts a UTC instant into a [`Timestamp`] with a zero offset.

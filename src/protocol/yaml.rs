@@ -74,10 +74,13 @@ pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlEr
 
 fn describe(e: &serde_yaml::Error, index: usize) -> String {
     let text = e.to_string();
-    let text = text
-        .strip_prefix("invalid type: enum, ")
-        .map(|t| format!("unsupported YAML tag, {t}"))
-        .unwrap_or(text);
+    let text = if text.starts_with("repetition limit exceeded") {
+        "too many alias expansions (*alias references); is this an alias bomb?".to_owned()
+    } else if text.starts_with("recursion limit exceeded") {
+        text.replacen("recursion limit exceeded", "nesting too deep", 1)
+    } else {
+        text
+    };
     if index == 0 {
         format!("invalid YAML: {text}")
     } else {
