@@ -154,8 +154,11 @@ fn apply_group(
         if let Payload::Suggestion(s) = p
             && let Some(id) = &s.id
         {
-            ex.store()
-                .remember(&before.requestor, &[(IndexKey::Suggestion(id), &g.thread)])?;
+            // A suggestion about several threads is answered on the first one it named.
+            if ex.store().lookup(&before.requestor, IndexKey::Suggestion(id))?.is_none() {
+                ex.store()
+                    .remember(&before.requestor, &[(IndexKey::Suggestion(id), &g.thread)])?;
+            }
         }
     }
     if status != before.status && (status == Status::Completed || status.fails_dependents()) {

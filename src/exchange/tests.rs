@@ -1,0 +1,752 @@
+//! Exchange tests on a temp home with a fixed clock: the spec's example threads reproduced by
+//! driving the lifecycle, and one or more tests per rule of contract section 2.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use tempfile::TempDir;
+
+use crate::exchange::clock::FixedClock;
+use crate::exchange::error::{Error, ErrorKind};
+use crate::exchange::view::ThreadView;
+use crate::exchange::{Exchange, Sender, Settings};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::status::{State, Status};
+use crate::protocol::time;
+use crate::protocol::value::Value;
+use crate::protocol::yaml::{self, Limits};
+use crate::store::FileStore;
+use crate::store::layout::Location;
+
+const EXECUTORS: &str = "
+agent_id: claude-agent
+executors:
+  teague-phone:
+    name: Teague's Phone
+    capabilities: [take-photo, check-visual]
+    notify:
+      slack: U04XXXXXX
+  roomba-kitchen:
+    capabilities: [vacuum-floor, home-kitchen-access]
+  kitchen-robot:
+    capabilities: [vacuum-floor, precision-knife-work, home-kitchen-access]
+routing:
+  - match: { capability: vacuum-floor }
+    prefer: [roomba-kitchen]
+  - default:
+    prefer: [teague-phone]
+";
+
+struct Fixture {
+    dir: TempDir,
+    ex: Exchange,
+    clock: Arc<FixedClock>,
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    time::parse_timestamp(s).unwrap().to_utc()
+}
+
+fn fixture(config: &str) -> Fixture {
+    let dir = TempDir::new().unwrap();
+    if !config.is_empty() {
+        std::fs::write(dir.path().join("config.yaml"), config).unwrap();
+    }
+    let clock = Arc::new(FixedClock::new(at("2026-01-31T17:00:00-08:00")));
+    let ex = Exchange::new(FileStore::open(dir.path()), Settings::defaults(), clock.clone());
+    Fixture { dir, ex, clock }
+}
+
+impl Fixture {
+    fn send_via(&self, who: &str, channel: &str, yaml: &str) -> Result<Message, Error> {
+        let mut answers = self.ex.submit_text(yaml, &Sender::new(who, channel))?;
+        Ok(answers.remove(0))
+    }
+
+    fn send(&self, who: &str, yaml: &str) -> Result<Message, Error> {
+        self.send_via(who, "cli", yaml)
+    }
+
+    fn ok(&self, who: &str, yaml: &str) -> Message {
+        self.send(who, yaml).unwrap_or_else(|e| panic!("{who} sending\n{yaml}\nfailed: {e}"))
+    }
+
+    fn refused(&self, who: &str, yaml: &str, kind: ErrorKind, text: &str) {
+        match self.send(who, yaml) {
+            Ok(a) => panic!("accepted:\n{yaml}\nanswer: {a:?}"),
+            Err(e) => {
+                assert_eq!(e.kind(), kind, "{e}");
+                assert!(e.to_string().contains(text), "expected {text:?} in {e:?}");
+            }
+        }
+    }
+
+    /// Submits a request and returns its ref.
+    fn request(&self, who: &str, body: &str) -> String {
+        let answer = self.ok(who, &format!("MESS:\n  - request:\n{}", indent(body, 6)));
+        match &answer.payloads[0] {
+            Payload::Ack(a) => a.thread_ref.clone().unwrap(),
+            other => panic!("no ack: {other:?}"),
+        }
+    }
+
+    fn status(&self, who: &str, r: &str, body: &str) -> Result<Message, Error> {
+        self.send(who, &format!("MESS:\n  - status:\n      re: {r}\n{}", indent(body, 6)))
+    }
+
+    fn env(&self, r: &str) -> Envelope {
+        self.ex.store().read(&ThreadRef::parse(r).unwrap()).unwrap().envelope
+    }
+
+    fn location(&self, r: &str) -> Location {
+        self.ex.store().read(&ThreadRef::parse(r).unwrap()).unwrap().location
+    }
+
+    fn text(&self, r: &str) -> String {
+        self.ex.store().read(&ThreadRef::parse(r).unwrap()).unwrap().text().to_owned()
+    }
+}
+
+fn indent(body: &str, n: usize) -> String {
+    body.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("{}{}\n", " ".repeat(n), l))
+        .collect()
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    yaml::split_documents(text)
+        .iter()
+        .map(|s| yaml::parse_document(&text[s.start..s.end], &Limits::DEFAULT).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.as_map().and_then(|m| m.get(key))
+}
+
+/// Equal in meaning: timestamps as instants (within `slack` seconds), everything else exactly.
+fn same(a: &Value, b: &Value, slack: i64) -> bool {
+    if let (Some(x), Some(y)) = (a.as_str(), b.as_str())
+        && let (Ok(tx), Ok(ty)) = (time::parse_timestamp(x), time::parse_timestamp(y))
+    {
+        return (tx - ty).num_seconds().abs() <= slack;
+    }
+    a == b
+}
+
+/// Checks that the thread file `ours` says what the spec's example `spec` says. Differences
+/// allowed, each because of a documented decision: refs carry the UTC date (`ref_map`); the
+/// exchange's own entries (ack document, dispatch) carry the instant it handled the request,
+/// where the example shows one second later; an ack document the example leaves out; and
+/// history notes the example leaves out.
+fn assert_same_thread(spec: &str, ours: &str, ref_map: (&str, &str)) {
+    let spec = spec.replace(ref_map.0, ref_map.1);
+    let (s, o) = (docs(&spec), docs(ours));
+    let (se, oe) = (&s[0], &o[0]);
+    for (k, v) in se.as_map().unwrap().iter() {
+        if k == "history" {
+            continue;
+        }
+        let ov = get(oe, k).unwrap_or_else(|| panic!("envelope lacks {k}"));
+        assert!(same(v, ov, 0), "envelope {k}: spec {v:?}, ours {ov:?}");
+    }
+    for k in oe.as_map().unwrap().keys() {
+        assert!(
+            se.as_map().unwrap().contains_key(k) || ["estimate", "requires", "confirmation"].contains(&k.as_str()),
+            "envelope has an unexpected field {k}"
+        );
+    }
+    let hist = |v: &Value| get(v, "history").unwrap().as_seq().unwrap().to_vec();
+    let spec_hist = hist(se);
+    let spec_dispatch = spec_hist.iter().any(|h| get(h, "action").unwrap().as_str() == Some("dispatched"));
+    let our_hist: Vec<Value> = hist(oe)
+        .into_iter()
+        .filter(|h| spec_dispatch || get(h, "action").unwrap().as_str() != Some("dispatched"))
+        .collect();
+    assert_eq!(spec_hist.len(), our_hist.len(), "history: spec {spec_hist:?}\nours {our_hist:?}");
+    for (sh, oh) in spec_hist.iter().zip(&our_hist) {
+        let by_exchange = get(sh, "by").unwrap().as_str() == Some("exchange");
+        assert_eq!(get(sh, "action"), get(oh, "action"));
+        assert_eq!(get(sh, "by"), get(oh, "by"));
+        assert!(same(get(sh, "at").unwrap(), get(oh, "at").unwrap(), if by_exchange { 1 } else { 0 }), "{sh:?} vs {oh:?}");
+        if let Some(note) = get(sh, "note").filter(|_| !by_exchange) {
+            assert_eq!(Some(note), get(oh, "note"));
+        }
+    }
+    let spec_acks = s.iter().skip(1).any(|d| get(d, "from").unwrap().as_str() == Some("exchange"));
+    let our_docs: Vec<&Value> = o
+        .iter()
+        .skip(1)
+        .filter(|d| spec_acks || get(d, "from").unwrap().as_str() != Some("exchange"))
+        .collect();
+    assert_eq!(s.len() - 1, our_docs.len(), "number of messages");
+    for (sd, od) in s.iter().skip(1).zip(our_docs) {
+        let slack = if get(sd, "from").unwrap().as_str() == Some("exchange") { 1 } else { 0 };
+        for (k, v) in sd.as_map().unwrap().iter() {
+            let ov = get(od, k).unwrap_or_else(|| panic!("message lacks {k}: {od:?}"));
+            assert!(same(v, ov, slack), "message {k}: spec {v:?}\nours {ov:?}");
+        }
+        assert_eq!(sd.as_map().unwrap().len(), od.as_map().unwrap().len(), "{od:?}");
+    }
+}
+
+fn fixture_text(name: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/threads").join(name)).unwrap()
+}
+
+#[test]
+fn the_complete_example_thread_is_reproduced_by_the_lifecycle() {
+    let f = fixture(EXECUTORS);
+    f.send_via(
+        "claude-agent",
+        "mcp",
+        "MESS:
+  - v: 1.0.0
+  - request:
+      intent: check what's in the fridge
+      context:
+        - Planning dinner for 4
+        - Kids prefer pasta
+      response_hint:
+        - text
+        - image
+",
+    )
+    .unwrap();
+    let r = "2026-02-01-001";
+    f.clock.set(at("2026-01-31T17:00:30-08:00"));
+    f.send_via("teague-phone", "http", &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n")).unwrap();
+    f.clock.set(at("2026-01-31T17:05:00-08:00"));
+    f.send_via(
+        "teague-phone",
+        "http",
+        &format!(
+            "MESS:
+  - status:
+      re: {r}
+      code: completed
+  - response:
+      re: {r}
+      content:
+        - image: data:image/jpeg;base64,/9j/4AAQ...
+        - |
+          Proteins: chicken thighs (1 lb, expires tomorrow)
+          Vegetables: broccoli, carrots, half onion
+          Dairy: milk, cheddar, butter
+          Pantry: rice, pasta, soy sauce
+      notes: chicken should be used tonight
+"
+        ),
+    )
+    .unwrap();
+    assert_eq!(f.location(r), Location::State(State::Finished));
+    assert_same_thread(&fixture_text("complete-example.messe-af.yaml"), &f.text(r), ("2026-01-31-001", r));
+}
+
+#[test]
+fn the_needs_input_example_thread_is_reproduced_by_the_lifecycle() {
+    // No executor is registered when the request arrives (so nothing is dispatched, as in the
+    // example); the robot registers itself with a config message before claiming.
+    let f = fixture("");
+    f.clock.set(at("2026-01-31T18:00:00-08:00"));
+    f.send_via("claude-agent", "mcp", "MESS:\n  - request:\n      intent: vacuum the kitchen spill\n      context:\n        - Rice spill near the sink\n").unwrap();
+    let r = "2026-02-01-001";
+    f.send_via("roomba-kitchen", "webhook", "MESS:\n  - config:\n      executor:\n        id: roomba-kitchen\n        capabilities: [vacuum-floor]\n").unwrap();
+    f.clock.set(at("2026-01-31T18:00:05-08:00"));
+    f.send_via("roomba-kitchen", "webhook", &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n")).unwrap();
+    f.clock.set(at("2026-01-31T18:01:00-08:00"));
+    f.send_via(
+        "roomba-kitchen",
+        "webhook",
+        &format!(
+            "MESS:
+  - status:
+      re: {r}
+      code: needs_input
+      message: multiple spills detected
+      questions:
+        - field: location
+          question: \"Rice near sink AND crumbs by stove. Which area?\"
+          options: [near sink, by stove, both]
+"
+        ),
+    )
+    .unwrap();
+    f.clock.set(at("2026-01-31T18:02:30-08:00"));
+    f.send_via("claude-agent", "mcp", &format!("MESS:\n  - reply:\n      re: {r}\n      answers:\n        location: both\n")).unwrap();
+    f.clock.set(at("2026-01-31T18:03:00-08:00"));
+    f.send_via(
+        "roomba-kitchen",
+        "webhook",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: in_progress\n      message: starting with sink area\n"),
+    )
+    .unwrap();
+    assert_same_thread(&fixture_text("needs-input-example.messe-af.yaml"), &f.text(r), ("2026-01-31-002", r));
+}
+
+#[test]
+fn refs_are_dated_serials_and_requests_are_idempotent_by_client_id() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "id: fridge\nintent: check the fridge");
+    let b = f.request("claude-agent", "intent: water the plants");
+    assert_eq!((a.as_str(), b.as_str()), ("2026-02-01-001", "2026-02-01-002"));
+    let again = f.request("claude-agent", "id: fridge\nintent: check the fridge");
+    assert_eq!(again, a, "re-sending an open client id returns the same thread");
+    let other_agent = f.request("other-agent", "id: fridge\nintent: their own fridge");
+    assert_ne!(other_agent, a, "client ids belong to their sender");
+    f.ok("claude-agent", &format!("MESS:\n  - cancel:\n      re: {a}\n"));
+    let fresh = f.request("claude-agent", "id: fridge\nintent: check the fridge");
+    assert_ne!(fresh, a, "a finished client id can be used again");
+    assert_eq!(f.ex.resolve("fridge", "claude-agent").unwrap().as_str(), fresh);
+    assert_eq!(f.ex.resolve("last", "claude-agent").unwrap().as_str(), fresh);
+    assert_eq!(f.ex.resolve("fridge", "other-agent").unwrap().as_str(), other_agent);
+    assert_eq!(f.ex.resolve("fridge", "teague-phone").unwrap_err().kind(), ErrorKind::NotFound);
+    f.clock.advance(TimeDelta::days(1));
+    assert_eq!(f.request("claude-agent", "intent: tomorrow"), "2026-02-02-001");
+}
+
+#[test]
+fn a_multi_request_message_creates_one_thread_each_and_acks_the_mapping() {
+    let f = fixture(EXECUTORS);
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:
+  - request:
+      id: my-task-1
+      intent: check the fridge
+  - request:
+      id: my-task-2
+      intent: water the plants
+  - request:
+      intent: no id here
+",
+    );
+    let Payload::Ack(ack) = &answer.payloads[0] else { panic!("{answer:?}") };
+    let pairs: Vec<(Option<&str>, &str)> = ack.requests.iter().map(|e| (e.id.as_deref(), e.thread_ref.as_str())).collect();
+    assert_eq!(
+        pairs,
+        vec![(Some("my-task-1"), "2026-02-01-001"), (Some("my-task-2"), "2026-02-01-002"), (None, "2026-02-01-003")]
+    );
+    for (_, r) in pairs {
+        let text = f.text(r);
+        assert_eq!(text.matches("- request:").count(), 1, "one request per thread:\n{text}");
+    }
+    assert!(f.text("2026-02-01-002").contains("re: my-task-2\n      ref: 2026-02-01-002"));
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - request:\n      id: dup\n      intent: a\n  - request:\n      id: dup\n      intent: b\n",
+        ErrorKind::Invalid,
+        "ids in one message must differ",
+    );
+}
+
+#[test]
+fn exactly_one_executor_wins_a_claim_and_only_it_moves_the_thread_on() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    let e = f.status("kitchen-robot", &r, "code: claimed").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(e.to_string().contains("already claimed"), "{e}");
+    let e = f.status("kitchen-robot", &r, "code: completed").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Forbidden);
+    assert!(e.to_string().contains("only the executor that claimed it"), "{e}");
+    assert_eq!(f.env(&r).executor.as_deref(), Some("roomba-kitchen"));
+    assert_eq!(f.location(&r), Location::State(State::Executing));
+}
+
+#[test]
+fn claims_need_a_registered_eligible_executor() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor, home-kitchen-access]");
+    let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Forbidden);
+    assert!(e.to_string().contains("lacks the required capabilities vacuum-floor, home-kitchen-access"), "{e}");
+    let e = f.status("stranger", &r, "code: claimed").unwrap_err();
+    assert!(e.to_string().contains("stranger is not a registered executor"), "{e}");
+    let e = f.status("claude-agent", &r, "code: claimed").unwrap_err();
+    assert!(e.to_string().contains("requestors reply or cancel"), "{e}");
+    f.status("kitchen-robot", &r, "code: claimed").unwrap();
+}
+
+#[test]
+fn invalid_transitions_are_refused_and_nothing_is_written() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
+    let before = f.text(&r);
+    let e = f.status("teague-phone", &r, "code: completed").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(e.to_string().contains("claim it first"), "{e}");
+    assert_eq!(f.text(&r), before);
+    f.status("teague-phone", &r, "code: claimed").unwrap();
+    f.status("teague-phone", &r, "code: completed").unwrap();
+    let e = f.status("teague-phone", &r, "code: in_progress").unwrap_err();
+    assert!(e.to_string().contains("already completed, which is final"), "{e}");
+    let e = f.send("claude-agent", &format!("MESS:\n  - cancel:\n      re: {r}\n")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+}
+
+#[test]
+fn a_message_with_one_bad_payload_changes_nothing() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "intent: one\nrequires: [take-photo]");
+    let b = f.request("claude-agent", "intent: two\nrequires: [take-photo]");
+    let (ta, tb) = (f.text(&a), f.text(&b));
+    let e = f
+        .send(
+            "teague-phone",
+            &format!("MESS:\n  - status:\n      re: {a}\n      code: claimed\n  - status:\n      re: {b}\n      code: completed\n"),
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert_eq!((f.text(&a), f.text(&b)), (ta, tb), "the valid first payload must not be applied alone");
+}
+
+#[test]
+fn partial_may_still_become_completed() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    f.status("roomba-kitchen", &r, "code: partial\ncompleted: [main area]\nremaining: [under cabinet]\nreason: need a smaller tool").unwrap();
+    assert_eq!(f.location(&r), Location::State(State::Finished));
+    f.status("roomba-kitchen", &r, "code: completed").unwrap();
+    assert_eq!(f.env(&r).status, Status::Completed);
+}
+
+#[test]
+fn replies_are_recorded_and_bump_updated_without_changing_status() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    f.status("roomba-kitchen", &r, "code: needs_input\nquestions:\n  - field: location\n    question: which?").unwrap();
+    f.clock.advance(TimeDelta::minutes(2));
+    f.ok("claude-agent", &format!("MESS:\n  - reply:\n      re: {r}\n      answers:\n        location: both\n"));
+    let env = f.env(&r);
+    assert_eq!(env.status, Status::NeedsInput);
+    assert_eq!(env.updated, f.ex.now());
+    assert_eq!(env.history.last().unwrap().action, "replied");
+    let e = f.send("teague-phone", &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{a: b}}\n")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Forbidden, "{e}");
+}
+
+#[test]
+fn only_the_requestor_may_reply_or_cancel() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: photo");
+    for body in ["reply:\n      re: R\n      reason: hi", "cancel:\n      re: R"] {
+        let yaml = format!("MESS:\n  - {}\n", body.replace('R', &r));
+        f.refused("other-agent", &yaml, ErrorKind::Forbidden, "only its requestor (claude-agent)");
+    }
+}
+
+#[test]
+fn confirm_before_holds_work_until_the_requestor_confirms() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "id: water-valve\nintent: Turn off the main water valve\nconfirm_before: true");
+    f.status("teague-phone", &r, "code: claimed").unwrap();
+    for body in ["code: in_progress", "code: completed"] {
+        let e = f.status("teague-phone", &r, body).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict);
+        assert!(e.to_string().contains("requires confirmation before work starts"), "{e}");
+    }
+    let e = f
+        .send("teague-phone", &format!("MESS:\n  - response:\n      re: {r}\n      content: [done]\n"))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    f.refused("claude-agent", "MESS:\n  - reply:\n      re: water-valve\n      confirm: true\n", ErrorKind::Conflict, "no confirmation was asked for");
+    f.status("teague-phone", &r, "code: needs_confirmation\naction: Close main water shutoff valve\nconsequences: no water\nreversible: true").unwrap();
+    assert!(f.status("teague-phone", &r, "code: in_progress").is_err(), "asked but not answered");
+    f.ok("claude-agent", "MESS:\n  - reply:\n      re: water-valve\n      confirm: true\n");
+    f.status("teague-phone", &r, "code: in_progress").unwrap();
+    f.send("teague-phone", &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - confirmation: true\n")).unwrap();
+    assert_eq!(f.env(&r).status, Status::Completed);
+}
+
+#[test]
+fn after_a_refused_confirmation_only_cancelled_or_held_are_accepted() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: Delete all photos\nconfirm_before: true");
+    f.status("teague-phone", &r, "code: claimed").unwrap();
+    f.status("teague-phone", &r, "code: needs_confirmation\naction: delete 300 photos").unwrap();
+    f.ok("claude-agent", &format!("MESS:\n  - reply:\n      re: {r}\n      confirm: false\n      reason: let me check first\n"));
+    assert!(f.env(&r).history.last().unwrap().note.as_deref().unwrap().contains("let me check first"));
+    for body in ["code: in_progress", "code: completed", "code: failed\nreason: x"] {
+        let e = f.status("teague-phone", &r, body).unwrap_err();
+        assert!(e.to_string().contains("refused confirmation"), "{e}");
+    }
+    f.status("teague-phone", &r, "code: held\nreason: waiting for the owner").unwrap();
+    f.ok("claude-agent", &format!("MESS:\n  - reply:\n      re: {r}\n      confirm: true\n"));
+    f.status("teague-phone", &r, "code: in_progress").unwrap();
+}
+
+#[test]
+fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: Check if the garage door is closed\nneeded_by: \"2026-01-31T23:00:00-08:00\"");
+    let slow = f.request("claude-agent", "intent: later\nconstraints:\n  timing:\n    expires: 2h");
+    let never = f.request("claude-agent", "intent: whenever");
+    assert_eq!(f.env(&r).expires, Some(time::parse_timestamp("2026-01-31T23:00:00-08:00").unwrap()));
+    f.clock.set(at("2026-01-31T19:30:00-08:00"));
+    // A new process (a restart) sees the same files; expiry needs no memory of the old one.
+    let restarted = Exchange::new(FileStore::open(f.dir.path()), Settings::defaults(), f.clock.clone());
+    let (open, _) = restarted.list(&[State::Received], false).unwrap();
+    let open: Vec<String> = open.iter().map(|(e, _)| e.thread_ref.to_string()).collect();
+    assert!(!open.contains(&slow), "expires: 2h passed at 19:00");
+    assert!(open.contains(&r) && open.contains(&never));
+    let env = f.env(&slow);
+    assert_eq!(env.status, Status::Expired);
+    assert_eq!(f.location(&slow), Location::State(State::Canceled));
+    let last = env.history.last().unwrap();
+    assert_eq!((last.action.as_str(), last.by.as_str()), ("expired", "exchange"));
+    assert!(f.text(&slow).contains("code: expired\n      message: needed_by passed before anyone claimed it\n      expired_at: 2026-02-01T03:00:00Z"));
+    f.clock.set(at("2026-02-01T00:00:00-08:00"));
+    let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
+    assert!(e.to_string().contains("already expired"), "an overdue thread is never claimable: {e}");
+    let thread = f.ex.thread(&never, "claude-agent").unwrap();
+    assert_eq!(thread.envelope.status, Status::Pending);
+}
+
+#[test]
+fn claimed_work_does_not_expire() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: x\nneeded_by: \"2026-01-31T18:00:00-08:00\"");
+    f.status("teague-phone", &r, "code: claimed\nestimate: PT45M").unwrap();
+    f.clock.advance(TimeDelta::hours(3));
+    assert_eq!(f.ex.thread(&r, "claude-agent").unwrap().envelope.status, Status::Claimed);
+    assert_eq!(f.env(&r).estimate.as_deref(), Some("PT45M"));
+    f.status("teague-phone", &r, "code: in_progress\nestimate: PT10M\nprogress_pct: 80").unwrap();
+    assert_eq!(f.env(&r).estimate.as_deref(), Some("PT10M"));
+    let e = f.status("teague-phone", &r, "code: in_progress\nestimate: soon").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+}
+
+#[test]
+fn dependencies_gate_claims_and_dispatch_then_release_in_order() {
+    let f = fixture(EXECUTORS);
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:
+  - request:
+      id: get-onions
+      intent: buy yellow onions
+      requires: [take-photo]
+  - request:
+      id: deliver-onions
+      intent: deliver onions to home
+      requires: [take-photo]
+      constraints:
+        depends_on: [get-onions]
+  - request:
+      id: dice-onions
+      intent: dice the onions, medium dice
+      requires: [precision-knife-work, home-kitchen-access]
+      constraints:
+        depends_on: [deliver-onions]
+",
+    );
+    let Payload::Ack(ack) = &answer.payloads[0] else { panic!() };
+    let refs: Vec<String> = ack.requests.iter().map(|e| e.thread_ref.clone()).collect();
+    let (get_r, deliver, dice) = (&refs[0], &refs[1], &refs[2]);
+    assert_eq!(f.env(deliver).depends_on, vec![get_r.clone()]);
+    assert!(f.env(get_r).dispatched());
+    assert!(!f.env(deliver).dispatched(), "not dispatched while waiting");
+    let e = f.status("teague-phone", deliver, "code: claimed").unwrap_err();
+    assert!(e.to_string().contains(&format!("it waits for {get_r} (pending)")), "{e}");
+    f.status("teague-phone", get_r, "code: claimed").unwrap();
+    f.status("teague-phone", get_r, "code: completed").unwrap();
+    assert!(f.env(deliver).dispatched(), "dispatched when the last dependency completed");
+    assert!(!f.env(dice).dispatched());
+    f.status("teague-phone", deliver, "code: claimed").unwrap();
+    f.status("teague-phone", deliver, "code: completed").unwrap();
+    let env = f.env(dice);
+    let note = env.history.last().unwrap().note.clone().unwrap();
+    assert_eq!(env.history.last().unwrap().action, "dispatched");
+    assert!(note.contains("kitchen-robot"), "{note}");
+}
+
+#[test]
+fn a_failed_dependency_fails_its_dependents_down_the_chain() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "id: a\nintent: first");
+    let b = f.request("claude-agent", "id: b\nintent: second\nconstraints:\n  depends_on: [a]");
+    let c = f.request("claude-agent", &format!("intent: third\nconstraints:\n  depends_on: [{b}]"));
+    f.status("teague-phone", &a, "code: claimed").unwrap();
+    f.status("teague-phone", &a, "code: declined\nreason: store closed").unwrap();
+    for r in [&b, &c] {
+        let env = f.env(r);
+        assert_eq!(env.status, Status::Failed, "{r}");
+        assert_eq!(f.location(r), Location::State(State::Canceled));
+    }
+    let text = f.text(&b);
+    assert!(text.contains("type: dependency_failed") && text.contains(&format!("ref: {a}")), "{text}");
+    let late = f.request("claude-agent", &format!("intent: too late\nconstraints:\n  depends_on: [{a}]"));
+    assert_eq!(f.env(&late).status, Status::Failed, "depending on a failed thread fails at once");
+}
+
+#[test]
+fn bad_dependencies_are_refused_before_anything_is_written() {
+    let f = fixture(EXECUTORS);
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - request:\n      intent: x\n      constraints:\n        depends_on: [nope]\n",
+        ErrorKind::Invalid,
+        "depends_on[0]: unknown request \"nope\"",
+    );
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - request:\n      id: a\n      intent: x\n      constraints:\n        depends_on: [b]\n  - request:\n      id: b\n      intent: y\n      constraints:\n        depends_on: [a]\n",
+        ErrorKind::Invalid,
+        "cycle",
+    );
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - request:\n      id: a\n      intent: x\n      constraints:\n        depends_on: [a]\n",
+        ErrorKind::Invalid,
+        "cannot depend on itself",
+    );
+    let (all, _) = f.ex.list(&State::ALL, true).unwrap();
+    assert!(all.is_empty(), "nothing was created");
+}
+
+#[test]
+fn routing_follows_rules_then_default_then_capability() {
+    let f = fixture(EXECUTORS);
+    let note = |r: &str| {
+        let env = f.env(r);
+        env.history.iter().find(|h| h.action == "dispatched").and_then(|h| h.note.clone())
+    };
+    let vac = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    assert_eq!(note(&vac).unwrap(), "routed to roomba-kitchen: rule 1 (match capability vacuum-floor) prefers roomba-kitchen");
+    let photo = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
+    assert_eq!(note(&photo).unwrap(), "routed to teague-phone: rule 2 (default) prefers teague-phone");
+    let knife = f.request("claude-agent", "intent: dice\nrequires: [precision-knife-work]");
+    assert_eq!(note(&knife).unwrap(), "routed to kitchen-robot: holds precision-knife-work");
+    let nobody = f.request("claude-agent", "intent: fly\nrequires: [flight]");
+    assert_eq!(note(&nobody), None, "no eligible executor, nothing dispatched");
+    let meta = f.request("claude-agent", "intent: print\nrequires:\n  - vacuum-floor: {areas: [kitchen]}");
+    assert!(note(&meta).unwrap().contains("roomba-kitchen"), "capability metadata is tolerated");
+}
+
+#[test]
+fn config_messages_register_executors_and_rules_at_once() {
+    let f = fixture("");
+    let r = f.request("claude-agent", "intent: print a clip\nrequires: [3d-print-fdm]");
+    assert!(f.status("prusa", &r, "code: claimed").is_err());
+    let answer = f.ok(
+        "admin",
+        "MESS:
+  - config:
+      executor:
+        id: prusa
+        name: Prusa MK4
+        capabilities:
+          - 3d-print-fdm: { level: expert }
+        availability: always
+        notify: { webhook: http://127.0.0.1:9/prusa }
+  - config:
+      routing:
+        rules:
+          - match: { capability: 3d-print-fdm }
+            prefer: [prusa]
+",
+    );
+    assert_eq!(answer.payloads.len(), 2);
+    assert!(f.dir.path().join("executors/prusa.yaml").exists());
+    let stored = std::fs::read_to_string(f.dir.path().join("executors/prusa.yaml")).unwrap();
+    assert!(stored.contains("notify:") && stored.contains("level: expert"), "unknown fields kept:\n{stored}");
+    f.status("prusa", &r, "code: claimed").unwrap();
+    let next = f.request("claude-agent", "intent: another\nrequires: [3d-print-fdm]");
+    assert!(f.env(&next).history.iter().any(|h| h.note.as_deref().is_some_and(|n| n.contains("rule 1"))));
+}
+
+#[test]
+fn queries_answer_with_structured_content() {
+    let f = fixture(EXECUTORS);
+    std::fs::write(
+        f.dir.path().join("capabilities.yaml"),
+        "id: take-photo\ndescription: Capture and attach photos\ntags: [visual, attachments]\n---\nid: vacuum-floor\ndescription: Vacuum floors\ntags: [cleaning]\n",
+    )
+    .unwrap();
+    let mine = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
+    f.request("other-agent", "intent: not mine");
+    let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: status\n");
+    let text = crate::protocol::emit::to_yaml(&answer.to_value());
+    assert!(text.contains(&format!("ref: {mine}")) && !text.contains("not mine"), "{text}");
+    let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: capabilities\n      filter:\n        tags: [visual]\n");
+    let text = crate::protocol::emit::to_yaml(&answer.to_value());
+    assert!(text.contains("id: take-photo") && text.contains("- teague-phone") && !text.contains("vacuum-floor"), "{text}");
+    let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: executors\n");
+    let text = crate::protocol::emit::to_yaml(&answer.to_value());
+    assert!(text.contains("id: roomba-kitchen") && text.contains("availability: always"), "{text}");
+}
+
+#[test]
+fn cancel_takes_a_list_and_last() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "id: req-1\nintent: one");
+    let b = f.request("claude-agent", "id: req-2\nintent: two");
+    let c = f.request("claude-agent", "intent: three");
+    f.ok("claude-agent", "MESS:\n  - cancel:\n      re: [req-1, req-2]\n      reason: plans changed\n");
+    f.ok("claude-agent", "MESS:\n  - cancel:\n      re: last\n");
+    for r in [&a, &b, &c] {
+        assert_eq!(f.env(r).status, Status::Cancelled);
+        assert_eq!(f.location(r), Location::State(State::Canceled));
+    }
+    assert_eq!(f.env(&a).history.last().unwrap().note.as_deref(), Some("plans changed"));
+}
+
+#[test]
+fn suggestions_are_recorded_and_can_be_answered_by_id() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "id: get-onions\nintent: buy onions");
+    let b = f.request("claude-agent", "id: get-garlic\nintent: buy garlic");
+    f.ok(
+        "teague-phone",
+        &format!("MESS:\n  - suggestion:\n      id: sug:merge-grocery\n      type: merge\n      re: [{a}, {b}]\n      proposed:\n        combined_intent: buy onions and garlic\n      reason: same store\n"),
+    );
+    assert_eq!(f.env(&b).history.last().unwrap().action, "suggested");
+    f.ok("claude-agent", "MESS:\n  - reply:\n      re: sug:merge-grocery\n      accept: true\n");
+    assert_eq!(f.env(&a).history.last().unwrap().note.as_deref(), Some("suggestion accepted"));
+}
+
+#[test]
+fn status_views_show_questions_and_the_latest_response() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    f.status("roomba-kitchen", &r, "code: needs_input\nquestions:\n  - field: location\n    question: which?\n    options: [sink, stove]").unwrap();
+    let v = ThreadView::of(&f.ex.thread(&r, "claude-agent").unwrap()).unwrap();
+    let text = crate::protocol::emit::to_yaml(&v.to_value());
+    assert!(text.contains("needs_input:\n  questions:"), "{text}");
+    f.status("roomba-kitchen", &r, "code: in_progress").unwrap();
+    f.send("roomba-kitchen", &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - all clean\n      notes: moved the mat\n")).unwrap();
+    let v = ThreadView::of(&f.ex.thread(&r, "claude-agent").unwrap()).unwrap();
+    let text = crate::protocol::emit::to_yaml(&v.to_value());
+    assert!(text.contains("response:\n  - all clean\nnotes: moved the mat"), "{text}");
+}
+
+#[test]
+fn oversized_and_malformed_input_is_refused_cleanly() {
+    let f = fixture(EXECUTORS);
+    let small = Exchange::new(
+        FileStore::open(f.dir.path()),
+        Settings { max_message_bytes: 1000 },
+        f.clock.clone(),
+    );
+    let big = format!("MESS:\n  - request:\n      intent: x\n      context:\n        - image: data:image/png;base64,{}\n", "A".repeat(2000));
+    let e = small.submit_text(&big, &Sender::new("claude-agent", "cli")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TooLarge);
+    assert!(e.to_string().contains("over the limit of 1000 bytes"), "{e}");
+    assert_eq!(f.send("claude-agent", "MESS: [").unwrap_err().kind(), ErrorKind::Malformed);
+    assert_eq!(f.send("claude-agent", "MESS:\n  - request: {}\n").unwrap_err().kind(), ErrorKind::Invalid);
+    f.refused("claude-agent", "MESS:\n  - ack:\n      ref: x\n", ErrorKind::Invalid, "acks are sent by the exchange");
+    f.refused("claude-agent", "MESS:\n  - v: 1.1.0\n  - review:\n      rating: 5\n", ErrorKind::Invalid, "nothing to act on");
+    f.refused("exchange", "MESS:\n  - request:\n      intent: x\n", ErrorKind::Forbidden, "cannot send messages");
+    let (all, errors) = f.ex.list(&State::ALL, true).unwrap();
+    assert!(all.is_empty() && errors.is_empty());
+}
