@@ -97,8 +97,9 @@ impl FileStore {
             self.check_thread(&thread, copies, repair, &mut report, &mut facts)?;
         }
         progress(total, total);
-        self.check_temp_files(repair, &mut report)?;
+        // The index rebuild goes first: it replaces the index folders, temp files included.
         self.check_indexes(&facts, repair, &mut report)?;
+        self.check_temp_files(repair, &mut report)?;
         Ok(report)
     }
 
@@ -259,11 +260,14 @@ impl FileStore {
                     continue;
                 }
                 let path = entry.path();
-                let remove = repair && self.temp_is_abandoned(&name, &entry)?;
-                if remove {
+                // A temp file with a live writer is work in progress, not a problem.
+                if !self.temp_is_abandoned(&name, &entry)? {
+                    continue;
+                }
+                if repair {
                     fsio::remove_durable(&path)?;
                 }
-                report.note(&path, "leftover temp file of an interrupted write", remove);
+                report.note(&path, "leftover temp file of an interrupted write", repair);
             }
         }
         Ok(())
@@ -409,8 +413,11 @@ fn gather(thread: &ThreadRef, loaded: &Loaded, facts: &mut IndexFacts) {
         let e = facts.serials.entry(date).or_insert(0);
         *e = (*e).max(serial);
     }
+    // Refs are allocated in creation order, so the highest ref is the newest request (the
+    // clock reading can race between processes; the ref counter cannot).
+    let order = |r: &ThreadRef| (r.date_serial(), r.clone());
     let newer = |slot: &Option<&(chrono::DateTime<chrono::FixedOffset>, ThreadRef)>| {
-        slot.is_none_or(|(at, r)| (env.created, thread) > (*at, r))
+        slot.is_none_or(|(_, r)| order(thread) > order(r))
     };
     if let Some(id) = &env.client_id {
         let key = (env.requestor.clone(), id.clone());

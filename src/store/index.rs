@@ -10,6 +10,7 @@ use crate::protocol::ids::ThreadRef;
 use crate::store::error::StoreError;
 use crate::store::fsio;
 use crate::store::layout::Layout;
+use crate::store::lock;
 
 /// What a sender's index entry names.
 #[derive(Debug, Clone, Copy)]
@@ -35,13 +36,34 @@ fn sender_dir(layout: &Layout, sender: &str) -> PathBuf {
 }
 
 /// Points `key` of `sender` at `thread`.
+///
+/// `last` only ever moves forward: under a lock, an entry naming a newer ref is kept, so
+/// concurrent creates by one sender leave it at their newest request.
 pub(crate) fn put(layout: &Layout, sender: &str, entries: &[(Key<'_>, &ThreadRef)]) -> Result<(), StoreError> {
     let dir = sender_dir(layout, sender);
     fsio::ensure_dir(&dir)?;
     for (key, thread) in entries {
-        fsio::write_atomic(&dir.join(entry_name(*key)), format!("{thread}\n").as_bytes())?;
+        let path = dir.join(entry_name(*key));
+        if matches!(key, Key::Last) {
+            let _guard = lock::acquire(&layout.locks_dir(), "index-last.lock")?;
+            let current = fsio::read_optional(&path)?.and_then(|t| ThreadRef::parse(t.trim()).ok());
+            if current.is_some_and(|c| newer(&c, thread)) {
+                continue;
+            }
+            fsio::write_atomic(&path, format!("{thread}\n").as_bytes())?;
+        } else {
+            fsio::write_atomic(&path, format!("{thread}\n").as_bytes())?;
+        }
     }
     Ok(())
+}
+
+/// True when `a` was allocated after `b` (refs of other shapes compare as text).
+fn newer(a: &ThreadRef, b: &ThreadRef) -> bool {
+    match (a.date_serial(), b.date_serial()) {
+        (Some(x), Some(y)) => x > y,
+        _ => a > b,
+    }
 }
 
 /// Looks `key` up for `sender`.

@@ -1,1 +1,10 @@
-//! Integration tests.
+//! The one integration-test binary: the real `mess` binary on temp homes, several processes at
+//! once, writers killed mid-write, and the tidy checks of the house style.
+
+#![allow(clippy::unwrap_used)]
+
+mod cli;
+mod concurrency;
+mod crash;
+mod support;
+mod tidy;

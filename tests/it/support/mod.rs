@@ -1,0 +1,89 @@
+//! Test support: a temp exchange home and a runner for the real `mess` binary.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+/// An exchange home in a temp folder.
+pub struct Home {
+    pub dir: TempDir,
+}
+
+/// Executors used across CLI tests.
+pub const CONFIG: &str = "agent_id: claude-agent
+executors:
+  teague-phone:
+    capabilities: [take-photo, check-visual]
+  roomba-kitchen:
+    capabilities: [vacuum-floor]
+";
+
+impl Home {
+    /// A home with `config` as config.yaml (none when empty).
+    pub fn with_config(config: &str) -> Home {
+        let dir = TempDir::new().unwrap();
+        if !config.is_empty() {
+            std::fs::write(dir.path().join("config.yaml"), config).unwrap();
+        }
+        Home { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A `mess` command on this home, with no identity from the environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mess"));
+        c.args(args)
+            .env("MESS_HOME", self.path())
+            .env_remove("MESS_AGENT_ID")
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Runs `mess` and returns stdout, failing the test on a non-zero exit.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "mess {args:?} failed ({:?}):\n{}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs `mess`, expects exit code `code`, and returns stderr.
+    pub fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "mess {args:?}: stdout {}\nstderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// Runs `mess` with `input` on stdin.
+    pub fn with_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    }
+}

@@ -1,0 +1,111 @@
+//! Tidy checks of the house style, run as ordinary tests: module docs, layer boundaries,
+//! banned calls, registered test files and the DuckDB pin.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn rel(p: &Path) -> String {
+    p.strip_prefix(root()).unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn every_source_file_starts_with_a_module_doc() {
+    for dir in ["src", "tests", "benches"] {
+        for f in rust_files(&root().join(dir)) {
+            let text = std::fs::read_to_string(&f).unwrap();
+            assert!(text.starts_with("//!"), "{} must start with a //! line", rel(&f));
+        }
+    }
+}
+
+#[test]
+fn protocol_stays_pure() {
+    let allowed = ["std::", "serde", "chrono", "thiserror", "crate::protocol", "super::", "self::"];
+    for f in rust_files(&root().join("src/protocol")).into_iter().filter(|f| !f.ends_with("tests.rs")) {
+        let text = code_only(&std::fs::read_to_string(&f).unwrap());
+        // Module-level imports only; `use Enum::*` inside a function is not a dependency.
+        for line in text.lines() {
+            let Some(path) = line.strip_prefix("use ") else { continue };
+            let ok = allowed.iter().any(|a| path.starts_with(a))
+                || (path.starts_with("serde_yaml") && f.ends_with("protocol/yaml.rs"));
+            assert!(ok, "{}: protocol may not use {path}", rel(&f));
+        }
+        for banned in ["std::fs", "tokio", "duckdb", "axum", "rmcp", "reqwest", "jsonwebtoken", "Utc::now"] {
+            assert!(!text.contains(banned), "{}: protocol must not touch {banned}", rel(&f));
+        }
+    }
+}
+
+#[test]
+fn banned_calls_stay_in_their_one_place() {
+    let rules: [(&str, &[&str]); 4] = [
+        ("serde_yaml", &["src/protocol/yaml.rs"]),
+        ("std::env", &["src/config.rs", "src/cli/"]),
+        ("Utc::now", &["src/exchange/clock.rs"]),
+        (concat!("process::", "exit"), &[]),
+    ];
+    for f in rust_files(&root().join("src")) {
+        let name = rel(&f);
+        let text = code_only(&std::fs::read_to_string(&f).unwrap());
+        for (needle, homes) in &rules {
+            if text.contains(needle) {
+                assert!(homes.iter().any(|h| name.starts_with(h)), "{name} uses {needle}, which belongs in {homes:?}");
+            }
+        }
+    }
+    let ignore = concat!("#[", "ignore");
+    let should_panic = concat!("#[", "should_panic");
+    for dir in ["src", "tests", "benches"] {
+        for f in rust_files(&root().join(dir)) {
+            let text = std::fs::read_to_string(&f).unwrap();
+            assert!(!text.contains(ignore) && !text.contains(should_panic), "{}: no ignored or should_panic tests", rel(&f));
+        }
+    }
+}
+
+/// The text without comment lines, so prose may name what code may not use.
+fn code_only(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_integration_test_file_is_registered() {
+    let main = std::fs::read_to_string(root().join("tests/it/main.rs")).unwrap();
+    for f in rust_files(&root().join("tests/it")) {
+        let name = rel(&f);
+        if name == "tests/it/main.rs" || name.starts_with("tests/it/support/") {
+            continue;
+        }
+        let module = f.file_stem().unwrap().to_string_lossy();
+        assert!(main.contains(&format!("mod {module};")), "{name} is not declared in tests/it/main.rs");
+    }
+}
+
+#[test]
+fn duckdb_is_pinned_exactly() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let line = manifest.lines().find(|l| l.starts_with("duckdb")).expect("duckdb dependency");
+    assert!(line.contains("version = \"=1.20000.1\""), "pin duckdb with = ({line})");
+    assert!(line.contains("default-features = false"), "{line}");
+}
