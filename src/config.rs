@@ -57,7 +57,8 @@ impl Config {
             path: path.clone(),
             message,
         };
-        let value = yaml::parse_document(&interpolate(&text), &Limits::DEFAULT).map_err(|e| err(e.message))?;
+        let value = yaml::parse_document(&interpolate(&text), &Limits::DEFAULT)
+            .map_err(|e| err(e.message))?;
         let map = match value {
             Value::Map(m) => m,
             Value::Null => return Ok(config),
@@ -74,7 +75,11 @@ impl Config {
         {
             match v {
                 Value::Int(n) if *n > 0 => config.exchange.max_message_bytes = *n as usize,
-                _ => return Err(err("limits.max_message_bytes must be a positive integer".to_owned())),
+                _ => {
+                    return Err(err(
+                        "limits.max_message_bytes must be a positive integer".to_owned()
+                    ));
+                }
             }
         }
         Ok(config)
@@ -116,7 +121,11 @@ pub fn interpolate(text: &str) -> String {
         out.push_str(&rest[..pos]);
         let after = &rest[pos + 2..];
         match after.find('}') {
-            Some(end) if after[..end].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+            Some(end)
+                if after[..end]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
                 out.push_str(&std::env::var(&after[..end]).unwrap_or_default());
                 rest = &after[end + 1..];
             }

@@ -6,8 +6,8 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod cli;
+pub mod config;
+pub mod exchange;
 pub mod protocol;
 pub mod store;
-pub mod exchange;
-pub mod config;
-pub mod cli;

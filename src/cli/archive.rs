@@ -15,14 +15,19 @@ pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
     let age = time::parse_any_duration(&args.older_than)
         .map_err(|e| CliError::usage_hint(format!("--older-than: {e}"), "e.g. --older-than 30d"))?;
     let mut progress = Progress::new("archiving");
-    let report = cx.exchange.archive(age.length, &mut |d, t| progress.update(d, t));
+    let report = cx
+        .exchange
+        .archive(age.length, &mut |d, t| progress.update(d, t));
     for (r, month) in &report.moved {
         output::line(&format!("{r} -> archive/{month}"));
     }
     output::line(&format!("archived {} thread(s)", report.moved.len()));
     if let Some(first) = report.errors.first() {
         return Err(CliError::usage_hint(
-            format!("{} file(s) could not be archived, e.g. {first}", report.errors.len()),
+            format!(
+                "{} file(s) could not be archived, e.g. {first}",
+                report.errors.len()
+            ),
             "run `mess fsck` for details",
         ));
     }

@@ -23,7 +23,11 @@ pub(crate) fn run(cx: &Context, args: ClaimArgs) -> Result<(), CliError> {
     let mut s = Map::new();
     s.insert("re", Value::str(args.re));
     s.insert("code", Value::str("claimed"));
-    for (k, v) in [("estimate", args.estimate), ("eta", args.eta), ("message", args.message)] {
+    for (k, v) in [
+        ("estimate", args.estimate),
+        ("eta", args.eta),
+        ("message", args.message),
+    ] {
         if let Some(v) = v {
             s.insert(k, Value::str(v));
         }

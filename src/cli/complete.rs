@@ -30,8 +30,12 @@ pub(crate) struct CompleteArgs {
 pub(crate) fn run(cx: &Context, args: CompleteArgs) -> Result<(), CliError> {
     let mut entries: Vec<Value> = args.texts.into_iter().map(Value::String).collect();
     for path in &args.files {
-        let bytes = std::fs::read(path).map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let bytes = std::fs::read(path)
+            .map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let mime = content::mime_for_name(&name);
         let mut media = Map::new();
         media.insert("uri", Value::str(content::data_uri(mime, &bytes)));
@@ -51,7 +55,10 @@ pub(crate) fn run(cx: &Context, args: CompleteArgs) -> Result<(), CliError> {
     }
     let mut status = Map::new();
     status.insert("re", Value::str(&args.re));
-    status.insert("code", Value::str(if args.partial { "partial" } else { "completed" }));
+    status.insert(
+        "code",
+        Value::str(if args.partial { "partial" } else { "completed" }),
+    );
     let mut response = Map::new();
     response.insert("re", Value::str(&args.re));
     response.insert("content", Value::Seq(entries));

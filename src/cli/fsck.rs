@@ -13,7 +13,9 @@ pub(crate) struct FsckArgs {
 
 pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
     let mut progress = Progress::new("checking");
-    let report = cx.exchange.fsck(args.repair, &mut |d, t| progress.update(d, t))?;
+    let report = cx
+        .exchange
+        .fsck(args.repair, &mut |d, t| progress.update(d, t))?;
     for f in &report.findings {
         let mark = if f.repaired { "repaired" } else { "problem" };
         output::line(&format!("{mark}: {}: {}", f.path.display(), f.problem));

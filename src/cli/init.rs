@@ -14,7 +14,9 @@ pub(crate) fn run(cx: &Context, _args: InitArgs) -> Result<(), CliError> {
     let home = cx.config.home.display();
     output::line(&format!("initialized exchange home {home}"));
     if wrote {
-        output::line(&format!("wrote example {home}/config.yaml (edit executors and routing there)"));
+        output::line(&format!(
+            "wrote example {home}/config.yaml (edit executors and routing there)"
+        ));
     } else {
         output::line(&format!("kept existing {home}/config.yaml"));
     }

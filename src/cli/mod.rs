@@ -135,7 +135,9 @@ impl CliError {
 impl From<Error> for CliError {
     fn from(e: Error) -> CliError {
         let hint = match e.kind() {
-            ErrorKind::NotFound => Some("`mess status --all` lists threads; refs look like 2026-01-31-001"),
+            ErrorKind::NotFound => {
+                Some("`mess status --all` lists threads; refs look like 2026-01-31-001")
+            }
             ErrorKind::Internal => Some("`mess fsck` checks the exchange's files"),
             _ => None,
         };

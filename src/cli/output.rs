@@ -31,7 +31,8 @@ pub(crate) fn yaml(value: &Value) {
 }
 
 pub(crate) fn json(value: &Value) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| CliError::new(format!("cannot write JSON: {e}")))?;
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::new(format!("cannot write JSON: {e}")))?;
     println!("{text}");
     Ok(())
 }
@@ -72,7 +73,11 @@ pub(crate) fn answer_lines(answer: &Message) {
     for p in &answer.payloads {
         match p {
             Payload::Status(s) => {
-                let who = s.executor.as_deref().map(|e| format!(" ({e})")).unwrap_or_default();
+                let who = s
+                    .executor
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default();
                 println!("{} {}{who}", s.re.items().join(","), s.code);
             }
             Payload::Ack(a) => {

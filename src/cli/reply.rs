@@ -45,7 +45,10 @@ pub(crate) fn run(cx: &Context, args: ReplyArgs) -> Result<(), CliError> {
     r.insert_opt("accept", args.accept.map(Value::Bool));
     r.insert_opt("reason", args.reason.map(Value::String));
     if !args.context.is_empty() {
-        r.insert("context", Value::Seq(args.context.into_iter().map(Value::String).collect()));
+        r.insert(
+            "context",
+            Value::Seq(args.context.into_iter().map(Value::String).collect()),
+        );
     }
     let answer = cx.submit(message_of("reply", r)?)?;
     output::answer_lines(&answer);

@@ -17,7 +17,8 @@ pub(crate) fn run(cx: &Context, args: SendArgs) -> Result<(), CliError> {
     let text = match args.file.as_deref() {
         None => read_stdin()?,
         Some(p) if p.as_os_str() == "-" => read_stdin()?,
-        Some(p) => std::fs::read_to_string(p).map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?,
+        Some(p) => std::fs::read_to_string(p)
+            .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?,
     };
     let answers = cx.exchange.submit_text(&text, &cx.sender()?)?;
     let values: Vec<_> = answers.iter().map(|m| m.to_value()).collect();

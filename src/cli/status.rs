@@ -67,7 +67,10 @@ fn human(v: &ThreadView) {
     if e.confirm_before {
         rows.push((
             "confirmation",
-            e.confirmation.map_or("required, not yet asked".to_owned(), |c| c.as_str().to_owned()),
+            e.confirmation
+                .map_or("required, not yet asked".to_owned(), |c| {
+                    c.as_str().to_owned()
+                }),
         ));
     }
     if !e.depends_on.is_empty() {
@@ -85,12 +88,21 @@ fn human(v: &ThreadView) {
             StatusDetails::NeedsInput { questions } => {
                 output::line("questions:");
                 for q in questions {
-                    let opts: Vec<String> = q.options.iter().filter_map(Value::scalar_text).collect();
-                    let opts = if opts.is_empty() { String::new() } else { format!(" [{}]", opts.join(" | ")) };
+                    let opts: Vec<String> =
+                        q.options.iter().filter_map(Value::scalar_text).collect();
+                    let opts = if opts.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [{}]", opts.join(" | "))
+                    };
                     output::line(&format!("  {}: {}{opts}", q.field, q.question));
                 }
             }
-            StatusDetails::NeedsConfirmation { action, consequences, reversible } => {
+            StatusDetails::NeedsConfirmation {
+                action,
+                consequences,
+                reversible,
+            } => {
                 output::line(&format!("{:<12} {action}", "to confirm"));
                 if let Some(c) = consequences {
                     output::line(&format!("{:<12} {c}", "consequences"));
@@ -100,7 +112,11 @@ fn human(v: &ThreadView) {
                 }
             }
             StatusDetails::Failed { reason, .. } | StatusDetails::Declined { reason } => {
-                output::line(&format!("{:<12} {}", "reason", output::clip(&describe(reason), 200)));
+                output::line(&format!(
+                    "{:<12} {}",
+                    "reason",
+                    output::clip(&describe(reason), 200)
+                ));
             }
             _ => {}
         }
@@ -126,7 +142,10 @@ fn describe(v: &Value) -> String {
 fn entry_line(entry: &ContentEntry) -> String {
     match entry {
         ContentEntry::Text(t) | ContentEntry::ExplicitText(t) => t.trim_end().replace('\n', "\n  "),
-        ContentEntry::Image(m) | ContentEntry::Audio(m) | ContentEntry::Video(m) | ContentEntry::File(m) => {
+        ContentEntry::Image(m)
+        | ContentEntry::Audio(m)
+        | ContentEntry::Video(m)
+        | ContentEntry::File(m) => {
             let kind = match entry {
                 ContentEntry::Image(_) => "image",
                 ContentEntry::Audio(_) => "audio",
@@ -135,7 +154,11 @@ fn entry_line(entry: &ContentEntry) -> String {
             };
             let uri = m.uri();
             let shown = if uri.starts_with("data:") {
-                format!("{} ({} bytes inline)", uri.split(',').next().unwrap_or("data:"), uri.len())
+                format!(
+                    "{} ({} bytes inline)",
+                    uri.split(',').next().unwrap_or("data:"),
+                    uri.len()
+                )
             } else {
                 uri.to_owned()
             };
@@ -146,7 +169,11 @@ fn entry_line(entry: &ContentEntry) -> String {
 }
 
 fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
-    let states: &[State] = if all { &State::ALL } else { &[State::Received, State::Executing] };
+    let states: &[State] = if all {
+        &State::ALL
+    } else {
+        &[State::Received, State::Executing]
+    };
     let (items, errors) = cx.exchange.list(states, all)?;
     match format {
         Format::Table => {
@@ -176,7 +203,10 @@ fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
     if !errors.is_empty() {
         let first = errors[0].to_string();
         return Err(CliError::usage_hint(
-            format!("{} thread file(s) could not be read, e.g. {first}", errors.len()),
+            format!(
+                "{} thread file(s) could not be read, e.g. {first}",
+                errors.len()
+            ),
             "run `mess fsck` for details",
         ));
     }

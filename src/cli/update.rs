@@ -95,7 +95,11 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
     s.insert_opt("estimate", text(a.estimate));
     s.insert_opt("eta", text(a.eta));
     if !a.questions.is_empty() {
-        let qs = a.questions.iter().map(|q| parse_question(q)).collect::<Result<Vec<_>, _>>()?;
+        let qs = a
+            .questions
+            .iter()
+            .map(|q| parse_question(q))
+            .collect::<Result<Vec<_>, _>>()?;
         s.insert("questions", Value::Seq(qs));
     }
     s.insert_opt("action", text(a.action));
@@ -110,7 +114,9 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
         w.insert_opt("note", text(a.note));
         s.insert("waiting_for", Value::Map(w));
     }
-    let list = |v: Vec<String>| (!v.is_empty()).then(|| Value::Seq(v.into_iter().map(Value::String).collect()));
+    let list = |v: Vec<String>| {
+        (!v.is_empty()).then(|| Value::Seq(v.into_iter().map(Value::String).collect()))
+    };
     s.insert_opt("completed", list(a.completed));
     s.insert_opt("remaining", list(a.remaining));
     s.insert_opt("recoverable", a.recoverable.map(Value::Bool));
@@ -121,7 +127,10 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
     s.insert_opt("max_attempts", a.max_attempts.map(Value::Int));
     s.insert_opt("next_attempt", text(a.next_attempt));
     if a.status == "expired" && !s.contains_key("expired_at") {
-        s.insert("expired_at", Value::str(time::format_timestamp(&cx.exchange.now())));
+        s.insert(
+            "expired_at",
+            Value::str(time::format_timestamp(&cx.exchange.now())),
+        );
     }
     let answer = cx.submit(message_of("status", s)?)?;
     output::answer_lines(&answer);

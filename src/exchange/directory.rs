@@ -79,7 +79,11 @@ impl Directory {
             match execs {
                 Value::Map(m) => {
                     for (id, body) in m.iter() {
-                        dir.add(ExecutorSpec::from_entry(id, body.clone(), &format!("config.yaml: executors.{id}")));
+                        dir.add(ExecutorSpec::from_entry(
+                            id,
+                            body.clone(),
+                            &format!("config.yaml: executors.{id}"),
+                        ));
                     }
                 }
                 Value::Seq(items) => {
@@ -89,13 +93,18 @@ impl Directory {
                             .and_then(|m| m.get("id"))
                             .and_then(Value::scalar_text)
                             .unwrap_or_default();
-                        dir.add(ExecutorSpec::from_entry(&id, item.clone(), &format!("config.yaml: executors[{i}]")));
+                        dir.add(ExecutorSpec::from_entry(
+                            &id,
+                            item.clone(),
+                            &format!("config.yaml: executors[{i}]"),
+                        ));
                     }
                 }
                 Value::Null => {}
-                other => dir
-                    .problems
-                    .push(format!("config.yaml: executors must be a mapping, found {}", other.kind())),
+                other => dir.problems.push(format!(
+                    "config.yaml: executors must be a mapping, found {}",
+                    other.kind()
+                )),
             }
         }
         for (path, value) in &files.registrations {
@@ -104,16 +113,26 @@ impl Directory {
                 .and_then(|m| m.get("id"))
                 .and_then(Value::scalar_text)
                 .unwrap_or_default();
-            dir.add(ExecutorSpec::from_entry(&id, value.clone(), &path.display().to_string()));
+            dir.add(ExecutorSpec::from_entry(
+                &id,
+                value.clone(),
+                &path.display().to_string(),
+            ));
         }
         let rules = match &files.routing {
             Some(r) => Some((r, "routing.yaml")),
-            None => config.and_then(|c| c.get("routing")).map(|r| (r, "config.yaml: routing")),
+            None => config
+                .and_then(|c| c.get("routing"))
+                .map(|r| (r, "config.yaml: routing")),
         };
         if let Some((rules, origin)) = rules {
             let items = match rules {
                 Value::Seq(items) => items.clone(),
-                Value::Map(m) => m.get("rules").and_then(Value::as_seq).map(<[Value]>::to_vec).unwrap_or_default(),
+                Value::Map(m) => m
+                    .get("rules")
+                    .and_then(Value::as_seq)
+                    .map(<[Value]>::to_vec)
+                    .unwrap_or_default(),
                 _ => Vec::new(),
             };
             for (i, item) in items.into_iter().enumerate() {
@@ -126,7 +145,8 @@ impl Directory {
         for doc in &files.capabilities {
             let Some(m) = doc.as_map() else { continue };
             let Some(id) = m.get("id").and_then(Value::scalar_text) else {
-                dir.problems.push("capabilities.yaml: a capability without an id".into());
+                dir.problems
+                    .push("capabilities.yaml: a capability without an id".into());
                 continue;
             };
             dir.catalog.push(CatalogEntry {
@@ -183,19 +203,32 @@ impl Directory {
                 defaults.push((i, rule));
                 continue;
             };
-            let matches = m.capability.as_ref().is_none_or(|c| input.requires.contains(c))
+            let matches = m
+                .capability
+                .as_ref()
+                .is_none_or(|c| input.requires.contains(c))
                 && m.urgency.is_none_or(|u| input.urgency == Some(u))
                 && m.precision.is_none_or(|p| input.precision == Some(p));
             if !matches {
                 continue;
             }
-            let chosen = pick(&eligible, &rule.prefer, &format!("rule {}", i + 1), &describe_match(m));
+            let chosen = pick(
+                &eligible,
+                &rule.prefer,
+                &format!("rule {}", i + 1),
+                &describe_match(m),
+            );
             if !chosen.is_empty() {
                 return chosen;
             }
         }
         for (i, rule) in defaults {
-            let chosen = pick(&eligible, &rule.prefer, &format!("rule {}", i + 1), "default");
+            let chosen = pick(
+                &eligible,
+                &rule.prefer,
+                &format!("rule {}", i + 1),
+                "default",
+            );
             if !chosen.is_empty() {
                 return chosen;
             }

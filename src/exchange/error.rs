@@ -48,10 +48,18 @@ impl Error {
                 ProtocolError::Malformed { .. } => ErrorKind::Malformed,
                 ProtocolError::TooLarge { .. } => ErrorKind::TooLarge,
                 ProtocolError::Invalid { .. } => ErrorKind::Invalid,
-                ProtocolError::Refused { kind: Refusal::Conflict, .. } => ErrorKind::Conflict,
-                ProtocolError::Refused { kind: Refusal::Forbidden, .. } => ErrorKind::Forbidden,
+                ProtocolError::Refused {
+                    kind: Refusal::Conflict,
+                    ..
+                } => ErrorKind::Conflict,
+                ProtocolError::Refused {
+                    kind: Refusal::Forbidden,
+                    ..
+                } => ErrorKind::Forbidden,
             },
-            Error::Store(StoreError::NotFound { .. }) | Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::Store(StoreError::NotFound { .. }) | Error::NotFound { .. } => {
+                ErrorKind::NotFound
+            }
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
             Error::Store(_) => ErrorKind::Internal,
         }

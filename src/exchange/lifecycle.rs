@@ -14,7 +14,11 @@ use crate::store::Edit;
 use crate::store::error::StoreError;
 
 /// Expires `thread` if it is still pending and its expiry has passed; returns the new status.
-pub(crate) fn expire_if_due(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Result<Option<Status>, Error> {
+pub(crate) fn expire_if_due(
+    ex: &Exchange,
+    thread: &ThreadRef,
+    now: Timestamp,
+) -> Result<Option<Status>, Error> {
     let (env, _) = match ex.store().envelope(thread) {
         Ok(e) => e,
         Err(StoreError::NotFound { .. }) => return Ok(None),
@@ -37,7 +41,10 @@ pub(crate) fn expire_if_due(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -
             },
         );
         status.message = Some("needed_by passed before anyone claimed it".to_owned());
-        Ok((Some(exchange_edit(env, vec![Payload::Status(status)], now)), true))
+        Ok((
+            Some(exchange_edit(env, vec![Payload::Status(status)], now)),
+            true,
+        ))
     })?;
     if expired {
         settle_dependents(ex, thread, now)?;
@@ -81,7 +88,11 @@ fn exchange_edit(env: &Envelope, payloads: Vec<Payload>, now: Timestamp) -> Edit
 
 /// After `thread` reached a final status (or completed): fails dependents that can no longer
 /// run and dispatches those whose dependencies have all completed, following the chain.
-pub(crate) fn settle_dependents(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Result<(), Error> {
+pub(crate) fn settle_dependents(
+    ex: &Exchange,
+    thread: &ThreadRef,
+    now: Timestamp,
+) -> Result<(), Error> {
     let mut queue = vec![thread.clone()];
     while let Some(next) = queue.pop() {
         for dependent in ex.store().dependents(&next)? {
@@ -95,7 +106,11 @@ pub(crate) fn settle_dependents(ex: &Exchange, thread: &ThreadRef, now: Timestam
 
 /// Brings a pending thread with dependencies up to date: fails it if a dependency can no
 /// longer complete, dispatches it once all have completed. Returns the status it moved to.
-pub(crate) fn reconcile(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Result<Option<Status>, Error> {
+pub(crate) fn reconcile(
+    ex: &Exchange,
+    thread: &ThreadRef,
+    now: Timestamp,
+) -> Result<Option<Status>, Error> {
     let env = match ex.store().envelope(thread) {
         Ok((e, _)) => e,
         // The dependent's file is written after its dependency entry; its creator reconciles it.
@@ -154,10 +169,13 @@ pub(crate) fn reconcile(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Re
                 Payload::Request(r) => Some(r),
                 _ => None,
             });
-        let input = request.as_ref().map(RouteInput::of).unwrap_or_else(|| RouteInput {
-            requires: env.requires.clone(),
-            ..RouteInput::default()
-        });
+        let input = request
+            .as_ref()
+            .map(RouteInput::of)
+            .unwrap_or_else(|| RouteInput {
+                requires: env.requires.clone(),
+                ..RouteInput::default()
+            });
         let mut envelope = env.clone();
         if !record_dispatch(&mut envelope, &directory, &input, now) {
             return Ok((None, None));
@@ -174,7 +192,12 @@ pub(crate) fn reconcile(ex: &Exchange, thread: &ThreadRef, now: Timestamp) -> Re
 
 /// Routes a pending thread and records the decision as a `dispatched` history entry; returns
 /// false (and records nothing) when no executor is eligible.
-pub(crate) fn record_dispatch(env: &mut Envelope, directory: &Directory, input: &RouteInput, now: Timestamp) -> bool {
+pub(crate) fn record_dispatch(
+    env: &mut Envelope,
+    directory: &Directory,
+    input: &RouteInput,
+    now: Timestamp,
+) -> bool {
     let routed = directory.route(input);
     if routed.is_empty() {
         return false;
@@ -184,6 +207,11 @@ pub(crate) fn record_dispatch(env: &mut Envelope, directory: &Directory, input: 
         .map(|r| format!("{}: {}", r.executor, r.reason))
         .collect::<Vec<_>>()
         .join("; ");
-    env.record("dispatched", now, EXCHANGE, Some(format!("routed to {note}")));
+    env.record(
+        "dispatched",
+        now,
+        EXCHANGE,
+        Some(format!("routed to {note}")),
+    );
     true
 }

@@ -121,7 +121,10 @@ impl Exchange {
         if messages.is_empty() {
             return Err(ProtocolError::invalid("MESS", "the input holds no message").into());
         }
-        messages.into_iter().map(|m| self.submit(m, sender)).collect()
+        messages
+            .into_iter()
+            .map(|m| self.submit(m, sender))
+            .collect()
     }
 
     /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
@@ -152,7 +155,11 @@ impl Exchange {
             lifecycle::expire_due(self, now)?;
         }
         let (mut items, errors) = self.store.list(states, archive);
-        items.sort_by(|a, b| b.0.updated.cmp(&a.0.updated).then(b.0.thread_ref.cmp(&a.0.thread_ref)));
+        items.sort_by(|a, b| {
+            b.0.updated
+                .cmp(&a.0.updated)
+                .then(b.0.thread_ref.cmp(&a.0.thread_ref))
+        });
         Ok((items.into_iter().map(|(e, l, _)| (e, l)).collect(), errors))
     }
 
@@ -162,13 +169,21 @@ impl Exchange {
     }
 
     /// Moves finished and canceled threads last updated more than `older_than` ago to the archive.
-    pub fn archive(&self, older_than: chrono::TimeDelta, progress: &mut dyn FnMut(usize, usize)) -> ArchiveReport {
+    pub fn archive(
+        &self,
+        older_than: chrono::TimeDelta,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> ArchiveReport {
         let cutoff = self.now() - older_than;
         self.store.archive(cutoff, progress)
     }
 
     /// Checks (and with `repair`, fixes) every thread file.
-    pub fn fsck(&self, repair: bool, progress: &mut dyn FnMut(usize, usize)) -> Result<FsckReport, Error> {
+    pub fn fsck(
+        &self,
+        repair: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<FsckReport, Error> {
         Ok(self.store.fsck(repair, progress)?)
     }
 }

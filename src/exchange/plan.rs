@@ -2,9 +2,9 @@
 //! suggestion) into checked per-thread groups: reference resolution, roles, and the rules each
 //! payload must pass against the thread's current state.
 
+use crate::exchange::Exchange;
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
-use crate::exchange::Exchange;
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -30,7 +30,9 @@ pub(crate) fn resolve(ex: &Exchange, reference: &str, sender: &str) -> Result<Th
     if reference == "last" {
         return match store.lookup(sender, IndexKey::Last)? {
             Some(r) if exists(&r)? => Ok(r),
-            _ => Err(Error::not_found(format!("no request from {sender} yet, so `last` names nothing"))),
+            _ => Err(Error::not_found(format!(
+                "no request from {sender} yet, so `last` names nothing"
+            ))),
         };
     }
     if let Ok(r) = ThreadRef::parse(reference)
@@ -38,7 +40,10 @@ pub(crate) fn resolve(ex: &Exchange, reference: &str, sender: &str) -> Result<Th
     {
         return Ok(r);
     }
-    for key in [IndexKey::ClientId(reference), IndexKey::Suggestion(reference)] {
+    for key in [
+        IndexKey::ClientId(reference),
+        IndexKey::Suggestion(reference),
+    ] {
         if let Some(r) = store.lookup(sender, key)?
             && exists(&r)?
         {
@@ -51,7 +56,11 @@ pub(crate) fn resolve(ex: &Exchange, reference: &str, sender: &str) -> Result<Th
 }
 
 /// Groups thread-directed payloads by the thread they name, keeping message order.
-pub(crate) fn group(ex: &Exchange, payloads: &[(usize, Payload)], sender: &str) -> Result<Vec<Group>, Error> {
+pub(crate) fn group(
+    ex: &Exchange,
+    payloads: &[(usize, Payload)],
+    sender: &str,
+) -> Result<Vec<Group>, Error> {
     let mut groups: Vec<Group> = Vec::new();
     for (i, payload) in payloads {
         let (re, many_ok) = match payload {
@@ -100,7 +109,11 @@ pub(crate) struct Context<'a> {
 
 /// Checks every payload of a group against the thread, in order, as if the earlier ones were
 /// already applied; returns the envelope they lead to.
-pub(crate) fn check_group(env: &Envelope, payloads: &[Payload], cx: &Context<'_>) -> Result<Envelope, Error> {
+pub(crate) fn check_group(
+    env: &Envelope,
+    payloads: &[Payload],
+    cx: &Context<'_>,
+) -> Result<Envelope, Error> {
     let mut running = env.clone();
     let thread = env.thread_ref.as_str();
     for payload in payloads {
@@ -111,13 +124,22 @@ pub(crate) fn check_group(env: &Envelope, payloads: &[Payload], cx: &Context<'_>
                 if actor == Actor::Executor {
                     check_may_take(&running, s.code, cx)?;
                 } else {
-                    machine::check_confirmation(thread, running.confirm_before, running.confirmation, Step::Status(s.code))?;
+                    machine::check_confirmation(
+                        thread,
+                        running.confirm_before,
+                        running.confirmation,
+                        Step::Status(s.code),
+                    )?;
                 }
             }
             Payload::Response(_) => {
-                if running.executor.as_deref() != Some(cx.sender) || running.status == Status::Pending {
+                if running.executor.as_deref() != Some(cx.sender)
+                    || running.status == Status::Pending
+                {
                     return Err(if running.status == Status::Pending {
-                        ProtocolError::conflict(format!("cannot respond to {thread}: claim it first"))
+                        ProtocolError::conflict(format!(
+                            "cannot respond to {thread}: claim it first"
+                        ))
                     } else {
                         ProtocolError::forbidden(format!(
                             "cannot respond to {thread}: only {} (who claimed it) may respond",
@@ -133,18 +155,35 @@ pub(crate) fn check_group(env: &Envelope, payloads: &[Payload], cx: &Context<'_>
                     ))
                     .into());
                 }
-                machine::check_confirmation(thread, running.confirm_before, running.confirmation, Step::Response)?;
+                machine::check_confirmation(
+                    thread,
+                    running.confirm_before,
+                    running.confirmation,
+                    Step::Response,
+                )?;
             }
             Payload::Reply(r) => {
                 require_requestor(&running, cx.sender, "reply to")?;
-                machine::check_reply(thread, running.status, running.confirmation, r.confirm.is_some())?;
+                machine::check_reply(
+                    thread,
+                    running.status,
+                    running.confirmation,
+                    r.confirm.is_some(),
+                )?;
             }
             Payload::Cancel(_) => {
                 require_requestor(&running, cx.sender, "cancel")?;
-                machine::check_transition(thread, running.status, Status::Cancelled, Actor::Requestor)?;
+                machine::check_transition(
+                    thread,
+                    running.status,
+                    Status::Cancelled,
+                    Actor::Requestor,
+                )?;
             }
             Payload::Suggestion(_) => {
-                if cx.directory.executor(cx.sender).is_none() && running.executor.as_deref() != Some(cx.sender) {
+                if cx.directory.executor(cx.sender).is_none()
+                    && running.executor.as_deref() != Some(cx.sender)
+                {
                     return Err(ProtocolError::forbidden(format!(
                         "cannot suggest on {thread}: {} is not a registered executor",
                         cx.sender
@@ -208,7 +247,11 @@ fn actor_for_report(env: &Envelope, cx: &Context<'_>) -> Result<Actor, Error> {
 /// Checks that an executor may claim or decline a pending thread: it holds every required
 /// capability, and (to claim) every dependency has completed.
 fn check_may_take(env: &Envelope, code: Status, cx: &Context<'_>) -> Result<(), Error> {
-    let verb = if code == Status::Claimed { "claim" } else { "decline" };
+    let verb = if code == Status::Claimed {
+        "claim"
+    } else {
+        "decline"
+    };
     if let Some(exec) = cx.directory.executor(cx.sender) {
         let missing = cx.directory.missing(exec, &env.requires);
         if !missing.is_empty() {
@@ -227,7 +270,12 @@ fn check_may_take(env: &Envelope, code: Status, cx: &Context<'_>) -> Result<(), 
             .dependencies
             .iter()
             .filter(|(_, s)| *s != Some(Status::Completed))
-            .map(|(r, s)| format!("{r} ({})", s.map_or("missing".to_owned(), |s| s.to_string())))
+            .map(|(r, s)| {
+                format!(
+                    "{r} ({})",
+                    s.map_or("missing".to_owned(), |s| s.to_string())
+                )
+            })
             .collect();
         if !waiting.is_empty() {
             return Err(ProtocolError::conflict(format!(
@@ -242,7 +290,10 @@ fn check_may_take(env: &Envelope, code: Status, cx: &Context<'_>) -> Result<(), 
 }
 
 /// The current status of each dependency of `env` (`None` when its file is gone).
-pub(crate) fn dependency_statuses(ex: &Exchange, env: &Envelope) -> Result<Vec<(String, Option<Status>)>, Error> {
+pub(crate) fn dependency_statuses(
+    ex: &Exchange,
+    env: &Envelope,
+) -> Result<Vec<(String, Option<Status>)>, Error> {
     env.depends_on
         .iter()
         .map(|d| {

@@ -42,7 +42,9 @@ pub(crate) fn create(
             if let Some(first) = seen.insert(id, req.index) {
                 return Err(ProtocolError::invalid(
                     format!("MESS[{}].request.id", req.index),
-                    format!("{id:?} is also the id of MESS[{first}]; ids in one message must differ"),
+                    format!(
+                        "{id:?} is also the id of MESS[{first}]; ids in one message must differ"
+                    ),
                 )
                 .into());
             }
@@ -54,7 +56,10 @@ pub(crate) fn create(
             }
         }
     }
-    let fresh: Vec<&Incoming> = incoming.iter().filter(|r| !existing.contains_key(&r.index)).collect();
+    let fresh: Vec<&Incoming> = incoming
+        .iter()
+        .filter(|r| !existing.contains_key(&r.index))
+        .collect();
     check_dependencies(ex, &incoming, &existing, sender)?;
 
     let date = now.date_naive();
@@ -101,7 +106,12 @@ pub(crate) fn create(
         };
         let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
         if envelope.depends_on.is_empty() {
-            lifecycle::record_dispatch(&mut envelope, directory, &RouteInput::of(&req.request), now);
+            lifecycle::record_dispatch(
+                &mut envelope,
+                directory,
+                &RouteInput::of(&req.request),
+                now,
+            );
         }
         let ack = MessageDoc {
             from: EXCHANGE.to_owned(),
@@ -189,7 +199,9 @@ fn check_dependencies(
             let path = format!("MESS[{}].request.constraints.depends_on[{j}]", req.index);
             if let Some(&target) = siblings.get(dep.as_str()) {
                 if target == req.index {
-                    return Err(ProtocolError::invalid(path, "a request cannot depend on itself").into());
+                    return Err(
+                        ProtocolError::invalid(path, "a request cannot depend on itself").into(),
+                    );
                 }
                 edges.entry(req.index).or_default().push(target);
                 continue;
@@ -204,7 +216,11 @@ fn check_dependencies(
         }
     }
     // Depth-first search for a cycle among siblings.
-    fn visit(n: usize, edges: &HashMap<usize, Vec<usize>>, state: &mut HashMap<usize, u8>) -> Option<usize> {
+    fn visit(
+        n: usize,
+        edges: &HashMap<usize, Vec<usize>>,
+        state: &mut HashMap<usize, u8>,
+    ) -> Option<usize> {
         match state.get(&n) {
             Some(1) => return Some(n),
             Some(2) => return None,

@@ -33,7 +33,11 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
                 index,
                 request: r.clone(),
             }),
-            Payload::Reply(_) | Payload::Cancel(_) | Payload::Status(_) | Payload::Response(_) | Payload::Suggestion(_) => {
+            Payload::Reply(_)
+            | Payload::Cancel(_)
+            | Payload::Status(_)
+            | Payload::Response(_)
+            | Payload::Suggestion(_) => {
                 directed.push((index, payload.clone()));
             }
             Payload::Config(c) => configs.push(c.clone()),
@@ -67,7 +71,8 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         lifecycle::expire_if_due(ex, &g.thread, now)?;
     }
     let mut directory = Directory::load(ex.store());
-    for g in &groups {
+    let mut checked = Vec::with_capacity(groups.len());
+    for g in groups {
         let (env, _) = ex.store().envelope(&g.thread)?;
         let deps = plan::dependency_statuses(ex, &env)?;
         let cx = Context {
@@ -77,6 +82,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             now,
         };
         plan::check_group(&env, &g.payloads, &cx)?;
+        checked.push((g, env, deps));
     }
 
     let mut answer = Vec::new();
@@ -97,9 +103,8 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             now,
         )?);
     }
-    for g in groups {
-        apply_group(ex, &g, version.as_deref(), sender, &directory, now)?;
-        answer.push(view::status_echo(&ex.store().read(&g.thread)?)?);
+    for (g, before, deps) in checked {
+        answer.push(apply_group(ex, &g, &before, &deps, version.as_deref(), sender, &directory, now)?);
     }
     for q in &queries {
         answer.push(view::answer_query(ex, q, &sender.id, &directory)?);
@@ -108,22 +113,23 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
 }
 
 /// Writes one group under the thread's lock (checking it again there), then settles what
-/// follows from the new status.
+/// follows from the new status; returns the status payload answered to the sender.
+#[allow(clippy::too_many_arguments, reason = "one call site; the values are the use case's state")]
 fn apply_group(
     ex: &Exchange,
     g: &plan::Group,
+    before: &crate::protocol::envelope::Envelope,
+    deps: &[(String, Option<Status>)],
     version: Option<&str>,
     sender: &Sender,
     directory: &Directory,
     now: crate::protocol::time::Timestamp,
-) -> Result<Status, Error> {
-    let (before, _) = ex.store().envelope(&g.thread)?;
-    let deps = plan::dependency_statuses(ex, &before)?;
-    let status = ex.store().modify(&g.thread, |t| -> Result<_, Error> {
+) -> Result<Payload, Error> {
+    let (status, echo) = ex.store().modify(&g.thread, |t| -> Result<_, Error> {
         let cx = Context {
             sender: &sender.id,
             directory,
-            dependencies: &deps,
+            dependencies: deps,
             now,
         };
         plan::check_group(&t.envelope, &g.payloads, &cx)?;
@@ -141,13 +147,13 @@ fn apply_group(
         };
         let mut envelope = t.envelope.clone();
         envelope.apply(&doc);
-        let status = envelope.status;
+        let echo = view::status_echo(&envelope, &g.payloads, t)?;
         Ok((
             Some(Edit {
-                envelope,
+                envelope: envelope.clone(),
                 append: vec![doc],
             }),
-            status,
+            (envelope.status, echo),
         ))
     })?;
     for p in &g.payloads {
@@ -155,7 +161,11 @@ fn apply_group(
             && let Some(id) = &s.id
         {
             // A suggestion about several threads is answered on the first one it named.
-            if ex.store().lookup(&before.requestor, IndexKey::Suggestion(id))?.is_none() {
+            if ex
+                .store()
+                .lookup(&before.requestor, IndexKey::Suggestion(id))?
+                .is_none()
+            {
                 ex.store()
                     .remember(&before.requestor, &[(IndexKey::Suggestion(id), &g.thread)])?;
             }
@@ -164,5 +174,5 @@ fn apply_group(
     if status != before.status && (status == Status::Completed || status.fails_dependents()) {
         lifecycle::settle_dependents(ex, &g.thread, now)?;
     }
-    Ok(status)
+    Ok(echo)
 }

@@ -56,7 +56,11 @@ fn fixture(config: &str) -> Fixture {
         std::fs::write(dir.path().join("config.yaml"), config).unwrap();
     }
     let clock = Arc::new(FixedClock::new(at("2026-01-31T17:00:00-08:00")));
-    let ex = Exchange::new(FileStore::open(dir.path()), Settings::defaults(), clock.clone());
+    let ex = Exchange::new(
+        FileStore::open(dir.path()),
+        Settings::defaults(),
+        clock.clone(),
+    );
     Fixture { dir, ex, clock }
 }
 
@@ -71,7 +75,8 @@ impl Fixture {
     }
 
     fn ok(&self, who: &str, yaml: &str) -> Message {
-        self.send(who, yaml).unwrap_or_else(|e| panic!("{who} sending\n{yaml}\nfailed: {e}"))
+        self.send(who, yaml)
+            .unwrap_or_else(|e| panic!("{who} sending\n{yaml}\nfailed: {e}"))
     }
 
     fn refused(&self, who: &str, yaml: &str, kind: ErrorKind, text: &str) {
@@ -94,19 +99,35 @@ impl Fixture {
     }
 
     fn status(&self, who: &str, r: &str, body: &str) -> Result<Message, Error> {
-        self.send(who, &format!("MESS:\n  - status:\n      re: {r}\n{}", indent(body, 6)))
+        self.send(
+            who,
+            &format!("MESS:\n  - status:\n      re: {r}\n{}", indent(body, 6)),
+        )
     }
 
     fn env(&self, r: &str) -> Envelope {
-        self.ex.store().read(&ThreadRef::parse(r).unwrap()).unwrap().envelope
+        self.ex
+            .store()
+            .read(&ThreadRef::parse(r).unwrap())
+            .unwrap()
+            .envelope
     }
 
     fn location(&self, r: &str) -> Location {
-        self.ex.store().read(&ThreadRef::parse(r).unwrap()).unwrap().location
+        self.ex
+            .store()
+            .read(&ThreadRef::parse(r).unwrap())
+            .unwrap()
+            .location
     }
 
     fn text(&self, r: &str) -> String {
-        self.ex.store().read(&ThreadRef::parse(r).unwrap()).unwrap().text().to_owned()
+        self.ex
+            .store()
+            .read(&ThreadRef::parse(r).unwrap())
+            .unwrap()
+            .text()
+            .to_owned()
     }
 }
 
@@ -157,28 +178,45 @@ fn assert_same_thread(spec: &str, ours: &str, ref_map: (&str, &str)) {
     }
     for k in oe.as_map().unwrap().keys() {
         assert!(
-            se.as_map().unwrap().contains_key(k) || ["estimate", "requires", "confirmation"].contains(&k.as_str()),
+            se.as_map().unwrap().contains_key(k)
+                || ["estimate", "requires", "confirmation"].contains(&k.as_str()),
             "envelope has an unexpected field {k}"
         );
     }
     let hist = |v: &Value| get(v, "history").unwrap().as_seq().unwrap().to_vec();
     let spec_hist = hist(se);
-    let spec_dispatch = spec_hist.iter().any(|h| get(h, "action").unwrap().as_str() == Some("dispatched"));
+    let spec_dispatch = spec_hist
+        .iter()
+        .any(|h| get(h, "action").unwrap().as_str() == Some("dispatched"));
     let our_hist: Vec<Value> = hist(oe)
         .into_iter()
         .filter(|h| spec_dispatch || get(h, "action").unwrap().as_str() != Some("dispatched"))
         .collect();
-    assert_eq!(spec_hist.len(), our_hist.len(), "history: spec {spec_hist:?}\nours {our_hist:?}");
+    assert_eq!(
+        spec_hist.len(),
+        our_hist.len(),
+        "history: spec {spec_hist:?}\nours {our_hist:?}"
+    );
     for (sh, oh) in spec_hist.iter().zip(&our_hist) {
         let by_exchange = get(sh, "by").unwrap().as_str() == Some("exchange");
         assert_eq!(get(sh, "action"), get(oh, "action"));
         assert_eq!(get(sh, "by"), get(oh, "by"));
-        assert!(same(get(sh, "at").unwrap(), get(oh, "at").unwrap(), if by_exchange { 1 } else { 0 }), "{sh:?} vs {oh:?}");
+        assert!(
+            same(
+                get(sh, "at").unwrap(),
+                get(oh, "at").unwrap(),
+                if by_exchange { 1 } else { 0 }
+            ),
+            "{sh:?} vs {oh:?}"
+        );
         if let Some(note) = get(sh, "note").filter(|_| !by_exchange) {
             assert_eq!(Some(note), get(oh, "note"));
         }
     }
-    let spec_acks = s.iter().skip(1).any(|d| get(d, "from").unwrap().as_str() == Some("exchange"));
+    let spec_acks = s
+        .iter()
+        .skip(1)
+        .any(|d| get(d, "from").unwrap().as_str() == Some("exchange"));
     let our_docs: Vec<&Value> = o
         .iter()
         .skip(1)
@@ -186,17 +224,30 @@ fn assert_same_thread(spec: &str, ours: &str, ref_map: (&str, &str)) {
         .collect();
     assert_eq!(s.len() - 1, our_docs.len(), "number of messages");
     for (sd, od) in s.iter().skip(1).zip(our_docs) {
-        let slack = if get(sd, "from").unwrap().as_str() == Some("exchange") { 1 } else { 0 };
+        let slack = if get(sd, "from").unwrap().as_str() == Some("exchange") {
+            1
+        } else {
+            0
+        };
         for (k, v) in sd.as_map().unwrap().iter() {
             let ov = get(od, k).unwrap_or_else(|| panic!("message lacks {k}: {od:?}"));
             assert!(same(v, ov, slack), "message {k}: spec {v:?}\nours {ov:?}");
         }
-        assert_eq!(sd.as_map().unwrap().len(), od.as_map().unwrap().len(), "{od:?}");
+        assert_eq!(
+            sd.as_map().unwrap().len(),
+            od.as_map().unwrap().len(),
+            "{od:?}"
+        );
     }
 }
 
 fn fixture_text(name: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/threads").join(name)).unwrap()
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/threads")
+            .join(name),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -220,7 +271,12 @@ fn the_complete_example_thread_is_reproduced_by_the_lifecycle() {
     .unwrap();
     let r = "2026-02-01-001";
     f.clock.set(at("2026-01-31T17:00:30-08:00"));
-    f.send_via("teague-phone", "http", &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n")).unwrap();
+    f.send_via(
+        "teague-phone",
+        "http",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n"),
+    )
+    .unwrap();
     f.clock.set(at("2026-01-31T17:05:00-08:00"));
     f.send_via(
         "teague-phone",
@@ -245,7 +301,11 @@ fn the_complete_example_thread_is_reproduced_by_the_lifecycle() {
     )
     .unwrap();
     assert_eq!(f.location(r), Location::State(State::Finished));
-    assert_same_thread(&fixture_text("complete-example.messe-af.yaml"), &f.text(r), ("2026-01-31-001", r));
+    assert_same_thread(
+        &fixture_text("complete-example.messe-af.yaml"),
+        &f.text(r),
+        ("2026-01-31-001", r),
+    );
 }
 
 #[test]
@@ -258,7 +318,12 @@ fn the_needs_input_example_thread_is_reproduced_by_the_lifecycle() {
     let r = "2026-02-01-001";
     f.send_via("roomba-kitchen", "webhook", "MESS:\n  - config:\n      executor:\n        id: roomba-kitchen\n        capabilities: [vacuum-floor]\n").unwrap();
     f.clock.set(at("2026-01-31T18:00:05-08:00"));
-    f.send_via("roomba-kitchen", "webhook", &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n")).unwrap();
+    f.send_via(
+        "roomba-kitchen",
+        "webhook",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n"),
+    )
+    .unwrap();
     f.clock.set(at("2026-01-31T18:01:00-08:00"));
     f.send_via(
         "roomba-kitchen",
@@ -278,7 +343,12 @@ fn the_needs_input_example_thread_is_reproduced_by_the_lifecycle() {
     )
     .unwrap();
     f.clock.set(at("2026-01-31T18:02:30-08:00"));
-    f.send_via("claude-agent", "mcp", &format!("MESS:\n  - reply:\n      re: {r}\n      answers:\n        location: both\n")).unwrap();
+    f.send_via(
+        "claude-agent",
+        "mcp",
+        &format!("MESS:\n  - reply:\n      re: {r}\n      answers:\n        location: both\n"),
+    )
+    .unwrap();
     f.clock.set(at("2026-01-31T18:03:00-08:00"));
     f.send_via(
         "roomba-kitchen",
@@ -286,7 +356,11 @@ fn the_needs_input_example_thread_is_reproduced_by_the_lifecycle() {
         &format!("MESS:\n  - status:\n      re: {r}\n      code: in_progress\n      message: starting with sink area\n"),
     )
     .unwrap();
-    assert_same_thread(&fixture_text("needs-input-example.messe-af.yaml"), &f.text(r), ("2026-01-31-002", r));
+    assert_same_thread(
+        &fixture_text("needs-input-example.messe-af.yaml"),
+        &f.text(r),
+        ("2026-01-31-002", r),
+    );
 }
 
 #[test]
@@ -294,20 +368,44 @@ fn refs_are_dated_serials_and_requests_are_idempotent_by_client_id() {
     let f = fixture(EXECUTORS);
     let a = f.request("claude-agent", "id: fridge\nintent: check the fridge");
     let b = f.request("claude-agent", "intent: water the plants");
-    assert_eq!((a.as_str(), b.as_str()), ("2026-02-01-001", "2026-02-01-002"));
+    assert_eq!(
+        (a.as_str(), b.as_str()),
+        ("2026-02-01-001", "2026-02-01-002")
+    );
     let again = f.request("claude-agent", "id: fridge\nintent: check the fridge");
-    assert_eq!(again, a, "re-sending an open client id returns the same thread");
+    assert_eq!(
+        again, a,
+        "re-sending an open client id returns the same thread"
+    );
     let other_agent = f.request("other-agent", "id: fridge\nintent: their own fridge");
     assert_ne!(other_agent, a, "client ids belong to their sender");
-    f.ok("claude-agent", &format!("MESS:\n  - cancel:\n      re: {a}\n"));
+    f.ok(
+        "claude-agent",
+        &format!("MESS:\n  - cancel:\n      re: {a}\n"),
+    );
     let fresh = f.request("claude-agent", "id: fridge\nintent: check the fridge");
     assert_ne!(fresh, a, "a finished client id can be used again");
-    assert_eq!(f.ex.resolve("fridge", "claude-agent").unwrap().as_str(), fresh);
-    assert_eq!(f.ex.resolve("last", "claude-agent").unwrap().as_str(), fresh);
-    assert_eq!(f.ex.resolve("fridge", "other-agent").unwrap().as_str(), other_agent);
-    assert_eq!(f.ex.resolve("fridge", "teague-phone").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        f.ex.resolve("fridge", "claude-agent").unwrap().as_str(),
+        fresh
+    );
+    assert_eq!(
+        f.ex.resolve("last", "claude-agent").unwrap().as_str(),
+        fresh
+    );
+    assert_eq!(
+        f.ex.resolve("fridge", "other-agent").unwrap().as_str(),
+        other_agent
+    );
+    assert_eq!(
+        f.ex.resolve("fridge", "teague-phone").unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
     f.clock.advance(TimeDelta::days(1));
-    assert_eq!(f.request("claude-agent", "intent: tomorrow"), "2026-02-02-001");
+    assert_eq!(
+        f.request("claude-agent", "intent: tomorrow"),
+        "2026-02-02-001"
+    );
 }
 
 #[test]
@@ -326,17 +424,34 @@ fn a_multi_request_message_creates_one_thread_each_and_acks_the_mapping() {
       intent: no id here
 ",
     );
-    let Payload::Ack(ack) = &answer.payloads[0] else { panic!("{answer:?}") };
-    let pairs: Vec<(Option<&str>, &str)> = ack.requests.iter().map(|e| (e.id.as_deref(), e.thread_ref.as_str())).collect();
+    let Payload::Ack(ack) = &answer.payloads[0] else {
+        panic!("{answer:?}")
+    };
+    let pairs: Vec<(Option<&str>, &str)> = ack
+        .requests
+        .iter()
+        .map(|e| (e.id.as_deref(), e.thread_ref.as_str()))
+        .collect();
     assert_eq!(
         pairs,
-        vec![(Some("my-task-1"), "2026-02-01-001"), (Some("my-task-2"), "2026-02-01-002"), (None, "2026-02-01-003")]
+        vec![
+            (Some("my-task-1"), "2026-02-01-001"),
+            (Some("my-task-2"), "2026-02-01-002"),
+            (None, "2026-02-01-003")
+        ]
     );
     for (_, r) in pairs {
         let text = f.text(r);
-        assert_eq!(text.matches("- request:").count(), 1, "one request per thread:\n{text}");
+        assert_eq!(
+            text.matches("- request:").count(),
+            1,
+            "one request per thread:\n{text}"
+        );
     }
-    assert!(f.text("2026-02-01-002").contains("re: my-task-2\n      ref: 2026-02-01-002"));
+    assert!(
+        f.text("2026-02-01-002")
+            .contains("re: my-task-2\n      ref: 2026-02-01-002")
+    );
     f.refused(
         "claude-agent",
         "MESS:\n  - request:\n      id: dup\n      intent: a\n  - request:\n      id: dup\n      intent: b\n",
@@ -353,9 +468,14 @@ fn exactly_one_executor_wins_a_claim_and_only_it_moves_the_thread_on() {
     let e = f.status("kitchen-robot", &r, "code: claimed").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
     assert!(e.to_string().contains("already claimed"), "{e}");
-    let e = f.status("kitchen-robot", &r, "code: completed").unwrap_err();
+    let e = f
+        .status("kitchen-robot", &r, "code: completed")
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Forbidden);
-    assert!(e.to_string().contains("only the executor that claimed it"), "{e}");
+    assert!(
+        e.to_string().contains("only the executor that claimed it"),
+        "{e}"
+    );
     assert_eq!(f.env(&r).executor.as_deref(), Some("roomba-kitchen"));
     assert_eq!(f.location(&r), Location::State(State::Executing));
 }
@@ -363,12 +483,23 @@ fn exactly_one_executor_wins_a_claim_and_only_it_moves_the_thread_on() {
 #[test]
 fn claims_need_a_registered_eligible_executor() {
     let f = fixture(EXECUTORS);
-    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor, home-kitchen-access]");
+    let r = f.request(
+        "claude-agent",
+        "intent: vacuum\nrequires: [vacuum-floor, home-kitchen-access]",
+    );
     let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Forbidden);
-    assert!(e.to_string().contains("lacks the required capabilities vacuum-floor, home-kitchen-access"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("lacks the required capabilities vacuum-floor, home-kitchen-access"),
+        "{e}"
+    );
     let e = f.status("stranger", &r, "code: claimed").unwrap_err();
-    assert!(e.to_string().contains("stranger is not a registered executor"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("stranger is not a registered executor"),
+        "{e}"
+    );
     let e = f.status("claude-agent", &r, "code: claimed").unwrap_err();
     assert!(e.to_string().contains("requestors reply or cancel"), "{e}");
     f.status("kitchen-robot", &r, "code: claimed").unwrap();
@@ -385,9 +516,19 @@ fn invalid_transitions_are_refused_and_nothing_is_written() {
     assert_eq!(f.text(&r), before);
     f.status("teague-phone", &r, "code: claimed").unwrap();
     f.status("teague-phone", &r, "code: completed").unwrap();
-    let e = f.status("teague-phone", &r, "code: in_progress").unwrap_err();
-    assert!(e.to_string().contains("already completed, which is final"), "{e}");
-    let e = f.send("claude-agent", &format!("MESS:\n  - cancel:\n      re: {r}\n")).unwrap_err();
+    let e = f
+        .status("teague-phone", &r, "code: in_progress")
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("already completed, which is final"),
+        "{e}"
+    );
+    let e = f
+        .send(
+            "claude-agent",
+            &format!("MESS:\n  - cancel:\n      re: {r}\n"),
+        )
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
 }
 
@@ -404,7 +545,11 @@ fn a_message_with_one_bad_payload_changes_nothing() {
         )
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
-    assert_eq!((f.text(&a), f.text(&b)), (ta, tb), "the valid first payload must not be applied alone");
+    assert_eq!(
+        (f.text(&a), f.text(&b)),
+        (ta, tb),
+        "the valid first payload must not be applied alone"
+    );
 }
 
 #[test]
@@ -423,14 +568,27 @@ fn replies_are_recorded_and_bump_updated_without_changing_status() {
     let f = fixture(EXECUTORS);
     let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
     f.status("roomba-kitchen", &r, "code: claimed").unwrap();
-    f.status("roomba-kitchen", &r, "code: needs_input\nquestions:\n  - field: location\n    question: which?").unwrap();
+    f.status(
+        "roomba-kitchen",
+        &r,
+        "code: needs_input\nquestions:\n  - field: location\n    question: which?",
+    )
+    .unwrap();
     f.clock.advance(TimeDelta::minutes(2));
-    f.ok("claude-agent", &format!("MESS:\n  - reply:\n      re: {r}\n      answers:\n        location: both\n"));
+    f.ok(
+        "claude-agent",
+        &format!("MESS:\n  - reply:\n      re: {r}\n      answers:\n        location: both\n"),
+    );
     let env = f.env(&r);
     assert_eq!(env.status, Status::NeedsInput);
     assert_eq!(env.updated, f.ex.now());
     assert_eq!(env.history.last().unwrap().action, "replied");
-    let e = f.send("teague-phone", &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{a: b}}\n")).unwrap_err();
+    let e = f
+        .send(
+            "teague-phone",
+            &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{a: b}}\n"),
+        )
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Forbidden, "{e}");
 }
 
@@ -438,30 +596,59 @@ fn replies_are_recorded_and_bump_updated_without_changing_status() {
 fn only_the_requestor_may_reply_or_cancel() {
     let f = fixture(EXECUTORS);
     let r = f.request("claude-agent", "intent: photo");
-    for body in ["reply:\n      re: R\n      reason: hi", "cancel:\n      re: R"] {
+    for body in [
+        "reply:\n      re: R\n      reason: hi",
+        "cancel:\n      re: R",
+    ] {
         let yaml = format!("MESS:\n  - {}\n", body.replace('R', &r));
-        f.refused("other-agent", &yaml, ErrorKind::Forbidden, "only its requestor (claude-agent)");
+        f.refused(
+            "other-agent",
+            &yaml,
+            ErrorKind::Forbidden,
+            "only its requestor (claude-agent)",
+        );
     }
 }
 
 #[test]
 fn confirm_before_holds_work_until_the_requestor_confirms() {
     let f = fixture(EXECUTORS);
-    let r = f.request("claude-agent", "id: water-valve\nintent: Turn off the main water valve\nconfirm_before: true");
+    let r = f.request(
+        "claude-agent",
+        "id: water-valve\nintent: Turn off the main water valve\nconfirm_before: true",
+    );
     f.status("teague-phone", &r, "code: claimed").unwrap();
     for body in ["code: in_progress", "code: completed"] {
         let e = f.status("teague-phone", &r, body).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Conflict);
-        assert!(e.to_string().contains("requires confirmation before work starts"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("requires confirmation before work starts"),
+            "{e}"
+        );
     }
     let e = f
-        .send("teague-phone", &format!("MESS:\n  - response:\n      re: {r}\n      content: [done]\n"))
+        .send(
+            "teague-phone",
+            &format!("MESS:\n  - response:\n      re: {r}\n      content: [done]\n"),
+        )
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
-    f.refused("claude-agent", "MESS:\n  - reply:\n      re: water-valve\n      confirm: true\n", ErrorKind::Conflict, "no confirmation was asked for");
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: water-valve\n      confirm: true\n",
+        ErrorKind::Conflict,
+        "no confirmation was asked for",
+    );
     f.status("teague-phone", &r, "code: needs_confirmation\naction: Close main water shutoff valve\nconsequences: no water\nreversible: true").unwrap();
-    assert!(f.status("teague-phone", &r, "code: in_progress").is_err(), "asked but not answered");
-    f.ok("claude-agent", "MESS:\n  - reply:\n      re: water-valve\n      confirm: true\n");
+    assert!(
+        f.status("teague-phone", &r, "code: in_progress").is_err(),
+        "asked but not answered"
+    );
+    f.ok(
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: water-valve\n      confirm: true\n",
+    );
     f.status("teague-phone", &r, "code: in_progress").unwrap();
     f.send("teague-phone", &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - confirmation: true\n")).unwrap();
     assert_eq!(f.env(&r).status, Status::Completed);
@@ -470,30 +657,72 @@ fn confirm_before_holds_work_until_the_requestor_confirms() {
 #[test]
 fn after_a_refused_confirmation_only_cancelled_or_held_are_accepted() {
     let f = fixture(EXECUTORS);
-    let r = f.request("claude-agent", "intent: Delete all photos\nconfirm_before: true");
+    let r = f.request(
+        "claude-agent",
+        "intent: Delete all photos\nconfirm_before: true",
+    );
     f.status("teague-phone", &r, "code: claimed").unwrap();
-    f.status("teague-phone", &r, "code: needs_confirmation\naction: delete 300 photos").unwrap();
+    f.status(
+        "teague-phone",
+        &r,
+        "code: needs_confirmation\naction: delete 300 photos",
+    )
+    .unwrap();
     f.ok("claude-agent", &format!("MESS:\n  - reply:\n      re: {r}\n      confirm: false\n      reason: let me check first\n"));
-    assert!(f.env(&r).history.last().unwrap().note.as_deref().unwrap().contains("let me check first"));
-    for body in ["code: in_progress", "code: completed", "code: failed\nreason: x"] {
+    assert!(
+        f.env(&r)
+            .history
+            .last()
+            .unwrap()
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("let me check first")
+    );
+    for body in [
+        "code: in_progress",
+        "code: completed",
+        "code: failed\nreason: x",
+    ] {
         let e = f.status("teague-phone", &r, body).unwrap_err();
         assert!(e.to_string().contains("refused confirmation"), "{e}");
     }
-    f.status("teague-phone", &r, "code: held\nreason: waiting for the owner").unwrap();
-    f.ok("claude-agent", &format!("MESS:\n  - reply:\n      re: {r}\n      confirm: true\n"));
+    f.status(
+        "teague-phone",
+        &r,
+        "code: held\nreason: waiting for the owner",
+    )
+    .unwrap();
+    f.ok(
+        "claude-agent",
+        &format!("MESS:\n  - reply:\n      re: {r}\n      confirm: true\n"),
+    );
     f.status("teague-phone", &r, "code: in_progress").unwrap();
 }
 
 #[test]
 fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
     let f = fixture(EXECUTORS);
-    let r = f.request("claude-agent", "intent: Check if the garage door is closed\nneeded_by: \"2026-01-31T23:00:00-08:00\"");
-    let slow = f.request("claude-agent", "intent: later\nconstraints:\n  timing:\n    expires: 2h");
+    let r = f.request(
+        "claude-agent",
+        "intent: Check if the garage door is closed\nneeded_by: \"2026-01-31T23:00:00-08:00\"",
+    );
+    let slow = f.request(
+        "claude-agent",
+        "intent: later\nconstraints:\n  timing:\n    expires: 2h",
+    );
     let never = f.request("claude-agent", "intent: whenever");
-    assert_eq!(f.env(&r).expires, Some(time::parse_timestamp("2026-01-31T23:00:00-08:00").unwrap()));
+    assert_eq!(
+        f.env(&r).expires,
+        Some(time::parse_timestamp("2026-01-31T23:00:00-08:00").unwrap())
+    );
     f.clock.set(at("2026-01-31T19:30:00-08:00"));
     // A new process (a restart) sees the same files; expiry needs no memory of the old one.
-    let restarted = Exchange::new(FileStore::open(f.dir.path()), Settings::defaults(), f.clock.clone());
+    let restarted = Exchange::new(
+        FileStore::open(f.dir.path()),
+        Settings::defaults(),
+        f.clock.clone(),
+    );
     let (open, _) = restarted.list(&[State::Received], false).unwrap();
     let open: Vec<String> = open.iter().map(|(e, _)| e.thread_ref.to_string()).collect();
     assert!(!open.contains(&slow), "expires: 2h passed at 19:00");
@@ -502,11 +731,17 @@ fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
     assert_eq!(env.status, Status::Expired);
     assert_eq!(f.location(&slow), Location::State(State::Canceled));
     let last = env.history.last().unwrap();
-    assert_eq!((last.action.as_str(), last.by.as_str()), ("expired", "exchange"));
+    assert_eq!(
+        (last.action.as_str(), last.by.as_str()),
+        ("expired", "exchange")
+    );
     assert!(f.text(&slow).contains("code: expired\n      message: needed_by passed before anyone claimed it\n      expired_at: 2026-02-01T03:00:00Z"));
     f.clock.set(at("2026-02-01T00:00:00-08:00"));
     let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
-    assert!(e.to_string().contains("already expired"), "an overdue thread is never claimable: {e}");
+    assert!(
+        e.to_string().contains("already expired"),
+        "an overdue thread is never claimable: {e}"
+    );
     let thread = f.ex.thread(&never, "claude-agent").unwrap();
     assert_eq!(thread.envelope.status, Status::Pending);
 }
@@ -514,14 +749,28 @@ fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
 #[test]
 fn claimed_work_does_not_expire() {
     let f = fixture(EXECUTORS);
-    let r = f.request("claude-agent", "intent: x\nneeded_by: \"2026-01-31T18:00:00-08:00\"");
-    f.status("teague-phone", &r, "code: claimed\nestimate: PT45M").unwrap();
+    let r = f.request(
+        "claude-agent",
+        "intent: x\nneeded_by: \"2026-01-31T18:00:00-08:00\"",
+    );
+    f.status("teague-phone", &r, "code: claimed\nestimate: PT45M")
+        .unwrap();
     f.clock.advance(TimeDelta::hours(3));
-    assert_eq!(f.ex.thread(&r, "claude-agent").unwrap().envelope.status, Status::Claimed);
+    assert_eq!(
+        f.ex.thread(&r, "claude-agent").unwrap().envelope.status,
+        Status::Claimed
+    );
     assert_eq!(f.env(&r).estimate.as_deref(), Some("PT45M"));
-    f.status("teague-phone", &r, "code: in_progress\nestimate: PT10M\nprogress_pct: 80").unwrap();
+    f.status(
+        "teague-phone",
+        &r,
+        "code: in_progress\nestimate: PT10M\nprogress_pct: 80",
+    )
+    .unwrap();
     assert_eq!(f.env(&r).estimate.as_deref(), Some("PT10M"));
-    let e = f.status("teague-phone", &r, "code: in_progress\nestimate: soon").unwrap_err();
+    let e = f
+        .status("teague-phone", &r, "code: in_progress\nestimate: soon")
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
 }
 
@@ -549,20 +798,32 @@ fn dependencies_gate_claims_and_dispatch_then_release_in_order() {
         depends_on: [deliver-onions]
 ",
     );
-    let Payload::Ack(ack) = &answer.payloads[0] else { panic!() };
+    let Payload::Ack(ack) = &answer.payloads[0] else {
+        panic!()
+    };
     let refs: Vec<String> = ack.requests.iter().map(|e| e.thread_ref.clone()).collect();
     let (get_r, deliver, dice) = (&refs[0], &refs[1], &refs[2]);
     assert_eq!(f.env(deliver).depends_on, vec![get_r.clone()]);
     assert!(f.env(get_r).dispatched());
     assert!(!f.env(deliver).dispatched(), "not dispatched while waiting");
-    let e = f.status("teague-phone", deliver, "code: claimed").unwrap_err();
-    assert!(e.to_string().contains(&format!("it waits for {get_r} (pending)")), "{e}");
+    let e = f
+        .status("teague-phone", deliver, "code: claimed")
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("it waits for {get_r} (pending)")),
+        "{e}"
+    );
     f.status("teague-phone", get_r, "code: claimed").unwrap();
     f.status("teague-phone", get_r, "code: completed").unwrap();
-    assert!(f.env(deliver).dispatched(), "dispatched when the last dependency completed");
+    assert!(
+        f.env(deliver).dispatched(),
+        "dispatched when the last dependency completed"
+    );
     assert!(!f.env(dice).dispatched());
     f.status("teague-phone", deliver, "code: claimed").unwrap();
-    f.status("teague-phone", deliver, "code: completed").unwrap();
+    f.status("teague-phone", deliver, "code: completed")
+        .unwrap();
     let env = f.env(dice);
     let note = env.history.last().unwrap().note.clone().unwrap();
     assert_eq!(env.history.last().unwrap().action, "dispatched");
@@ -573,19 +834,36 @@ fn dependencies_gate_claims_and_dispatch_then_release_in_order() {
 fn a_failed_dependency_fails_its_dependents_down_the_chain() {
     let f = fixture(EXECUTORS);
     let a = f.request("claude-agent", "id: a\nintent: first");
-    let b = f.request("claude-agent", "id: b\nintent: second\nconstraints:\n  depends_on: [a]");
-    let c = f.request("claude-agent", &format!("intent: third\nconstraints:\n  depends_on: [{b}]"));
+    let b = f.request(
+        "claude-agent",
+        "id: b\nintent: second\nconstraints:\n  depends_on: [a]",
+    );
+    let c = f.request(
+        "claude-agent",
+        &format!("intent: third\nconstraints:\n  depends_on: [{b}]"),
+    );
     f.status("teague-phone", &a, "code: claimed").unwrap();
-    f.status("teague-phone", &a, "code: declined\nreason: store closed").unwrap();
+    f.status("teague-phone", &a, "code: declined\nreason: store closed")
+        .unwrap();
     for r in [&b, &c] {
         let env = f.env(r);
         assert_eq!(env.status, Status::Failed, "{r}");
         assert_eq!(f.location(r), Location::State(State::Canceled));
     }
     let text = f.text(&b);
-    assert!(text.contains("type: dependency_failed") && text.contains(&format!("ref: {a}")), "{text}");
-    let late = f.request("claude-agent", &format!("intent: too late\nconstraints:\n  depends_on: [{a}]"));
-    assert_eq!(f.env(&late).status, Status::Failed, "depending on a failed thread fails at once");
+    assert!(
+        text.contains("type: dependency_failed") && text.contains(&format!("ref: {a}")),
+        "{text}"
+    );
+    let late = f.request(
+        "claude-agent",
+        &format!("intent: too late\nconstraints:\n  depends_on: [{a}]"),
+    );
+    assert_eq!(
+        f.env(&late).status,
+        Status::Failed,
+        "depending on a failed thread fails at once"
+    );
 }
 
 #[test]
@@ -618,24 +896,52 @@ fn routing_follows_rules_then_default_then_capability() {
     let f = fixture(EXECUTORS);
     let note = |r: &str| {
         let env = f.env(r);
-        env.history.iter().find(|h| h.action == "dispatched").and_then(|h| h.note.clone())
+        env.history
+            .iter()
+            .find(|h| h.action == "dispatched")
+            .and_then(|h| h.note.clone())
     };
     let vac = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
-    assert_eq!(note(&vac).unwrap(), "routed to roomba-kitchen: rule 1 (match capability vacuum-floor) prefers roomba-kitchen");
+    assert_eq!(
+        note(&vac).unwrap(),
+        "routed to roomba-kitchen: rule 1 (match capability vacuum-floor) prefers roomba-kitchen"
+    );
     let photo = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
-    assert_eq!(note(&photo).unwrap(), "routed to teague-phone: rule 2 (default) prefers teague-phone");
-    let knife = f.request("claude-agent", "intent: dice\nrequires: [precision-knife-work]");
-    assert_eq!(note(&knife).unwrap(), "routed to kitchen-robot: holds precision-knife-work");
+    assert_eq!(
+        note(&photo).unwrap(),
+        "routed to teague-phone: rule 2 (default) prefers teague-phone"
+    );
+    let knife = f.request(
+        "claude-agent",
+        "intent: dice\nrequires: [precision-knife-work]",
+    );
+    assert_eq!(
+        note(&knife).unwrap(),
+        "routed to kitchen-robot: holds precision-knife-work"
+    );
     let nobody = f.request("claude-agent", "intent: fly\nrequires: [flight]");
-    assert_eq!(note(&nobody), None, "no eligible executor, nothing dispatched");
-    let meta = f.request("claude-agent", "intent: print\nrequires:\n  - vacuum-floor: {areas: [kitchen]}");
-    assert!(note(&meta).unwrap().contains("roomba-kitchen"), "capability metadata is tolerated");
+    assert_eq!(
+        note(&nobody),
+        None,
+        "no eligible executor, nothing dispatched"
+    );
+    let meta = f.request(
+        "claude-agent",
+        "intent: print\nrequires:\n  - vacuum-floor: {areas: [kitchen]}",
+    );
+    assert!(
+        note(&meta).unwrap().contains("roomba-kitchen"),
+        "capability metadata is tolerated"
+    );
 }
 
 #[test]
 fn config_messages_register_executors_and_rules_at_once() {
     let f = fixture("");
-    let r = f.request("claude-agent", "intent: print a clip\nrequires: [3d-print-fdm]");
+    let r = f.request(
+        "claude-agent",
+        "intent: print a clip\nrequires: [3d-print-fdm]",
+    );
     assert!(f.status("prusa", &r, "code: claimed").is_err());
     let answer = f.ok(
         "admin",
@@ -658,10 +964,18 @@ fn config_messages_register_executors_and_rules_at_once() {
     assert_eq!(answer.payloads.len(), 2);
     assert!(f.dir.path().join("executors/prusa.yaml").exists());
     let stored = std::fs::read_to_string(f.dir.path().join("executors/prusa.yaml")).unwrap();
-    assert!(stored.contains("notify:") && stored.contains("level: expert"), "unknown fields kept:\n{stored}");
+    assert!(
+        stored.contains("notify:") && stored.contains("level: expert"),
+        "unknown fields kept:\n{stored}"
+    );
     f.status("prusa", &r, "code: claimed").unwrap();
     let next = f.request("claude-agent", "intent: another\nrequires: [3d-print-fdm]");
-    assert!(f.env(&next).history.iter().any(|h| h.note.as_deref().is_some_and(|n| n.contains("rule 1"))));
+    assert!(
+        f.env(&next)
+            .history
+            .iter()
+            .any(|h| h.note.as_deref().is_some_and(|n| n.contains("rule 1")))
+    );
 }
 
 #[test]
@@ -676,13 +990,27 @@ fn queries_answer_with_structured_content() {
     f.request("other-agent", "intent: not mine");
     let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: status\n");
     let text = crate::protocol::emit::to_yaml(&answer.to_value());
-    assert!(text.contains(&format!("ref: {mine}")) && !text.contains("not mine"), "{text}");
-    let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: capabilities\n      filter:\n        tags: [visual]\n");
+    assert!(
+        text.contains(&format!("ref: {mine}")) && !text.contains("not mine"),
+        "{text}"
+    );
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:\n  - query:\n      type: capabilities\n      filter:\n        tags: [visual]\n",
+    );
     let text = crate::protocol::emit::to_yaml(&answer.to_value());
-    assert!(text.contains("id: take-photo") && text.contains("- teague-phone") && !text.contains("vacuum-floor"), "{text}");
+    assert!(
+        text.contains("id: take-photo")
+            && text.contains("- teague-phone")
+            && !text.contains("vacuum-floor"),
+        "{text}"
+    );
     let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: executors\n");
     let text = crate::protocol::emit::to_yaml(&answer.to_value());
-    assert!(text.contains("id: roomba-kitchen") && text.contains("availability: always"), "{text}");
+    assert!(
+        text.contains("id: roomba-kitchen") && text.contains("availability: always"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -691,13 +1019,19 @@ fn cancel_takes_a_list_and_last() {
     let a = f.request("claude-agent", "id: req-1\nintent: one");
     let b = f.request("claude-agent", "id: req-2\nintent: two");
     let c = f.request("claude-agent", "intent: three");
-    f.ok("claude-agent", "MESS:\n  - cancel:\n      re: [req-1, req-2]\n      reason: plans changed\n");
+    f.ok(
+        "claude-agent",
+        "MESS:\n  - cancel:\n      re: [req-1, req-2]\n      reason: plans changed\n",
+    );
     f.ok("claude-agent", "MESS:\n  - cancel:\n      re: last\n");
     for r in [&a, &b, &c] {
         assert_eq!(f.env(r).status, Status::Cancelled);
         assert_eq!(f.location(r), Location::State(State::Canceled));
     }
-    assert_eq!(f.env(&a).history.last().unwrap().note.as_deref(), Some("plans changed"));
+    assert_eq!(
+        f.env(&a).history.last().unwrap().note.as_deref(),
+        Some("plans changed")
+    );
 }
 
 #[test]
@@ -710,8 +1044,14 @@ fn suggestions_are_recorded_and_can_be_answered_by_id() {
         &format!("MESS:\n  - suggestion:\n      id: sug:merge-grocery\n      type: merge\n      re: [{a}, {b}]\n      proposed:\n        combined_intent: buy onions and garlic\n      reason: same store\n"),
     );
     assert_eq!(f.env(&b).history.last().unwrap().action, "suggested");
-    f.ok("claude-agent", "MESS:\n  - reply:\n      re: sug:merge-grocery\n      accept: true\n");
-    assert_eq!(f.env(&a).history.last().unwrap().note.as_deref(), Some("suggestion accepted"));
+    f.ok(
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:merge-grocery\n      accept: true\n",
+    );
+    assert_eq!(
+        f.env(&a).history.last().unwrap().note.as_deref(),
+        Some("suggestion accepted")
+    );
 }
 
 #[test]
@@ -727,7 +1067,10 @@ fn status_views_show_questions_and_the_latest_response() {
     f.send("roomba-kitchen", &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - all clean\n      notes: moved the mat\n")).unwrap();
     let v = ThreadView::of(&f.ex.thread(&r, "claude-agent").unwrap()).unwrap();
     let text = crate::protocol::emit::to_yaml(&v.to_value());
-    assert!(text.contains("response:\n  - all clean\nnotes: moved the mat"), "{text}");
+    assert!(
+        text.contains("response:\n  - all clean\nnotes: moved the mat"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -735,18 +1078,51 @@ fn oversized_and_malformed_input_is_refused_cleanly() {
     let f = fixture(EXECUTORS);
     let small = Exchange::new(
         FileStore::open(f.dir.path()),
-        Settings { max_message_bytes: 1000 },
+        Settings {
+            max_message_bytes: 1000,
+        },
         f.clock.clone(),
     );
-    let big = format!("MESS:\n  - request:\n      intent: x\n      context:\n        - image: data:image/png;base64,{}\n", "A".repeat(2000));
-    let e = small.submit_text(&big, &Sender::new("claude-agent", "cli")).unwrap_err();
+    let big = format!(
+        "MESS:\n  - request:\n      intent: x\n      context:\n        - image: data:image/png;base64,{}\n",
+        "A".repeat(2000)
+    );
+    let e = small
+        .submit_text(&big, &Sender::new("claude-agent", "cli"))
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TooLarge);
-    assert!(e.to_string().contains("over the limit of 1000 bytes"), "{e}");
-    assert_eq!(f.send("claude-agent", "MESS: [").unwrap_err().kind(), ErrorKind::Malformed);
-    assert_eq!(f.send("claude-agent", "MESS:\n  - request: {}\n").unwrap_err().kind(), ErrorKind::Invalid);
-    f.refused("claude-agent", "MESS:\n  - ack:\n      ref: x\n", ErrorKind::Invalid, "acks are sent by the exchange");
-    f.refused("claude-agent", "MESS:\n  - v: 1.1.0\n  - review:\n      rating: 5\n", ErrorKind::Invalid, "nothing to act on");
-    f.refused("exchange", "MESS:\n  - request:\n      intent: x\n", ErrorKind::Forbidden, "cannot send messages");
+    assert!(
+        e.to_string().contains("over the limit of 1000 bytes"),
+        "{e}"
+    );
+    assert_eq!(
+        f.send("claude-agent", "MESS: [").unwrap_err().kind(),
+        ErrorKind::Malformed
+    );
+    assert_eq!(
+        f.send("claude-agent", "MESS:\n  - request: {}\n")
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Invalid
+    );
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - ack:\n      ref: x\n",
+        ErrorKind::Invalid,
+        "acks are sent by the exchange",
+    );
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - v: 1.1.0\n  - review:\n      rating: 5\n",
+        ErrorKind::Invalid,
+        "nothing to act on",
+    );
+    f.refused(
+        "exchange",
+        "MESS:\n  - request:\n      intent: x\n",
+        ErrorKind::Forbidden,
+        "cannot send messages",
+    );
     let (all, errors) = f.ex.list(&State::ALL, true).unwrap();
     assert!(all.is_empty() && errors.is_empty());
 }

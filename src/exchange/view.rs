@@ -1,9 +1,9 @@
 //! Read views of threads (what `status` shows: the envelope plus the latest response, open
 //! questions or pending confirmation) and the answers to `query` and `config` messages.
 
+use crate::exchange::Exchange;
 use crate::exchange::directory::{self, Directory};
 use crate::exchange::error::Error;
-use crate::exchange::Exchange;
 use crate::protocol::content::ContentEntry;
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
@@ -101,19 +101,34 @@ fn latest_status(messages: &[MessageDoc], status: Status) -> Option<StatusMsg> {
     })
 }
 
-/// The status payload echoed to a sender after a change: the thread's current status with the
-/// fields of the message that set it.
-pub(crate) fn status_echo(thread: &ThreadFile) -> Result<Payload, Error> {
-    let env = &thread.envelope;
-    let messages = thread.messages()?;
-    let details = match latest_status(&messages, env.status) {
+/// The status payload echoed to a sender after a change: the thread's current status (in
+/// `env`) with the fields of the message that set it, looked for first in `recent` (the
+/// payloads just written) and then in the thread's earlier messages, newest first.
+pub(crate) fn status_echo(env: &Envelope, recent: &[Payload], thread: &ThreadFile) -> Result<Payload, Error> {
+    let matching = |p: &Payload| match p {
+        Payload::Status(s) if s.code == env.status => Some(s.clone()),
+        _ => None,
+    };
+    let mut found = recent.iter().rev().find_map(matching);
+    if found.is_none() {
+        for doc in thread.messages_rev() {
+            if let Some(s) = doc?.message.payloads.iter().rev().find_map(matching) {
+                found = Some(s);
+                break;
+            }
+        }
+    }
+    let details = match found {
         Some(s) => Some(s.details),
         None => match env.status {
             Status::Pending => Some(StatusDetails::Received {
                 queue_position: None,
                 exchange_id: None,
             }),
-            Status::Claimed => Some(StatusDetails::Claimed { eta: None, estimate: None }),
+            Status::Claimed => Some(StatusDetails::Claimed {
+                eta: None,
+                estimate: None,
+            }),
             Status::Completed => Some(StatusDetails::Completed),
             Status::Cancelled => Some(StatusDetails::Cancelled { reason: None }),
             _ => None,
@@ -145,7 +160,10 @@ pub(crate) fn apply_config(ex: &Exchange, config: &ConfigMsg) -> Result<Payload,
         if crate::protocol::ids::ThreadRef::parse(&exec.id).is_err() {
             return Err(ProtocolError::invalid(
                 "config.executor.id",
-                format!("{:?} is not a usable executor id (letters, digits, '.', '_', ':', '-')", exec.id),
+                format!(
+                    "{:?} is not a usable executor id (letters, digits, '.', '_', ':', '-')",
+                    exec.id
+                ),
             )
             .into());
         }
@@ -176,7 +194,12 @@ fn structured_response(data: Value) -> Payload {
 }
 
 /// Answers a `query` with a response whose content is structured data.
-pub(crate) fn answer_query(ex: &Exchange, q: &Query, sender: &str, dir: &Directory) -> Result<Payload, Error> {
+pub(crate) fn answer_query(
+    ex: &Exchange,
+    q: &Query,
+    sender: &str,
+    dir: &Directory,
+) -> Result<Payload, Error> {
     let mut data = Map::new();
     match q.kind {
         QueryKind::Status => {
@@ -194,7 +217,11 @@ pub(crate) fn answer_query(ex: &Exchange, q: &Query, sender: &str, dir: &Directo
                 .filter(|e| e.requestor == sender || e.executor.as_deref() == Some(sender))
                 .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
                 .filter(|e| f.status.is_empty() || f.status.contains(&e.status))
-                .filter(|e| f.executor.as_ref().is_none_or(|x| e.executor.as_ref() == Some(x)))
+                .filter(|e| {
+                    f.executor
+                        .as_ref()
+                        .is_none_or(|x| e.executor.as_ref() == Some(x))
+                })
                 .filter(|e| f.since.is_none_or(|t| e.updated >= t))
                 .map(|e| thread_summary(&e))
                 .collect();
@@ -209,7 +236,10 @@ pub(crate) fn answer_query(ex: &Exchange, q: &Query, sender: &str, dir: &Directo
                     m.insert("description", Value::str(d));
                 }
                 if !entry.tags.is_empty() {
-                    m.insert("tags", Value::Seq(entry.tags.iter().map(Value::str).collect()));
+                    m.insert(
+                        "tags",
+                        Value::Seq(entry.tags.iter().map(Value::str).collect()),
+                    );
                 }
                 caps.push((entry.id.clone(), m));
             }
@@ -239,7 +269,8 @@ pub(crate) fn answer_query(ex: &Exchange, q: &Query, sender: &str, dir: &Directo
                 .filter(|(_, m)| {
                     tags.is_empty()
                         || m.get("tags").and_then(Value::as_seq).is_some_and(|t| {
-                            t.iter().any(|x| x.as_str().is_some_and(|s| tags.iter().any(|w| w == s)))
+                            t.iter()
+                                .any(|x| x.as_str().is_some_and(|s| tags.iter().any(|w| w == s)))
                         })
                 })
                 .map(|(_, m)| Value::Map(m))

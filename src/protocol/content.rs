@@ -139,7 +139,11 @@ impl ContentEntry {
                 path,
                 format!(
                     "a content entry must have exactly one key (like `image:`), found {}",
-                    if keys.is_empty() { "none".to_owned() } else { keys.join(", ") }
+                    if keys.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        keys.join(", ")
+                    }
                 ),
             ));
         }
@@ -184,9 +188,10 @@ impl ContentEntry {
             ContentEntry::Url(u) => single("url", Value::str(u)),
             ContentEntry::Json(v) => single("json", v.clone()),
             ContentEntry::Ref(r) => single("ref", Value::str(r)),
-            ContentEntry::Embedding(e) => {
-                single("embedding", Value::Seq(e.iter().map(|f| Value::Float(*f)).collect()))
-            }
+            ContentEntry::Embedding(e) => single(
+                "embedding",
+                Value::Seq(e.iter().map(|f| Value::Float(*f)).collect()),
+            ),
             ContentEntry::Confirmation(c) => single("confirmation", c.to_value()),
             ContentEntry::Structured(v) => single("structured", v.clone()),
             ContentEntry::Error(e) => single("error", e.to_value()),
@@ -245,7 +250,10 @@ impl MediaRef {
             }
             other => Err(ProtocolError::invalid(
                 path,
-                format!("expected a URI or {{uri, name?, mime?}}, found {}", other.kind()),
+                format!(
+                    "expected a URI or {{uri, name?, mime?}}, found {}",
+                    other.kind()
+                ),
             )),
         }
     }
@@ -414,7 +422,10 @@ pub(crate) fn number(f: f64) -> Value {
 
 /// Guesses a MIME type from a file name's extension; `application/octet-stream` when unknown.
 pub fn mime_for_name(name: &str) -> &'static str {
-    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
     match ext.as_str() {
         "jpg" | "jpeg" => "image/jpeg",
         "png" => "image/png",
@@ -449,7 +460,11 @@ pub fn data_uri(mime: &str, bytes: &[u8]) -> String {
     out.push_str(mime);
     out.push_str(";base64,");
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {

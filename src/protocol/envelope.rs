@@ -148,7 +148,10 @@ impl MessageDoc {
     pub fn to_value(&self) -> Value {
         let mut m = Map::new();
         m.insert("from", Value::str(&self.from));
-        m.insert("received", Value::str(time::format_timestamp(&self.received)));
+        m.insert(
+            "received",
+            Value::str(time::format_timestamp(&self.received)),
+        );
         field::put_str(&mut m, "channel", &self.channel);
         m.extend_missing(self.extra.clone());
         let mess = self.message.to_value();
@@ -286,7 +289,12 @@ impl Envelope {
                             })
                         }
                         None => r.accept.map(|a| {
-                            if a { "suggestion accepted" } else { "suggestion rejected" }.to_owned()
+                            if a {
+                                "suggestion accepted"
+                            } else {
+                                "suggestion rejected"
+                            }
+                            .to_owned()
                         }),
                     };
                     self.record("replied", doc.received, &doc.from, note);
@@ -356,7 +364,12 @@ impl Envelope {
             let mut g = Fields::new(v, p, "a history entry")?;
             let action = match g.take("action") {
                 Some(a) => a.scalar_text().unwrap_or_default(),
-                None => return Err(ProtocolError::invalid(g.at("action"), "required field is missing")),
+                None => {
+                    return Err(ProtocolError::invalid(
+                        g.at("action"),
+                        "required field is missing",
+                    ));
+                }
             };
             let at = lenient_time(&mut g, "at")?
                 .ok_or_else(|| ProtocolError::invalid(g.at("at"), "required field is missing"))?;
@@ -471,7 +484,11 @@ fn reason_note(details: &StatusDetails) -> Option<String> {
 /// The first request gives the cached request fields; every later document is applied in order.
 /// History entries only the exchange records (`dispatched`) and unknown envelope fields are taken
 /// from `stored` when there is one.
-pub fn rebuild(thread_ref: &ThreadRef, stored: Option<&Envelope>, docs: &[MessageDoc]) -> Result<Envelope> {
+pub fn rebuild(
+    thread_ref: &ThreadRef,
+    stored: Option<&Envelope>,
+    docs: &[MessageDoc],
+) -> Result<Envelope> {
     let (first, request) = docs
         .iter()
         .find_map(|d| {

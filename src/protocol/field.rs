@@ -137,7 +137,10 @@ impl Fields {
                 .map_err(|e| ProtocolError::invalid(path, e)),
             Some(other) => Err(ProtocolError::invalid(
                 path,
-                format!("expected an ISO 8601 duration such as PT45M, found {}", other.kind()),
+                format!(
+                    "expected an ISO 8601 duration such as PT45M, found {}",
+                    other.kind()
+                ),
             )),
         }
     }

@@ -32,7 +32,9 @@ impl ThreadRef {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
         {
-            return Err(bad("only letters, digits, '.', '_', ':' and '-' are allowed"));
+            return Err(bad(
+                "only letters, digits, '.', '_', ':' and '-' are allowed",
+            ));
         }
         Ok(ThreadRef(s.to_owned()))
     }

@@ -20,7 +20,12 @@ pub enum Actor {
 
 impl Actor {
     /// Every actor kind.
-    pub const ALL: [Actor; 4] = [Actor::Requestor, Actor::Claimant, Actor::Executor, Actor::Exchange];
+    pub const ALL: [Actor; 4] = [
+        Actor::Requestor,
+        Actor::Claimant,
+        Actor::Executor,
+        Actor::Exchange,
+    ];
 }
 
 /// Something an executor wants to do that the confirmation handshake may hold back.
@@ -37,7 +42,12 @@ pub enum Step {
 /// Terminal statuses are final, except that `partial` may still become `completed`. Repeating an
 /// ongoing status (`in_progress` with new progress, `waiting`, `held`, `retrying`, `needs_input`,
 /// `needs_confirmation`) is an update, not a change, and is allowed to the claimant.
-pub fn check_transition(thread: &str, from: Status, to: Status, actor: Actor) -> Result<(), ProtocolError> {
+pub fn check_transition(
+    thread: &str,
+    from: Status,
+    to: Status,
+    actor: Actor,
+) -> Result<(), ProtocolError> {
     use Status::*;
     if from.is_terminal() {
         return Err(ProtocolError::conflict(format!(
@@ -68,7 +78,9 @@ pub fn check_transition(thread: &str, from: Status, to: Status, actor: Actor) ->
         Actor::Requestor => match (from, to) {
             (Pending, Cancelled) => Ok(()),
             (f, Cancelled) if f.is_active() => Ok(()),
-            (Partial, Cancelled) => refuse("a partial result was delivered; it can only become completed"),
+            (Partial, Cancelled) => {
+                refuse("a partial result was delivered; it can only become completed")
+            }
             _ => forbid("the requestor may only cancel; status is reported by the executor"),
         },
         Actor::Executor => match (from, to) {
@@ -84,9 +96,17 @@ pub fn check_transition(thread: &str, from: Status, to: Status, actor: Actor) ->
             (_, Claimed) => refuse("it is already claimed"),
             (Waiting | Held, Expired) => Ok(()),
             (_, Expired) => refuse("only waiting or held work expires"),
-            (Claimed, InProgress | Waiting | Held | Retrying | NeedsInput | NeedsConfirmation) => Ok(()),
-            (InProgress | Waiting | Held | Retrying | NeedsInput | NeedsConfirmation, _) if to.is_active() => Ok(()),
-            (_, Completed | Partial | Failed | Declined | Cancelled | Superseded | Delegated) => Ok(()),
+            (Claimed, InProgress | Waiting | Held | Retrying | NeedsInput | NeedsConfirmation) => {
+                Ok(())
+            }
+            (InProgress | Waiting | Held | Retrying | NeedsInput | NeedsConfirmation, _)
+                if to.is_active() =>
+            {
+                Ok(())
+            }
+            (_, Completed | Partial | Failed | Declined | Cancelled | Superseded | Delegated) => {
+                Ok(())
+            }
             _ => refuse("not a valid step"),
         },
     }
@@ -147,7 +167,12 @@ pub fn check_reply(
             "cannot reply to {thread}: it is {status}, which is final"
         )));
     }
-    if confirms && !matches!(state, Some(ConfirmState::Requested | ConfirmState::Rejected)) {
+    if confirms
+        && !matches!(
+            state,
+            Some(ConfirmState::Requested | ConfirmState::Rejected)
+        )
+    {
         return Err(ProtocolError::conflict(format!(
             "cannot confirm {thread}: no confirmation was asked for (it is {status}); confirm answers a needs_confirmation"
         )));

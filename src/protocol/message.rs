@@ -34,7 +34,10 @@ pub enum Payload {
     Response(Response),
     Suggestion(Suggestion),
     /// A payload type this version does not know (a v2 `review`, say), kept unchanged.
-    Unknown { kind: String, body: Value },
+    Unknown {
+        kind: String,
+        body: Value,
+    },
 }
 
 /// The `re:` of a payload: one reference or a list (`cancel: {re: [a, b]}`).
@@ -59,7 +62,10 @@ impl Re {
             None => Ok(None),
             Some(Value::Seq(items)) => {
                 if items.is_empty() {
-                    return Err(ProtocolError::invalid(path, "the list of references is empty"));
+                    return Err(ProtocolError::invalid(
+                        path,
+                        "the list of references is empty",
+                    ));
                 }
                 let refs = items
                     .into_iter()
@@ -304,7 +310,11 @@ impl Message {
                         "MESS",
                         format!(
                             "required field is missing (a MESS message is `MESS: [...]`; found {})",
-                            if keys.is_empty() { "an empty mapping".into() } else { format!("keys {}", keys.join(", ")) }
+                            if keys.is_empty() {
+                                "an empty mapping".into()
+                            } else {
+                                format!("keys {}", keys.join(", "))
+                            }
                         ),
                     ));
                 };
@@ -317,7 +327,10 @@ impl Message {
             other => {
                 return Err(ProtocolError::invalid(
                     "MESS",
-                    format!("a MESS message must be a mapping with a MESS list, found {}", other.kind()),
+                    format!(
+                        "a MESS message must be a mapping with a MESS list, found {}",
+                        other.kind()
+                    ),
                 ));
             }
         };
@@ -333,7 +346,10 @@ impl Message {
             }
         };
         if items.is_empty() {
-            return Err(ProtocolError::invalid("MESS", "the list of payloads is empty"));
+            return Err(ProtocolError::invalid(
+                "MESS",
+                "the list of payloads is empty",
+            ));
         }
         let payloads = items
             .into_iter()
@@ -389,7 +405,11 @@ impl Payload {
                 path,
                 format!(
                     "a payload must have exactly one key (its type), found {}",
-                    if keys.is_empty() { "none".into() } else { keys.join(", ") }
+                    if keys.is_empty() {
+                        "none".into()
+                    } else {
+                        keys.join(", ")
+                    }
                 ),
             ));
         }
@@ -486,7 +506,10 @@ impl Reply {
             Some(other) => {
                 return Err(ProtocolError::invalid(
                     f.at("answers"),
-                    format!("expected a mapping of field: answer, found {}", other.kind()),
+                    format!(
+                        "expected a mapping of field: answer, found {}",
+                        other.kind()
+                    ),
                 ));
             }
         };
@@ -556,7 +579,9 @@ impl Query {
             Some(other) => {
                 return Err(ProtocolError::invalid(
                     f.at("type"),
-                    format!("unknown query type {other:?} (expected status, capabilities or executors)"),
+                    format!(
+                        "unknown query type {other:?} (expected status, capabilities or executors)"
+                    ),
                 ));
             }
         };
@@ -587,7 +612,10 @@ impl Query {
         fm.insert_opt("re", fl.re.as_ref().map(Re::to_value));
         field::put_list(&mut fm, "status", &fl.status, |s| Value::str(s.code()));
         field::put_str(&mut fm, "executor", &fl.executor);
-        fm.insert_opt("since", fl.since.map(|t| Value::str(time::format_exact(&t))));
+        fm.insert_opt(
+            "since",
+            fl.since.map(|t| Value::str(time::format_exact(&t))),
+        );
         field::put_list(&mut fm, "tags", &fl.tags, |s| Value::str(s));
         fm.extend_missing(fl.extra.clone());
         if !fm.is_empty() {
@@ -621,7 +649,10 @@ impl ConfigMsg {
 
     fn to_value(&self) -> Value {
         let mut m = Map::new();
-        m.insert_opt("executor", self.executor.as_ref().map(ExecutorSpec::to_value));
+        m.insert_opt(
+            "executor",
+            self.executor.as_ref().map(ExecutorSpec::to_value),
+        );
         if let Some(rules) = &self.routing {
             let mut r = Map::new();
             r.insert(
@@ -645,7 +676,11 @@ impl ExecutorSpec {
 
     /// Reads an executor from `value`, the body of `executors: {<id>: ...}` in config.yaml.
     pub fn from_entry(id: &str, value: Value, path: &str) -> Result<Self> {
-        let value = if value.is_null() { Value::Map(Map::new()) } else { value };
+        let value = if value.is_null() {
+            Value::Map(Map::new())
+        } else {
+            value
+        };
         let mut f = Fields::new(value, path, "an executor")?;
         if let Some(inner) = f.opt_id("id")?
             && inner != id
@@ -685,7 +720,12 @@ impl ExecutorSpec {
         let mut m = Map::new();
         m.insert("id", Value::str(&self.id));
         field::put_str(&mut m, "name", &self.name);
-        field::put_list(&mut m, "capabilities", &self.capabilities, Capability::to_value);
+        field::put_list(
+            &mut m,
+            "capabilities",
+            &self.capabilities,
+            Capability::to_value,
+        );
         field::put_str(&mut m, "availability", &self.availability);
         field::put_str(&mut m, "schedule", &self.schedule);
         m.extend_missing(self.extra.clone());
@@ -745,7 +785,10 @@ impl RoutingRule {
         };
         let prefer_path = f.at("prefer");
         let prefer = match prefer_value {
-            Value::String(s) if !s.contains(' ') && matches!(s.as_str(), "lower_latency" | "higher_precision") => {
+            Value::String(s)
+                if !s.contains(' ')
+                    && matches!(s.as_str(), "lower_latency" | "higher_precision") =>
+            {
                 Prefer::Strategy(s)
             }
             Value::String(s) => Prefer::Executors(vec![s]),
@@ -759,7 +802,10 @@ impl RoutingRule {
             other => {
                 return Err(ProtocolError::invalid(
                     prefer_path,
-                    format!("expected executor ids or a strategy, found {}", other.kind()),
+                    format!(
+                        "expected executor ids or a strategy, found {}",
+                        other.kind()
+                    ),
                 ));
             }
         };
@@ -845,7 +891,8 @@ impl Ack {
         });
         m.insert_opt(
             "received_at",
-            self.received_at.map(|t| Value::str(time::format_timestamp(&t))),
+            self.received_at
+                .map(|t| Value::str(time::format_timestamp(&t))),
         );
         m.insert_opt("queue_position", self.queue_position.map(Value::Int));
         m.extend_missing(self.extra.clone());
@@ -873,7 +920,11 @@ impl Response {
         m.insert("re", self.re.to_value());
         field::put_list(&mut m, "content", &self.content, ContentEntry::to_value);
         field::put_str(&mut m, "executor", &self.executor);
-        m.insert_opt("completed_at", self.completed_at.map(|t| Value::str(time::format_exact(&t))));
+        m.insert_opt(
+            "completed_at",
+            self.completed_at
+                .map(|t| Value::str(time::format_exact(&t))),
+        );
         field::put_str(&mut m, "notes", &self.notes);
         m.extend_missing(self.extra.clone());
         Value::Map(m)

@@ -245,7 +245,10 @@ impl Request {
         {
             return Err(ProtocolError::invalid(
                 f.at("compensation.shells"),
-                format!("expected a whole number of shells, found {}", field::describe(shells)),
+                format!(
+                    "expected a whole number of shells, found {}",
+                    field::describe(shells)
+                ),
             ));
         }
         let needed_by = f.opt_timestamp("needed_by")?;
@@ -274,11 +277,22 @@ impl Request {
         m.insert_opt("precision", self.precision.map(|p| Value::str(p.as_str())));
         field::put_list(&mut m, "requires", &self.requires, Capability::to_value);
         field::put_list(&mut m, "context", &self.context, ContentEntry::to_value);
-        m.insert_opt("constraints", self.constraints.as_ref().map(Constraints::to_value));
-        field::put_list(&mut m, "response_hint", &self.response_hint, ResponseHint::to_value);
+        m.insert_opt(
+            "constraints",
+            self.constraints.as_ref().map(Constraints::to_value),
+        );
+        field::put_list(
+            &mut m,
+            "response_hint",
+            &self.response_hint,
+            ResponseHint::to_value,
+        );
         m.insert_opt("priority", self.priority.map(|p| Value::str(p.as_str())));
         m.insert_opt("compensation", self.compensation.clone());
-        m.insert_opt("needed_by", self.needed_by.map(|t| Value::str(time::format_exact(&t))));
+        m.insert_opt(
+            "needed_by",
+            self.needed_by.map(|t| Value::str(time::format_exact(&t))),
+        );
         field::put_bool(&mut m, "confirm_before", self.confirm_before);
         m.extend_missing(self.extra.clone());
         Value::Map(m)
@@ -301,7 +315,14 @@ impl Request {
         if let Some(t) = self.needed_by {
             return Some(t);
         }
-        match self.constraints.as_ref()?.timing.as_ref()?.expires.as_ref()? {
+        match self
+            .constraints
+            .as_ref()?
+            .timing
+            .as_ref()?
+            .expires
+            .as_ref()?
+        {
             Expiry::At(t) => Some(*t),
             Expiry::After(d) => created.checked_add_signed(d.length),
         }
@@ -373,9 +394,9 @@ impl Timing {
         let not_before = f.opt_timestamp("not_before")?;
         let expires = match f.take("expires") {
             None => None,
-            Some(Value::String(s)) => Some(parse_expiry(&s).map_err(|e| {
-                ProtocolError::invalid(f.at("expires"), e)
-            })?),
+            Some(Value::String(s)) => {
+                Some(parse_expiry(&s).map_err(|e| ProtocolError::invalid(f.at("expires"), e))?)
+            }
             Some(other) => {
                 return Err(ProtocolError::invalid(
                     f.at("expires"),
@@ -397,11 +418,14 @@ impl Timing {
 
     fn to_value(&self) -> Value {
         let mut m = Map::new();
-        m.insert_opt("not_before", self.not_before.map(|t| Value::str(time::format_exact(&t))));
+        m.insert_opt(
+            "not_before",
+            self.not_before.map(|t| Value::str(time::format_exact(&t))),
+        );
         m.insert_opt(
             "expires",
             self.expires.as_ref().map(|e| match e {
-                Expiry::At(t) => Value::str(time::format_exact(&t)),
+                Expiry::At(t) => Value::str(time::format_exact(t)),
                 Expiry::After(d) => Value::str(&d.text),
             }),
         );
@@ -415,7 +439,7 @@ fn parse_expiry(s: &str) -> std::result::Result<Expiry, String> {
     if s.len() >= 10 && s.as_bytes()[4] == b'-' {
         return time::parse_timestamp(s).map(Expiry::At);
     }
-    time::parse_any_duration(s)
-        .map(Expiry::After)
-        .map_err(|_| format!("expected a timestamp with offset or a duration (2h, PT2H), found {s:?}"))
+    time::parse_any_duration(s).map(Expiry::After).map_err(|_| {
+        format!("expected a timestamp with offset or a duration (2h, PT2H), found {s:?}")
+    })
 }

@@ -444,9 +444,8 @@ impl StatusMsg {
     /// The v1.1 estimate carried by a `claimed` or `in_progress` status.
     pub fn estimate(&self) -> Option<&Duration> {
         match &self.details {
-            StatusDetails::Claimed { estimate, .. } | StatusDetails::InProgress { estimate, .. } => {
-                estimate.as_ref()
-            }
+            StatusDetails::Claimed { estimate, .. }
+            | StatusDetails::InProgress { estimate, .. } => estimate.as_ref(),
             _ => None,
         }
     }
@@ -503,7 +502,10 @@ impl StatusDetails {
             Status::Waiting => {
                 let path = f.at("waiting_for");
                 let v = f.take("waiting_for").ok_or_else(|| {
-                    ProtocolError::invalid(&path, "a `waiting` status requires waiting_for: {type, ...}")
+                    ProtocolError::invalid(
+                        &path,
+                        "a `waiting` status requires waiting_for: {type, ...}",
+                    )
                 })?;
                 StatusDetails::Waiting {
                     waiting_for: WaitingFor::from_value(v, &path)?,
@@ -519,8 +521,9 @@ impl StatusDetails {
                 next_attempt: {
                     let path = f.at("next_attempt");
                     let v = f.req("next_attempt")?;
-                    v.scalar_text()
-                        .ok_or_else(|| ProtocolError::invalid(path, "expected a time or duration"))?
+                    v.scalar_text().ok_or_else(|| {
+                        ProtocolError::invalid(path, "expected a time or duration")
+                    })?
                 },
             },
             Status::NeedsInput => {
@@ -565,9 +568,8 @@ impl StatusDetails {
                 expired_at: {
                     let path = f.at("expired_at");
                     match f.take("expired_at") {
-                        Some(Value::String(s)) => {
-                            time::parse_timestamp(&s).map_err(|e| ProtocolError::invalid(&path, e))?
-                        }
+                        Some(Value::String(s)) => time::parse_timestamp(&s)
+                            .map_err(|e| ProtocolError::invalid(&path, e))?,
                         Some(other) => {
                             return Err(ProtocolError::invalid(
                                 path,
@@ -752,7 +754,8 @@ impl WaitingFor {
         if kind == WaitingKind::Schedule
             && let Some(Value::String(at)) = f.get("available_at")
         {
-            time::parse_timestamp(at).map_err(|e| ProtocolError::invalid(f.at("available_at"), e))?;
+            time::parse_timestamp(at)
+                .map_err(|e| ProtocolError::invalid(f.at("available_at"), e))?;
         }
         Ok(WaitingFor {
             kind,

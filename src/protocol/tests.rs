@@ -14,7 +14,9 @@ use crate::protocol::value::{Map, Value};
 use crate::protocol::yaml::{self, Limits};
 
 fn fixtures(sub: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(sub);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(sub);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -33,7 +35,10 @@ fn round_trip(doc: Value, origin: &str) {
         let d = MessageDoc::from_value(doc.clone(), "").unwrap_or_else(|e| panic!("{origin}: {e}"));
         let v = d.to_value();
         let again = MessageDoc::from_value(reparse(&v), "").unwrap();
-        assert_eq!(d, again, "{origin}: message document changed on the round trip");
+        assert_eq!(
+            d, again,
+            "{origin}: message document changed on the round trip"
+        );
         (format!("{d:?}"), v)
     } else {
         let m = Message::from_value(doc.clone()).unwrap_or_else(|e| panic!("{origin}: {e}"));
@@ -44,7 +49,11 @@ fn round_trip(doc: Value, origin: &str) {
     };
     assert!(!typed.is_empty());
     if !is_doc {
-        assert_eq!(strip_nulls(doc), written, "{origin}: parsing lost or changed fields");
+        assert_eq!(
+            strip_nulls(doc),
+            written,
+            "{origin}: parsing lost or changed fields"
+        );
     }
 }
 
@@ -88,14 +97,20 @@ fn every_spec_example_parses_and_round_trips() {
             count += 1;
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(count >= 60, "only {count} example messages");
 }
 
 #[test]
 fn spec_thread_files_parse_and_their_envelopes_match_their_messages() {
     for name in ["complete-example", "needs-input-example", "format-example"] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/threads/{name}.messe-af.yaml"));
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/threads/{name}.messe-af.yaml"));
         let text = std::fs::read_to_string(&path).unwrap();
         let spans = yaml::split_documents(&text);
         let values: Vec<Value> = spans
@@ -145,16 +160,27 @@ fn invalid_fixtures_fail_with_the_expected_message() {
             .find_map(|l| l.strip_prefix("# error: "))
             .unwrap_or_else(|| panic!("{}: no `# error:` line", path.display()));
         let got = invalid(&text);
-        assert!(got.contains(expected), "{}:\n  expected: {expected}\n  got: {got}", path.display());
+        assert!(
+            got.contains(expected),
+            "{}:\n  expected: {expected}\n  got: {got}",
+            path.display()
+        );
     }
 }
 
 #[test]
 fn hostile_yaml_is_refused_with_a_clear_error() {
     let cases: Vec<(String, &str)> = vec![
-        ("MESS:\n  - request:\n      intent: a\0b\n".into(), "NUL byte at line 3"),
         (
-            format!("MESS:\n  - request:\n      intent: x\n      context:\n        - json: {}{}\n", "[".repeat(200), "]".repeat(200)),
+            "MESS:\n  - request:\n      intent: a\0b\n".into(),
+            "NUL byte at line 3",
+        ),
+        (
+            format!(
+                "MESS:\n  - request:\n      intent: x\n      context:\n        - json: {}{}\n",
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
             "nesting deeper than 64 levels",
         ),
         (
@@ -178,9 +204,17 @@ fn hostile_yaml_is_refused_with_a_clear_error() {
 #[test]
 fn the_node_budget_counts_expanded_aliases() {
     let text = "a: &x [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nb: [*x, *x, *x, *x, *x]\n";
-    let tight = Limits { max_depth: 64, max_nodes: 40 };
+    let tight = Limits {
+        max_depth: 64,
+        max_nodes: 40,
+    };
     let err = yaml::parse_document(text, &tight).unwrap_err();
-    assert!(err.message.contains("more than 40 nodes after expanding aliases"), "{}", err.message);
+    assert!(
+        err.message
+            .contains("more than 40 nodes after expanding aliases"),
+        "{}",
+        err.message
+    );
     assert!(yaml::parse_document(text, &Limits::DEFAULT).is_ok());
 }
 
@@ -197,25 +231,101 @@ fn billion_laughs() -> String {
 #[test]
 fn writing_yaml_keeps_every_tricky_string() {
     let strings = [
-        "", " ", "yes", "No", "ON", "off", "y", "n", "~", "null", "Null", "true", "False", "001", "0o17", "0x1F", "0b101",
-        "1_000", "1e3", "-1", "+1", "1.0", ".5", "-.inf", ".NaN", "1:30", "12:30:00", "1.0.0", "2026-01-31",
-        "2026-01-31T17:00:00-08:00", " leading", "trailing ", "a: b", "a:", ":a", "#x", "x #y", "x#y", "- x", "-x",
-        "--- x", "---", "...", "? x", "@x", "`x", "%x", "!x", "&x", "*x", "|x", ">x", "[x", "{x", "x]", "x, y",
-        "'q'", "\"q\"", "back\\slash", "tab\there", "bell\u{7}", "nel\u{85}", "ls\u{2028}", "bom\u{feff}",
-        "ünïcödé ✓", "multi\nline", "multi\nline\n", "ends\n\n", "\nstarts", " indented\nsecond", "a\n  b\n",
-        "trailing space \nx", "cr\r\nlf", "<<", "=", "Note: chicken expires tomorrow",
+        "",
+        " ",
+        "yes",
+        "No",
+        "ON",
+        "off",
+        "y",
+        "n",
+        "~",
+        "null",
+        "Null",
+        "true",
+        "False",
+        "001",
+        "0o17",
+        "0x1F",
+        "0b101",
+        "1_000",
+        "1e3",
+        "-1",
+        "+1",
+        "1.0",
+        ".5",
+        "-.inf",
+        ".NaN",
+        "1:30",
+        "12:30:00",
+        "1.0.0",
+        "2026-01-31",
+        "2026-01-31T17:00:00-08:00",
+        " leading",
+        "trailing ",
+        "a: b",
+        "a:",
+        ":a",
+        "#x",
+        "x #y",
+        "x#y",
+        "- x",
+        "-x",
+        "--- x",
+        "---",
+        "...",
+        "? x",
+        "@x",
+        "`x",
+        "%x",
+        "!x",
+        "&x",
+        "*x",
+        "|x",
+        ">x",
+        "[x",
+        "{x",
+        "x]",
+        "x, y",
+        "'q'",
+        "\"q\"",
+        "back\\slash",
+        "tab\there",
+        "bell\u{7}",
+        "nel\u{85}",
+        "ls\u{2028}",
+        "bom\u{feff}",
+        "ünïcödé ✓",
+        "multi\nline",
+        "multi\nline\n",
+        "ends\n\n",
+        "\nstarts",
+        " indented\nsecond",
+        "a\n  b\n",
+        "trailing space \nx",
+        "cr\r\nlf",
+        "<<",
+        "=",
+        "Note: chicken expires tomorrow",
     ];
     for s in strings {
         let mut m = Map::new();
         m.insert("k", Value::str(s));
-        m.insert(s, Value::Seq(vec![Value::str(s), Value::Map({
-            let mut inner = Map::new();
-            inner.insert("deep", Value::str(s));
-            inner
-        })]));
+        m.insert(
+            s,
+            Value::Seq(vec![
+                Value::str(s),
+                Value::Map({
+                    let mut inner = Map::new();
+                    inner.insert("deep", Value::str(s));
+                    inner
+                }),
+            ]),
+        );
         let v = Value::Map(m);
         let text = emit::to_yaml(&v);
-        let back = yaml::parse_document(&text, &Limits::DEFAULT).unwrap_or_else(|e| panic!("{s:?}: {e}\n{text}"));
+        let back = yaml::parse_document(&text, &Limits::DEFAULT)
+            .unwrap_or_else(|e| panic!("{s:?}: {e}\n{text}"));
         assert_eq!(back, v, "{s:?} did not survive:\n{text}");
     }
     let numbers = Value::Seq(vec![
@@ -232,7 +342,10 @@ fn writing_yaml_keeps_every_tricky_string() {
     ]);
     let back = yaml::parse_document(&emit::to_yaml(&numbers), &Limits::DEFAULT).unwrap();
     assert_eq!(back, numbers);
-    assert!(matches!(back.as_seq().unwrap()[3], Value::Float(_)), "1.0 must stay a float");
+    assert!(
+        matches!(back.as_seq().unwrap()[3], Value::Float(_)),
+        "1.0 must stay a float"
+    );
 }
 
 #[test]
@@ -249,9 +362,19 @@ fn timestamps_accept_yaml_forms_and_require_an_offset_on_input() {
     ];
     for (input, utc) in ok {
         let t = time::parse_timestamp(input).unwrap_or_else(|e| panic!("{input}: {e}"));
-        assert_eq!(time::format_timestamp(&time::utc(t.to_utc())), utc, "{input}");
+        assert_eq!(
+            time::format_timestamp(&time::utc(t.to_utc())),
+            utc,
+            "{input}"
+        );
     }
-    for bad in ["2026-01-31T17:00:00", "2026-02-30T00:00:00Z", "tomorrow", "2026-01-31", "2026-01-31T25:00:00Z"] {
+    for bad in [
+        "2026-01-31T17:00:00",
+        "2026-02-30T00:00:00Z",
+        "tomorrow",
+        "2026-01-31",
+        "2026-01-31T25:00:00Z",
+    ] {
         assert!(time::parse_timestamp(bad).is_err(), "{bad} accepted");
     }
     assert_eq!(
@@ -259,7 +382,11 @@ fn timestamps_accept_yaml_forms_and_require_an_offset_on_input() {
         "2026-01-31T17:00:00Z"
     );
     let kept = time::parse_timestamp("2026-01-31T17:00:00.123456-08:00").unwrap();
-    assert_eq!(time::format_timestamp(&kept), "2026-01-31T17:00:00.123-08:00", "offsets are kept");
+    assert_eq!(
+        time::format_timestamp(&kept),
+        "2026-01-31T17:00:00.123-08:00",
+        "offsets are kept"
+    );
 }
 
 #[test]
@@ -274,18 +401,32 @@ fn durations_parse_iso_and_short_forms() {
     assert_eq!(secs("45m"), Ok(2700));
     assert_eq!(secs("2h15m"), Ok(8100));
     assert_eq!(secs("1d"), Ok(86400));
-    for bad in ["P", "PT", "P1M", "P1Y", "PT1H2", "PTH", "45", "banana", "PT1M1H", "1x", "P-1D"] {
+    for bad in [
+        "P", "PT", "P1M", "P1Y", "PT1H2", "PTH", "45", "banana", "PT1M1H", "1x", "P-1D",
+    ] {
         assert!(time::parse_any_duration(bad).is_err(), "{bad} accepted");
     }
-    assert!(time::parse_iso_duration("45m").is_err(), "the short form is not ISO 8601");
+    assert!(
+        time::parse_iso_duration("45m").is_err(),
+        "the short form is not ISO 8601"
+    );
 }
 
 /// Every status change each actor may make, written out by hand from contract section 2 and
 /// the protocol's state machine. Rows are `from`; the list names the allowed `to` statuses.
 fn allowed(actor: Actor, from: Status) -> Vec<Status> {
     use Status::*;
-    let working = [InProgress, Waiting, Held, Retrying, NeedsInput, NeedsConfirmation];
-    let finishing = [Completed, Partial, Failed, Declined, Cancelled, Superseded, Delegated];
+    let working = [
+        InProgress,
+        Waiting,
+        Held,
+        Retrying,
+        NeedsInput,
+        NeedsConfirmation,
+    ];
+    let finishing = [
+        Completed, Partial, Failed, Declined, Cancelled, Superseded, Delegated,
+    ];
     match (actor, from) {
         (_, Completed | Failed | Declined | Expired | Cancelled | Superseded | Delegated) => vec![],
         (Actor::Exchange, Pending) => vec![Failed, Expired, Cancelled],
@@ -316,7 +457,10 @@ fn transition_table_covers_every_pair_and_actor() {
                     "{actor:?}: {from} -> {to}: {got:?}"
                 );
                 if let Err(e) = got {
-                    assert!(e.to_string().contains('T'), "error must name the thread: {e}");
+                    assert!(
+                        e.to_string().contains('T'),
+                        "error must name the thread: {e}"
+                    );
                 }
                 checked += 1;
             }
@@ -331,31 +475,84 @@ fn refusals_say_conflict_or_forbidden() {
         Err(ProtocolError::Refused { kind, .. }) => Some(kind),
         _ => None,
     };
-    assert_eq!(kind(machine::check_transition("T", Status::Claimed, Status::Claimed, Actor::Executor)), Some(Refusal::Conflict));
-    assert_eq!(kind(machine::check_transition("T", Status::Claimed, Status::Completed, Actor::Executor)), Some(Refusal::Forbidden));
-    assert_eq!(kind(machine::check_transition("T", Status::Pending, Status::Completed, Actor::Requestor)), Some(Refusal::Forbidden));
-    assert_eq!(kind(machine::check_transition("T", Status::Completed, Status::Failed, Actor::Claimant)), Some(Refusal::Conflict));
+    assert_eq!(
+        kind(machine::check_transition(
+            "T",
+            Status::Claimed,
+            Status::Claimed,
+            Actor::Executor
+        )),
+        Some(Refusal::Conflict)
+    );
+    assert_eq!(
+        kind(machine::check_transition(
+            "T",
+            Status::Claimed,
+            Status::Completed,
+            Actor::Executor
+        )),
+        Some(Refusal::Forbidden)
+    );
+    assert_eq!(
+        kind(machine::check_transition(
+            "T",
+            Status::Pending,
+            Status::Completed,
+            Actor::Requestor
+        )),
+        Some(Refusal::Forbidden)
+    );
+    assert_eq!(
+        kind(machine::check_transition(
+            "T",
+            Status::Completed,
+            Status::Failed,
+            Actor::Claimant
+        )),
+        Some(Refusal::Conflict)
+    );
 }
 
 #[test]
 fn confirmation_gate_follows_v1_1() {
     use ConfirmState::*;
-    let ok = |before: bool, state: Option<ConfirmState>, step: Step| machine::check_confirmation("T", before, state, step).is_ok();
-    for step in [Step::Response, Step::Status(Status::InProgress), Step::Status(Status::Completed), Step::Status(Status::Partial)] {
+    let ok = |before: bool, state: Option<ConfirmState>, step: Step| {
+        machine::check_confirmation("T", before, state, step).is_ok()
+    };
+    for step in [
+        Step::Response,
+        Step::Status(Status::InProgress),
+        Step::Status(Status::Completed),
+        Step::Status(Status::Partial),
+    ] {
         assert!(!ok(true, None, step), "{step:?} before asking");
         assert!(!ok(true, Some(Requested), step), "{step:?} while asked");
         assert!(ok(true, Some(Confirmed), step), "{step:?} after confirm");
         assert!(ok(false, None, step), "{step:?} without confirm_before");
         assert!(!ok(false, Some(Rejected), step), "{step:?} after refusal");
     }
-    for step in [Step::Status(Status::NeedsConfirmation), Step::Status(Status::Held), Step::Status(Status::Failed), Step::Status(Status::Declined)] {
-        assert!(ok(true, None, step), "{step:?} is allowed before confirmation");
+    for step in [
+        Step::Status(Status::NeedsConfirmation),
+        Step::Status(Status::Held),
+        Step::Status(Status::Failed),
+        Step::Status(Status::Declined),
+    ] {
+        assert!(
+            ok(true, None, step),
+            "{step:?} is allowed before confirmation"
+        );
     }
     assert!(ok(true, Some(Rejected), Step::Status(Status::Cancelled)));
     assert!(ok(true, Some(Rejected), Step::Status(Status::Held)));
     assert!(!ok(true, Some(Rejected), Step::Status(Status::Failed)));
-    assert!(!ok(false, None, Step::Status(Status::Cancelled)), "executors cancel only after a refusal");
-    assert!(machine::check_reply("T", Status::InProgress, None, true).is_err(), "confirm with nothing asked");
+    assert!(
+        !ok(false, None, Step::Status(Status::Cancelled)),
+        "executors cancel only after a refusal"
+    );
+    assert!(
+        machine::check_reply("T", Status::InProgress, None, true).is_err(),
+        "confirm with nothing asked"
+    );
     assert!(machine::check_reply("T", Status::NeedsConfirmation, Some(Requested), true).is_ok());
     assert!(machine::check_reply("T", Status::Held, Some(Rejected), true).is_ok());
     assert!(machine::check_reply("T", Status::Completed, None, false).is_err());
@@ -366,9 +563,15 @@ fn confirmation_gate_follows_v1_1() {
 fn statuses_map_to_the_messe_af_folders() {
     let expect = [
         (State::Received, "pending"),
-        (State::Executing, "claimed in_progress waiting held retrying needs_input needs_confirmation"),
+        (
+            State::Executing,
+            "claimed in_progress waiting held retrying needs_input needs_confirmation",
+        ),
         (State::Finished, "completed partial"),
-        (State::Canceled, "failed declined expired cancelled superseded delegated"),
+        (
+            State::Canceled,
+            "failed declined expired cancelled superseded delegated",
+        ),
     ];
     let mut seen = 0;
     for (state, words) in expect {
@@ -389,7 +592,10 @@ fn unknown_fields_and_payloads_survive() {
     let m = Message::from_value(v.clone()).unwrap();
     assert_eq!(m.to_value(), v);
     let out = emit::to_yaml(&m.to_value());
-    assert!(out.contains("shiny:") && out.contains("mood: calm") && out.contains("review:"), "{out}");
+    assert!(
+        out.contains("shiny:") && out.contains("mood: calm") && out.contains("review:"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -400,5 +606,8 @@ fn split_documents_finds_markers_only_at_line_starts() {
     assert_eq!(docs.len(), 4, "{docs:?}");
     assert!(docs[1].contains("not a marker") && docs[1].contains("c: |"));
     assert_eq!(yaml::split_documents("---\na: 1\n").len(), 1);
-    assert_eq!(yaml::split_documents("# only a comment\n---\na: 1\n").len(), 1);
+    assert_eq!(
+        yaml::split_documents("# only a comment\n---\na: 1\n").len(),
+        1
+    );
 }

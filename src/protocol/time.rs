@@ -2,7 +2,8 @@
 //! (`PT45M`, v1.1 `estimate`) and the v1.0 short form (`2h`, `45m`, `2h15m`).
 
 use chrono::{
-    DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat, TimeDelta, Timelike, Utc,
+    DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat, TimeDelta, Timelike,
+    Utc,
 };
 
 /// An instant with the offset it was written with.
@@ -69,9 +70,7 @@ fn split_timestamp(raw: &str) -> Result<(NaiveDateTime, Option<FixedOffset>), St
         .or_else(|| rest.strip_prefix(' ').map(str::trim_start))
         .ok_or_else(bad)?;
     // The time runs up to the first character that can start an offset.
-    let time_end = rest
-        .find(['Z', 'z', '+', '-', ' '])
-        .unwrap_or(rest.len());
+    let time_end = rest.find(['Z', 'z', '+', '-', ' ']).unwrap_or(rest.len());
     let time_text = &rest[..time_end];
     let time = NaiveTime::parse_from_str(time_text, "%H:%M:%S%.f")
         .or_else(|_| NaiveTime::parse_from_str(time_text, "%H:%M"))
@@ -99,7 +98,10 @@ fn parse_offset(s: &str) -> Option<FixedOffset> {
     }
     let (h, m) = match digits.len() {
         1 | 2 => (digits.parse::<i32>().ok()?, 0),
-        4 => (digits[..2].parse::<i32>().ok()?, digits[2..].parse::<i32>().ok()?),
+        4 => (
+            digits[..2].parse::<i32>().ok()?,
+            digits[2..].parse::<i32>().ok()?,
+        ),
         _ => return None,
     };
     if h > 23 || m > 59 {
@@ -121,7 +123,9 @@ pub struct Duration {
 ///
 /// Years and months are refused because their length depends on the calendar.
 pub fn parse_iso_duration(s: &str) -> Result<Duration, String> {
-    let bad = |why: &str| format!("invalid ISO 8601 duration {s:?}: {why} (expected e.g. PT45M, PT2H, P1D)");
+    let bad = |why: &str| {
+        format!("invalid ISO 8601 duration {s:?}: {why} (expected e.g. PT45M, PT2H, P1D)")
+    };
     let body = s
         .strip_prefix(['P', 'p'])
         .ok_or_else(|| bad("it must start with P"))?;
@@ -139,7 +143,9 @@ pub fn parse_iso_duration(s: &str) -> Result<Duration, String> {
                 in_time = true;
                 last_rank = 10;
             }
-            d if d.is_ascii_digit() || d == '.' || d == ',' => number.push(if d == ',' { '.' } else { d }),
+            d if d.is_ascii_digit() || d == '.' || d == ',' => {
+                number.push(if d == ',' { '.' } else { d })
+            }
             unit => {
                 if number.is_empty() {
                     return Err(bad("a unit without a number"));
@@ -148,7 +154,9 @@ pub fn parse_iso_duration(s: &str) -> Result<Duration, String> {
                 number.clear();
                 let (secs, rank) = match (unit, in_time) {
                     ('Y', false) | ('M', false) => {
-                        return Err(bad("years and months have no fixed length; use days (P30D)"));
+                        return Err(bad(
+                            "years and months have no fixed length; use days (P30D)",
+                        ));
                     }
                     ('W', false) => (604_800.0, 1),
                     ('D', false) => (86_400.0, 2),

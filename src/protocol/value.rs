@@ -50,7 +50,10 @@ impl Map {
 
     /// Returns a mutable reference to the value stored under `key`.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
-        self.entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
 
     /// Sets `key` to `value`, replacing an existing entry in place or appending a new one.

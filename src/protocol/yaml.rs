@@ -232,7 +232,10 @@ pub fn split_documents(text: &str) -> Vec<DocSpan> {
             start = pos;
             seen_content = true;
         } else if is_marker(line, "...") {
-            spans.push(DocSpan { start, end: line_end });
+            spans.push(DocSpan {
+                start,
+                end: line_end,
+            });
             start = line_end;
             seen_content = false;
         } else if !seen_content && !is_blank_or_comment(line) {

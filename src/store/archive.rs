@@ -20,7 +20,11 @@ pub struct ArchiveReport {
 impl FileStore {
     /// Moves every thread of `state=finished/` and `state=canceled/` last updated before
     /// `cutoff` into the archive. `progress` sees (done, total).
-    pub fn archive(&self, cutoff: Timestamp, progress: &mut dyn FnMut(usize, usize)) -> ArchiveReport {
+    pub fn archive(
+        &self,
+        cutoff: Timestamp,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> ArchiveReport {
         let mut report = ArchiveReport::default();
         let (threads, errors) = self.list(&[State::Finished, State::Canceled], false);
         report.errors.extend(errors);
@@ -42,7 +46,11 @@ impl FileStore {
 
     /// Moves one thread to its archive month under the thread's lock, re-checking that it is
     /// still finished or canceled and older than `cutoff`.
-    fn move_to_archive(&self, thread: &ThreadRef, cutoff: Timestamp) -> Result<Option<String>, StoreError> {
+    fn move_to_archive(
+        &self,
+        thread: &ThreadRef,
+        cutoff: Timestamp,
+    ) -> Result<Option<String>, StoreError> {
         let layout = self.layout();
         let _guard = lock::acquire(&layout.locks_dir(), &lock::thread_lock_name(thread))?;
         let copies = self.read_copies(thread)?;

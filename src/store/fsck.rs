@@ -73,7 +73,11 @@ struct IndexFacts {
 impl FileStore {
     /// Checks every thread file (all four folders and the archive); repairs when `repair` is set.
     /// `progress` sees (done, total).
-    pub fn fsck(&self, repair: bool, progress: &mut dyn FnMut(usize, usize)) -> Result<FsckReport, StoreError> {
+    pub fn fsck(
+        &self,
+        repair: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<FsckReport, StoreError> {
         let mut report = FsckReport::default();
         let mut errors = Vec::new();
         let files = self.files(&State::ALL, true, &mut errors);
@@ -83,7 +87,10 @@ impl FileStore {
         report.files = files.len();
         let mut by_ref: BTreeMap<ThreadRef, Vec<(Location, PathBuf)>> = BTreeMap::new();
         for (loc, path) in files {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             if let Some(r) = layout::ref_of_file(&name) {
                 by_ref.entry(r).or_default().push((loc, path));
             }
@@ -93,7 +100,8 @@ impl FileStore {
         let mut facts = IndexFacts::default();
         for (i, (thread, copies)) in by_ref.into_iter().enumerate() {
             progress(i, total);
-            let _guard = lock::acquire(&self.layout().locks_dir(), &lock::thread_lock_name(&thread))?;
+            let _guard =
+                lock::acquire(&self.layout().locks_dir(), &lock::thread_lock_name(&thread))?;
             self.check_thread(&thread, copies, repair, &mut report, &mut facts)?;
         }
         progress(total, total);
@@ -114,7 +122,9 @@ impl FileStore {
         // Load every copy as far as it parses: messages, and the envelope if it reads.
         let mut loaded = Vec::new();
         for (location, path) in copies {
-            let Some(text) = fsio::read_optional(&path)? else { continue };
+            let Some(text) = fsio::read_optional(&path)? else {
+                continue;
+            };
             match load(&path, &text) {
                 Ok(l) => loaded.push((location, path, text, l)),
                 Err(problem) => report.note(&path, problem, false),
@@ -127,7 +137,9 @@ impl FileStore {
         let (location, path, text, mut best) = loaded.remove(0);
 
         for (_, other_path, other_text, other) in &loaded {
-            let prefix = best.message_text(&text).starts_with(other.message_text(other_text));
+            let prefix = best
+                .message_text(&text)
+                .starts_with(other.message_text(other_text));
             let problem = format!(
                 "duplicate copy of {thread} (an interrupted move); the copy at {} is newer",
                 path.display()
@@ -154,7 +166,11 @@ impl FileStore {
             Ok(e) => Some(e),
             Err(e) => {
                 if best.envelope.is_none() {
-                    report.note(&path, format!("envelope unreadable and cannot be rebuilt: {e}"), false);
+                    report.note(
+                        &path,
+                        format!("envelope unreadable and cannot be rebuilt: {e}"),
+                        false,
+                    );
                     return Ok(());
                 }
                 None
@@ -178,7 +194,11 @@ impl FileStore {
                 }
             }
             (None, Some(rebuilt)) => {
-                report.note(&path, "envelope unreadable; rebuilt from the messages", repair);
+                report.note(
+                    &path,
+                    "envelope unreadable; rebuilt from the messages",
+                    repair,
+                );
                 rewrite = true;
                 rebuilt
             }
@@ -188,7 +208,10 @@ impl FileStore {
         if envelope.thread_ref != *thread {
             report.note(
                 &path,
-                format!("envelope names ref {} but the file is {thread}", envelope.thread_ref),
+                format!(
+                    "envelope names ref {} but the file is {thread}",
+                    envelope.thread_ref
+                ),
                 repair,
             );
             envelope.thread_ref = thread.clone();
@@ -196,7 +219,9 @@ impl FileStore {
         }
 
         let expected = match &location {
-            Location::Archive(_) if matches!(envelope.status.state(), State::Finished | State::Canceled) => {
+            Location::Archive(_)
+                if matches!(envelope.status.state(), State::Finished | State::Canceled) =>
+            {
                 location.clone()
             }
             _ => Location::State(envelope.status.state()),
@@ -204,7 +229,10 @@ impl FileStore {
         if expected != location {
             report.note(
                 &path,
-                format!("{} thread is in {location}, expected {expected}", envelope.status),
+                format!(
+                    "{} thread is in {location}, expected {expected}",
+                    envelope.status
+                ),
                 repair,
             );
             rewrite = true;
@@ -233,7 +261,11 @@ impl FileStore {
             let path = dir.join(format!("{thread}.{n}.yaml"));
             match fsio::create_atomic(&path, bytes.as_bytes()) {
                 Ok(()) => return Ok(()),
-                Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                Err(StoreError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    n += 1
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -253,7 +285,9 @@ impl FileStore {
             dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
         }
         for dir in dirs {
-            let Ok(entries) = fs::read_dir(&dir) else { continue };
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if !(name.starts_with('.') && name.contains(fsio::TEMP_MARK)) {
@@ -292,7 +326,12 @@ impl FileStore {
             .is_some_and(|age| age.as_secs() >= 60))
     }
 
-    fn check_indexes(&self, facts: &IndexFacts, repair: bool, report: &mut FsckReport) -> Result<(), StoreError> {
+    fn check_indexes(
+        &self,
+        facts: &IndexFacts,
+        repair: bool,
+        report: &mut FsckReport,
+    ) -> Result<(), StoreError> {
         let layout = self.layout();
         for (date, serial) in &facts.serials {
             let counter = layout.refs_dir().join(date.format("%Y-%m-%d").to_string());
@@ -301,7 +340,11 @@ impl FileStore {
                 if repair {
                     refs::ensure_at_least(layout, *date, *serial)?;
                 }
-                report.note(&counter, format!("ref counter behind the files (serial {serial} exists)"), repair);
+                report.note(
+                    &counter,
+                    format!("ref counter behind the files (serial {serial} exists)"),
+                    repair,
+                );
             }
         }
         let mut stale = 0;
@@ -378,9 +421,13 @@ fn load(path: &Path, text: &str) -> Result<Loaded, String> {
         if thread::is_empty_doc(raw) {
             continue;
         }
-        let parsed = crate::protocol::yaml::parse_document(raw, &crate::protocol::yaml::Limits::DEFAULT)
-            .map_err(|e| e.message)
-            .and_then(|v| MessageDoc::from_value(v, &format!("document {}", i + 1)).map_err(|e| e.to_string()));
+        let parsed =
+            crate::protocol::yaml::parse_document(raw, &crate::protocol::yaml::Limits::DEFAULT)
+                .map_err(|e| e.message)
+                .and_then(|v| {
+                    MessageDoc::from_value(v, &format!("document {}", i + 1))
+                        .map_err(|e| e.to_string())
+                });
         let cut_off = i == last && !raw.ends_with('\n');
         match parsed {
             Ok(doc) if !cut_off => messages.push(doc),
@@ -426,7 +473,9 @@ fn gather(thread: &ThreadRef, loaded: &Loaded, facts: &mut IndexFacts) {
         }
     }
     if newer(&facts.last.get(&env.requestor)) {
-        facts.last.insert(env.requestor.clone(), (env.created, thread.clone()));
+        facts
+            .last
+            .insert(env.requestor.clone(), (env.created, thread.clone()));
     }
     for dep in &env.depends_on {
         facts.deps.push((dep.clone(), thread.clone()));
@@ -436,7 +485,9 @@ fn gather(thread: &ThreadRef, loaded: &Loaded, facts: &mut IndexFacts) {
             if let Payload::Suggestion(s) = p
                 && let Some(id) = &s.id
             {
-                facts.suggestions.push((env.requestor.clone(), id.clone(), thread.clone()));
+                facts
+                    .suggestions
+                    .push((env.requestor.clone(), id.clone(), thread.clone()));
             }
         }
     }

@@ -63,7 +63,11 @@ fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}{TEMP_MARK}{}-{}", std::process::id(), unique()));
+    let tmp = dir.join(format!(
+        ".{name}{TEMP_MARK}{}-{}",
+        std::process::id(),
+        unique()
+    ));
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -106,7 +110,9 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, StoreError> {
     match fs::read(path) {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)
-            .map_err(|_| StoreError::NotUtf8 { path: path.to_owned() }),
+            .map_err(|_| StoreError::NotUtf8 {
+                path: path.to_owned(),
+            }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StoreError::io(path, e)),
     }

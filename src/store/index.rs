@@ -39,7 +39,11 @@ fn sender_dir(layout: &Layout, sender: &str) -> PathBuf {
 ///
 /// `last` only ever moves forward: under a lock, an entry naming a newer ref is kept, so
 /// concurrent creates by one sender leave it at their newest request.
-pub(crate) fn put(layout: &Layout, sender: &str, entries: &[(Key<'_>, &ThreadRef)]) -> Result<(), StoreError> {
+pub(crate) fn put(
+    layout: &Layout,
+    sender: &str,
+    entries: &[(Key<'_>, &ThreadRef)],
+) -> Result<(), StoreError> {
     let dir = sender_dir(layout, sender);
     fsio::ensure_dir(&dir)?;
     for (key, thread) in entries {
@@ -67,7 +71,11 @@ fn newer(a: &ThreadRef, b: &ThreadRef) -> bool {
 }
 
 /// Looks `key` up for `sender`.
-pub(crate) fn get(layout: &Layout, sender: &str, key: Key<'_>) -> Result<Option<ThreadRef>, StoreError> {
+pub(crate) fn get(
+    layout: &Layout,
+    sender: &str,
+    key: Key<'_>,
+) -> Result<Option<ThreadRef>, StoreError> {
     let path = sender_dir(layout, sender).join(entry_name(key));
     Ok(fsio::read_optional(&path)?.and_then(|t| ThreadRef::parse(t.trim()).ok()))
 }
@@ -85,7 +93,11 @@ pub(crate) fn clear(layout: &Layout) -> Result<(), StoreError> {
 }
 
 /// Records that `dependent` waits for `dependency`.
-pub(crate) fn add_dependent(layout: &Layout, dependency: &ThreadRef, dependent: &ThreadRef) -> Result<(), StoreError> {
+pub(crate) fn add_dependent(
+    layout: &Layout,
+    dependency: &ThreadRef,
+    dependent: &ThreadRef,
+) -> Result<(), StoreError> {
     let dir = layout.deps_dir();
     fsio::ensure_dir(&dir)?;
     let path = dir.join(dependency.as_str());
@@ -106,7 +118,10 @@ pub(crate) fn add_dependent(layout: &Layout, dependency: &ThreadRef, dependent: 
 }
 
 /// The threads that wait for `dependency`.
-pub(crate) fn dependents(layout: &Layout, dependency: &ThreadRef) -> Result<Vec<ThreadRef>, StoreError> {
+pub(crate) fn dependents(
+    layout: &Layout,
+    dependency: &ThreadRef,
+) -> Result<Vec<ThreadRef>, StoreError> {
     let path = layout.deps_dir().join(dependency.as_str());
     let mut out: Vec<ThreadRef> = Vec::new();
     for line in fsio::read_optional(&path)?.unwrap_or_default().lines() {

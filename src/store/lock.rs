@@ -52,7 +52,10 @@ pub(crate) fn try_acquire(locks_dir: &Path, name: &str) -> Result<Option<Lock>, 
 
 /// The lock file name guarding `thread`.
 pub(crate) fn thread_lock_name(thread: &ThreadRef) -> String {
-    format!("thread-{:02}.lock", fnv1a(thread.as_str().as_bytes()) % STRIPES)
+    format!(
+        "thread-{:02}.lock",
+        fnv1a(thread.as_str().as_bytes()) % STRIPES
+    )
 }
 
 /// FNV-1a: stable across processes and releases, unlike std's randomly seeded hasher.

@@ -81,7 +81,10 @@ impl FileStore {
         let path = self.layout.thread_path(&location, &envelope.thread_ref);
         fsio::ensure_dir(&self.layout.dir(&location))?;
         let text = thread::new_thread_text(envelope, docs);
-        let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(&envelope.thread_ref))?;
+        let _guard = lock::acquire(
+            &self.layout.locks_dir(),
+            &lock::thread_lock_name(&envelope.thread_ref),
+        )?;
         if !self.find(&envelope.thread_ref)?.is_empty() {
             return Err(StoreError::Exists {
                 thread: envelope.thread_ref.to_string(),
@@ -143,7 +146,8 @@ impl FileStore {
             None => {
                 // A move in the other direction (archive back to a folder) can hide the file
                 // from an unlocked look; writers hold the lock while moving.
-                let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
+                let _guard =
+                    lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
                 self.read_copies(thread)?
                     .into_iter()
                     .next()
@@ -225,7 +229,11 @@ impl FileStore {
 
     /// Reads the envelopes of every thread in `states` (and the archive when asked). Files that
     /// do not parse are returned as errors beside the good ones.
-    pub fn list(&self, states: &[State], archive: bool) -> (Vec<(Envelope, Location, PathBuf)>, Vec<StoreError>) {
+    pub fn list(
+        &self,
+        states: &[State],
+        archive: bool,
+    ) -> (Vec<(Envelope, Location, PathBuf)>, Vec<StoreError>) {
         let mut out = Vec::new();
         let mut errors = Vec::new();
         for (location, path) in self.files(states, archive, &mut errors) {
@@ -239,7 +247,12 @@ impl FileStore {
     }
 
     /// The thread files in `states` (and the archive), with their locations.
-    pub fn files(&self, states: &[State], archive: bool, errors: &mut Vec<StoreError>) -> Vec<(Location, PathBuf)> {
+    pub fn files(
+        &self,
+        states: &[State],
+        archive: bool,
+        errors: &mut Vec<StoreError>,
+    ) -> Vec<(Location, PathBuf)> {
         let mut dirs: Vec<(Location, PathBuf)> = states
             .iter()
             .map(|s| (Location::State(*s), self.layout.state_dir(*s)))
@@ -281,7 +294,11 @@ impl FileStore {
     }
 
     /// Remembers index entries of `sender` (client id, `last`, suggestion ids).
-    pub fn remember(&self, sender: &str, entries: &[(IndexKey<'_>, &ThreadRef)]) -> Result<(), StoreError> {
+    pub fn remember(
+        &self,
+        sender: &str,
+        entries: &[(IndexKey<'_>, &ThreadRef)],
+    ) -> Result<(), StoreError> {
         index::put(&self.layout, sender, entries)
     }
 
@@ -291,7 +308,11 @@ impl FileStore {
     }
 
     /// Records that `dependent` waits for `dependency`.
-    pub fn add_dependent(&self, dependency: &ThreadRef, dependent: &ThreadRef) -> Result<(), StoreError> {
+    pub fn add_dependent(
+        &self,
+        dependency: &ThreadRef,
+        dependent: &ThreadRef,
+    ) -> Result<(), StoreError> {
         index::add_dependent(&self.layout, dependency, dependent)
     }
 
@@ -318,7 +339,9 @@ pub fn read_envelope_file(path: &Path) -> Result<Option<Envelope>, StoreError> {
         let n = file.read(&mut chunk).map_err(|e| StoreError::io(path, e))?;
         bytes.extend_from_slice(&chunk[..n]);
         if n == 0 {
-            break std::str::from_utf8(&bytes).map_err(|_| not_utf8())?.to_owned();
+            break std::str::from_utf8(&bytes)
+                .map_err(|_| not_utf8())?
+                .to_owned();
         }
         // Only whole lines are searched, so a marker is never judged on half a line.
         let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else {

@@ -20,13 +20,16 @@ const RECORD: usize = 21;
 ///
 /// The counter is flushed to disk before the refs are returned, so a crash can never make a
 /// later allocation hand out a ref that a created thread already has.
-pub(crate) fn allocate(layout: &Layout, date: NaiveDate, n: usize) -> Result<Vec<ThreadRef>, StoreError> {
+pub(crate) fn allocate(
+    layout: &Layout,
+    date: NaiveDate,
+    n: usize,
+) -> Result<Vec<ThreadRef>, StoreError> {
     let _guard = lock::acquire(&layout.locks_dir(), "refs.lock")?;
     let dir = layout.refs_dir();
     fsio::ensure_dir(&dir)?;
     let path = dir.join(date.format("%Y-%m-%d").to_string());
-    let stored = fsio::read_optional(&path)?
-        .and_then(|t| t.trim().parse::<u64>().ok());
+    let stored = fsio::read_optional(&path)?.and_then(|t| t.trim().parse::<u64>().ok());
     let mut last = match stored {
         Some(v) => v,
         // A new day, or a lost counter: start after the highest serial on disk for that date.
@@ -67,7 +70,9 @@ fn exists_anywhere(layout: &Layout, r: &ThreadRef) -> bool {
     State::ALL
         .iter()
         .map(|s| layout.thread_path(&Location::State(*s), r))
-        .chain(std::iter::once(layout.thread_path(&Location::Archive(month), r)))
+        .chain(std::iter::once(
+            layout.thread_path(&Location::Archive(month), r),
+        ))
         .any(|p| p.exists())
 }
 
@@ -100,7 +105,11 @@ fn highest_on_disk(layout: &Layout, date: NaiveDate) -> Result<u64, StoreError> 
 }
 
 /// Raises the counter of `date` to at least `serial` (used by `fsck` after finding files).
-pub(crate) fn ensure_at_least(layout: &Layout, date: NaiveDate, serial: u64) -> Result<bool, StoreError> {
+pub(crate) fn ensure_at_least(
+    layout: &Layout,
+    date: NaiveDate,
+    serial: u64,
+) -> Result<bool, StoreError> {
     let _guard = lock::acquire(&layout.locks_dir(), "refs.lock")?;
     let dir = layout.refs_dir();
     let path = dir.join(date.format("%Y-%m-%d").to_string());
@@ -109,6 +118,9 @@ pub(crate) fn ensure_at_least(layout: &Layout, date: NaiveDate, serial: u64) -> 
         return Ok(false);
     }
     fsio::ensure_dir(&dir)?;
-    fsio::write_atomic(&path, format!("{serial:0>width$}\n", width = RECORD - 1).as_bytes())?;
+    fsio::write_atomic(
+        &path,
+        format!("{serial:0>width$}\n", width = RECORD - 1).as_bytes(),
+    )?;
     Ok(true)
 }

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use crate::protocol::emit;
 use crate::protocol::value::Value;
 use crate::protocol::yaml::{self, Limits};
+use crate::store::FileStore;
 use crate::store::error::StoreError;
 use crate::store::fsio;
 use crate::store::thread::parse_yaml_file;
-use crate::store::FileStore;
 
 /// Everything the registry files hold, unparsed.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +81,11 @@ impl FileStore {
     }
 
     /// Stores an executor registration (replacing an earlier one with the same id).
-    pub fn put_registration(&self, file_stem: &str, registration: &Value) -> Result<PathBuf, StoreError> {
+    pub fn put_registration(
+        &self,
+        file_stem: &str,
+        registration: &Value,
+    ) -> Result<PathBuf, StoreError> {
         let dir = self.layout().registrations_dir();
         fsio::ensure_dir(&dir)?;
         let path = dir.join(format!("{file_stem}.yaml"));
@@ -92,7 +96,10 @@ impl FileStore {
     /// Stores routing rules set by a `config` message.
     pub fn put_routing(&self, routing: &Value) -> Result<(), StoreError> {
         fsio::ensure_dir(self.layout().root())?;
-        fsio::write_atomic(&self.layout().routing_file(), emit::to_yaml(routing).as_bytes())
+        fsio::write_atomic(
+            &self.layout().routing_file(),
+            emit::to_yaml(routing).as_bytes(),
+        )
     }
 
     /// Writes `config.yaml` unless it exists; returns whether it wrote.
@@ -104,7 +111,11 @@ impl FileStore {
         fsio::ensure_dir(self.layout().root())?;
         match fsio::create_atomic(&path, text.as_bytes()) {
             Ok(()) => Ok(true),
-            Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(StoreError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }

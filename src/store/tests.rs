@@ -29,22 +29,40 @@ fn doc(from: &str, at: &str, mess: &str) -> MessageDoc {
 
 fn new_thread(store: &FileStore, r: &str) -> ThreadRef {
     let thread = ThreadRef::parse(r).unwrap();
-    let d = doc("agent", "2026-01-31T17:00:00Z", "MESS:\n  - request:\n      intent: check the fridge\n");
-    let Payload::Request(req) = &d.message.payloads[0] else { unreachable!() };
+    let d = doc(
+        "agent",
+        "2026-01-31T17:00:00Z",
+        "MESS:\n  - request:\n      intent: check the fridge\n",
+    );
+    let Payload::Request(req) = &d.message.payloads[0] else {
+        unreachable!()
+    };
     let env = Envelope::create(thread.clone(), req, &d, vec![]);
     store.create(&env, &[d]).unwrap();
-    store.remember("agent", &[(IndexKey::Last, &thread)]).unwrap();
+    store
+        .remember("agent", &[(IndexKey::Last, &thread)])
+        .unwrap();
     thread
 }
 
 /// Appends a status from `who` through the store, the way the exchange does.
 fn report(store: &FileStore, thread: &ThreadRef, who: &str, at: &str, code: &str) {
-    let d = doc(who, at, &format!("MESS:\n  - status:\n      re: {thread}\n      code: {code}\n"));
+    let d = doc(
+        who,
+        at,
+        &format!("MESS:\n  - status:\n      re: {thread}\n      code: {code}\n"),
+    );
     store
         .modify(thread, |t| -> Result<_, crate::store::error::StoreError> {
             let mut envelope = t.envelope.clone();
             envelope.apply(&d);
-            Ok((Some(Edit { envelope, append: vec![d.clone()] }), ()))
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: vec![d.clone()],
+                }),
+                (),
+            ))
         })
         .unwrap();
 }
@@ -57,11 +75,16 @@ fn home() -> (TempDir, FileStore) {
 }
 
 fn path(store: &FileStore, state: State, r: &str) -> PathBuf {
-    store.layout().thread_path(&Location::State(state), &ThreadRef::parse(r).unwrap())
+    store
+        .layout()
+        .thread_path(&Location::State(state), &ThreadRef::parse(r).unwrap())
 }
 
 fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -77,12 +100,25 @@ fn a_status_change_moves_the_file_and_leaves_one_copy() {
     assert!(text.starts_with("ref: 2026-01-31-001\n") && text.contains("status: claimed"));
     report(&store, &t, "robot", "2026-01-31T17:02:00Z", "completed");
     assert_eq!(store.find(&t).unwrap().len(), 1);
-    assert_eq!(store.read(&t).unwrap().location, Location::State(State::Finished));
+    assert_eq!(
+        store.read(&t).unwrap().location,
+        Location::State(State::Finished)
+    );
     assert_eq!(store.read(&t).unwrap().messages().unwrap().len(), 3);
     for s in State::ALL {
-        assert!(names(&store.layout().state_dir(s)).iter().all(|n| !n.starts_with('.')), "no temp files left");
+        assert!(
+            names(&store.layout().state_dir(s))
+                .iter()
+                .all(|n| !n.starts_with('.')),
+            "no temp files left"
+        );
     }
-    assert!(store.create(&store.read(&t).unwrap().envelope, &[]).is_err(), "a ref is created once");
+    assert!(
+        store
+            .create(&store.read(&t).unwrap().envelope, &[])
+            .is_err(),
+        "a ref is created once"
+    );
 }
 
 #[test]
@@ -127,11 +163,23 @@ fn a_torn_last_document_is_refused_then_repaired_by_fsck() {
     let good = fs::read_to_string(&p).unwrap();
     fs::write(&p, format!("{good}---\nfrom: robot\nreceived: 2026-01-31T17:01:00Z\nMESS:\n  - status:\n      re: 2026-01-31-001\n      co")).unwrap();
     let err = store
-        .modify(&t, |_| -> Result<(Option<Edit>, ()), crate::store::error::StoreError> { Ok((None, ())) })
+        .modify(
+            &t,
+            |_| -> Result<(Option<Edit>, ()), crate::store::error::StoreError> { Ok((None, ())) },
+        )
         .unwrap_err();
-    assert!(err.to_string().contains("the last document is incomplete"), "{err}");
+    assert!(
+        err.to_string().contains("the last document is incomplete"),
+        "{err}"
+    );
     let r = store.fsck(true, &mut |_, _| {}).unwrap();
-    assert!(r.findings.iter().any(|f| f.problem.starts_with("torn last document") && f.repaired), "{:?}", r.findings);
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.problem.starts_with("torn last document") && f.repaired),
+        "{:?}",
+        r.findings
+    );
     assert_eq!(fs::read_to_string(&p).unwrap(), good);
     let quarantined = names(&d.path().join(".mess/quarantine"));
     assert_eq!(quarantined, vec!["2026-01-31-001.1.yaml"]);
@@ -149,8 +197,17 @@ fn fsck_rebuilds_a_stale_envelope_and_moves_the_file() {
     fs::write(&p, text).unwrap();
     let r = store.fsck(false, &mut |_, _| {}).unwrap();
     let problems: Vec<&str> = r.findings.iter().map(|f| f.problem.as_str()).collect();
-    assert!(problems.iter().any(|p| p.contains("envelope out of date") && p.contains("says pending, messages say claimed")), "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains("claimed thread is in state=received, expected state=executing")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("envelope out of date")
+            && p.contains("says pending, messages say claimed")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("claimed thread is in state=received, expected state=executing")),
+        "{problems:?}"
+    );
     store.fsck(true, &mut |_, _| {}).unwrap();
     let fixed = store.read(&t).unwrap();
     assert_eq!(fixed.location, Location::State(State::Executing));
@@ -158,15 +215,26 @@ fn fsck_rebuilds_a_stale_envelope_and_moves_the_file() {
     assert_eq!(fixed.envelope.executor.as_deref(), Some("robot"));
     assert_eq!(fixed.envelope.estimate.as_deref(), Some("PT5M"));
     assert!(fixed.envelope.history.iter().any(|h| h.action == "claimed"));
-    assert!(store.fsck(false, &mut |_, _| {}).unwrap().findings.is_empty());
+    assert!(
+        store
+            .fsck(false, &mut |_, _| {})
+            .unwrap()
+            .findings
+            .is_empty()
+    );
 }
 
 #[test]
 fn fsck_removes_abandoned_temp_files_and_rebuilds_indexes() {
     let (d, store) = home();
     let t = new_thread(&store, "2026-01-31-001");
-    store.remember("agent", &[(IndexKey::ClientId("fridge"), &t)]).unwrap();
-    let tmp = store.layout().state_dir(State::Received).join(".2026-01-31-001.messe-af.yaml.tmp-123-456");
+    store
+        .remember("agent", &[(IndexKey::ClientId("fridge"), &t)])
+        .unwrap();
+    let tmp = store
+        .layout()
+        .state_dir(State::Received)
+        .join(".2026-01-31-001.messe-af.yaml.tmp-123-456");
     fs::write(&tmp, "partial").unwrap();
     fs::remove_dir_all(d.path().join(".mess/index")).unwrap();
     let r = store.fsck(false, &mut |_, _| {}).unwrap();
@@ -180,20 +248,42 @@ fn fsck_removes_abandoned_temp_files_and_rebuilds_indexes() {
 fn refs_count_up_per_day_and_never_reuse_a_file_on_disk() {
     let (d, store) = home();
     let day = NaiveDate::from_ymd_opt(2026, 1, 31).unwrap();
-    let got: Vec<String> = store.allocate_refs(day, 3).unwrap().iter().map(ToString::to_string).collect();
+    let got: Vec<String> = store
+        .allocate_refs(day, 3)
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(got, ["2026-01-31-001", "2026-01-31-002", "2026-01-31-003"]);
     // A lost counter restarts after the highest serial on disk, archive included.
     let archived = d.path().join("archive/2026-01");
     fs::create_dir_all(&archived).unwrap();
     fs::write(archived.join("2026-01-31-007.messe-af.yaml"), "x").unwrap();
     fs::remove_file(d.path().join(".mess/refs/2026-01-31")).unwrap();
-    assert_eq!(store.allocate_refs(day, 1).unwrap()[0].as_str(), "2026-01-31-008");
+    assert_eq!(
+        store.allocate_refs(day, 1).unwrap()[0].as_str(),
+        "2026-01-31-008"
+    );
     // A counter that lags behind the files skips refs that exist.
     fs::write(d.path().join(".mess/refs/2026-01-31"), "2\n").unwrap();
     fs::write(path(&store, State::Finished, "2026-01-31-003"), "x").unwrap();
-    assert_eq!(store.allocate_refs(day, 2).unwrap().iter().map(ToString::to_string).collect::<Vec<_>>(), ["2026-01-31-004", "2026-01-31-005"]);
-    let big = store.allocate_refs(NaiveDate::from_ymd_opt(2026, 2, 1).unwrap(), 1000).unwrap();
-    assert_eq!(big.last().unwrap().as_str(), "2026-02-01-1000", "serials grow past three digits");
+    assert_eq!(
+        store
+            .allocate_refs(day, 2)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["2026-01-31-004", "2026-01-31-005"]
+    );
+    let big = store
+        .allocate_refs(NaiveDate::from_ymd_opt(2026, 2, 1).unwrap(), 1000)
+        .unwrap();
+    assert_eq!(
+        big.last().unwrap().as_str(),
+        "2026-02-01-1000",
+        "serials grow past three digits"
+    );
 }
 
 #[test]
@@ -205,15 +295,34 @@ fn the_archive_keeps_threads_findable() {
         report(&store, r, "robot", "2026-01-31T17:01:00Z", "claimed");
     }
     report(&store, &t, "robot", "2026-01-31T17:02:00Z", "completed");
-    report(&store, &fresh, "robot", "2026-03-01T00:00:00Z", "failed\n      reason: broke");
+    report(
+        &store,
+        &fresh,
+        "robot",
+        "2026-03-01T00:00:00Z",
+        "failed\n      reason: broke",
+    );
     let cutoff = time::parse_timestamp("2026-02-15T00:00:00Z").unwrap();
     let rep = store.archive(cutoff, &mut |_, _| {});
     assert_eq!(rep.moved, vec![(t.clone(), "2026-01".to_owned())]);
-    assert!(d.path().join("archive/2026-01/2026-01-31-001.messe-af.yaml").exists());
-    assert_eq!(store.read(&t).unwrap().location, Location::Archive("2026-01".into()));
+    assert!(
+        d.path()
+            .join("archive/2026-01/2026-01-31-001.messe-af.yaml")
+            .exists()
+    );
+    assert_eq!(
+        store.read(&t).unwrap().location,
+        Location::Archive("2026-01".into())
+    );
     let (listed, _) = store.list(&State::ALL, true);
     assert_eq!(listed.len(), 2);
-    assert!(store.fsck(false, &mut |_, _| {}).unwrap().findings.is_empty());
+    assert!(
+        store
+            .fsck(false, &mut |_, _| {})
+            .unwrap()
+            .findings
+            .is_empty()
+    );
 }
 
 #[test]
@@ -225,15 +334,35 @@ fn the_spec_example_threads_are_read_as_written() {
         ("needs-input-example", State::Executing),
     ] {
         let text = fs::read_to_string(fixtures.join(format!("{name}.messe-af.yaml"))).unwrap();
-        let env = Envelope::from_value(yaml::parse_document(&text[..text.find("\n---").unwrap()], &Limits::DEFAULT).unwrap()).unwrap();
-        fs::write(store.layout().state_dir(state).join(format!("{}.messe-af.yaml", env.thread_ref)), &text).unwrap();
+        let env = Envelope::from_value(
+            yaml::parse_document(&text[..text.find("\n---").unwrap()], &Limits::DEFAULT).unwrap(),
+        )
+        .unwrap();
+        fs::write(
+            store
+                .layout()
+                .state_dir(state)
+                .join(format!("{}.messe-af.yaml", env.thread_ref)),
+            &text,
+        )
+        .unwrap();
     }
     let r = store.fsck(false, &mut |_, _| {}).unwrap();
     assert_eq!(r.threads, 2);
     let problems: Vec<&str> = r.findings.iter().map(|f| f.problem.as_str()).collect();
-    assert_eq!(problems, ["1 client-id or `last` index entries missing or stale"], "files copied in by hand have no index entries yet");
+    assert_eq!(
+        problems,
+        ["1 client-id or `last` index entries missing or stale"],
+        "files copied in by hand have no index entries yet"
+    );
     store.fsck(true, &mut |_, _| {}).unwrap();
-    assert!(store.fsck(false, &mut |_, _| {}).unwrap().findings.is_empty());
+    assert!(
+        store
+            .fsck(false, &mut |_, _| {})
+            .unwrap()
+            .findings
+            .is_empty()
+    );
     let t = ThreadRef::parse("2026-01-31-002").unwrap();
     assert_eq!(store.envelope(&t).unwrap().0.status, Status::InProgress);
     assert_eq!(store.read(&t).unwrap().messages().unwrap().len(), 5);
@@ -262,7 +391,13 @@ fn concurrent_writers_in_one_process_lose_nothing() {
             let (store, t) = (store.clone(), t.clone());
             s.spawn(move || {
                 for j in 0..5 {
-                    report(&store, &t, "robot", &format!("2026-01-31T17:{:02}:{:02}Z", 10 + i, j), "in_progress");
+                    report(
+                        &store,
+                        &t,
+                        "robot",
+                        &format!("2026-01-31T17:{:02}:{:02}Z", 10 + i, j),
+                        "in_progress",
+                    );
                 }
             });
         }

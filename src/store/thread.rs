@@ -73,7 +73,22 @@ impl ThreadFile {
         Ok(out)
     }
 
-    fn parse_message(&self, index: usize, span: &DocSpan) -> Result<Option<MessageDoc>, StoreError> {
+    /// Parses message documents from the last one backwards, lazily, for callers that want
+    /// only the most recent ones.
+    pub fn messages_rev(&self) -> impl Iterator<Item = Result<MessageDoc, StoreError>> + '_ {
+        self.spans
+            .iter()
+            .enumerate()
+            .skip(1)
+            .rev()
+            .filter_map(|(i, span)| self.parse_message(i, span).transpose())
+    }
+
+    fn parse_message(
+        &self,
+        index: usize,
+        span: &DocSpan,
+    ) -> Result<Option<MessageDoc>, StoreError> {
         let raw = &self.text[span.start..span.end];
         let value = yaml::parse_document(raw, &Limits::DEFAULT).map_err(|e| {
             StoreError::malformed(

@@ -7,31 +7,78 @@ fn the_readme_walkthrough_works_on_a_fresh_home() {
     let home = Home::with_config("");
     let out = home.ok(&["init"]);
     assert!(out.contains("initialized exchange home"), "{out}");
-    for d in ["state=received", "state=executing", "state=finished", "state=canceled", "archive"] {
+    for d in [
+        "state=received",
+        "state=executing",
+        "state=finished",
+        "state=canceled",
+        "archive",
+    ] {
         assert!(home.path().join(d).is_dir(), "{d}");
     }
     let again = home.ok(&["init"]);
-    assert!(again.contains("kept existing"), "init is safe to repeat: {again}");
+    assert!(
+        again.contains("kept existing"),
+        "init is safe to repeat: {again}"
+    );
 
-    let r = home.ok(&["request", "what's in the fridge?", "--context", "Planning dinner for 4", "--requires", "take-photo"]);
+    let r = home.ok(&[
+        "request",
+        "what's in the fridge?",
+        "--context",
+        "Planning dinner for 4",
+        "--requires",
+        "take-photo",
+    ]);
     let r = r.trim();
-    assert!(r.len() >= 14 && r.as_bytes()[10] == b'-', "prints the ref: {r}");
+    assert!(
+        r.len() >= 14 && r.as_bytes()[10] == b'-',
+        "prints the ref: {r}"
+    );
     let list = home.ok(&["status"]);
-    assert!(list.starts_with("REF") && list.contains(r) && list.contains("pending"), "{list}");
+    assert!(
+        list.starts_with("REF") && list.contains(r) && list.contains("pending"),
+        "{list}"
+    );
 
     let claimed = home.ok(&["claim", r, "--as", "teague-phone", "--estimate", "PT20M"]);
     assert_eq!(claimed.trim(), format!("{r} claimed (teague-phone)"));
-    assert!(home.path().join(format!("state=executing/{r}.messe-af.yaml")).exists());
+    assert!(
+        home.path()
+            .join(format!("state=executing/{r}.messe-af.yaml"))
+            .exists()
+    );
 
-    let done = home.ok(&["complete", r, "--as", "teague-phone", "--text", "chicken, broccoli, rice", "--notes", "use the chicken tonight"]);
+    let done = home.ok(&[
+        "complete",
+        r,
+        "--as",
+        "teague-phone",
+        "--text",
+        "chicken, broccoli, rice",
+        "--notes",
+        "use the chicken tonight",
+    ]);
     assert_eq!(done.trim(), format!("{r} completed (teague-phone)"));
     let status = home.ok(&["status", r]);
-    for want in ["completed (state=finished)", "executor     teague-phone", "estimate     PT20M", "chicken, broccoli, rice", "notes: use the chicken tonight"] {
+    for want in [
+        "completed (state=finished)",
+        "executor     teague-phone",
+        "estimate     PT20M",
+        "chicken, broccoli, rice",
+        "notes: use the chicken tonight",
+    ] {
         assert!(status.contains(want), "missing {want:?} in\n{status}");
     }
     let show = home.ok(&["show", r]);
-    assert!(show.starts_with(&format!("ref: {r}\n")) && show.contains("code: completed"), "{show}");
-    assert!(home.ok(&["status"]).lines().count() == 1, "no open threads left");
+    assert!(
+        show.starts_with(&format!("ref: {r}\n")) && show.contains("code: completed"),
+        "{show}"
+    );
+    assert!(
+        home.ok(&["status"]).lines().count() == 1,
+        "no open threads left"
+    );
     assert!(home.ok(&["status", "--all"]).contains(r));
     home.ok(&["fsck"]);
 }
@@ -39,18 +86,55 @@ fn the_readme_walkthrough_works_on_a_fresh_home() {
 #[test]
 fn questions_replies_and_cancel_from_the_shell() {
     let home = Home::with_config(CONFIG);
-    let r = home.ok(&["request", "vacuum the kitchen", "--requires", "vacuum-floor", "--id", "vac"]);
+    let r = home.ok(&[
+        "request",
+        "vacuum the kitchen",
+        "--requires",
+        "vacuum-floor",
+        "--id",
+        "vac",
+    ]);
     let r = r.trim();
     home.ok(&["claim", r, "--as", "roomba-kitchen"]);
-    home.ok(&["update", r, "--as", "roomba-kitchen", "--status", "needs_input", "--message", "two spills", "--question", "location: Which area? [sink|stove|both]"]);
+    home.ok(&[
+        "update",
+        r,
+        "--as",
+        "roomba-kitchen",
+        "--status",
+        "needs_input",
+        "--message",
+        "two spills",
+        "--question",
+        "location: Which area? [sink|stove|both]",
+    ]);
     let status = home.ok(&["status", "vac"]);
-    assert!(status.contains("location: Which area? [sink | stove | both]") && status.contains("two spills"), "{status}");
+    assert!(
+        status.contains("location: Which area? [sink | stove | both]")
+            && status.contains("two spills"),
+        "{status}"
+    );
     home.ok(&["reply", "vac", "--answer", "location=both"]);
     let yaml = home.ok(&["status", "vac", "--format", "yaml"]);
-    assert!(yaml.contains("status: needs_input") && yaml.contains("questions:"), "{yaml}");
-    let bad = home.fails(&["update", r, "--as", "roomba-kitchen", "--status", "failed"], 1);
+    assert!(
+        yaml.contains("status: needs_input") && yaml.contains("questions:"),
+        "{yaml}"
+    );
+    let bad = home.fails(
+        &["update", r, "--as", "roomba-kitchen", "--status", "failed"],
+        1,
+    );
     assert!(bad.contains("a `failed` status requires a reason"), "{bad}");
-    home.ok(&["update", r, "--as", "roomba-kitchen", "--status", "in_progress", "--progress", "40"]);
+    home.ok(&[
+        "update",
+        r,
+        "--as",
+        "roomba-kitchen",
+        "--status",
+        "in_progress",
+        "--progress",
+        "40",
+    ]);
     home.ok(&["cancel", "vac", "--reason", "plans changed"]);
     let status = home.ok(&["status", r, "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&status).unwrap();
@@ -65,10 +149,20 @@ fn send_takes_raw_messages_from_stdin_and_answers_in_yaml() {
         &["send", "-", "--as", "claude-agent"],
         "MESS:\n  - request:\n      id: my-task-1\n      intent: check the fridge\n  - request:\n      id: my-task-2\n      intent: water the plants\n---\nMESS:\n  - query:\n      type: executors\n",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("ack:\n      requests:\n        - id: my-task-1\n"), "{text}");
-    assert!(text.contains("---\nMESS:\n  - response:") && text.contains("id: roomba-kitchen"), "{text}");
+    assert!(
+        text.contains("ack:\n      requests:\n        - id: my-task-1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("---\nMESS:\n  - response:") && text.contains("id: roomba-kitchen"),
+        "{text}"
+    );
     let list = home.ok(&["status", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2);
@@ -78,7 +172,10 @@ fn send_takes_raw_messages_from_stdin_and_answers_in_yaml() {
 fn errors_are_one_clear_line_with_the_right_exit_code() {
     let home = Home::with_config(CONFIG);
     let err = home.fails(&["claim", "2026-01-31-999", "--as", "teague-phone"], 1);
-    assert!(err.starts_with("error: MESS[0].status.re: no thread \"2026-01-31-999\""), "{err}");
+    assert!(
+        err.starts_with("error: MESS[0].status.re: no thread \"2026-01-31-999\""),
+        "{err}"
+    );
     assert!(err.lines().nth(1).unwrap().starts_with("hint: "), "{err}");
     let usage = home.fails(&["claim"], 2);
     assert!(usage.contains("Usage:"), "{usage}");
@@ -87,15 +184,27 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: invalid YAML"));
     let bare = Home::with_config("");
     let err = bare.fails(&["request", "x"], 1);
-    assert!(err.contains("no identity to act as") && err.contains("--as ID"), "{err}");
+    assert!(
+        err.contains("no identity to act as") && err.contains("--as ID"),
+        "{err}"
+    );
     let err = home.fails(&["request", "x", "--needed-by", "tonight"], 1);
-    assert_eq!(err.lines().next().unwrap(), "error: MESS[0].request.needed_by: invalid timestamp \"tonight\" (expected e.g. 2026-01-31T17:00:00-08:00)");
+    assert_eq!(
+        err.lines().next().unwrap(),
+        "error: MESS[0].request.needed_by: invalid timestamp \"tonight\" (expected e.g. 2026-01-31T17:00:00-08:00)"
+    );
     let r = home.ok(&["request", "photo", "--requires", "take-photo"]);
     let err = home.fails(&["claim", r.trim(), "--as", "roomba-kitchen"], 1);
-    assert!(err.contains("roomba-kitchen lacks the required capability take-photo"), "{err}");
+    assert!(
+        err.contains("roomba-kitchen lacks the required capability take-photo"),
+        "{err}"
+    );
     let broken = Home::with_config("agent_id: [unclosed\n");
     let err = broken.fails(&["status"], 1);
-    assert!(err.contains("config.yaml") && err.contains("invalid YAML"), "{err}");
+    assert!(
+        err.contains("config.yaml") && err.contains("invalid YAML"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -106,15 +215,34 @@ fn fsck_and_archive_report_their_work() {
     home.ok(&["claim", &r, "--as", "teague-phone"]);
     home.ok(&["complete", &r, "--as", "teague-phone", "--text", "done"]);
     let moved = home.ok(&["archive", "--older-than", "0s"]);
-    assert!(moved.contains(&format!("{r} -> archive/")) && moved.contains("archived 1 thread(s)"), "{moved}");
-    assert!(home.ok(&["status", &r]).contains("(archive/"), "archived threads stay readable");
+    assert!(
+        moved.contains(&format!("{r} -> archive/")) && moved.contains("archived 1 thread(s)"),
+        "{moved}"
+    );
+    assert!(
+        home.ok(&["status", &r]).contains("(archive/"),
+        "archived threads stay readable"
+    );
     // Simulate a crash between writing the new copy and removing the old one.
-    let archived = std::fs::read_dir(home.path().join("archive")).unwrap().next().unwrap().unwrap().path();
+    let archived = std::fs::read_dir(home.path().join("archive"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let file = archived.join(format!("{r}.messe-af.yaml"));
-    std::fs::copy(&file, home.path().join(format!("state=finished/{r}.messe-af.yaml"))).unwrap();
+    std::fs::copy(
+        &file,
+        home.path()
+            .join(format!("state=finished/{r}.messe-af.yaml")),
+    )
+    .unwrap();
     let out = home.run(&["fsck"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("problem: "), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("problem: "),
+        "{out:?}"
+    );
     let fixed = home.ok(&["fsck", "--repair"]);
     assert!(fixed.contains("repaired: "), "{fixed}");
     home.ok(&["fsck"]);

@@ -20,18 +20,27 @@ fn simultaneous_creates_from_many_processes_get_distinct_refs() {
     let home = Home::with_config(&config());
     let children: Vec<_> = (0..24)
         .map(|i| {
-            home.command(&["request", &format!("task {i}"), "--id", &format!("task-{i}")])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            home.command(&[
+                "request",
+                &format!("task {i}"),
+                "--id",
+                &format!("task-{i}"),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     let mut refs: Vec<String> = children
         .into_iter()
         .map(|c| {
             let out = c.wait_with_output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8(out.stdout).unwrap().trim().to_owned()
         })
         .collect();
@@ -39,7 +48,9 @@ fn simultaneous_creates_from_many_processes_get_distinct_refs() {
     let before = refs.len();
     refs.dedup();
     assert_eq!(refs.len(), before, "duplicate refs: {refs:?}");
-    let files = std::fs::read_dir(home.path().join("state=received")).unwrap().count();
+    let files = std::fs::read_dir(home.path().join("state=received"))
+        .unwrap()
+        .count();
     assert_eq!(files, 24);
     let serials: Vec<u64> = refs.iter().map(|r| r[11..].parse().unwrap()).collect();
     assert_eq!(serials, (1..=24).collect::<Vec<_>>(), "no gaps either");
@@ -50,7 +61,12 @@ fn simultaneous_creates_from_many_processes_get_distinct_refs() {
 fn exactly_one_of_many_simultaneous_claims_wins() {
     let home = Home::with_config(&config());
     for round in 0..3 {
-        let r = home.ok(&["request", &format!("vacuum {round}"), "--requires", "vacuum-floor"]);
+        let r = home.ok(&[
+            "request",
+            &format!("vacuum {round}"),
+            "--requires",
+            "vacuum-floor",
+        ]);
         let r = r.trim().to_owned();
         let children: Vec<_> = (0..EXECUTORS)
             .map(|i| {
@@ -61,7 +77,10 @@ fn exactly_one_of_many_simultaneous_claims_wins() {
                     .unwrap()
             })
             .collect();
-        let outcomes: Vec<_> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+        let outcomes: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
         let winners: Vec<_> = outcomes.iter().filter(|o| o.status.success()).collect();
         assert_eq!(winners.len(), 1, "round {round}: {} winners", winners.len());
         for loser in outcomes.iter().filter(|o| !o.status.success()) {
@@ -71,7 +90,14 @@ fn exactly_one_of_many_simultaneous_claims_wins() {
         }
         let winner = String::from_utf8_lossy(&winners[0].stdout);
         let show = home.ok(&["show", &r]);
-        assert_eq!(show.matches("code: claimed").count(), 1, "one claim recorded:\n{show}");
-        assert!(show.contains(&format!("executor: {}", winner.trim().split(['(', ')']).nth(1).unwrap())));
+        assert_eq!(
+            show.matches("code: claimed").count(),
+            1,
+            "one claim recorded:\n{show}"
+        );
+        assert!(show.contains(&format!(
+            "executor: {}",
+            winner.trim().split(['(', ')']).nth(1).unwrap()
+        )));
     }
 }

@@ -27,6 +27,9 @@ impl Rng {
     }
 }
 
+/// Turns a successful command's stdout into what it promised.
+type OnSuccess = Box<dyn Fn(&str) -> Acked>;
+
 /// What a write that returned success promised.
 enum Acked {
     Created(String),
@@ -35,42 +38,94 @@ enum Acked {
 
 #[test]
 fn killed_writers_never_lose_acknowledged_messages_or_corrupt_files() {
-    let home = Home::with_config("agent_id: agent\nexecutors:\n  robot:\n    capabilities: [work]\n");
+    let home =
+        Home::with_config("agent_id: agent\nexecutors:\n  robot:\n    capabilities: [work]\n");
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
         | 1;
     let mut rng = Rng(seed);
-    let iterations = if std::env::var_os("MESS_SLOW_TESTS").is_some() { 1500 } else { 240 };
+    let iterations = if std::env::var_os("MESS_SLOW_TESTS").is_some() {
+        1500
+    } else {
+        240
+    };
     let mut acked: Vec<Acked> = Vec::new();
     let mut open: Vec<String> = Vec::new();
     let mut claimed: Vec<String> = Vec::new();
     let mut kills = 0;
     for i in 0..iterations {
-        let (args, on_success): (Vec<String>, Box<dyn Fn(&str) -> Acked>) = match rng.below(3) {
+        let (args, on_success): (Vec<String>, OnSuccess) = match rng.below(3) {
             0 if !claimed.is_empty() => {
                 let t = claimed[rng.below(claimed.len() as u64) as usize].clone();
-                let code: &'static str = if rng.below(3) == 0 { "completed" } else { "in_progress" };
-                let args = if code == "completed" {
-                    vec!["complete".into(), t.clone(), "--as".into(), "robot".into(), "--text".into(), format!("result {i}")]
+                let code: &'static str = if rng.below(3) == 0 {
+                    "completed"
                 } else {
-                    vec!["update".into(), t.clone(), "--as".into(), "robot".into(), "--status".into(), "in_progress".into(), "--progress".into(), format!("{}", i % 100)]
+                    "in_progress"
                 };
-                (args, Box::new(move |_| Acked::Status { thread: t.clone(), code }))
+                let args = if code == "completed" {
+                    vec![
+                        "complete".into(),
+                        t.clone(),
+                        "--as".into(),
+                        "robot".into(),
+                        "--text".into(),
+                        format!("result {i}"),
+                    ]
+                } else {
+                    vec![
+                        "update".into(),
+                        t.clone(),
+                        "--as".into(),
+                        "robot".into(),
+                        "--status".into(),
+                        "in_progress".into(),
+                        "--progress".into(),
+                        format!("{}", i % 100),
+                    ]
+                };
+                (
+                    args,
+                    Box::new(move |_| Acked::Status {
+                        thread: t.clone(),
+                        code,
+                    }),
+                )
             }
             1 if !open.is_empty() => {
                 let t = open.remove(rng.below(open.len() as u64) as usize);
                 let args = vec!["claim".into(), t.clone(), "--as".into(), "robot".into()];
-                (args, Box::new(move |_| Acked::Status { thread: t.clone(), code: "claimed" }))
+                (
+                    args,
+                    Box::new(move |_| Acked::Status {
+                        thread: t.clone(),
+                        code: "claimed",
+                    }),
+                )
             }
             _ => {
-                let args = vec!["request".into(), format!("task {i}"), "--requires".into(), "work".into(), "--id".into(), format!("t{i}")];
-                (args, Box::new(|out: &str| Acked::Created(out.trim().to_owned())))
+                let args = vec![
+                    "request".into(),
+                    format!("task {i}"),
+                    "--requires".into(),
+                    "work".into(),
+                    "--id".into(),
+                    format!("t{i}"),
+                ];
+                (
+                    args,
+                    Box::new(|out: &str| Acked::Created(out.trim().to_owned())),
+                )
             }
         };
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = home.command(&argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = home
+            .command(&argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_micros(rng.below(12_000));
         let finished = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -94,8 +149,12 @@ fn killed_writers_never_lose_acknowledged_messages_or_corrupt_files() {
             let a = on_success(&String::from_utf8_lossy(&out.stdout));
             match &a {
                 Acked::Created(t) => open.push(t.clone()),
-                Acked::Status { thread, code } if *code == "claimed" => claimed.push(thread.clone()),
-                Acked::Status { thread, code } if *code == "completed" => claimed.retain(|t| t != thread),
+                Acked::Status { thread, code } if *code == "claimed" => {
+                    claimed.push(thread.clone())
+                }
+                Acked::Status { thread, code } if *code == "completed" => {
+                    claimed.retain(|t| t != thread)
+                }
                 _ => {}
             }
             acked.push(a);
@@ -103,28 +162,46 @@ fn killed_writers_never_lose_acknowledged_messages_or_corrupt_files() {
             // A refused step (say, a claim of a thread a killed writer already claimed) is an
             // answer too; it promised nothing.
             let err = String::from_utf8_lossy(&out.stderr);
-            assert!(!err.contains("incomplete") && !err.contains("does not parse"), "seed {seed}: {err}");
+            assert!(
+                !err.contains("incomplete") && !err.contains("does not parse"),
+                "seed {seed}: {err}"
+            );
         }
     }
-    assert!(kills > iterations / 10, "seed {seed}: only {kills} kills; the test did not interrupt writers");
+    assert!(
+        kills > iterations / 10,
+        "seed {seed}: only {kills} kills; the test did not interrupt writers"
+    );
     home.ok(&["fsck", "--repair"]);
     let check = home.run(&["fsck"]);
-    assert!(check.status.success(), "seed {seed}: fsck after repair:\n{}", String::from_utf8_lossy(&check.stdout));
+    assert!(
+        check.status.success(),
+        "seed {seed}: fsck after repair:\n{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
 
     let store = FileStore::open(home.path());
     for a in &acked {
         match a {
             Acked::Created(t) => {
-                let thread = store.read(&ThreadRef::parse(t).unwrap()).unwrap_or_else(|e| panic!("seed {seed}: {t}: {e}"));
+                let thread = store
+                    .read(&ThreadRef::parse(t).unwrap())
+                    .unwrap_or_else(|e| panic!("seed {seed}: {t}: {e}"));
                 thread.messages().unwrap();
             }
             Acked::Status { thread, code } => {
                 let file = store.read(&ThreadRef::parse(thread).unwrap()).unwrap();
                 let found = file.messages().unwrap().iter().any(|d| {
                     d.from == "robot"
-                        && d.message.payloads.iter().any(|p| matches!(p, Payload::Status(s) if s.code.as_str() == *code))
+                        && d.message
+                            .payloads
+                            .iter()
+                            .any(|p| matches!(p, Payload::Status(s) if s.code.as_str() == *code))
                 });
-                assert!(found, "seed {seed}: acknowledged {code} on {thread} is missing");
+                assert!(
+                    found,
+                    "seed {seed}: acknowledged {code} on {thread} is missing"
+                );
             }
         }
     }

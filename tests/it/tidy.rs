@@ -9,7 +9,9 @@ fn root() -> &'static Path {
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -23,7 +25,10 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn rel(p: &Path) -> String {
-    p.strip_prefix(root()).unwrap().to_string_lossy().into_owned()
+    p.strip_prefix(root())
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }
 
 #[test]
@@ -31,25 +36,55 @@ fn every_source_file_starts_with_a_module_doc() {
     for dir in ["src", "tests", "benches"] {
         for f in rust_files(&root().join(dir)) {
             let text = std::fs::read_to_string(&f).unwrap();
-            assert!(text.starts_with("//!"), "{} must start with a //! line", rel(&f));
+            assert!(
+                text.starts_with("//!"),
+                "{} must start with a //! line",
+                rel(&f)
+            );
         }
     }
 }
 
 #[test]
 fn protocol_stays_pure() {
-    let allowed = ["std::", "serde", "chrono", "thiserror", "crate::protocol", "super::", "self::"];
-    for f in rust_files(&root().join("src/protocol")).into_iter().filter(|f| !f.ends_with("tests.rs")) {
+    let allowed = [
+        "std::",
+        "serde",
+        "chrono",
+        "thiserror",
+        "crate::protocol",
+        "super::",
+        "self::",
+    ];
+    for f in rust_files(&root().join("src/protocol"))
+        .into_iter()
+        .filter(|f| !f.ends_with("tests.rs"))
+    {
         let text = code_only(&std::fs::read_to_string(&f).unwrap());
         // Module-level imports only; `use Enum::*` inside a function is not a dependency.
         for line in text.lines() {
-            let Some(path) = line.strip_prefix("use ") else { continue };
+            let Some(path) = line.strip_prefix("use ") else {
+                continue;
+            };
             let ok = allowed.iter().any(|a| path.starts_with(a))
                 || (path.starts_with("serde_yaml") && f.ends_with("protocol/yaml.rs"));
             assert!(ok, "{}: protocol may not use {path}", rel(&f));
         }
-        for banned in ["std::fs", "tokio", "duckdb", "axum", "rmcp", "reqwest", "jsonwebtoken", "Utc::now"] {
-            assert!(!text.contains(banned), "{}: protocol must not touch {banned}", rel(&f));
+        for banned in [
+            "std::fs",
+            "tokio",
+            "duckdb",
+            "axum",
+            "rmcp",
+            "reqwest",
+            "jsonwebtoken",
+            "Utc::now",
+        ] {
+            assert!(
+                !text.contains(banned),
+                "{}: protocol must not touch {banned}",
+                rel(&f)
+            );
         }
     }
 }
@@ -67,7 +102,10 @@ fn banned_calls_stay_in_their_one_place() {
         let text = code_only(&std::fs::read_to_string(&f).unwrap());
         for (needle, homes) in &rules {
             if text.contains(needle) {
-                assert!(homes.iter().any(|h| name.starts_with(h)), "{name} uses {needle}, which belongs in {homes:?}");
+                assert!(
+                    homes.iter().any(|h| name.starts_with(h)),
+                    "{name} uses {needle}, which belongs in {homes:?}"
+                );
             }
         }
     }
@@ -76,7 +114,11 @@ fn banned_calls_stay_in_their_one_place() {
     for dir in ["src", "tests", "benches"] {
         for f in rust_files(&root().join(dir)) {
             let text = std::fs::read_to_string(&f).unwrap();
-            assert!(!text.contains(ignore) && !text.contains(should_panic), "{}: no ignored or should_panic tests", rel(&f));
+            assert!(
+                !text.contains(ignore) && !text.contains(should_panic),
+                "{}: no ignored or should_panic tests",
+                rel(&f)
+            );
         }
     }
 }
@@ -98,14 +140,23 @@ fn every_integration_test_file_is_registered() {
             continue;
         }
         let module = f.file_stem().unwrap().to_string_lossy();
-        assert!(main.contains(&format!("mod {module};")), "{name} is not declared in tests/it/main.rs");
+        assert!(
+            main.contains(&format!("mod {module};")),
+            "{name} is not declared in tests/it/main.rs"
+        );
     }
 }
 
 #[test]
 fn duckdb_is_pinned_exactly() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    let line = manifest.lines().find(|l| l.starts_with("duckdb")).expect("duckdb dependency");
-    assert!(line.contains("version = \"=1.20000.1\""), "pin duckdb with = ({line})");
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("duckdb"))
+        .expect("duckdb dependency");
+    assert!(
+        line.contains("version = \"=1.20000.1\""),
+        "pin duckdb with = ({line})"
+    );
     assert!(line.contains("default-features = false"), "{line}");
 }

@@ -6,12 +6,12 @@ use std::process::{Command, Output, Stdio};
 use tempfile::TempDir;
 
 /// An exchange home in a temp folder.
-pub struct Home {
-    pub dir: TempDir,
+pub(crate) struct Home {
+    pub(crate) dir: TempDir,
 }
 
 /// Executors used across CLI tests.
-pub const CONFIG: &str = "agent_id: claude-agent
+pub(crate) const CONFIG: &str = "agent_id: claude-agent
 executors:
   teague-phone:
     capabilities: [take-photo, check-visual]
@@ -21,7 +21,7 @@ executors:
 
 impl Home {
     /// A home with `config` as config.yaml (none when empty).
-    pub fn with_config(config: &str) -> Home {
+    pub(crate) fn with_config(config: &str) -> Home {
         let dir = TempDir::new().unwrap();
         if !config.is_empty() {
             std::fs::write(dir.path().join("config.yaml"), config).unwrap();
@@ -29,12 +29,12 @@ impl Home {
         Home { dir }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// A `mess` command on this home, with no identity from the environment.
-    pub fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_mess"));
         c.args(args)
             .env("MESS_HOME", self.path())
@@ -43,12 +43,12 @@ impl Home {
         c
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
     /// Runs `mess` and returns stdout, failing the test on a non-zero exit.
-    pub fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
             out.status.success(),
@@ -61,7 +61,7 @@ impl Home {
     }
 
     /// Runs `mess`, expects exit code `code`, and returns stderr.
-    pub fn fails(&self, args: &[&str], code: i32) -> String {
+    pub(crate) fn fails(&self, args: &[&str], code: i32) -> String {
         let out = self.run(args);
         assert_eq!(
             out.status.code(),
@@ -74,7 +74,7 @@ impl Home {
     }
 
     /// Runs `mess` with `input` on stdin.
-    pub fn with_stdin(&self, args: &[&str], input: &str) -> Output {
+    pub(crate) fn with_stdin(&self, args: &[&str], input: &str) -> Output {
         use std::io::Write;
         let mut child = self
             .command(args)
@@ -83,7 +83,12 @@ impl Home {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
         child.wait_with_output().unwrap()
     }
 }
