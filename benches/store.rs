@@ -101,7 +101,9 @@ fn main() {
     // (c) ref allocation: steady state (counter exists) and the first allocation of a day
     // (counter missing, so the folders are listed once), on this home.
     let day = NaiveDate::from_ymd_opt(2030, 1, 1).unwrap();
-    let first_of_day = timed(|| drop(store.allocate_refs(day, 1).unwrap()));
+    let first_ever = timed(|| drop(store.allocate_refs(day, 1).unwrap()));
+    let next_day = day.succ_opt().unwrap();
+    let first_of_day = timed(|| drop(store.allocate_refs(next_day, 1).unwrap()));
     let alloc: Vec<Duration> = (0..SAMPLES)
         .map(|_| timed(|| drop(store.allocate_refs(day, 1).unwrap())))
         .collect();

@@ -104,7 +104,16 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         )?);
     }
     for (g, before, deps) in checked {
-        answer.push(apply_group(ex, &g, &before, &deps, version.as_deref(), sender, &directory, now)?);
+        answer.push(apply_group(
+            ex,
+            &g,
+            &before,
+            &deps,
+            version.as_deref(),
+            sender,
+            &directory,
+            now,
+        )?);
     }
     for q in &queries {
         answer.push(view::answer_query(ex, q, &sender.id, &directory)?);
@@ -114,7 +123,10 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
 
 /// Writes one group under the thread's lock (checking it again there), then settles what
 /// follows from the new status; returns the status payload answered to the sender.
-#[allow(clippy::too_many_arguments, reason = "one call site; the values are the use case's state")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the values are the use case's state"
+)]
 fn apply_group(
     ex: &Exchange,
     g: &plan::Group,

@@ -104,7 +104,11 @@ fn latest_status(messages: &[MessageDoc], status: Status) -> Option<StatusMsg> {
 /// The status payload echoed to a sender after a change: the thread's current status (in
 /// `env`) with the fields of the message that set it, looked for first in `recent` (the
 /// payloads just written) and then in the thread's earlier messages, newest first.
-pub(crate) fn status_echo(env: &Envelope, recent: &[Payload], thread: &ThreadFile) -> Result<Payload, Error> {
+pub(crate) fn status_echo(
+    env: &Envelope,
+    recent: &[Payload],
+    thread: &ThreadFile,
+) -> Result<Payload, Error> {
     let matching = |p: &Payload| match p {
         Payload::Status(s) if s.code == env.status => Some(s.clone()),
         _ => None,

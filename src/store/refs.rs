@@ -32,7 +32,10 @@ pub(crate) fn allocate(
     let stored = fsio::read_optional(&path)?.and_then(|t| t.trim().parse::<u64>().ok());
     let mut last = match stored {
         Some(v) => v,
-        // A new day, or a lost counter: start after the highest serial on disk for that date.
+        // A new day in a home whose counters are intact starts at zero: files that other writers
+        // placed are skipped by the existence check below, so nothing needs listing.
+        None if has_counters(&dir)? => 0,
+        // A new home, or lost internal state: start after the highest serial on disk.
         None => highest_on_disk(layout, date)?,
     };
     let mut refs = Vec::with_capacity(n);
@@ -60,6 +63,13 @@ pub(crate) fn allocate(
         fsio::sync_dir(&dir)?;
     }
     Ok(refs)
+}
+
+fn has_counters(dir: &std::path::Path) -> Result<bool, StoreError> {
+    let entries = fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    Ok(entries
+        .flatten()
+        .any(|e| NaiveDate::parse_from_str(&e.file_name().to_string_lossy(), "%Y-%m-%d").is_ok()))
 }
 
 fn exists_anywhere(layout: &Layout, r: &ThreadRef) -> bool {

@@ -284,6 +284,13 @@ fn refs_count_up_per_day_and_never_reuse_a_file_on_disk() {
         "2026-02-01-1000",
         "serials grow past three digits"
     );
+    // A new day starts without listing folders, and still skips a file placed by hand.
+    fs::write(path(&store, State::Received, "2026-02-02-001"), "x").unwrap();
+    let next_day = NaiveDate::from_ymd_opt(2026, 2, 2).unwrap();
+    assert_eq!(
+        store.allocate_refs(next_day, 1).unwrap()[0].as_str(),
+        "2026-02-02-002"
+    );
 }
 
 #[test]
