@@ -98,8 +98,9 @@ fn main() {
         .map(|r| timed(|| drop(ex.thread(r.as_str(), "agent").unwrap())))
         .collect();
 
-    // (c) ref allocation: steady state (counter exists) and the first allocation of a day
-    // (counter missing, so the folders are listed once), on this home.
+    // (c) ref allocation: steady state, the first allocation of a new day, and the very first
+    // allocation in a home written by other tools (no counters yet, so the folders are listed
+    // once), on this home.
     let day = NaiveDate::from_ymd_opt(2030, 1, 1).unwrap();
     let first_ever = timed(|| drop(store.allocate_refs(day, 1).unwrap()));
     let next_day = day.succ_opt().unwrap();
@@ -159,8 +160,13 @@ fn main() {
     );
     println!(
         "{:<52} {:>10}",
-        format!("ref allocation, first of a day ({threads} threads)"),
+        format!("ref allocation, first of a new day ({threads} threads)"),
         us(first_of_day)
+    );
+    println!(
+        "{:<52} {:>10}",
+        format!("ref allocation, first ever (lists {threads} files)"),
+        us(first_ever)
     );
     println!(
         "{:<52} {:>10}",
