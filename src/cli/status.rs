@@ -129,6 +129,13 @@ fn human(v: &ThreadView) {
         if let Some(n) = &r.notes {
             output::line(&format!("  notes: {n}"));
         }
+        if !v.unmet_hints.is_empty() {
+            output::line(&format!(
+                "{:<12} {}",
+                "not answered",
+                v.unmet_hints.join(", ")
+            ));
+        }
     }
 }
 

@@ -1126,3 +1126,25 @@ fn oversized_and_malformed_input_is_refused_cleanly() {
     let (all, errors) = f.ex.list(&State::ALL, true).unwrap();
     assert!(all.is_empty() && errors.is_empty());
 }
+
+#[test]
+fn status_views_name_response_hints_the_response_left_unanswered() {
+    let f = fixture(EXECUTORS);
+    let r = f.request(
+        "claude-agent",
+        "intent: where are my keys?\nresponse_hint: [location, image, text]",
+    );
+    f.status("teague-phone", &r, "code: claimed").unwrap();
+    f.send(
+        "teague-phone",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - location:\n            name: Kitchen counter\n        - next to the fruit bowl\n"),
+    )
+    .unwrap();
+    let v = ThreadView::of(&f.ex.thread(&r, "claude-agent").unwrap()).unwrap();
+    assert_eq!(
+        v.unmet_hints,
+        vec!["image".to_owned()],
+        "the response has no image"
+    );
+    assert!(crate::protocol::emit::to_yaml(&v.to_value()).contains("unmet_hints:\n  - image"));
+}

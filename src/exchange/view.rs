@@ -4,7 +4,7 @@
 use crate::exchange::Exchange;
 use crate::exchange::directory::{self, Directory};
 use crate::exchange::error::Error;
-use crate::protocol::content::ContentEntry;
+use crate::protocol::content::{ContentEntry, unmet_hints};
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::message::{ConfigMsg, Payload, Query, QueryKind, Response};
@@ -27,18 +27,36 @@ pub struct ThreadView {
     pub current: Option<StatusMsg>,
     /// Number of message documents.
     pub messages: usize,
+    /// Response hints of the request that the latest response does not answer (v1.1 3.1).
+    pub unmet_hints: Vec<String>,
 }
 
 impl ThreadView {
     /// Builds the view of a thread file.
     pub fn of(thread: &ThreadFile) -> Result<ThreadView, Error> {
         let messages = thread.messages()?;
+        let response = latest_response(&messages);
+        let hints: Vec<String> = messages
+            .iter()
+            .flat_map(|d| &d.message.payloads)
+            .find_map(|p| match p {
+                Payload::Request(r) => {
+                    Some(r.response_hint.iter().map(|h| h.kind.clone()).collect())
+                }
+                _ => None,
+            })
+            .unwrap_or_default();
+        let unmet_hints = match &response {
+            Some(r) => unmet_hints(hints.iter().map(String::as_str), &r.content),
+            None => Vec::new(),
+        };
         Ok(ThreadView {
             envelope: thread.envelope.clone(),
             location: thread.location.clone(),
-            response: latest_response(&messages),
+            response,
             current: latest_status(&messages, thread.envelope.status),
             messages: messages.len(),
+            unmet_hints,
         })
     }
 
@@ -70,6 +88,12 @@ impl ThreadView {
             if let Some(n) = &r.notes {
                 m.insert("notes", Value::str(n));
             }
+        }
+        if !self.unmet_hints.is_empty() {
+            m.insert(
+                "unmet_hints",
+                Value::Seq(self.unmet_hints.iter().map(Value::str).collect()),
+            );
         }
         m.insert("messages", Value::Int(self.messages as i64));
         Value::Map(m)

@@ -476,3 +476,38 @@ pub fn data_uri(mime: &str, bytes: &[u8]) -> String {
     }
     out
 }
+
+/// The response hints (v1.1 section 3.1) that `content` does not answer: `text` wants a bare or
+/// explicit text entry, `image`/`video`/`audio`/`file`/`location`/`confirmation` an entry of that
+/// type. Hints of other kinds are exchange-specific and not judged.
+pub fn unmet_hints<'a>(
+    hints: impl IntoIterator<Item = &'a str>,
+    content: &[ContentEntry],
+) -> Vec<String> {
+    let answers = |hint: &str| {
+        content.iter().any(|e| match (hint, e) {
+            ("text", ContentEntry::Text(_) | ContentEntry::ExplicitText(_)) => true,
+            ("image", ContentEntry::Image(_))
+            | ("video", ContentEntry::Video(_))
+            | ("audio", ContentEntry::Audio(_))
+            | ("file", ContentEntry::File(_))
+            | ("location", ContentEntry::Location(_))
+            | ("confirmation", ContentEntry::Confirmation(_)) => true,
+            _ => false,
+        })
+    };
+    const KNOWN: [&str; 7] = [
+        "text",
+        "image",
+        "video",
+        "audio",
+        "file",
+        "location",
+        "confirmation",
+    ];
+    hints
+        .into_iter()
+        .filter(|h| KNOWN.contains(h) && !answers(h))
+        .map(str::to_owned)
+        .collect()
+}
