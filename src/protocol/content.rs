@@ -485,15 +485,19 @@ pub fn unmet_hints<'a>(
     content: &[ContentEntry],
 ) -> Vec<String> {
     let answers = |hint: &str| {
-        content.iter().any(|e| match (hint, e) {
-            ("text", ContentEntry::Text(_) | ContentEntry::ExplicitText(_)) => true,
-            ("image", ContentEntry::Image(_))
-            | ("video", ContentEntry::Video(_))
-            | ("audio", ContentEntry::Audio(_))
-            | ("file", ContentEntry::File(_))
-            | ("location", ContentEntry::Location(_))
-            | ("confirmation", ContentEntry::Confirmation(_)) => true,
-            _ => false,
+        content.iter().any(|e| {
+            matches!(
+                (hint, e),
+                (
+                    "text",
+                    ContentEntry::Text(_) | ContentEntry::ExplicitText(_)
+                ) | ("image", ContentEntry::Image(_))
+                    | ("video", ContentEntry::Video(_))
+                    | ("audio", ContentEntry::Audio(_))
+                    | ("file", ContentEntry::File(_))
+                    | ("location", ContentEntry::Location(_))
+                    | ("confirmation", ContentEntry::Confirmation(_))
+            )
         })
     };
     const KNOWN: [&str; 7] = [
