@@ -154,10 +154,13 @@ impl MessageDoc {
         );
         field::put_str(&mut m, "channel", &self.channel);
         m.extend_missing(self.extra.clone());
-        let mess = self.message.to_value();
-        if let Value::Map(mm) = mess {
+        // The sender's own top-level keys come last and never replace `from`, `received` or
+        // `channel`, which only the exchange sets.
+        if let Value::Map(mm) = self.message.to_value() {
             for (k, v) in mm {
-                m.insert(k, v);
+                if k == "MESS" || !m.contains_key(&k) {
+                    m.insert(k, v);
+                }
             }
         }
         Value::Map(m)
