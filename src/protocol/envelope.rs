@@ -527,6 +527,8 @@ pub fn rebuild(
         // Stable, so entries at the same instant keep derived-before-recorded order.
         env.history.sort_by_key(|h| h.at);
         env.extra = s.extra.clone();
+        // Writers may bump `updated` for messages that change nothing else; later is kept.
+        env.updated = env.updated.max(s.updated);
         if env.expires.is_none() {
             env.expires = s.expires;
         }
@@ -546,7 +548,8 @@ pub fn rebuild(
 }
 
 /// True when `stored` says something about the thread's state that its messages do not:
-/// another status, executor, confirmation or estimate, or another sequence of history entries.
+/// another status, executor, confirmation or estimate, another sequence of history entries, or
+/// an `updated` older than the last change.
 pub fn differs_in_state(stored: &Envelope, rebuilt: &Envelope) -> bool {
     let key = |e: &Envelope| {
         e.history
@@ -558,6 +561,6 @@ pub fn differs_in_state(stored: &Envelope, rebuilt: &Envelope) -> bool {
         || stored.executor != rebuilt.executor
         || stored.confirmation != rebuilt.confirmation
         || stored.estimate != rebuilt.estimate
-        || stored.updated != rebuilt.updated
+        || stored.updated < rebuilt.updated
         || key(stored) != key(rebuilt)
 }

@@ -411,3 +411,26 @@ fn concurrent_writers_in_one_process_lose_nothing() {
     });
     assert_eq!(store.read(&t).unwrap().messages().unwrap().len(), 2 + 40);
 }
+
+#[test]
+fn a_later_updated_written_by_another_tool_is_not_a_problem() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    let p = path(&store, State::Received, "2026-01-31-001");
+    let text = fs::read_to_string(&p).unwrap().replace(
+        "updated: 2026-01-31T17:00:00Z",
+        "updated: 2026-01-31T18:00:00Z",
+    );
+    fs::write(&p, text).unwrap();
+    assert!(
+        store
+            .fsck(false, &mut |_, _| {})
+            .unwrap()
+            .findings
+            .is_empty()
+    );
+    assert_eq!(
+        store.envelope(&t).unwrap().0.updated,
+        time::parse_timestamp("2026-01-31T18:00:00Z").unwrap()
+    );
+}
