@@ -32,7 +32,7 @@ pub(crate) fn expire_if_due(
         if !is_overdue(env, now) {
             return Ok((None, false));
         }
-        let at = env.expires.unwrap_or(now);
+        let at = env.expires.or(env.needed_by).unwrap_or(now);
         let mut status = StatusMsg::new(
             env.thread_ref.as_str(),
             StatusDetails::Expired {
@@ -54,7 +54,8 @@ pub(crate) fn expire_if_due(
 }
 
 fn is_overdue(env: &Envelope, now: Timestamp) -> bool {
-    env.status == Status::Pending && env.expires.is_some_and(|t| t <= now)
+    // Envelopes written by other tools may carry only `needed_by`.
+    env.status == Status::Pending && env.expires.or(env.needed_by).is_some_and(|t| t <= now)
 }
 
 /// Expires every overdue pending thread.

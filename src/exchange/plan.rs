@@ -122,7 +122,7 @@ pub(crate) fn check_group(
                 let actor = actor_for_report(&running, cx)?;
                 machine::check_transition(thread, running.status, s.code, actor)?;
                 if actor == Actor::Executor {
-                    check_may_take(&running, s.code, cx)?;
+                    check_may_claim(&running, cx)?;
                 } else {
                     machine::check_confirmation(
                         thread,
@@ -244,19 +244,14 @@ fn actor_for_report(env: &Envelope, cx: &Context<'_>) -> Result<Actor, Error> {
     Err(ProtocolError::forbidden(why).into())
 }
 
-/// Checks that an executor may claim or decline a pending thread: it holds every required
-/// capability, and (to claim) every dependency has completed.
-fn check_may_take(env: &Envelope, code: Status, cx: &Context<'_>) -> Result<(), Error> {
-    let verb = if code == Status::Claimed {
-        "claim"
-    } else {
-        "decline"
-    };
+/// Checks that an executor may claim a pending thread: it holds every required capability and
+/// every dependency has completed. (The state machine lets other executors do nothing else.)
+fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), Error> {
     if let Some(exec) = cx.directory.executor(cx.sender) {
         let missing = cx.directory.missing(exec, &env.requires);
         if !missing.is_empty() {
             return Err(ProtocolError::forbidden(format!(
-                "cannot {verb} {}: {} lacks the required capabilit{} {}",
+                "cannot claim {}: {} lacks the required capabilit{} {}",
                 env.thread_ref,
                 cx.sender,
                 if missing.len() == 1 { "y" } else { "ies" },
@@ -265,26 +260,24 @@ fn check_may_take(env: &Envelope, code: Status, cx: &Context<'_>) -> Result<(), 
             .into());
         }
     }
-    if code == Status::Claimed {
-        let waiting: Vec<String> = cx
-            .dependencies
-            .iter()
-            .filter(|(_, s)| *s != Some(Status::Completed))
-            .map(|(r, s)| {
-                format!(
-                    "{r} ({})",
-                    s.map_or("missing".to_owned(), |s| s.to_string())
-                )
-            })
-            .collect();
-        if !waiting.is_empty() {
-            return Err(ProtocolError::conflict(format!(
-                "cannot claim {}: it waits for {}",
-                env.thread_ref,
-                waiting.join(", ")
-            ))
-            .into());
-        }
+    let waiting: Vec<String> = cx
+        .dependencies
+        .iter()
+        .filter(|(_, s)| *s != Some(Status::Completed))
+        .map(|(r, s)| {
+            format!(
+                "{r} ({})",
+                s.map_or("missing".to_owned(), |s| s.to_string())
+            )
+        })
+        .collect();
+    if !waiting.is_empty() {
+        return Err(ProtocolError::conflict(format!(
+            "cannot claim {}: it waits for {}",
+            env.thread_ref,
+            waiting.join(", ")
+        ))
+        .into());
     }
     Ok(())
 }

@@ -107,6 +107,10 @@ impl Fields {
             None => Ok(None),
             Some(Value::Int(i)) => Ok(Some(i as f64)),
             Some(Value::Float(f)) if f.is_finite() => Ok(Some(f)),
+            Some(Value::Float(f)) => Err(ProtocolError::invalid(
+                path,
+                format!("expected a finite number, found {f}"),
+            )),
             Some(other) => Err(ProtocolError::invalid(
                 path,
                 format!("expected a number, found {}", other.kind()),

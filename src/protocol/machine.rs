@@ -84,7 +84,12 @@ pub fn check_transition(
             _ => forbid("the requestor may only cancel; status is reported by the executor"),
         },
         Actor::Executor => match (from, to) {
-            (Pending, Claimed | Declined) => Ok(()),
+            (Pending, Claimed) => Ok(()),
+            // A decline is final for everyone, so it takes the claim first; an executor that
+            // does not want the work simply leaves it for others.
+            (Pending, Declined) => {
+                refuse("claim it first (declining ends the request for every executor)")
+            }
             (Pending, _) => refuse("claim it first"),
             (_, Claimed) => refuse("it is already claimed"),
             _ => forbid("only the executor that claimed it may update it"),

@@ -434,7 +434,7 @@ fn allowed(actor: Actor, from: Status) -> Vec<Status> {
         (Actor::Exchange, _) => vec![],
         (Actor::Requestor, Partial) => vec![],
         (Actor::Requestor, _) => vec![Cancelled],
-        (Actor::Executor, Pending) => vec![Claimed, Declined],
+        (Actor::Executor, Pending) => vec![Claimed],
         (Actor::Executor, _) => vec![],
         (Actor::Claimant, Pending) => vec![],
         (Actor::Claimant, Partial) => vec![Completed],

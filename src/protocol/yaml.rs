@@ -156,6 +156,15 @@ impl<'de> Visitor<'de> for Node<'_> {
         self.spend()?;
         Ok(i64::try_from(v).map_or(Value::Float(v as f64), Value::Int))
     }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
+        self.spend()?;
+        // Beyond 64 bits a number is kept as a float, as JSON readers would.
+        Ok(i64::try_from(v).map_or(Value::Float(v as f64), Value::Int))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
+        self.spend()?;
+        Ok(i64::try_from(v).map_or(Value::Float(v as f64), Value::Int))
+    }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         self.spend()?;
         Ok(Value::Float(v))
