@@ -401,8 +401,10 @@ fn durations_parse_iso_and_short_forms() {
     assert_eq!(secs("45m"), Ok(2700));
     assert_eq!(secs("2h15m"), Ok(8100));
     assert_eq!(secs("1d"), Ok(86400));
+    assert_eq!(secs("P1M"), Ok(30 * 86400), "a month counts as 30 days");
+    assert_eq!(secs("P1Y2M"), Ok(425 * 86400));
     for bad in [
-        "P", "PT", "P1M", "P1Y", "PT1H2", "PTH", "45", "banana", "PT1M1H", "1x", "P-1D",
+        "P", "PT", "P1DT", "PT1H2", "PTH", "45", "banana", "PT1M1H", "1x", "P-1D", "P1D1Y",
     ] {
         assert!(time::parse_any_duration(bad).is_err(), "{bad} accepted");
     }

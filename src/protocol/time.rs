@@ -119,9 +119,9 @@ pub struct Duration {
     pub length: TimeDelta,
 }
 
-/// Parses an ISO 8601 duration (`PT30M`, `PT2H`, `P1D`, `P1W`, `P1DT2H30M15.5S`).
+/// Parses an ISO 8601 duration (`PT30M`, `PT2H`, `P1D`, `P1W`, `P1DT2H30M15.5S`, `P1M`).
 ///
-/// Years and months are refused because their length depends on the calendar.
+/// A duration has no start date here, so a month counts as 30 days and a year as 365.
 pub fn parse_iso_duration(s: &str) -> Result<Duration, String> {
     let bad = |why: &str| {
         format!("invalid ISO 8601 duration {s:?}: {why} (expected e.g. PT45M, PT2H, P1D)")
@@ -134,8 +134,10 @@ pub fn parse_iso_duration(s: &str) -> Result<Duration, String> {
     }
     let mut total = 0f64;
     let mut in_time = false;
+    let mut time_components = 0;
     let mut number = String::new();
     let mut components = 0;
+    // Components must come in order: Y M W D, then T, then H M S.
     let mut last_rank = 0;
     for c in body.chars() {
         match c.to_ascii_uppercase() {
@@ -153,24 +155,24 @@ pub fn parse_iso_duration(s: &str) -> Result<Duration, String> {
                 let n: f64 = number.parse().map_err(|_| bad("bad number"))?;
                 number.clear();
                 let (secs, rank) = match (unit, in_time) {
-                    ('Y', false) | ('M', false) => {
-                        return Err(bad(
-                            "years and months have no fixed length; use days (P30D)",
-                        ));
-                    }
-                    ('W', false) => (604_800.0, 1),
-                    ('D', false) => (86_400.0, 2),
+                    ('Y', false) => (365.0 * 86_400.0, 1),
+                    ('M', false) => (30.0 * 86_400.0, 2),
+                    ('W', false) => (604_800.0, 3),
+                    ('D', false) => (86_400.0, 4),
                     ('H', true) => (3_600.0, 11),
                     ('M', true) => (60.0, 12),
                     ('S', true) => (1.0, 13),
                     _ => return Err(bad(&format!("unexpected unit {unit:?}"))),
                 };
-                if rank <= last_rank && !(rank == 11 && last_rank == 10) {
+                if rank <= last_rank {
                     return Err(bad("components out of order"));
                 }
                 last_rank = rank;
                 total += n * secs;
                 components += 1;
+                if in_time {
+                    time_components += 1;
+                }
             }
         }
     }
@@ -179,6 +181,9 @@ pub fn parse_iso_duration(s: &str) -> Result<Duration, String> {
     }
     if components == 0 {
         return Err(bad("no components"));
+    }
+    if in_time && time_components == 0 {
+        return Err(bad("a T must be followed by hours, minutes or seconds"));
     }
     to_duration(s, total).map_err(|e| bad(&e))
 }
