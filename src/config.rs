@@ -141,7 +141,7 @@ pub fn interpolate(text: &str) -> String {
 
 /// The commented example `config.yaml` that `mess init` writes.
 pub const EXAMPLE_CONFIG: &str = r#"# mess exchange configuration.
-# Precedence: built-in defaults < this file < MESS_* environment variables < command-line flags.
+# Precedence: built-in defaults < this file < environment (MESS_HOME, MESS_AGENT_ID) < flags.
 # ${NAME} is replaced by the environment variable NAME.
 
 # Default identity for commands that act for someone (`mess request`, `mess reply`, ...).
@@ -166,7 +166,8 @@ executors:
       webhook: http://localhost:8080/roomba/mess
 
 # Routing rules, tried in order; `default` applies when no `match` names an eligible executor.
-# Without rules, every eligible executor is offered the work.
+# Without rules, every eligible executor is offered the work. Rules sent in a `config` message
+# are stored in routing.yaml and replace these; delete routing.yaml to use these again.
 routing:
   - match: { capability: vacuum-floor }
     prefer: [roomba-kitchen]

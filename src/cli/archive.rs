@@ -13,7 +13,7 @@ pub(crate) struct ArchiveArgs {
 
 pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
     let age = time::parse_any_duration(&args.older_than)
-        .map_err(|e| CliError::usage_hint(format!("--older-than: {e}"), "e.g. --older-than 30d"))?;
+        .map_err(|e| CliError::usage(format!("--older-than: {e}"), "e.g. --older-than 30d"))?;
     let mut progress = Progress::new("archiving");
     let report = cx
         .exchange
@@ -23,7 +23,7 @@ pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
     }
     output::line(&format!("archived {} thread(s)", report.moved.len()));
     if let Some(first) = report.errors.first() {
-        return Err(CliError::usage_hint(
+        return Err(CliError::with_hint(
             format!(
                 "{} file(s) could not be archived, e.g. {first}",
                 report.errors.len()

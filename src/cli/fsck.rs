@@ -28,7 +28,7 @@ pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
         report.findings.len() - report.unrepaired()
     ));
     if report.unrepaired() > 0 {
-        return Err(CliError::usage_hint(
+        return Err(CliError::with_hint(
             format!("{} problem(s) remain", report.unrepaired()),
             if args.repair {
                 "problems that remain need a person; see the lines above"

@@ -89,7 +89,7 @@ impl Context {
             .or_else(|| self.config.agent_id.clone())
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| {
-                CliError::usage_hint(
+                CliError::usage(
                     "no identity to act as",
                     "pass --as ID, set MESS_AGENT_ID, or set agent_id in config.yaml",
                 )
@@ -123,7 +123,17 @@ impl CliError {
         }
     }
 
-    fn usage_hint(message: impl Into<String>, hint: impl Into<String>) -> CliError {
+    /// A problem with what was typed (exit code 2), with a hint on how to type it.
+    fn usage(message: impl Into<String>, hint: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            hint: Some(hint.into()),
+            code: 2,
+        }
+    }
+
+    /// An operational failure (exit code 1) with a hint on what to do next.
+    fn with_hint(message: impl Into<String>, hint: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
             hint: Some(hint.into()),

@@ -32,7 +32,7 @@ pub(crate) fn run(cx: &Context, args: ReplyArgs) -> Result<(), CliError> {
         let mut answers = Map::new();
         for a in &args.answers {
             let Some((k, v)) = a.split_once('=') else {
-                return Err(CliError::usage_hint(
+                return Err(CliError::usage(
                     format!("--answer {a:?} is not field=value"),
                     "write e.g. --answer location=both",
                 ));

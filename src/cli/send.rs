@@ -20,9 +20,28 @@ pub(crate) fn run(cx: &Context, args: SendArgs) -> Result<(), CliError> {
         Some(p) => std::fs::read_to_string(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?,
     };
-    let answers = cx.exchange.submit_text(&text, &cx.sender()?)?;
-    let values: Vec<_> = answers.iter().map(|m| m.to_value()).collect();
-    output::raw(&emit::to_yaml_documents(&values));
+    let sender = cx.sender()?;
+    let messages = cx.exchange.parse_text(&text)?;
+    let total = messages.len();
+    // Answers are printed as each message is applied, so when a later message fails the
+    // caller still learns the refs of the earlier ones.
+    for (i, message) in messages.into_iter().enumerate() {
+        match cx.exchange.submit(message, &sender) {
+            Ok(answer) => {
+                if i > 0 {
+                    output::raw("---\n");
+                }
+                output::raw(&emit::to_yaml(&answer.to_value()));
+            }
+            Err(e) if total > 1 => {
+                return Err(CliError::new(format!(
+                    "document {} of {total}: {e} (the documents before it were applied)",
+                    i + 1
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     Ok(())
 }
 

@@ -209,7 +209,7 @@ fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
     }
     if !errors.is_empty() {
         let first = errors[0].to_string();
-        return Err(CliError::usage_hint(
+        return Err(CliError::with_hint(
             format!(
                 "{} thread file(s) could not be read, e.g. {first}",
                 errors.len()

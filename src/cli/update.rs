@@ -140,7 +140,7 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
 /// Parses `field: question [a|b|c]`.
 fn parse_question(raw: &str) -> Result<Value, CliError> {
     let Some((field, rest)) = raw.split_once(':') else {
-        return Err(CliError::usage_hint(
+        return Err(CliError::usage(
             format!("--question {raw:?} has no field"),
             "write `field: question`, optionally ending in [option|option]",
         ));

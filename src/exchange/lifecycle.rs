@@ -58,6 +58,18 @@ fn is_overdue(env: &Envelope, now: Timestamp) -> bool {
     env.status == Status::Pending && env.expires.or(env.needed_by).is_some_and(|t| t <= now)
 }
 
+/// Reconciles every pending thread that waits for dependencies and was never dispatched: the
+/// process that should have done it may have died after writing a dependency's final status.
+pub(crate) fn settle_waiting(ex: &Exchange, now: Timestamp) -> Result<(), Error> {
+    let (pending, _) = ex.store().list(&[State::Received], false);
+    for (env, _, _) in pending {
+        if !env.depends_on.is_empty() && !env.dispatched() {
+            reconcile(ex, &env.thread_ref, now)?;
+        }
+    }
+    Ok(())
+}
+
 /// Expires every overdue pending thread.
 pub(crate) fn expire_due(ex: &Exchange, now: Timestamp) -> Result<Vec<ThreadRef>, Error> {
     let (pending, _) = ex.store().list(&[State::Received], false);

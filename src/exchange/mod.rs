@@ -103,8 +103,18 @@ impl Exchange {
     }
 
     /// Parses YAML text holding one or more MESS messages (one per document) and submits each,
-    /// in order; returns the exchange's answer to each.
+    /// in order; returns the exchange's answer to each. Stops at the first failure; callers that
+    /// must report the answers before it submit [`Exchange::parse_text`]'s messages one by one.
     pub fn submit_text(&self, text: &str, sender: &Sender) -> Result<Vec<Message>, Error> {
+        self.parse_text(text)?
+            .into_iter()
+            .map(|m| self.submit(m, sender))
+            .collect()
+    }
+
+    /// Parses YAML text holding one or more MESS messages (one per document), checking the size
+    /// limit first; nothing is submitted.
+    pub fn parse_text(&self, text: &str) -> Result<Vec<Message>, Error> {
         if text.len() > self.settings.max_message_bytes {
             return Err(ProtocolError::TooLarge {
                 size: text.len(),
@@ -121,10 +131,7 @@ impl Exchange {
         if messages.is_empty() {
             return Err(ProtocolError::invalid("MESS", "the input holds no message").into());
         }
-        messages
-            .into_iter()
-            .map(|m| self.submit(m, sender))
-            .collect()
+        Ok(messages)
     }
 
     /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
@@ -144,6 +151,7 @@ impl Exchange {
         let thread = self.resolve(reference, sender)?;
         let now = self.now();
         lifecycle::expire_if_due(self, &thread, now)?;
+        lifecycle::reconcile(self, &thread, now)?;
         Ok(self.store.read(&thread)?)
     }
 
@@ -153,6 +161,7 @@ impl Exchange {
         let now = self.now();
         if states.contains(&State::Received) {
             lifecycle::expire_due(self, now)?;
+            lifecycle::settle_waiting(self, now)?;
         }
         let (mut items, errors) = self.store.list(states, archive);
         items.sort_by(|a, b| {
@@ -184,6 +193,14 @@ impl Exchange {
         repair: bool,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<FsckReport, Error> {
-        Ok(self.store.fsck(repair, progress)?)
+        let report = self.store.fsck(repair, progress)?;
+        if repair {
+            // With the files and indexes sound again, finish what interrupted writers left:
+            // overdue expiries and dependents of threads that reached a final status.
+            let now = self.now();
+            lifecycle::expire_due(self, now)?;
+            lifecycle::settle_waiting(self, now)?;
+        }
+        Ok(report)
     }
 }

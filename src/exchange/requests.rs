@@ -22,11 +22,109 @@ pub(crate) struct Incoming {
     pub(crate) request: Request,
 }
 
+/// Where a `depends_on` entry points.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// Another request of the same message, by its position in `MESS:`.
+    Sibling(usize),
+    /// A thread that exists already.
+    Thread(ThreadRef),
+}
+
+/// The dependencies of each request, resolved once, keyed by the request's position.
+pub(crate) type Dependencies = HashMap<usize, Vec<Target>>;
+
+/// Checks the requests of a message before anything is written: client ids differ within the
+/// message, every `depends_on` entry names a sibling, a ref or a client id of the sender, and
+/// no request depends on itself or on a cycle of siblings. Resolves the entries once, so
+/// `last` means the same thing for every request of the message.
+pub(crate) fn check(
+    ex: &Exchange,
+    incoming: &[Incoming],
+    sender: &Sender,
+) -> Result<Dependencies, Error> {
+    let mut siblings: HashMap<&str, usize> = HashMap::new();
+    for req in incoming {
+        if let Some(id) = &req.request.id
+            && let Some(first) = siblings.insert(id, req.index)
+        {
+            return Err(ProtocolError::invalid(
+                format!("MESS[{}].request.id", req.index),
+                format!("{id:?} is also the id of MESS[{first}]; ids in one message must differ"),
+            )
+            .into());
+        }
+    }
+    let mut deps = Dependencies::new();
+    for req in incoming {
+        let mut targets = Vec::new();
+        for (j, dep) in req.request.depends_on().iter().enumerate() {
+            let path = format!("MESS[{}].request.constraints.depends_on[{j}]", req.index);
+            if let Some(&target) = siblings.get(dep.as_str()) {
+                if target == req.index {
+                    return Err(
+                        ProtocolError::invalid(path, "a request cannot depend on itself").into(),
+                    );
+                }
+                targets.push(Target::Sibling(target));
+                continue;
+            }
+            let thread = plan::resolve(ex, dep, &sender.id).map_err(|e| match e {
+                Error::NotFound { .. } => Error::from(ProtocolError::invalid(
+                    path,
+                    format!("unknown request {dep:?} (not a ref, a sibling id, or one of your client ids)"),
+                )),
+                other => other,
+            })?;
+            targets.push(Target::Thread(thread));
+        }
+        deps.insert(req.index, targets);
+    }
+    if let Some(c) = find_cycle(&deps) {
+        return Err(ProtocolError::invalid(
+            format!("MESS[{c}].request.constraints.depends_on"),
+            "the requests of this message depend on each other in a cycle",
+        )
+        .into());
+    }
+    Ok(deps)
+}
+
+/// A request on a cycle of sibling dependencies, if there is one.
+fn find_cycle(deps: &Dependencies) -> Option<usize> {
+    fn visit(n: usize, deps: &Dependencies, state: &mut HashMap<usize, u8>) -> Option<usize> {
+        match state.get(&n) {
+            Some(1) => return Some(n),
+            Some(2) => return None,
+            _ => {}
+        }
+        state.insert(n, 1);
+        for t in deps.get(&n).into_iter().flatten() {
+            if let Target::Sibling(m) = t
+                && let Some(c) = visit(*m, deps, state)
+            {
+                return Some(c);
+            }
+        }
+        state.insert(n, 2);
+        None
+    }
+    let mut state = HashMap::new();
+    let mut keys: Vec<usize> = deps.keys().copied().collect();
+    keys.sort_unstable();
+    keys.into_iter().find_map(|n| visit(n, deps, &mut state))
+}
+
 /// Creates a thread per request (or finds the open thread of a re-sent client id) and returns
-/// the ack payload for the sender.
+/// the ack payload for the sender. `deps` comes from [`check`].
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the values are the use case's state"
+)]
 pub(crate) fn create(
     ex: &Exchange,
     incoming: Vec<Incoming>,
+    deps: &Dependencies,
     version: Option<&str>,
     extra: &Map,
     sender: &Sender,
@@ -34,61 +132,45 @@ pub(crate) fn create(
     now: Timestamp,
 ) -> Result<Payload, Error> {
     let store = ex.store();
-    // Ids must be unique within the message, and a re-sent id of an open thread is not new.
-    let mut seen: HashMap<&str, usize> = HashMap::new();
+    // One sender's creates run one at a time, from the client-id lookup to the written file,
+    // so a re-sent id never makes a second thread however many processes send it.
+    let guard = store.lock_sender(&sender.id)?;
     let mut existing: HashMap<usize, ThreadRef> = HashMap::new();
     for req in &incoming {
-        if let Some(id) = &req.request.id {
-            if let Some(first) = seen.insert(id, req.index) {
-                return Err(ProtocolError::invalid(
-                    format!("MESS[{}].request.id", req.index),
-                    format!(
-                        "{id:?} is also the id of MESS[{first}]; ids in one message must differ"
-                    ),
-                )
-                .into());
-            }
-            if let Some(r) = store.lookup(&sender.id, IndexKey::ClientId(id))?
-                && let Ok((env, _)) = store.envelope(&r)
-                && !env.status.is_terminal()
-            {
-                existing.insert(req.index, r);
-            }
+        if let Some(id) = &req.request.id
+            && let Some(r) = store.lookup(&sender.id, IndexKey::ClientId(id))?
+            && let Ok((env, _)) = store.envelope(&r)
+            && !env.status.is_terminal()
+        {
+            existing.insert(req.index, r);
         }
     }
     let fresh: Vec<&Incoming> = incoming
         .iter()
         .filter(|r| !existing.contains_key(&r.index))
         .collect();
-    check_dependencies(ex, &incoming, &existing, sender)?;
-
-    let date = now.date_naive();
     let refs = if fresh.is_empty() {
         Vec::new()
     } else {
-        store.allocate_refs(date, fresh.len())?
+        store.allocate_refs(now.date_naive(), fresh.len())?
     };
     let mut assigned: HashMap<usize, ThreadRef> = existing.clone();
     for (req, r) in fresh.iter().zip(&refs) {
         assigned.insert(req.index, r.clone());
     }
-    let by_id: HashMap<&str, &ThreadRef> = incoming
-        .iter()
-        .filter_map(|r| Some((r.request.id.as_deref()?, &assigned[&r.index])))
-        .collect();
 
     let mut created = Vec::new();
     for req in &fresh {
         let thread = assigned[&req.index].clone();
-        let depends_on: Vec<String> = req
-            .request
-            .depends_on()
-            .iter()
-            .map(|d| match by_id.get(d.as_str()) {
-                Some(r) => Ok(r.to_string()),
-                None => plan::resolve(ex, d, &sender.id).map(|r| r.to_string()),
+        let depends_on: Vec<String> = deps
+            .get(&req.index)
+            .into_iter()
+            .flatten()
+            .map(|t| match t {
+                Target::Sibling(i) => assigned[i].to_string(),
+                Target::Thread(r) => r.to_string(),
             })
-            .collect::<Result<_, _>>()?;
+            .collect();
         let mut payloads = Vec::new();
         if let Some(v) = version {
             payloads.push(Payload::Version(v.to_owned()));
@@ -142,6 +224,7 @@ pub(crate) fn create(
         store.create(&envelope, &[doc, ack])?;
         created.push((thread, !envelope.depends_on.is_empty()));
     }
+    drop(guard);
     // Dependencies may have finished (or failed) while the files were written.
     for (thread, has_deps) in &created {
         if *has_deps {
@@ -176,74 +259,4 @@ pub(crate) fn create(
         }
     };
     Ok(Payload::Ack(ack))
-}
-
-/// Checks every `depends_on` entry before anything is written: it names a sibling request, a
-/// ref, or a client id of the sender; no request depends on itself; siblings form no cycle.
-fn check_dependencies(
-    ex: &Exchange,
-    incoming: &[Incoming],
-    existing: &HashMap<usize, ThreadRef>,
-    sender: &Sender,
-) -> Result<(), Error> {
-    let siblings: HashMap<&str, usize> = incoming
-        .iter()
-        .filter_map(|r| Some((r.request.id.as_deref()?, r.index)))
-        .collect();
-    let mut edges: HashMap<usize, Vec<usize>> = HashMap::new();
-    for req in incoming {
-        if existing.contains_key(&req.index) {
-            continue;
-        }
-        for (j, dep) in req.request.depends_on().iter().enumerate() {
-            let path = format!("MESS[{}].request.constraints.depends_on[{j}]", req.index);
-            if let Some(&target) = siblings.get(dep.as_str()) {
-                if target == req.index {
-                    return Err(
-                        ProtocolError::invalid(path, "a request cannot depend on itself").into(),
-                    );
-                }
-                edges.entry(req.index).or_default().push(target);
-                continue;
-            }
-            plan::resolve(ex, dep, &sender.id).map_err(|e| match e {
-                Error::NotFound { .. } => Error::from(ProtocolError::invalid(
-                    path,
-                    format!("unknown request {dep:?} (not a ref, a sibling id, or one of your client ids)"),
-                )),
-                other => other,
-            })?;
-        }
-    }
-    // Depth-first search for a cycle among siblings.
-    fn visit(
-        n: usize,
-        edges: &HashMap<usize, Vec<usize>>,
-        state: &mut HashMap<usize, u8>,
-    ) -> Option<usize> {
-        match state.get(&n) {
-            Some(1) => return Some(n),
-            Some(2) => return None,
-            _ => {}
-        }
-        state.insert(n, 1);
-        for m in edges.get(&n).into_iter().flatten() {
-            if let Some(c) = visit(*m, edges, state) {
-                return Some(c);
-            }
-        }
-        state.insert(n, 2);
-        None
-    }
-    let mut state = HashMap::new();
-    for n in edges.keys() {
-        if let Some(c) = visit(*n, &edges, &mut state) {
-            return Err(ProtocolError::invalid(
-                format!("MESS[{c}].request.constraints.depends_on"),
-                "the requests of this message depend on each other in a cycle",
-            )
-            .into());
-        }
-    }
-    Ok(())
 }

@@ -6,6 +6,7 @@ use crate::exchange::error::Error;
 use crate::exchange::plan::{self, Context};
 use crate::exchange::requests::{self, Incoming};
 use crate::exchange::{Exchange, Sender, lifecycle, view};
+use crate::protocol::emit;
 use crate::protocol::envelope::MessageDoc;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::message::{Message, Payload};
@@ -19,6 +20,16 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             "{:?} cannot send messages: pick an agent or executor id",
             sender.id
         ))
+        .into());
+    }
+    // Every adapter passes here, so the size limit holds for built messages (`mess complete
+    // --file`) as well as for YAML text.
+    let size = emit::to_yaml(&message.to_value()).len();
+    if size > ex.settings.max_message_bytes {
+        return Err(ProtocolError::TooLarge {
+            size,
+            limit: ex.settings.max_message_bytes,
+        }
         .into());
     }
     let now = ex.now();
@@ -85,6 +96,11 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         checked.push((g, env, deps));
     }
 
+    let deps = requests::check(ex, &requests, sender)?;
+    for config in &configs {
+        view::check_config(config)?;
+    }
+
     let mut answer = Vec::new();
     for config in &configs {
         answer.push(view::apply_config(ex, config)?);
@@ -96,6 +112,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         answer.push(requests::create(
             ex,
             requests,
+            &deps,
             version.as_deref(),
             &message.extra,
             sender,

@@ -1171,3 +1171,111 @@ fn senders_cannot_forge_who_sent_a_message_or_when() {
     );
     assert_eq!(f.env(&r).requestor, "claude-agent");
 }
+
+#[test]
+fn only_a_claimant_declines_so_one_executor_cannot_end_a_request_for_all() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    let e = f
+        .status("kitchen-robot", &r, "code: declined\nreason: not me")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(e.to_string().contains("claim it first"), "{e}");
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    f.status(
+        "roomba-kitchen",
+        &r,
+        "code: declined\nreason: too big a spill",
+    )
+    .unwrap();
+    assert_eq!(f.env(&r).status, Status::Declined);
+}
+
+#[test]
+fn a_refused_request_leaves_the_config_of_the_same_message_unwritten() {
+    let f = fixture("");
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - config:\n      executor:\n        id: sneaky\n  - request:\n      id: a\n      intent: x\n  - request:\n      id: a\n      intent: y\n",
+        ErrorKind::Invalid,
+        "ids in one message must differ",
+    );
+    assert!(!f.dir.path().join("executors/sneaky.yaml").exists());
+}
+
+#[test]
+fn depends_on_last_means_the_same_thread_for_every_request_of_a_message() {
+    let f = fixture(EXECUTORS);
+    let before = f.request("claude-agent", "intent: earlier");
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:\n  - request:\n      intent: one\n      constraints:\n        depends_on: [last]\n  - request:\n      intent: two\n      constraints:\n        depends_on: [last]\n",
+    );
+    let Payload::Ack(ack) = &answer.payloads[0] else {
+        panic!()
+    };
+    for e in &ack.requests {
+        assert_eq!(
+            f.env(&e.thread_ref).depends_on,
+            vec![before.clone()],
+            "{}",
+            e.thread_ref
+        );
+    }
+}
+
+#[test]
+fn messages_built_by_adapters_obey_the_size_limit_too() {
+    let f = fixture(EXECUTORS);
+    let small = Exchange::new(
+        FileStore::open(f.dir.path()),
+        Settings {
+            max_message_bytes: 500,
+        },
+        f.clock.clone(),
+    );
+    let big = Message::from_value(
+        yaml::parse_document(
+            &format!("MESS:\n  - request:\n      intent: {}\n", "x".repeat(600)),
+            &Limits::DEFAULT,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let e = small
+        .submit(big, &Sender::new("claude-agent", "cli"))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TooLarge);
+}
+
+#[test]
+fn a_dependent_left_waiting_by_a_crashed_writer_is_settled_on_read() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "id: a\nintent: first");
+    let b = f.request(
+        "claude-agent",
+        "intent: second\nconstraints:\n  depends_on: [a]",
+    );
+    // Complete `a` through the store alone, as if the writer died before settling dependents.
+    let t = ThreadRef::parse(&a).unwrap();
+    f.ex.store()
+        .modify(&t, |file| -> Result<_, Error> {
+            let doc = crate::protocol::envelope::MessageDoc {
+                from: "teague-phone".into(),
+                received: f.ex.now(),
+                channel: None,
+                message: Message::from_value(
+                    yaml::parse_document(&format!("MESS:\n  - status:\n      re: {a}\n      code: claimed\n  - status:\n      re: {a}\n      code: completed\n"), &Limits::DEFAULT).unwrap(),
+                )
+                .unwrap(),
+                extra: Default::default(),
+            };
+            let mut envelope = file.envelope.clone();
+            envelope.apply(&doc);
+            Ok((Some(crate::store::Edit { envelope, append: vec![doc] }), ()))
+        })
+        .unwrap();
+    assert!(!f.env(&b).dispatched());
+    f.ex.list(&[State::Received], false).unwrap();
+    assert!(f.env(&b).dispatched(), "listing pending work settles it");
+}

@@ -181,20 +181,29 @@ pub(crate) fn status_echo(
     })
 }
 
+/// Checks what a `config` message stores before anything is written: the executor id must be
+/// usable as a file name.
+pub(crate) fn check_config(config: &ConfigMsg) -> Result<(), Error> {
+    if let Some(exec) = &config.executor
+        && crate::protocol::ids::ThreadRef::parse(&exec.id).is_err()
+    {
+        return Err(ProtocolError::invalid(
+            "config.executor.id",
+            format!(
+                "{:?} is not a usable executor id (letters, digits, '.', '_', ':', '-')",
+                exec.id
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Stores an executor registration or routing rules from a `config` message.
 pub(crate) fn apply_config(ex: &Exchange, config: &ConfigMsg) -> Result<Payload, Error> {
+    check_config(config)?;
     let mut done = Map::new();
     if let Some(exec) = &config.executor {
-        if crate::protocol::ids::ThreadRef::parse(&exec.id).is_err() {
-            return Err(ProtocolError::invalid(
-                "config.executor.id",
-                format!(
-                    "{:?} is not a usable executor id (letters, digits, '.', '_', ':', '-')",
-                    exec.id
-                ),
-            )
-            .into());
-        }
         ex.store().put_registration(&exec.id, &exec.to_value())?;
         done.insert("registered", Value::str(&exec.id));
     }

@@ -347,30 +347,52 @@ impl FileStore {
                 );
             }
         }
-        let mut stale = 0;
+        // Merge, never clear: writers keep adding entries while this runs. Each sender's
+        // entries are judged under that sender's creation lock, and an entry that names a newer
+        // thread that exists is right even if the scan above missed that thread.
+        let exists = |r: &ThreadRef| -> Result<bool, StoreError> { Ok(!self.find(r)?.is_empty()) };
+        let order = |r: &ThreadRef| (r.date_serial(), r.clone());
+        let mut wanted: BTreeMap<&str, Vec<(Key<'_>, &ThreadRef)>> = BTreeMap::new();
         for ((sender, id), (_, thread)) in &facts.client_ids {
-            if index::get(layout, sender, Key::ClientId(id))?.as_ref() != Some(thread) {
-                stale += 1;
-            }
+            wanted
+                .entry(sender)
+                .or_default()
+                .push((Key::ClientId(id), thread));
         }
         for (sender, (_, thread)) in &facts.last {
-            if index::get(layout, sender, Key::Last)?.as_ref() != Some(thread) {
-                stale += 1;
+            wanted.entry(sender).or_default().push((Key::Last, thread));
+        }
+        for (sender, id, thread) in &facts.suggestions {
+            wanted
+                .entry(sender)
+                .or_default()
+                .push((Key::Suggestion(id), thread));
+        }
+        let mut stale = 0;
+        for (sender, entries) in wanted {
+            let _guard = self.lock_sender(sender)?;
+            for (key, thread) in entries {
+                let current = index::get(layout, sender, key)?;
+                let fine = match &current {
+                    Some(c) if c == thread => true,
+                    Some(c) => exists(c)? && order(c) > order(thread),
+                    None => false,
+                };
+                if !fine {
+                    stale += 1;
+                    if repair {
+                        index::put_exact(layout, sender, key, thread)?;
+                    }
+                }
             }
         }
-        if repair {
-            index::clear(layout)?;
-            for ((sender, id), (_, thread)) in &facts.client_ids {
-                index::put(layout, sender, &[(Key::ClientId(id), thread)])?;
-            }
-            for (sender, (_, thread)) in &facts.last {
-                index::put(layout, sender, &[(Key::Last, thread)])?;
-            }
-            for (sender, id, thread) in &facts.suggestions {
-                index::put(layout, sender, &[(Key::Suggestion(id), thread)])?;
-            }
-            for (dep, dependent) in &facts.deps {
-                if let Ok(dep) = ThreadRef::parse(dep) {
+        for (dep, dependent) in &facts.deps {
+            let Ok(dep) = ThreadRef::parse(dep) else {
+                continue;
+            };
+            if !index::dependents(layout, &dep)?.contains(dependent) {
+                stale += 1;
+                if repair {
                     index::add_dependent(layout, &dep, dependent)?;
                 }
             }
@@ -378,7 +400,7 @@ impl FileStore {
         if stale > 0 {
             report.note(
                 &layout.index_dir(),
-                format!("{stale} client-id or `last` index entries missing or stale"),
+                format!("{stale} index entries (client ids, `last`, suggestions, dependencies) missing or stale"),
                 repair,
             );
         }

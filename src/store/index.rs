@@ -2,7 +2,7 @@
 //! reverse dependency lists. They are caches of what the thread files say; `fsck --repair`
 //! rebuilds them.
 
-use std::fs::{self, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -80,16 +80,17 @@ pub(crate) fn get(
     Ok(fsio::read_optional(&path)?.and_then(|t| ThreadRef::parse(t.trim()).ok()))
 }
 
-/// Drops every index entry, before `fsck --repair` rebuilds them.
-pub(crate) fn clear(layout: &Layout) -> Result<(), StoreError> {
-    for dir in [layout.index_dir(), layout.deps_dir()] {
-        match fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StoreError::io(&dir, e)),
-        }
-    }
-    Ok(())
+/// Points `key` of `sender` at `thread` unconditionally; for `fsck`, which holds the sender's
+/// creation lock.
+pub(crate) fn put_exact(
+    layout: &Layout,
+    sender: &str,
+    key: Key<'_>,
+    thread: &ThreadRef,
+) -> Result<(), StoreError> {
+    let dir = sender_dir(layout, sender);
+    fsio::ensure_dir(&dir)?;
+    fsio::write_atomic(&dir.join(entry_name(key)), format!("{thread}\n").as_bytes())
 }
 
 /// Records that `dependent` waits for `dependency`.

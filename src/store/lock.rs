@@ -58,6 +58,11 @@ pub(crate) fn thread_lock_name(thread: &ThreadRef) -> String {
     )
 }
 
+/// The lock file name guarding request creation by `sender`.
+pub(crate) fn sender_lock_name(sender: &str) -> String {
+    format!("sender-{:02}.lock", fnv1a(sender.as_bytes()) % STRIPES)
+}
+
 /// FNV-1a: stable across processes and releases, unlike std's randomly seeded hasher.
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;

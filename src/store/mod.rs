@@ -38,6 +38,12 @@ pub struct FileStore {
     layout: Layout,
 }
 
+/// An exclusive hold on one sender's request creation, across processes; released on drop.
+#[derive(Debug)]
+pub struct SenderGuard {
+    _lock: lock::Lock,
+}
+
 /// What a modification writes: the new envelope and the documents to append.
 #[derive(Debug, Clone)]
 pub struct Edit {
@@ -234,11 +240,27 @@ impl FileStore {
         states: &[State],
         archive: bool,
     ) -> (Vec<(Envelope, Location, PathBuf)>, Vec<StoreError>) {
-        let mut out = Vec::new();
+        let mut out: Vec<(Envelope, Location, PathBuf)> = Vec::new();
         let mut errors = Vec::new();
+        let mut seen: std::collections::HashMap<ThreadRef, usize> =
+            std::collections::HashMap::new();
         for (location, path) in self.files(states, archive, &mut errors) {
             match read_envelope_file(&path) {
-                Ok(Some(env)) => out.push((env, location, path)),
+                Ok(Some(env)) => {
+                    // After an interrupted move a thread has two copies; the move changed the
+                    // status, so the copy updated last (then later in the lifecycle) is current.
+                    match seen.get(&env.thread_ref) {
+                        Some(&i) => {
+                            if (env.updated, &location) > (out[i].0.updated, &out[i].1) {
+                                out[i] = (env, location, path);
+                            }
+                        }
+                        None => {
+                            seen.insert(env.thread_ref.clone(), out.len());
+                            out.push((env, location, path));
+                        }
+                    }
+                }
                 Ok(None) => {}
                 Err(e) => errors.push(e),
             }
@@ -291,6 +313,13 @@ impl FileStore {
             out.extend(names.into_iter().map(|n| (location.clone(), dir.join(n))));
         }
         out
+    }
+
+    /// Takes the lock that serialises request creation by `sender` (taken before the refs and
+    /// thread locks, never while holding them).
+    pub fn lock_sender(&self, sender: &str) -> Result<SenderGuard, StoreError> {
+        let lock = lock::acquire(&self.layout.locks_dir(), &lock::sender_lock_name(sender))?;
+        Ok(SenderGuard { _lock: lock })
     }
 
     /// Remembers index entries of `sender` (client id, `last`, suggestion ids).

@@ -359,7 +359,7 @@ fn the_spec_example_threads_are_read_as_written() {
     let problems: Vec<&str> = r.findings.iter().map(|f| f.problem.as_str()).collect();
     assert_eq!(
         problems,
-        ["1 client-id or `last` index entries missing or stale"],
+        ["1 index entries (client ids, `last`, suggestions, dependencies) missing or stale"],
         "files copied in by hand have no index entries yet"
     );
     store.fsck(true, &mut |_, _| {}).unwrap();
@@ -433,4 +433,17 @@ fn a_later_updated_written_by_another_tool_is_not_a_problem() {
         store.envelope(&t).unwrap().0.updated,
         time::parse_timestamp("2026-01-31T18:00:00Z").unwrap()
     );
+}
+
+#[test]
+fn listings_show_a_thread_once_even_with_a_stale_copy() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    let old = fs::read_to_string(path(&store, State::Received, "2026-01-31-001")).unwrap();
+    report(&store, &t, "robot", "2026-01-31T17:01:00Z", "claimed");
+    fs::write(path(&store, State::Received, "2026-01-31-001"), &old).unwrap();
+    let (all, errors) = store.list(&State::ALL, true);
+    assert!(errors.is_empty());
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].0.status, Status::Claimed);
 }

@@ -183,7 +183,7 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: invalid YAML"));
     let bare = Home::with_config("");
-    let err = bare.fails(&["request", "x"], 1);
+    let err = bare.fails(&["request", "x"], 2);
     assert!(
         err.contains("no identity to act as") && err.contains("--as ID"),
         "{err}"
@@ -205,6 +205,72 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
         err.contains("config.yaml") && err.contains("invalid YAML"),
         "{err}"
     );
+}
+
+#[test]
+fn a_failing_document_still_reports_the_ones_before_it() {
+    let home = Home::with_config(CONFIG);
+    let out = home.with_stdin(
+        &["send", "-", "--as", "claude-agent"],
+        "MESS:\n  - request:\n      intent: first\n---\nMESS:\n  - reply:\n      re: nothing-by-this-id\n      reason: x\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ack:") && stdout.contains("ref: "),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error: document 2 of 2: MESS[0].reply.re: no thread"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn attachments_count_against_the_size_limit_and_cancel_takes_several_refs() {
+    let home = Home::with_config(&format!("{CONFIG}limits:\n  max_message_bytes: 4000\n"));
+    let r = home.ok(&["request", "photo", "--requires", "take-photo"]);
+    let r = r.trim().to_owned();
+    home.ok(&["claim", &r, "--as", "teague-phone"]);
+    let big = home.path().join("big.png");
+    std::fs::write(&big, vec![7u8; 6000]).unwrap();
+    let err = home.fails(
+        &[
+            "complete",
+            &r,
+            "--as",
+            "teague-phone",
+            "--file",
+            big.to_str().unwrap(),
+        ],
+        1,
+    );
+    assert!(err.contains("over the limit of 4000 bytes"), "{err}");
+    let small = home.path().join("small.png");
+    std::fs::write(&small, [137u8, 80, 78, 71]).unwrap();
+    home.ok(&[
+        "complete",
+        &r,
+        "--as",
+        "teague-phone",
+        "--file",
+        small.to_str().unwrap(),
+    ]);
+    assert!(home.ok(&["show", &r]).contains(
+        "image:\n            uri: data:image/png;base64,iVBORw==\n            name: small.png"
+    ));
+    let a = home.ok(&["request", "one", "--id", "one"]);
+    let b = home.ok(&["request", "two", "--id", "two"]);
+    home.ok(&["cancel", "one", b.trim(), "--reason", "never mind"]);
+    for re in [a.trim(), b.trim()] {
+        assert!(
+            home.ok(&["status", re])
+                .contains("cancelled (state=canceled)")
+        );
+    }
+    let usage = home.fails(&["reply", "one", "--answer", "no-equals-sign"], 2);
+    assert!(usage.contains("is not field=value"), "{usage}");
 }
 
 #[test]
@@ -246,6 +312,6 @@ fn fsck_and_archive_report_their_work() {
     let fixed = home.ok(&["fsck", "--repair"]);
     assert!(fixed.contains("repaired: "), "{fixed}");
     home.ok(&["fsck"]);
-    let bad = home.fails(&["archive", "--older-than", "soon"], 1);
+    let bad = home.fails(&["archive", "--older-than", "soon"], 2);
     assert!(bad.contains("--older-than"), "{bad}");
 }

@@ -101,3 +101,97 @@ fn exactly_one_of_many_simultaneous_claims_wins() {
         )));
     }
 }
+
+#[test]
+fn re_sending_one_client_id_from_many_processes_makes_one_thread() {
+    let home = Home::with_config(&config());
+    let children: Vec<_> = (0..10)
+        .map(|_| {
+            home.command(&["request", "same task", "--id", "same"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let refs: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        })
+        .collect();
+    assert!(refs.iter().all(|r| r == &refs[0]), "{refs:?}");
+    assert_eq!(
+        std::fs::read_dir(home.path().join("state=received"))
+            .unwrap()
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn fsck_repair_while_others_create_loses_no_index_entry() {
+    let home = Home::with_config(&config());
+    for i in 0..20 {
+        home.ok(&[
+            "request",
+            &format!("early {i}"),
+            "--id",
+            &format!("early-{i}"),
+        ]);
+    }
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            home.command(&["send", "-"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map(|mut c| {
+                    use std::io::Write;
+                    let mut text = String::new();
+                    for i in 0..15 {
+                        text.push_str(&format!(
+                            "MESS:\n  - request:\n      id: w{w}-{i}\n      intent: task {i}\n---\n"
+                        ));
+                    }
+                    c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+                    c
+                })
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..3 {
+        let out = home.run(&["fsck", "--repair"]);
+        assert!(
+            out.status.code() == Some(0) || out.status.code() == Some(1),
+            "{out:?}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("Directory not empty"),
+            "{out:?}"
+        );
+    }
+    for w in writers {
+        let out = w.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for i in 0..20 {
+        home.ok(&["status", &format!("early-{i}")]);
+    }
+    for w in 0..4 {
+        for i in 0..15 {
+            home.ok(&["status", &format!("w{w}-{i}")]);
+        }
+    }
+}
