@@ -6,6 +6,7 @@
 
 use std::fmt::Write;
 
+use crate::protocol::time;
 use crate::protocol::value::{Map, Value};
 
 /// Renders one document (no `---` marker), ending with a newline.
@@ -239,7 +240,26 @@ pub(crate) fn is_plain_safe(s: &str) -> bool {
     if s.starts_with("...") || s == "<<" || s == "=" {
         return false;
     }
-    !is_reserved_word(s) && !looks_numeric(s)
+    !is_reserved_word(s) && !looks_numeric(s) && !is_broken_timestamp(s)
+}
+
+/// True for text shaped like a YAML 1.1 timestamp that is not a real date or instant
+/// (`2026-13-45`): 1.1 readers such as PyYAML fail on it unquoted. Real ones stay plain on
+/// purpose, as MESSE-AF writes them.
+fn is_broken_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    let shaped = b.len() >= 8
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && s[5..]
+            .split(['-', 'T', 't', ' '])
+            .next()
+            .is_some_and(|m| (1..=2).contains(&m.len()) && m.bytes().all(|c| c.is_ascii_digit()));
+    if !shaped {
+        return false;
+    }
+    let date_only = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok() && s.len() == 10;
+    !date_only && time::parse_timestamp_lenient(s).is_err()
 }
 
 fn is_reserved_word(s: &str) -> bool {

@@ -613,3 +613,15 @@ fn split_documents_finds_markers_only_at_line_starts() {
         1
     );
 }
+
+#[test]
+fn real_timestamps_stay_plain_and_broken_ones_are_quoted() {
+    let line = |s: &str| emit::to_yaml(&Value::str(s));
+    assert_eq!(
+        line("2026-01-31T17:00:00-08:00"),
+        "2026-01-31T17:00:00-08:00\n"
+    );
+    assert_eq!(line("2026-01-31"), "2026-01-31\n");
+    assert_eq!(line("2026-13-45"), "\"2026-13-45\"\n");
+    assert_eq!(line("2026-01-31T99:00:00Z"), "\"2026-01-31T99:00:00Z\"\n");
+}
