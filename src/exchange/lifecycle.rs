@@ -58,28 +58,32 @@ fn is_overdue(env: &Envelope, now: Timestamp) -> bool {
     env.status == Status::Pending && env.expires.or(env.needed_by).is_some_and(|t| t <= now)
 }
 
-/// Reconciles every pending thread that waits for dependencies and was never dispatched: the
-/// process that should have done it may have died after writing a dependency's final status.
-pub(crate) fn settle_waiting(ex: &Exchange, now: Timestamp) -> Result<(), Error> {
-    let (pending, _) = ex.store().list(&[State::Received], false);
-    for (env, _, _) in pending {
-        if !env.depends_on.is_empty() && !env.dispatched() {
-            reconcile(ex, &env.thread_ref, now)?;
-        }
+/// Brings one pending thread up to date on read: expires it when overdue, or settles it when
+/// it waits for dependencies and was never dispatched (the process that should have done so may
+/// have died after writing a dependency's final status). Returns whether it changed.
+pub(crate) fn settle(ex: &Exchange, env: &Envelope, now: Timestamp) -> Result<bool, Error> {
+    if env.status != Status::Pending {
+        return Ok(false);
     }
-    Ok(())
+    if is_overdue(env, now) {
+        return Ok(expire_if_due(ex, &env.thread_ref, now)?.is_some());
+    }
+    if !env.depends_on.is_empty() && !env.dispatched() {
+        return Ok(reconcile(ex, &env.thread_ref, now)?.is_some());
+    }
+    Ok(false)
 }
 
-/// Expires every overdue pending thread.
-pub(crate) fn expire_due(ex: &Exchange, now: Timestamp) -> Result<Vec<ThreadRef>, Error> {
+/// Settles every pending thread (see [`settle`]); returns the refs that changed.
+pub(crate) fn settle_all(ex: &Exchange, now: Timestamp) -> Result<Vec<ThreadRef>, Error> {
     let (pending, _) = ex.store().list(&[State::Received], false);
-    let mut out = Vec::new();
+    let mut changed = Vec::new();
     for (env, _, _) in pending {
-        if is_overdue(&env, now) && expire_if_due(ex, &env.thread_ref, now)?.is_some() {
-            out.push(env.thread_ref);
+        if settle(ex, &env, now)? {
+            changed.push(env.thread_ref);
         }
     }
-    Ok(out)
+    Ok(changed)
 }
 
 /// A message document from the exchange, applied to a copy of `env`.
@@ -130,7 +134,7 @@ pub(crate) fn reconcile(
         Err(StoreError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    if env.status != Status::Pending || env.dispatched() {
+    if env.status != Status::Pending || env.dispatched() || env.depends_on.is_empty() {
         return Ok(None);
     }
     // Dependency states are read before taking this thread's lock: two thread locks are never

@@ -150,8 +150,9 @@ impl Exchange {
     pub fn thread(&self, reference: &str, sender: &str) -> Result<ThreadFile, Error> {
         let thread = self.resolve(reference, sender)?;
         let now = self.now();
-        lifecycle::expire_if_due(self, &thread, now)?;
-        lifecycle::reconcile(self, &thread, now)?;
+        if let Ok((env, _)) = self.store.envelope(&thread) {
+            lifecycle::settle(self, &env, now)?;
+        }
         Ok(self.store.read(&thread)?)
     }
 
@@ -159,11 +160,19 @@ impl Exchange {
     /// expiring overdue pending threads. Unreadable files come back as errors beside the rest.
     pub fn list(&self, states: &[State], archive: bool) -> Result<Listing, Error> {
         let now = self.now();
-        if states.contains(&State::Received) {
-            lifecycle::expire_due(self, now)?;
-            lifecycle::settle_waiting(self, now)?;
+        let (listed, errors) = self.store.list(states, archive);
+        let mut items = Vec::with_capacity(listed.len());
+        for (env, location, path) in listed {
+            if !lifecycle::settle(self, &env, now)? {
+                items.push((env, location, path));
+                continue;
+            }
+            // Expired or dispatched just now: show it as it is after that write.
+            let (env, location) = self.store.envelope(&env.thread_ref)?;
+            if matches!(location, Location::State(s) if states.contains(&s)) {
+                items.push((env, location, path));
+            }
         }
-        let (mut items, errors) = self.store.list(states, archive);
         items.sort_by(|a, b| {
             b.0.updated
                 .cmp(&a.0.updated)
@@ -172,9 +181,10 @@ impl Exchange {
         Ok((items.into_iter().map(|(e, l, _)| (e, l)).collect(), errors))
     }
 
-    /// Expires every pending thread whose `needed_by` has passed; returns their refs.
-    pub fn expire_due(&self) -> Result<Vec<ThreadRef>, Error> {
-        lifecycle::expire_due(self, self.now())
+    /// Expires every pending thread whose `needed_by` has passed and settles pending threads
+    /// whose dependencies finished; returns the refs that changed.
+    pub fn settle_pending(&self) -> Result<Vec<ThreadRef>, Error> {
+        lifecycle::settle_all(self, self.now())
     }
 
     /// Moves finished and canceled threads last updated more than `older_than` ago to the archive.
@@ -197,9 +207,7 @@ impl Exchange {
         if repair {
             // With the files and indexes sound again, finish what interrupted writers left:
             // overdue expiries and dependents of threads that reached a final status.
-            let now = self.now();
-            lifecycle::expire_due(self, now)?;
-            lifecycle::settle_waiting(self, now)?;
+            lifecycle::settle_all(self, self.now())?;
         }
         Ok(report)
     }

@@ -1279,3 +1279,14 @@ fn a_dependent_left_waiting_by_a_crashed_writer_is_settled_on_read() {
     f.ex.list(&[State::Received], false).unwrap();
     assert!(f.env(&b).dispatched(), "listing pending work settles it");
 }
+
+#[test]
+fn reading_never_writes_a_thread_that_needs_nothing() {
+    let f = fixture("");
+    let r = f.request("claude-agent", "intent: nobody can do this yet");
+    let before = f.text(&r);
+    f.ex.thread(&r, "claude-agent").unwrap();
+    f.ex.list(&State::ALL, true).unwrap();
+    f.ex.settle_pending().unwrap();
+    assert_eq!(f.text(&r), before, "no dispatch, expiry or rewrite on read");
+}

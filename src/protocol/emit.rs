@@ -243,23 +243,78 @@ pub(crate) fn is_plain_safe(s: &str) -> bool {
     !is_reserved_word(s) && !looks_numeric(s) && !is_broken_timestamp(s)
 }
 
-/// True for text shaped like a YAML 1.1 timestamp that is not a real date or instant
-/// (`2026-13-45`): 1.1 readers such as PyYAML fail on it unquoted. Real ones stay plain on
-/// purpose, as MESSE-AF writes them.
+/// True for text that a YAML 1.1 reader (PyYAML) takes for a timestamp by its shape but that
+/// is not a real date or instant (`2026-13-45`, `2026-01-31T99:00:00Z`): such readers fail on
+/// it unquoted. Real timestamps stay plain on purpose, as MESSE-AF writes them.
 fn is_broken_timestamp(s: &str) -> bool {
-    let b = s.as_bytes();
-    let shaped = b.len() >= 8
-        && b[..4].iter().all(u8::is_ascii_digit)
-        && b[4] == b'-'
-        && s[5..]
-            .split(['-', 'T', 't', ' '])
-            .next()
-            .is_some_and(|m| (1..=2).contains(&m.len()) && m.bytes().all(|c| c.is_ascii_digit()));
-    if !shaped {
-        return false;
+    yaml11_timestamp_shape(s) && time::parse_timestamp_lenient(s).is_err() && {
+        let date_only = s.len() == 10 && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok();
+        !date_only
     }
-    let date_only = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok() && s.len() == 10;
-    !date_only && time::parse_timestamp_lenient(s).is_err()
+}
+
+/// Matches YAML 1.1's timestamp pattern: `YYYY-MM-DD`, or `YYYY-M-D` followed by `T` or blanks,
+/// `H:MM:SS`, an optional fraction and an optional `Z` or offset.
+fn yaml11_timestamp_shape(s: &str) -> bool {
+    fn digits(s: &str, min: usize, max: usize) -> Option<(&str, &str)> {
+        let n = s.bytes().take_while(u8::is_ascii_digit).count();
+        (min..=max).contains(&n).then(|| s.split_at(n))
+    }
+    let Some((_, rest)) = digits(s, 4, 4) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix('-') else {
+        return false;
+    };
+    let Some((month, rest)) = digits(rest, 1, 2) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix('-') else {
+        return false;
+    };
+    let Some((day, rest)) = digits(rest, 1, 2) else {
+        return false;
+    };
+    if rest.is_empty() {
+        return month.len() == 2 && day.len() == 2;
+    }
+    let rest = match rest.strip_prefix(['T', 't']) {
+        Some(r) => r,
+        None if rest.starts_with([' ', '\t']) => rest.trim_start_matches([' ', '\t']),
+        None => return false,
+    };
+    let Some((_, rest)) = digits(rest, 1, 2) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(':') else {
+        return false;
+    };
+    let Some((_, rest)) = digits(rest, 2, 2) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(':') else {
+        return false;
+    };
+    let Some((_, mut rest)) = digits(rest, 2, 2) else {
+        return false;
+    };
+    if let Some(frac) = rest.strip_prefix('.') {
+        rest = frac.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    let rest = rest.trim_start_matches([' ', '\t']);
+    if rest.is_empty() || rest == "Z" {
+        return true;
+    }
+    let Some(off) = rest.strip_prefix(['+', '-']) else {
+        return false;
+    };
+    let Some((_, off)) = digits(off, 1, 2) else {
+        return false;
+    };
+    off.is_empty()
+        || off
+            .strip_prefix(':')
+            .is_some_and(|m| m.len() == 2 && m.bytes().all(|c| c.is_ascii_digit()))
 }
 
 fn is_reserved_word(s: &str) -> bool {

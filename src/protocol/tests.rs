@@ -625,3 +625,15 @@ fn real_timestamps_stay_plain_and_broken_ones_are_quoted() {
     assert_eq!(line("2026-13-45"), "\"2026-13-45\"\n");
     assert_eq!(line("2026-01-31T99:00:00Z"), "\"2026-01-31T99:00:00Z\"\n");
 }
+
+#[test]
+fn refs_and_other_date_prefixed_text_stay_plain() {
+    for s in [
+        "2026-02-01-002",
+        "2026-01-31-1000",
+        "2026-1-5",
+        "2026-01-31 notes",
+    ] {
+        assert_eq!(emit::to_yaml(&Value::str(s)), format!("{s}\n"), "{s}");
+    }
+}
