@@ -637,3 +637,34 @@ fn refs_and_other_date_prefixed_text_stay_plain() {
         assert_eq!(emit::to_yaml(&Value::str(s)), format!("{s}\n"), "{s}");
     }
 }
+
+#[test]
+fn absurd_flow_nesting_is_refused_before_parsing() {
+    let text = format!(
+        "MESS: [{{request: {{intent: x, extra: {}{}}}}}]",
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let started = std::time::Instant::now();
+    let err = yaml::parse_documents(&text, &Limits::DEFAULT).unwrap_err();
+    assert!(
+        err.message.contains("nesting deeper than 1000 brackets"),
+        "{}",
+        err.message
+    );
+    assert!(started.elapsed().as_secs() < 2, "refused quickly");
+    let quoted = format!(
+        "MESS:\n  - request:\n      intent: \"{}\"\n",
+        "[".repeat(5000)
+    );
+    assert!(
+        yaml::parse_documents(&quoted, &Limits::DEFAULT).is_ok(),
+        "brackets in quotes do not count"
+    );
+    let err = invalid(&format!(
+        "MESS:\n  - request:\n      intent: x\n      extra: {}1{}\n",
+        "[".repeat(900),
+        "]".repeat(900)
+    ));
+    assert!(err.len() < 400, "long paths are shortened: {err}");
+}

@@ -56,6 +56,7 @@ pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlEr
             message: format!("YAML contains a NUL byte at line {line}"),
         });
     }
+    check_flow_depth(text)?;
     let mut out = Vec::new();
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let budget = Cell::new(limits.max_nodes);
@@ -72,12 +73,69 @@ pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlEr
     Ok(out)
 }
 
+/// Deepest `[`/`{` nesting looked at before parsing. The parser's own cost grows with the square
+/// of flow nesting, so absurd depths are refused up front; the real limit (`Limits::max_depth`)
+/// is applied while building the tree. Brackets in plain text can only raise the count, so the
+/// bound is generous.
+const FLOW_DEPTH_GUARD: usize = 1000;
+
+fn check_flow_depth(text: &str) -> Result<(), YamlError> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut prev = '\n';
+    for (line_no, line) in text.lines().enumerate() {
+        for c in line.chars() {
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None => match c {
+                    '"' | '\'' if matches!(prev, ' ' | '[' | '{' | ',' | ':' | '\n') => {
+                        quote = Some(c)
+                    }
+                    '#' if prev == ' ' || prev == '\n' => break,
+                    '[' | '{' => {
+                        depth += 1;
+                        if depth > FLOW_DEPTH_GUARD {
+                            return Err(YamlError {
+                                message: format!(
+                                    "invalid YAML: nesting deeper than {FLOW_DEPTH_GUARD} brackets at line {}",
+                                    line_no + 1
+                                ),
+                            });
+                        }
+                    }
+                    ']' | '}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                },
+            }
+            prev = c;
+        }
+        prev = '\n';
+    }
+    Ok(())
+}
+
 fn describe(e: &serde_yaml::Error, index: usize) -> String {
     let text = e.to_string();
     let text = if text.starts_with("repetition limit exceeded") {
         "too many alias expansions (*alias references); is this an alias bomb?".to_owned()
     } else if text.starts_with("recursion limit exceeded") {
         text.replacen("recursion limit exceeded", "nesting too deep", 1)
+    } else {
+        text
+    };
+    // serde_yaml names the full path, which for deep input is longer than any reader wants.
+    let text = if text.chars().count() > 300 {
+        let head: String = text.chars().take(140).collect();
+        let tail: String = text
+            .chars()
+            .rev()
+            .take(140)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("{head} … {tail}")
     } else {
         text
     };
