@@ -122,11 +122,25 @@ impl Exchange {
             }
             .into());
         }
-        let docs = yaml::parse_documents(text, &Limits::DEFAULT).map_err(ProtocolError::from)?;
-        let messages = docs
+        let docs: Vec<_> = yaml::parse_documents(text, &Limits::DEFAULT)
+            .map_err(ProtocolError::from)?
             .into_iter()
             .filter(|d| !d.is_null())
-            .map(Message::from_value)
+            .collect();
+        let several = docs.len() > 1;
+        let messages = docs
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                Message::from_value(d).map_err(|e| match e {
+                    // With several documents, the path says which one.
+                    ProtocolError::Invalid { path, problem } if several => ProtocolError::Invalid {
+                        path: format!("document {}: {path}", i + 1),
+                        problem,
+                    },
+                    other => other,
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if messages.is_empty() {
             return Err(ProtocolError::invalid("MESS", "the input holds no message").into());

@@ -50,6 +50,11 @@ pub(crate) fn resolve(ex: &Exchange, reference: &str, sender: &str) -> Result<Th
             return Ok(r);
         }
     }
+    if ThreadRef::looks_assigned(reference) {
+        return Err(Error::not_found(format!(
+            "no thread {reference}: no such ref in this exchange"
+        )));
+    }
     Err(Error::not_found(format!(
         "no thread {reference:?}: not a ref, and not a client id of a request by {sender}"
     )))
@@ -63,6 +68,8 @@ pub(crate) fn group(
 ) -> Result<Vec<Group>, Error> {
     let mut groups: Vec<Group> = Vec::new();
     for (i, payload) in payloads {
+        // `re: [a, a]` (or an id and the ref it names) reaches the thread once.
+        let mut reached: Vec<ThreadRef> = Vec::new();
         let (re, many_ok) = match payload {
             Payload::Status(s) => (&s.re, false),
             Payload::Response(r) => (&r.re, false),
@@ -86,6 +93,10 @@ pub(crate) fn group(
                 },
                 other => other,
             })?;
+            if reached.contains(&thread) {
+                continue;
+            }
+            reached.push(thread.clone());
             match groups.iter_mut().find(|g| g.thread == thread) {
                 Some(g) => g.payloads.push(payload.clone()),
                 None => groups.push(Group {

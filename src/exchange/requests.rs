@@ -45,6 +45,24 @@ pub(crate) fn check(
 ) -> Result<Dependencies, Error> {
     let mut siblings: HashMap<&str, usize> = HashMap::new();
     for req in incoming {
+        if let Some(id) = &req.request.id {
+            let why = if id == "last" {
+                Some("`last` is reserved: it names your most recent request")
+            } else if ThreadRef::looks_assigned(id) {
+                Some(
+                    "it looks like an exchange ref (YYYY-MM-DD-NNN), which `re:` would take for one",
+                )
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(ProtocolError::invalid(
+                    format!("MESS[{}].request.id", req.index),
+                    format!("{id:?} cannot be a client id: {why}"),
+                )
+                .into());
+            }
+        }
         if let Some(id) = &req.request.id
             && let Some(first) = siblings.insert(id, req.index)
         {
@@ -141,6 +159,8 @@ pub(crate) fn create(
             && let Some(r) = store.lookup(&sender.id, IndexKey::ClientId(id))?
             && let Ok((env, _)) = store.envelope(&r)
             && !env.status.is_terminal()
+            // An overdue thread is expired first: it is final, so the id is free again.
+            && !lifecycle::settle(ex, &env, now)?
         {
             existing.insert(req.index, r);
         }

@@ -1290,3 +1290,45 @@ fn reading_never_writes_a_thread_that_needs_nothing() {
     f.ex.settle_pending().unwrap();
     assert_eq!(f.text(&r), before, "no dispatch, expiry or rewrite on read");
 }
+
+#[test]
+fn client_ids_that_re_would_misread_are_refused() {
+    let f = fixture(EXECUTORS);
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - request:\n      id: last\n      intent: x\n",
+        ErrorKind::Invalid,
+        "`last` is reserved",
+    );
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - request:\n      id: 2026-01-31-001\n      intent: x\n",
+        ErrorKind::Invalid,
+        "looks like an exchange ref",
+    );
+}
+
+#[test]
+fn re_sending_the_id_of_an_overdue_request_starts_a_new_thread() {
+    let f = fixture(EXECUTORS);
+    let old = f.request(
+        "claude-agent",
+        "id: z\nintent: x\nneeded_by: \"2026-01-31T17:00:01-08:00\"",
+    );
+    f.clock.advance(TimeDelta::seconds(5));
+    let new = f.request("claude-agent", "id: z\nintent: y");
+    assert_ne!(new, old);
+    assert_eq!(f.env(&old).status, Status::Expired);
+}
+
+#[test]
+fn naming_one_thread_twice_in_a_cancel_cancels_it_once() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "id: dup\nintent: x");
+    f.ok(
+        "claude-agent",
+        &format!("MESS:\n  - cancel:\n      re: [dup, {r}, dup]\n"),
+    );
+    assert_eq!(f.env(&r).status, Status::Cancelled);
+    assert_eq!(f.text(&r).matches("- cancel:").count(), 1);
+}

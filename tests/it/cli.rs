@@ -173,7 +173,7 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
     let home = Home::with_config(CONFIG);
     let err = home.fails(&["claim", "2026-01-31-999", "--as", "teague-phone"], 1);
     assert!(
-        err.starts_with("error: MESS[0].status.re: no thread \"2026-01-31-999\""),
+        err.starts_with("error: MESS[0].status.re: no thread 2026-01-31-999: no such ref"),
         "{err}"
     );
     assert!(err.lines().nth(1).unwrap().starts_with("hint: "), "{err}");
@@ -314,4 +314,23 @@ fn fsck_and_archive_report_their_work() {
     home.ok(&["fsck"]);
     let bad = home.fails(&["archive", "--older-than", "soon"], 2);
     assert!(bad.contains("--older-than"), "{bad}");
+}
+
+#[test]
+fn a_malformed_document_stops_send_before_anything_is_applied() {
+    let home = Home::with_config(CONFIG);
+    let out = home.with_stdin(
+        &["send", "-", "--as", "claude-agent"],
+        "MESS: [{request: {intent: one}}]\n---\nMESS: [{request: {intent: [not, text]}}]\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: document 2: MESS[0].request.intent: expected a string"),
+        "{err}"
+    );
+    assert!(
+        home.ok(&["status", "--all", "--format", "json"]).trim() == "[]",
+        "nothing applied"
+    );
 }
