@@ -22,7 +22,7 @@ pub(crate) fn run(cx: &Context, args: CancelArgs) -> Result<(), CliError> {
     };
     c.insert("re", re);
     c.insert_opt("reason", args.reason.map(Value::String));
-    let answer = cx.submit(message_of("cancel", c)?)?;
+    let answer = cx.submit(message_of("cancel", "cancel", c)?)?;
     output::answer_lines(&answer);
     Ok(())
 }

@@ -32,7 +32,7 @@ pub(crate) fn run(cx: &Context, args: ClaimArgs) -> Result<(), CliError> {
             s.insert(k, Value::str(v));
         }
     }
-    let answer = cx.submit(message_of("status", s)?)?;
+    let answer = cx.submit(message_of("claim", "status", s)?)?;
     output::answer_lines(&answer);
     Ok(())
 }

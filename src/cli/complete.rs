@@ -63,8 +63,8 @@ pub(crate) fn run(cx: &Context, args: CompleteArgs) -> Result<(), CliError> {
     response.insert("re", Value::str(&args.re));
     response.insert("content", Value::Seq(entries));
     response.insert_opt("notes", args.notes.map(Value::String));
-    let mut payloads = message_of("status", status)?.payloads;
-    payloads.extend(message_of("response", response)?.payloads);
+    let mut payloads = message_of("complete", "status", status)?.payloads;
+    payloads.extend(message_of("complete", "response", response)?.payloads);
     let answer = cx.submit(Message::new(payloads))?;
     output::answer_lines(&answer);
     Ok(())

@@ -175,9 +175,14 @@ impl From<crate::store::error::StoreError> for CliError {
 pub fn run() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(a) => a,
+        Err(e) if e.use_stderr() => {
+            report(&usage_error(&e));
+            return ExitCode::from(2);
+        }
         Err(e) => {
+            // --help and --version print to stdout and succeed.
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::SUCCESS;
         }
     };
     match dispatch(args) {
@@ -187,6 +192,26 @@ pub fn run() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// Folds clap's multi-line report into one line plus a hint.
+fn usage_error(e: &clap::Error) -> CliError {
+    let rendered = e.render().to_string();
+    let text: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let message = text.join(" ");
+    let message = message
+        .strip_prefix("error: ")
+        .unwrap_or(&message)
+        .to_owned();
+    CliError::usage(
+        message,
+        "`mess --help` lists the commands; `mess COMMAND --help` their flags",
+    )
 }
 
 #[expect(clippy::print_stderr, reason = "the CLI reports errors on stderr")]
@@ -222,14 +247,44 @@ fn dispatch(args: Args) -> Result<(), CliError> {
     }
 }
 
-/// Builds a one-payload message `{MESS: [{kind: body}]}` and validates it like any input.
-fn message_of(kind: &str, body: crate::protocol::value::Map) -> Result<Message, CliError> {
+/// Builds a one-payload message `{MESS: [{kind: body}]}` from flags and validates it like any
+/// input; a problem is a usage error that names the flag.
+fn message_of(
+    command: &str,
+    kind: &str,
+    body: crate::protocol::value::Map,
+) -> Result<Message, CliError> {
+    use crate::protocol::error::ProtocolError;
     use crate::protocol::value::{Map, Value};
     let mut payload = Map::new();
     payload.insert(kind, Value::Map(body));
     let mut top = Map::new();
     top.insert("MESS", Value::Seq(vec![Value::Map(payload)]));
-    Message::from_value(Value::Map(top)).map_err(|e| CliError::from(Error::from(e)))
+    Message::from_value(Value::Map(top)).map_err(|e| match e {
+        ProtocolError::Invalid { path, problem } => CliError::usage(
+            format!("{}: {problem}", flag_for(&path)),
+            format!("see `mess {command} --help`"),
+        ),
+        other => CliError::from(Error::from(other)),
+    })
+}
+
+/// The flag (or argument) behind a message field, for error messages.
+fn flag_for(path: &str) -> String {
+    // `MESS[0].status.progress_pct` -> `progress_pct`; nested paths keep their first field.
+    let field = path.splitn(3, '.').nth(2).unwrap_or(path);
+    let field = field.split(['.', '[']).next().unwrap_or(field);
+    match field {
+        "re" => "the RE argument".to_owned(),
+        "intent" => "the INTENT argument".to_owned(),
+        "code" => "--status".to_owned(),
+        "progress_pct" => "--progress".to_owned(),
+        "questions" => "--question".to_owned(),
+        "answers" => "--answer".to_owned(),
+        "content" => "--text/--file".to_owned(),
+        "constraints" => "--depends-on".to_owned(),
+        other => format!("--{}", other.replace('_', "-")),
+    }
 }
 
 /// Prints progress of long work on stderr, only when stderr is a terminal.

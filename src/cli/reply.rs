@@ -31,13 +31,22 @@ pub(crate) fn run(cx: &Context, args: ReplyArgs) -> Result<(), CliError> {
     if !args.answers.is_empty() {
         let mut answers = Map::new();
         for a in &args.answers {
-            let Some((k, v)) = a.split_once('=') else {
-                return Err(CliError::usage(
-                    format!("--answer {a:?} is not field=value"),
-                    "write e.g. --answer location=both",
-                ));
+            let (k, v) = match a.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => (k.trim(), v.trim()),
+                _ => {
+                    return Err(CliError::usage(
+                        format!("--answer {a:?} is not field=value"),
+                        "write e.g. --answer location=both",
+                    ));
+                }
             };
-            answers.insert(k.trim(), Value::str(v.trim()));
+            if answers.contains_key(k) {
+                return Err(CliError::usage(
+                    format!("--answer {k} is given twice"),
+                    "give each field one answer",
+                ));
+            }
+            answers.insert(k, Value::str(v));
         }
         r.insert("answers", Value::Map(answers));
     }
@@ -50,7 +59,7 @@ pub(crate) fn run(cx: &Context, args: ReplyArgs) -> Result<(), CliError> {
             Value::Seq(args.context.into_iter().map(Value::String).collect()),
         );
     }
-    let answer = cx.submit(message_of("reply", r)?)?;
+    let answer = cx.submit(message_of("reply", "reply", r)?)?;
     output::answer_lines(&answer);
     Ok(())
 }

@@ -58,7 +58,7 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
     if args.confirm_before {
         req.insert("confirm_before", Value::Bool(true));
     }
-    let answer = cx.submit(super::message_of("request", req)?)?;
+    let answer = cx.submit(super::message_of("request", "request", req)?)?;
     output::answer_lines(&answer);
     Ok(())
 }

@@ -84,7 +84,84 @@ pub(crate) struct UpdateArgs {
     next_attempt: Option<String>,
 }
 
+/// Refuses flags that belong to another status code, instead of storing them as unknown fields.
+fn check_flags(a: &UpdateArgs) -> Result<(), CliError> {
+    let given: [(&str, bool, &[&str]); 22] = [
+        (
+            "--reason",
+            a.reason.is_some(),
+            &[
+                "held",
+                "failed",
+                "declined",
+                "cancelled",
+                "partial",
+                "delegated",
+                "superseded",
+            ],
+        ),
+        ("--progress", a.progress.is_some(), &["in_progress"]),
+        (
+            "--estimate",
+            a.estimate.is_some(),
+            &["claimed", "in_progress"],
+        ),
+        ("--eta", a.eta.is_some(), &["claimed", "in_progress"]),
+        ("--question", !a.questions.is_empty(), &["needs_input"]),
+        ("--action", a.action.is_some(), &["needs_confirmation"]),
+        (
+            "--consequences",
+            a.consequences.is_some(),
+            &["needs_confirmation"],
+        ),
+        (
+            "--reversible",
+            a.reversible.is_some(),
+            &["needs_confirmation"],
+        ),
+        ("--waiting-for", a.waiting_for.is_some(), &["waiting"]),
+        ("--condition", a.condition.is_some(), &["waiting"]),
+        ("--resource", a.resource.is_some(), &["waiting"]),
+        ("--available-at", a.available_at.is_some(), &["waiting"]),
+        ("--note", a.note.is_some(), &["waiting"]),
+        ("--completed", !a.completed.is_empty(), &["partial"]),
+        ("--remaining", !a.remaining.is_empty(), &["partial"]),
+        ("--recoverable", a.recoverable.is_some(), &["failed"]),
+        ("--suggestion", a.suggestion.is_some(), &["failed"]),
+        ("--delegated-to", a.delegated_to.is_some(), &["delegated"]),
+        (
+            "--superseded-by",
+            a.superseded_by.is_some(),
+            &["superseded"],
+        ),
+        ("--attempt", a.attempt.is_some(), &["retrying"]),
+        ("--max-attempts", a.max_attempts.is_some(), &["retrying"]),
+        ("--next-attempt", a.next_attempt.is_some(), &["retrying"]),
+    ];
+    for (flag, set, codes) in given {
+        if set && !codes.contains(&a.status.as_str()) {
+            return Err(CliError::usage(
+                format!("{flag} does not apply to --status {}", a.status),
+                format!("{flag} goes with --status {}", codes.join(" or ")),
+            ));
+        }
+    }
+    if (a.condition.is_some()
+        || a.resource.is_some()
+        || a.available_at.is_some()
+        || a.note.is_some())
+        && a.waiting_for.is_none()
+    {
+        return Err(CliError::usage(
+            "--condition, --resource, --available-at and --note describe --waiting-for",
+            "add --waiting-for dependency|condition|resource|access|schedule",
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
+    check_flags(&a)?;
     let mut s = Map::new();
     s.insert("re", Value::str(&a.re));
     s.insert("code", Value::str(&a.status));
@@ -132,7 +209,7 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
             Value::str(time::format_timestamp(&cx.exchange.now())),
         );
     }
-    let answer = cx.submit(message_of("status", s)?)?;
+    let answer = cx.submit(message_of("update", "status", s)?)?;
     output::answer_lines(&answer);
     Ok(())
 }

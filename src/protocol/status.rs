@@ -382,11 +382,20 @@ fn req_reason(f: &mut Fields, code: &str) -> Result<Value> {
     reason_value(v, &path)
 }
 
+/// True for what an `eta` may be: a duration (`45m`, `PT45M`), an instant with offset, or a
+/// time of day (`17:30`, `17:30:00`).
+fn is_eta(s: &str) -> bool {
+    time::parse_any_duration(s).is_ok()
+        || time::parse_timestamp(s).is_ok()
+        || chrono::NaiveTime::parse_from_str(s, "%H:%M:%S").is_ok()
+        || chrono::NaiveTime::parse_from_str(s, "%H:%M").is_ok()
+}
+
 fn eta(f: &mut Fields, key: &str) -> Result<Option<String>> {
     let path = f.at(key);
     match f.take(key) {
         None => Ok(None),
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s)),
+        Some(Value::String(s)) if is_eta(s.trim()) => Ok(Some(s)),
         Some(other) => Err(ProtocolError::invalid(
             path,
             format!(
@@ -515,17 +524,25 @@ impl StatusDetails {
                 reason: opt_reason(f)?,
                 resume_eta: eta(f, "resume_eta")?,
             },
-            Status::Retrying => StatusDetails::Retrying {
-                attempt: f.req_int("attempt")?,
-                max_attempts: f.req_int("max_attempts")?,
-                next_attempt: {
-                    let path = f.at("next_attempt");
-                    let v = f.req("next_attempt")?;
-                    v.scalar_text().ok_or_else(|| {
-                        ProtocolError::invalid(path, "expected a time or duration")
-                    })?
-                },
-            },
+            Status::Retrying => {
+                let attempt = f.req_int("attempt")?;
+                let max_attempts = f.req_int("max_attempts")?;
+                if attempt < 1 || max_attempts < 1 || attempt > max_attempts {
+                    return Err(ProtocolError::invalid(
+                        f.at("attempt"),
+                        format!(
+                            "attempt {attempt} of {max_attempts}: attempts count from 1 up to max_attempts"
+                        ),
+                    ));
+                }
+                StatusDetails::Retrying {
+                    attempt,
+                    max_attempts,
+                    next_attempt: eta(f, "next_attempt")?.ok_or_else(|| {
+                        ProtocolError::invalid(f.at("next_attempt"), "required field is missing")
+                    })?,
+                }
+            }
             Status::NeedsInput => {
                 let questions = f.list("questions", Question::from_value)?;
                 if questions.is_empty() {

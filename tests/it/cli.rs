@@ -122,9 +122,29 @@ fn questions_replies_and_cancel_from_the_shell() {
     );
     let bad = home.fails(
         &["update", r, "--as", "roomba-kitchen", "--status", "failed"],
-        1,
+        2,
     );
-    assert!(bad.contains("a `failed` status requires a reason"), "{bad}");
+    assert!(
+        bad.starts_with("error: --reason: a `failed` status requires a reason"),
+        "{bad}"
+    );
+    let bad = home.fails(
+        &[
+            "update",
+            r,
+            "--as",
+            "roomba-kitchen",
+            "--status",
+            "in_progress",
+            "--question",
+            "a: b",
+        ],
+        2,
+    );
+    assert!(
+        bad.starts_with("error: --question does not apply to --status in_progress"),
+        "{bad}"
+    );
     home.ok(&[
         "update",
         r,
@@ -178,7 +198,11 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
     );
     assert!(err.lines().nth(1).unwrap().starts_with("hint: "), "{err}");
     let usage = home.fails(&["claim"], 2);
-    assert!(usage.contains("Usage:"), "{usage}");
+    assert_eq!(usage.lines().count(), 2, "one line and a hint: {usage}");
+    assert!(
+        usage.starts_with("error: the following required arguments were not provided: <RE>"),
+        "{usage}"
+    );
     let out = home.with_stdin(&["send", "--as", "claude-agent"], "MESS: [\n");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: invalid YAML"));
@@ -188,10 +212,10 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
         err.contains("no identity to act as") && err.contains("--as ID"),
         "{err}"
     );
-    let err = home.fails(&["request", "x", "--needed-by", "tonight"], 1);
+    let err = home.fails(&["request", "x", "--needed-by", "tonight"], 2);
     assert_eq!(
         err.lines().next().unwrap(),
-        "error: MESS[0].request.needed_by: invalid timestamp \"tonight\" (expected e.g. 2026-01-31T17:00:00-08:00)"
+        "error: --needed-by: invalid timestamp \"tonight\" (expected e.g. 2026-01-31T17:00:00-08:00)"
     );
     let r = home.ok(&["request", "photo", "--requires", "take-photo"]);
     let err = home.fails(&["claim", r.trim(), "--as", "roomba-kitchen"], 1);
