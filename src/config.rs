@@ -64,11 +64,15 @@ impl Config {
             Value::Null => return Ok(config),
             other => return Err(err(format!("expected a mapping, found {}", other.kind()))),
         };
-        if let Some(v) = map.get("agent_id") {
-            config.agent_id = Some(
-                v.scalar_text()
-                    .ok_or_else(|| err("agent_id must be a string".to_owned()))?,
-            );
+        match map.get("agent_id") {
+            // `agent_id: ${MESS_AGENT}` with the variable unset reads as empty: no default.
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                let id = v
+                    .scalar_text()
+                    .ok_or_else(|| err("agent_id must be a string".to_owned()))?;
+                config.agent_id = Some(id).filter(|s| !s.trim().is_empty());
+            }
         }
         if let Some(limits) = map.get("limits").and_then(Value::as_map)
             && let Some(v) = limits.get("max_message_bytes")

@@ -12,6 +12,9 @@ pub(crate) struct FsckArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
+    for problem in cx.exchange.config_problems() {
+        output::warn(&format!("config: {problem}"));
+    }
     let mut progress = Progress::new("checking");
     let report = cx
         .exchange

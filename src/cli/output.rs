@@ -19,7 +19,33 @@ pub(crate) enum Format {
 }
 
 pub(crate) fn line(text: &str) {
-    println!("{text}");
+    println!("{}", printable(text));
+}
+
+/// Prints a warning on stderr (it does not change the exit code).
+#[expect(clippy::print_stderr, reason = "warnings go to stderr")]
+pub(crate) fn warn(text: &str) {
+    eprintln!("warning: {}", printable(text));
+}
+
+/// Shows control characters (an escape sequence in an intent, say) as escapes instead of
+/// letting them act on the terminal; line breaks and tabs stay.
+pub(crate) fn printable(text: &str) -> String {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 pub(crate) fn raw(text: &str) {
@@ -64,7 +90,10 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
     };
     println!("{}", render(header.to_vec()));
     for row in rows {
-        println!("{}", render(row.iter().map(String::as_str).collect()));
+        println!(
+            "{}",
+            printable(&render(row.iter().map(String::as_str).collect()))
+        );
     }
 }
 

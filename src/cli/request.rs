@@ -1,6 +1,9 @@
 //! `mess request`: builds a request from flags, submits it, and prints the ref.
 
 use crate::cli::{CliError, Context, output};
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::status::Status;
 use crate::protocol::value::{Map, Value};
 
 /// Arguments of `mess request`.
@@ -60,5 +63,34 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
     }
     let answer = cx.submit(super::message_of("request", "request", req)?)?;
     output::answer_lines(&answer);
+    warn_if_unrouted(cx, &answer);
     Ok(())
+}
+
+/// Tells the requestor when no executor was found, so a request does not wait unnoticed.
+fn warn_if_unrouted(cx: &Context, answer: &Message) {
+    for p in &answer.payloads {
+        let Payload::Ack(ack) = p else { continue };
+        let Some(r) = ack
+            .thread_ref
+            .as_deref()
+            .and_then(|r| ThreadRef::parse(r).ok())
+        else {
+            continue;
+        };
+        if let Ok((env, _)) = cx.exchange.store().envelope(&r)
+            && env.status == Status::Pending
+            && env.depends_on.is_empty()
+            && !env.dispatched()
+        {
+            let needs = if env.requires.is_empty() {
+                "no executor is registered".to_owned()
+            } else {
+                format!("no registered executor holds {}", env.requires.join(", "))
+            };
+            output::warn(&format!(
+                "{r}: {needs}; it waits until one registers (executors: in config.yaml)"
+            ));
+        }
+    }
 }

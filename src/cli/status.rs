@@ -176,6 +176,9 @@ fn entry_line(entry: &ContentEntry) -> String {
 }
 
 fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
+    for problem in cx.exchange.config_problems() {
+        output::warn(&problem);
+    }
     let states: &[State] = if all {
         &State::ALL
     } else {

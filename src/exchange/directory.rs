@@ -16,8 +16,22 @@ pub struct Directory {
     pub rules: Vec<RoutingRule>,
     /// The capability catalog (capabilities.yaml).
     pub catalog: Vec<CatalogEntry>,
-    /// Entries that could not be read, one line each; they are skipped.
+    /// Where each executor was declared.
+    pub origins: Vec<(String, Origin)>,
+    /// Entries that could not be read or do not fit together, one line each.
     pub problems: Vec<String>,
+}
+
+/// Where an executor is declared, which decides who may change it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    /// `config.yaml`: the owner's file; `config` messages do not change it.
+    ConfigFile,
+    /// `executors/<id>.yaml`, written by a `config` message from `by`.
+    Registration {
+        /// The sender of the registering message (absent in files from older versions).
+        by: Option<String>,
+    },
 }
 
 /// One capability of the catalog.
@@ -79,11 +93,14 @@ impl Directory {
             match execs {
                 Value::Map(m) => {
                     for (id, body) in m.iter() {
-                        dir.add(ExecutorSpec::from_entry(
-                            id,
-                            body.clone(),
-                            &format!("config.yaml: executors.{id}"),
-                        ));
+                        dir.add(
+                            ExecutorSpec::from_entry(
+                                id,
+                                body.clone(),
+                                &format!("config.yaml: executors.{id}"),
+                            ),
+                            Origin::ConfigFile,
+                        );
                     }
                 }
                 Value::Seq(items) => {
@@ -93,11 +110,14 @@ impl Directory {
                             .and_then(|m| m.get("id"))
                             .and_then(Value::scalar_text)
                             .unwrap_or_default();
-                        dir.add(ExecutorSpec::from_entry(
-                            &id,
-                            item.clone(),
-                            &format!("config.yaml: executors[{i}]"),
-                        ));
+                        dir.add(
+                            ExecutorSpec::from_entry(
+                                &id,
+                                item.clone(),
+                                &format!("config.yaml: executors[{i}]"),
+                            ),
+                            Origin::ConfigFile,
+                        );
                     }
                 }
                 Value::Null => {}
@@ -113,11 +133,14 @@ impl Directory {
                 .and_then(|m| m.get("id"))
                 .and_then(Value::scalar_text)
                 .unwrap_or_default();
-            dir.add(ExecutorSpec::from_entry(
-                &id,
-                value.clone(),
-                &path.display().to_string(),
-            ));
+            let by = value
+                .as_map()
+                .and_then(|m| m.get("registered_by"))
+                .and_then(Value::scalar_text);
+            dir.add(
+                ExecutorSpec::from_entry(&id, value.clone(), &path.display().to_string()),
+                Origin::Registration { by },
+            );
         }
         let rules = match &files.routing {
             Some(r) => Some((r, "routing.yaml")),
@@ -142,6 +165,25 @@ impl Directory {
                 }
             }
         }
+        let unknown: Vec<String> = dir
+            .rules
+            .iter()
+            .enumerate()
+            .flat_map(|(i, rule)| match &rule.prefer {
+                Prefer::Executors(ids) => ids
+                    .iter()
+                    .filter(|id| dir.executor(id).is_none())
+                    .map(|id| {
+                        format!(
+                            "routing rule {}: prefers {id}, which is not a registered executor",
+                            i + 1
+                        )
+                    })
+                    .collect(),
+                Prefer::Strategy(_) => Vec::new(),
+            })
+            .collect();
+        dir.problems.extend(unknown);
         for doc in &files.capabilities {
             let Some(m) = doc.as_map() else { continue };
             let Some(id) = m.get("id").and_then(Value::scalar_text) else {
@@ -162,15 +204,31 @@ impl Directory {
         dir
     }
 
-    fn add(&mut self, spec: Result<ExecutorSpec, crate::protocol::error::ProtocolError>) {
+    fn add(
+        &mut self,
+        spec: Result<ExecutorSpec, crate::protocol::error::ProtocolError>,
+        origin: Origin,
+    ) {
         match spec {
             Ok(s) if s.id.is_empty() => self.problems.push("an executor without an id".into()),
+            // Executor ids name files and mailboxes later, so they follow the rules of refs.
+            Ok(s) if crate::protocol::ids::ThreadRef::parse(&s.id).is_err() => self.problems.push(format!(
+                "executor {:?}: ids may hold only letters, digits, '.', '_', ':' and '-'; skipped",
+                s.id
+            )),
             Ok(s) => {
                 self.executors.retain(|e| e.id != s.id);
+                self.origins.retain(|(id, _)| id != &s.id);
+                self.origins.push((s.id.clone(), origin));
                 self.executors.push(s);
             }
             Err(e) => self.problems.push(e.to_string()),
         }
+    }
+
+    /// Where the executor `id` was declared.
+    pub fn origin(&self, id: &str) -> Option<&Origin> {
+        self.origins.iter().find(|(i, _)| i == id).map(|(_, o)| o)
     }
 
     /// The executor with this id.

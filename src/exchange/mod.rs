@@ -154,6 +154,12 @@ impl Exchange {
         submit::submit(self, message, sender)
     }
 
+    /// Problems in config.yaml, registrations, routing rules and the capability catalog, one
+    /// line each (entries with problems are skipped, the rest works).
+    pub fn config_problems(&self) -> Vec<String> {
+        directory::Directory::load(&self.store).problems
+    }
+
     /// Resolves a reference as `sender` would mean it: a ref, one of the sender's client ids or
     /// suggestion ids, or `last`.
     pub fn resolve(&self, reference: &str, sender: &str) -> Result<ThreadRef, Error> {

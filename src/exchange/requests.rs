@@ -42,9 +42,27 @@ pub(crate) fn check(
     ex: &Exchange,
     incoming: &[Incoming],
     sender: &Sender,
+    now: Timestamp,
 ) -> Result<Dependencies, Error> {
     let mut siblings: HashMap<&str, usize> = HashMap::new();
     for req in incoming {
+        if let Some(at) = req.request.expires_at(now)
+            && at <= now
+        {
+            let field = if req.request.needed_by.is_some() {
+                "needed_by"
+            } else {
+                "constraints.timing.expires"
+            };
+            return Err(ProtocolError::invalid(
+                format!("MESS[{}].request.{field}", req.index),
+                format!(
+                    "{} has already passed",
+                    crate::protocol::time::format_timestamp(&at)
+                ),
+            )
+            .into());
+        }
         if let Some(id) = &req.request.id {
             let why = if id == "last" {
                 Some("`last` is reserved: it names your most recent request")

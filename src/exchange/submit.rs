@@ -51,7 +51,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             | Payload::Suggestion(_) => {
                 directed.push((index, payload.clone()));
             }
-            Payload::Config(c) => configs.push(c.clone()),
+            Payload::Config(c) => configs.push((index, c.clone())),
             Payload::Query(q) => queries.push(q.clone()),
             Payload::Ack(_) => {
                 return Err(ProtocolError::invalid(
@@ -96,14 +96,14 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         checked.push((g, env, deps));
     }
 
-    let deps = requests::check(ex, &requests, sender)?;
-    for config in &configs {
-        view::check_config(config)?;
+    let deps = requests::check(ex, &requests, sender, now)?;
+    for (index, config) in &configs {
+        view::check_config(config, *index, &sender.id, &directory)?;
     }
 
     let mut answer = Vec::new();
-    for config in &configs {
-        answer.push(view::apply_config(ex, config)?);
+    for (_, config) in &configs {
+        answer.push(view::apply_config(ex, config, &sender.id, &directory)?);
     }
     if !configs.is_empty() {
         directory = Directory::load(ex.store());

@@ -1332,3 +1332,65 @@ fn naming_one_thread_twice_in_a_cancel_cancels_it_once() {
     assert_eq!(f.env(&r).status, Status::Cancelled);
     assert_eq!(f.text(&r).matches("- cancel:").count(), 1);
 }
+
+#[test]
+fn registrations_belong_to_their_registrant_and_config_yaml_to_its_owner() {
+    let f = fixture(EXECUTORS);
+    let msg = |id: &str, cap: &str| {
+        format!(
+            "MESS:\n  - config:\n      executor:\n        id: {id}\n        capabilities: [{cap}]\n"
+        )
+    };
+    f.refused(
+        "random-agent",
+        &msg("teague-phone", "nothing"),
+        ErrorKind::Forbidden,
+        "defined in config.yaml",
+    );
+    f.ok("admin", &msg("prusa", "3d-print-fdm"));
+    f.refused(
+        "random-agent",
+        &msg("prusa", "nothing"),
+        ErrorKind::Forbidden,
+        "registered by admin",
+    );
+    f.ok("prusa", &msg("prusa", "3d-print-resin"));
+    f.ok("admin", &msg("prusa", "3d-print-fdm"));
+    let stored = std::fs::read_to_string(f.dir.path().join("executors/prusa.yaml")).unwrap();
+    assert!(stored.contains("registered_by: admin"), "{stored}");
+    f.refused(
+        "admin",
+        &msg("../escape", "x"),
+        ErrorKind::Invalid,
+        "MESS[0].config.executor.id",
+    );
+}
+
+#[test]
+fn a_request_that_is_already_stale_is_refused() {
+    let f = fixture(EXECUTORS);
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - request:\n      intent: x\n      needed_by: \"2026-01-31T16:00:00-08:00\"\n",
+        ErrorKind::Invalid,
+        "MESS[0].request.needed_by: 2026-01-31T16:00:00-08:00 has already passed",
+    );
+}
+
+#[test]
+fn config_problems_are_reported_not_fatal() {
+    let f = fixture(
+        "executors:\n  good:\n    capabilities: [a]\n  \"../bad\":\n    capabilities: [a]\nrouting:\n  - match: {capability: a}\n    prefer: [nobody]\n",
+    );
+    let problems = f.ex.config_problems();
+    assert!(
+        problems.iter().any(|p| p.contains("\"../bad\"")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("prefers nobody")),
+        "{problems:?}"
+    );
+    let r = f.request("claude-agent", "intent: x\nrequires: [a]");
+    f.status("good", &r, "code: claimed").unwrap();
+}

@@ -2,7 +2,7 @@
 //! questions or pending confirmation) and the answers to `query` and `config` messages.
 
 use crate::exchange::Exchange;
-use crate::exchange::directory::{self, Directory};
+use crate::exchange::directory::{self, Directory, Origin};
 use crate::exchange::error::Error;
 use crate::protocol::content::{ContentEntry, unmet_hints};
 use crate::protocol::envelope::{Envelope, MessageDoc};
@@ -181,14 +181,22 @@ pub(crate) fn status_echo(
     })
 }
 
-/// Checks what a `config` message stores before anything is written: the executor id must be
-/// usable as a file name.
-pub(crate) fn check_config(config: &ConfigMsg) -> Result<(), Error> {
-    if let Some(exec) = &config.executor
-        && crate::protocol::ids::ThreadRef::parse(&exec.id).is_err()
-    {
+/// Checks a `config` message before anything is written: the executor id must be usable as a
+/// file name, executors of config.yaml are changed only there, and a registration is changed
+/// only by whoever made it or by the executor itself.
+pub(crate) fn check_config(
+    config: &ConfigMsg,
+    index: usize,
+    sender: &str,
+    dir: &Directory,
+) -> Result<(), Error> {
+    let Some(exec) = &config.executor else {
+        return Ok(());
+    };
+    let path = format!("MESS[{index}].config.executor.id");
+    if crate::protocol::ids::ThreadRef::parse(&exec.id).is_err() {
         return Err(ProtocolError::invalid(
-            "config.executor.id",
+            path,
             format!(
                 "{:?} is not a usable executor id (letters, digits, '.', '_', ':', '-')",
                 exec.id
@@ -196,15 +204,42 @@ pub(crate) fn check_config(config: &ConfigMsg) -> Result<(), Error> {
         )
         .into());
     }
-    Ok(())
+    match dir.origin(&exec.id) {
+        Some(Origin::ConfigFile) => Err(ProtocolError::forbidden(format!(
+            "cannot register {}: it is defined in config.yaml; change it there",
+            exec.id
+        ))
+        .into()),
+        Some(Origin::Registration { by: Some(by) }) if by != sender && exec.id != sender => {
+            Err(ProtocolError::forbidden(format!(
+                "cannot change executor {}: it was registered by {by}; only {by} or {} may change it",
+                exec.id, exec.id
+            ))
+            .into())
+        }
+        _ => Ok(()),
+    }
 }
 
-/// Stores an executor registration or routing rules from a `config` message.
-pub(crate) fn apply_config(ex: &Exchange, config: &ConfigMsg) -> Result<Payload, Error> {
-    check_config(config)?;
+/// Stores an executor registration or routing rules from a `config` message, recording who
+/// first registered the executor (its owner from then on).
+pub(crate) fn apply_config(
+    ex: &Exchange,
+    config: &ConfigMsg,
+    sender: &str,
+    dir: &Directory,
+) -> Result<Payload, Error> {
     let mut done = Map::new();
     if let Some(exec) = &config.executor {
-        ex.store().put_registration(&exec.id, &exec.to_value())?;
+        let owner = match dir.origin(&exec.id) {
+            Some(Origin::Registration { by: Some(by) }) => by.clone(),
+            _ => sender.to_owned(),
+        };
+        let mut value = exec.to_value();
+        if let Value::Map(m) = &mut value {
+            m.insert("registered_by", Value::str(owner));
+        }
+        ex.store().put_registration(&exec.id, &value)?;
         done.insert("registered", Value::str(&exec.id));
     }
     if let Some(rules) = &config.routing {

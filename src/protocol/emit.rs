@@ -1,8 +1,10 @@
 //! Writes [`Value`] trees as block-style YAML in the layout of the MESSE-AF examples.
 //!
-//! Strings are written plain only when every YAML 1.1 and 1.2 parser reads them back as the same
-//! string; timestamps stay plain on purpose (MESSE-AF writes them unquoted so DuckDB types them).
-//! Everything else is double-quoted with escapes, or a literal block for multi-line text.
+//! Strings are written plain only when every YAML 1.2 parser reads them back as the same
+//! string. Text that YAML 1.1 parsers would take for a number, boolean or null (`yes`, `001`,
+//! `1:30`) is quoted as well; text shaped like a date or timestamp stays plain on purpose, as
+//! MESSE-AF writes timestamps unquoted, so 1.1 readers (PyYAML) type it as a date. Everything
+//! else is double-quoted with escapes, or a literal block for multi-line text.
 
 use std::fmt::Write;
 
@@ -192,8 +194,8 @@ fn write_double_quoted(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Reports whether `s` can be written as a plain scalar that every YAML 1.1 and 1.2 reader
-/// (serde_yaml, PyYAML, libyaml, DuckDB's readers) reads back as this same string.
+/// Reports whether `s` can be written as a plain scalar that every YAML 1.2 reader reads back as
+/// this same string, and that YAML 1.1 readers do not take for a number, boolean or null.
 pub(crate) fn is_plain_safe(s: &str) -> bool {
     let Some(first) = s.chars().next() else {
         return false;

@@ -358,3 +358,21 @@ fn a_malformed_document_stops_send_before_anything_is_applied() {
         "nothing applied"
     );
 }
+
+#[test]
+fn warnings_name_unroutable_requests_and_terminal_escapes_are_shown_as_text() {
+    let home = Home::with_config(CONFIG);
+    let out = home.run(&["request", "fly to the moon", "--requires", "rocket"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: ") && err.contains("no registered executor holds rocket"),
+        "{err}"
+    );
+    home.ok(&["request", "red \u{1b}[31malert"]);
+    let list = home.ok(&["status"]);
+    assert!(
+        list.contains("red \\u{1b}[31malert") && !list.contains('\u{1b}'),
+        "{list}"
+    );
+}
