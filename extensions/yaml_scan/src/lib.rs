@@ -1,0 +1,27 @@
+//! yaml_scan: `read_yaml_auto`, YAML files as DuckDB rows. One implementation serves the
+//! embedded DuckDB of `mess` and the `mess_yaml` loadable extension for the duckdb CLI.
+//!
+//! It knows YAML, Arrow and DuckDB, not MESS: rows are generic (one per mapping document, with
+//! optional hive, `filename` and `document_index` columns); the SQL views give them meaning.
+//!
+//! Reading order: `parse` (files into documents of `node`s), `types` (the union schema),
+//! `build` (Arrow arrays), `scan` (a bound scan), `vtab` (the DuckDB table function), with
+//! `glob` and `cache` beside them.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod build;
+mod cache;
+mod glob;
+mod node;
+mod parse;
+mod scan;
+mod types;
+mod vtab;
+
+#[cfg(test)]
+mod tests;
+
+pub use cache::{cached_files, clear_cache};
+pub use scan::{Mode, Options, Plan};
+pub use vtab::{Confinement, ReadYaml, register, register_confined};

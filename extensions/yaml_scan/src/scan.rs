@@ -1,0 +1,595 @@
+//! A `read_yaml_auto` scan independent of DuckDB: options, file expansion, parsing through
+//! the cache, the union schema, and Arrow batches for any slice of rows and columns.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use duckdb::arrow::array::{ArrayRef, Int64Builder, ListArray, StringBuilder};
+use duckdb::arrow::buffer::{NullBuffer, OffsetBuffer};
+use duckdb::arrow::datatypes::{DataType, Field, Schema};
+use duckdb::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+
+use crate::build::build;
+use crate::cache::{self, Stamp};
+use crate::glob;
+use crate::node::{Key, Node};
+use crate::parse::{self, Doc, ParsedFile};
+use crate::types::{FileTypes, Ty};
+
+/// How documents become rows (`multi_document`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One row per mapping document (the default).
+    Rows,
+    /// Document 1 of each file only.
+    First,
+    /// One row per file; column `documents` lists every document.
+    List,
+    /// Document 1's keys as columns on a row for each of documents 2...
+    Frontmatter,
+}
+
+impl Mode {
+    /// Parses the option's value.
+    pub fn parse(s: &str) -> Result<Mode, String> {
+        match s {
+            "rows" => Ok(Mode::Rows),
+            "first" => Ok(Mode::First),
+            "list" => Ok(Mode::List),
+            "frontmatter" => Ok(Mode::Frontmatter),
+            other => Err(format!(
+                "Invalid value \"{other}\" for multi_document (expected 'rows', 'first', 'list' or 'frontmatter')"
+            )),
+        }
+    }
+}
+
+/// The options of one scan.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `hive_partitioning`: `None` detects `key=value` folders.
+    pub hive: Option<bool>,
+    /// Add a `filename` column.
+    pub filename: bool,
+    /// Add a `document_index` column (0 = the first document of a file).
+    pub document_index: bool,
+    /// How documents become rows.
+    pub mode: Mode,
+    /// Skip files and documents that do not parse instead of failing.
+    pub ignore_errors: bool,
+    /// A top-level sequence gives one row per element (default) rather than one row.
+    pub expand_root_sequence: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            hive: None,
+            filename: false,
+            document_index: false,
+            mode: Mode::Rows,
+            ignore_errors: false,
+            expand_root_sequence: true,
+        }
+    }
+}
+
+/// What fills a column.
+#[derive(Debug, Clone)]
+enum Source {
+    /// A top-level key of the row's document.
+    Data(Key),
+    /// A key of the file's first document (`frontmatter`).
+    Front(Key),
+    /// A `key=value` folder of the path.
+    Hive(String),
+    Filename,
+    DocumentIndex,
+    /// Every document of the file (`list`).
+    Documents,
+}
+
+#[derive(Debug, Clone)]
+struct Column {
+    name: String,
+    ty: Ty,
+    source: Source,
+    arrow: DataType,
+}
+
+#[derive(Debug)]
+struct File {
+    shown: String,
+    hive: Vec<(String, String)>,
+    parsed: Arc<ParsedFile>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    file: u32,
+    doc: u32,
+    /// Element of a top-level sequence, or `u32::MAX` for the whole document.
+    elem: u32,
+}
+
+/// A bound scan: its columns and rows, ready to be emitted in batches.
+#[derive(Debug)]
+pub struct Plan {
+    columns: Vec<Column>,
+    files: Vec<File>,
+    rows: Vec<Row>,
+}
+
+impl Plan {
+    /// Expands `patterns`, parses (or reuses) every file and infers the schema. With `root`,
+    /// files outside it are refused (the locked-down query instance).
+    pub fn bind(patterns: &[String], opts: &Options, root: Option<&Path>) -> Result<Plan, String> {
+        let mut paths: Vec<PathBuf> = Vec::new();
+        let mut seen = HashSet::new();
+        for pattern in patterns {
+            let matched = glob::expand(pattern);
+            if matched.is_empty() {
+                return Err(format!(
+                    "No files found that match the pattern \"{pattern}\""
+                ));
+            }
+            for p in matched {
+                if seen.insert(p.clone()) {
+                    paths.push(p);
+                }
+            }
+        }
+        if let Some(root) = root {
+            confine(&paths, root)?;
+        }
+        let need_all = opts.mode != Mode::First;
+        let parsed = load(&paths, need_all, opts.ignore_errors)?;
+        let dirs: Vec<PathBuf> = paths
+            .iter()
+            .filter_map(|p| p.parent().map(Path::to_owned))
+            .collect();
+        cache::prune(&dirs, &seen);
+
+        let mut files = Vec::with_capacity(parsed.len());
+        for (path, parsed) in parsed {
+            if !opts.ignore_errors
+                && let Some((i, why)) = parsed.docs.iter().enumerate().find_map(|(i, d)| match d {
+                    Doc::Broken(why) if need_all || i == 0 => Some((i, why)),
+                    _ => None,
+                })
+            {
+                return Err(format!("{}: document {}: {why}", path.display(), i + 1));
+            }
+            files.push(File {
+                shown: path.to_string_lossy().into_owned(),
+                hive: hive_parts(&path),
+                parsed,
+            });
+        }
+        let hive_on = opts
+            .hive
+            .unwrap_or_else(|| files.iter().any(|f| !f.hive.is_empty()));
+        let mut hive_keys: Vec<String> = Vec::new();
+        if hive_on {
+            for f in &files {
+                for (k, _) in &f.hive {
+                    if !hive_keys.contains(k) {
+                        hive_keys.push(k.clone());
+                    }
+                }
+            }
+        }
+        let (columns, rows) = shape(&files, opts, &hive_keys);
+        if columns.is_empty() {
+            return Err(
+                "read_yaml_auto found no mapping documents, so there are no columns".to_owned(),
+            );
+        }
+        Ok(Plan {
+            columns,
+            files,
+            rows,
+        })
+    }
+
+    /// Column names and Arrow types, in order.
+    pub fn schema(&self) -> Vec<(String, DataType)> {
+        self.columns
+            .iter()
+            .map(|c| (c.name.clone(), c.arrow.clone()))
+            .collect()
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when the scan has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows `start..end` of the columns `projection` (indexes into [`Plan::schema`]).
+    pub fn batch(
+        &self,
+        start: usize,
+        end: usize,
+        projection: &[usize],
+    ) -> Result<RecordBatch, String> {
+        let rows = &self.rows[start..end];
+        let mut fields = Vec::with_capacity(projection.len());
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(projection.len());
+        for &c in projection {
+            let col = &self.columns[c];
+            fields.push(Field::new(&col.name, col.arrow.clone(), true));
+            arrays.push(self.column(col, rows));
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+        RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)
+            .map_err(|e| e.to_string())
+    }
+
+    fn node(&self, row: &Row) -> Option<&Node> {
+        let doc = match self.files[row.file as usize]
+            .parsed
+            .docs
+            .get(row.doc as usize)?
+        {
+            Doc::Value(n) => n,
+            _ => return None,
+        };
+        match (doc, row.elem) {
+            (n, u32::MAX) => Some(n),
+            (Node::List(items), i) => items.get(i as usize),
+            _ => None,
+        }
+    }
+
+    fn column(&self, col: &Column, rows: &[Row]) -> ArrayRef {
+        match &col.source {
+            Source::Data(key) => {
+                let values: Vec<Option<&Node>> = rows
+                    .iter()
+                    .map(|r| {
+                        self.node(r).and_then(|n| match n {
+                            // An unexpanded top-level sequence is its own `json` column.
+                            Node::List(_) if &**key == "json" => Some(n),
+                            _ => n.get(key),
+                        })
+                    })
+                    .collect();
+                build(&col.ty, &values)
+            }
+            Source::Front(key) => {
+                let values: Vec<Option<&Node>> = rows
+                    .iter()
+                    .map(|r| match self.files[r.file as usize].parsed.docs.first() {
+                        Some(Doc::Value(n)) => n.get(key),
+                        _ => None,
+                    })
+                    .collect();
+                build(&col.ty, &values)
+            }
+            Source::Hive(key) => {
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 8);
+                for r in rows {
+                    let f = &self.files[r.file as usize];
+                    match f.hive.iter().find(|(k, _)| k == key) {
+                        Some((_, v)) => b.append_value(v),
+                        None => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            Source::Filename => {
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 48);
+                for r in rows {
+                    b.append_value(&self.files[r.file as usize].shown);
+                }
+                Arc::new(b.finish())
+            }
+            Source::DocumentIndex => {
+                let mut b = Int64Builder::with_capacity(rows.len());
+                for r in rows {
+                    b.append_value(i64::from(r.doc));
+                }
+                Arc::new(b.finish())
+            }
+            Source::Documents => {
+                let Ty::List(elem) = &col.ty else {
+                    return build(&col.ty, &vec![None; rows.len()]);
+                };
+                let mut offsets = vec![0i32];
+                let mut children: Vec<Option<&Node>> = Vec::new();
+                for r in rows {
+                    for d in &self.files[r.file as usize].parsed.docs {
+                        if let Doc::Value(n @ Node::Map(_)) = d {
+                            children.push(Some(n));
+                        }
+                    }
+                    offsets.push(children.len() as i32);
+                }
+                let child = build(elem, &children);
+                Arc::new(ListArray::new(
+                    Arc::new(Field::new("l", elem.arrow(), true)),
+                    OffsetBuffer::new(offsets.into()),
+                    child,
+                    Some(NullBuffer::from(vec![true; rows.len()])),
+                ))
+            }
+        }
+    }
+}
+
+/// Refuses paths whose real location is outside `root`.
+fn confine(paths: &[PathBuf], root: &Path) -> Result<(), String> {
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", root.display()))?;
+    for p in paths {
+        let real = p
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        if !real.starts_with(&root) {
+            return Err(format!(
+                "read_yaml_auto may only read files under {} here; {} is outside",
+                root.display(),
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A file's position in the scan and its parse.
+type Loaded = (usize, Result<Arc<ParsedFile>, String>);
+
+/// Parses every file (through the cache), in parallel for the ones not cached.
+fn load(
+    paths: &[PathBuf],
+    need_all: bool,
+    ignore_errors: bool,
+) -> Result<Vec<(PathBuf, Arc<ParsedFile>)>, String> {
+    let mut slots: Vec<Option<Arc<ParsedFile>>> = Vec::with_capacity(paths.len());
+    let mut misses = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        let hit = Stamp::of(p).and_then(|s| cache::get(p, s, need_all));
+        if hit.is_none() {
+            misses.push(i);
+        }
+        slots.push(hit);
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(misses.len().max(1));
+    let chunk = misses.len().div_ceil(workers).max(1);
+    let results: Vec<Vec<Loaded>> = std::thread::scope(|s| {
+        let handles: Vec<_> = misses
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|&i| (i, read_and_parse(&paths[i], need_all)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for (i, result) in results.into_iter().flatten() {
+        match result {
+            Ok(file) => slots[i] = Some(file),
+            Err(e) if ignore_errors => {
+                let _ = e;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(paths
+        .iter()
+        .zip(slots)
+        .filter_map(|(p, f)| f.map(|f| (p.clone(), f)))
+        .collect())
+}
+
+fn read_and_parse(path: &Path, need_all: bool) -> Result<Arc<ParsedFile>, String> {
+    // The stamp is taken before reading: a write that lands in between changes the stamp the
+    // next query sees, so a stale parse is never served twice.
+    let stamp = Stamp::of(path).ok_or_else(|| format!("{}: cannot read file", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
+    let parsed = Arc::new(parse::parse_file(&text, !need_all));
+    cache::put(path.to_owned(), stamp, parsed.clone());
+    Ok(parsed)
+}
+
+/// The `key=value` folders of a path, outermost first.
+fn hive_parts(path: &Path) -> Vec<(String, String)> {
+    let Some(parent) = path.parent() else {
+        return Vec::new();
+    };
+    parent
+        .components()
+        .filter_map(|c| {
+            let s = c.as_os_str().to_str()?;
+            let (k, v) = s.split_once('=')?;
+            (!k.is_empty()).then(|| (k.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
+/// Rows of a document: the mapping itself, or the mapping elements of a top-level sequence.
+fn rows_of(doc: &Doc, expand: bool) -> Vec<(u32, &Node)> {
+    match doc {
+        Doc::Value(n @ Node::Map(_)) => vec![(u32::MAX, n)],
+        Doc::Value(Node::List(items)) if expand => items
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n, Node::Map(_)))
+            .map(|(i, n)| (i as u32, n))
+            .collect(),
+        Doc::Value(n @ Node::List(_)) => {
+            // Without expansion, the sequence is one row with a single column named after it.
+            vec![(u32::MAX, n)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn file_types(file: &ParsedFile) -> &FileTypes {
+    file.types.get_or_init(|| {
+        let mut types = FileTypes {
+            all: Ty::Null,
+            first: Ty::Null,
+            rest: Ty::Null,
+        };
+        for (i, doc) in file.docs.iter().enumerate() {
+            for (_, node) in rows_of(doc, true) {
+                let t = Ty::of(node);
+                types.all.absorb(&t);
+                if i == 0 {
+                    types.first.absorb(&t);
+                } else {
+                    types.rest.absorb(&t);
+                }
+            }
+        }
+        types
+    })
+}
+
+/// The columns and rows of a scan.
+fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, Vec<Row>) {
+    let mut columns = Vec::new();
+    let mut rows = Vec::new();
+    let data_columns = |ty: &Ty, source: fn(Key) -> Source, columns: &mut Vec<Column>| {
+        if let Ty::Struct(fields) = ty {
+            for (k, t) in fields {
+                if hive_keys.iter().any(|h| h == &**k)
+                    || columns.iter().any(|c: &Column| c.name == **k)
+                {
+                    continue;
+                }
+                columns.push(Column {
+                    name: k.to_string(),
+                    ty: t.clone(),
+                    arrow: t.arrow(),
+                    source: source(k.clone()),
+                });
+            }
+        }
+    };
+    match opts.mode {
+        Mode::Rows | Mode::First => {
+            let mut ty = Ty::Null;
+            for (fi, f) in files.iter().enumerate() {
+                let docs = if opts.mode == Mode::First {
+                    &f.parsed.docs[..f.parsed.docs.len().min(1)]
+                } else {
+                    &f.parsed.docs[..]
+                };
+                if opts.expand_root_sequence {
+                    let t = file_types(&f.parsed);
+                    ty.absorb(if opts.mode == Mode::First {
+                        &t.first
+                    } else {
+                        &t.all
+                    });
+                }
+                for (di, doc) in docs.iter().enumerate() {
+                    for (ei, node) in rows_of(doc, opts.expand_root_sequence) {
+                        if !opts.expand_root_sequence {
+                            ty.absorb(&row_type(node));
+                        }
+                        rows.push(Row {
+                            file: fi as u32,
+                            doc: di as u32,
+                            elem: ei,
+                        });
+                    }
+                }
+            }
+            data_columns(&ty, Source::Data, &mut columns);
+        }
+        Mode::Frontmatter => {
+            let (mut front, mut rest) = (Ty::Null, Ty::Null);
+            for (fi, f) in files.iter().enumerate() {
+                let t = file_types(&f.parsed);
+                front.absorb(&t.first);
+                rest.absorb(&t.rest);
+                for (di, doc) in f.parsed.docs.iter().enumerate().skip(1) {
+                    for (ei, _) in rows_of(doc, opts.expand_root_sequence) {
+                        rows.push(Row {
+                            file: fi as u32,
+                            doc: di as u32,
+                            elem: ei,
+                        });
+                    }
+                }
+            }
+            // A key in both places is the document's own.
+            data_columns(&rest, Source::Data, &mut columns);
+            let doc_cols = columns.len();
+            data_columns(&front, Source::Front, &mut columns);
+            columns.rotate_left(doc_cols);
+        }
+        Mode::List => {
+            let mut ty = Ty::Null;
+            for (fi, f) in files.iter().enumerate() {
+                ty.absorb(&file_types(&f.parsed).all);
+                rows.push(Row {
+                    file: fi as u32,
+                    doc: 0,
+                    elem: u32::MAX,
+                });
+            }
+            let list = Ty::List(Box::new(if matches!(ty, Ty::Null) { Ty::Json } else { ty }));
+            columns.push(Column {
+                name: "documents".to_owned(),
+                arrow: list.arrow(),
+                ty: list,
+                source: Source::Documents,
+            });
+        }
+    }
+    for key in hive_keys {
+        columns.push(Column {
+            name: key.clone(),
+            ty: Ty::Text,
+            arrow: DataType::Utf8,
+            source: Source::Hive(key.clone()),
+        });
+    }
+    if opts.filename {
+        columns.push(Column {
+            name: "filename".to_owned(),
+            ty: Ty::Text,
+            arrow: DataType::Utf8,
+            source: Source::Filename,
+        });
+    }
+    if opts.document_index && opts.mode != Mode::List {
+        columns.push(Column {
+            name: "document_index".to_owned(),
+            ty: Ty::Int,
+            arrow: DataType::Int64,
+            source: Source::DocumentIndex,
+        });
+    }
+    (columns, rows)
+}
+
+/// With `expand_root_sequence := false`, a top-level sequence is one row whose only column is
+/// the sequence itself, named `json` as DuckDB's JSON reader does for unnamed values.
+fn row_type(node: &Node) -> Ty {
+    match node {
+        Node::List(_) => Ty::Struct(vec![(Key::from("json"), Ty::of(node))]),
+        other => Ty::of(other),
+    }
+}

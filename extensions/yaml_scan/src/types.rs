@@ -1,0 +1,124 @@
+//! Schema inference: the union type of values seen in a column, across every row of every file
+//! (no sampling), and its Arrow form.
+
+use std::sync::Arc;
+
+use duckdb::arrow::datatypes::{DataType, Field, Fields, TimeUnit};
+
+use crate::node::{Key, Node};
+
+/// The inferred type of a column or nested field.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Ty {
+    /// Only nulls seen so far.
+    Null,
+    Bool,
+    Int,
+    Float,
+    Text,
+    Date,
+    TimestampTz,
+    Timestamp,
+    /// Values that fit no common type, kept as text (JSON for collections).
+    Json,
+    /// `{}` seen and nothing else: DuckDB has no empty STRUCT, so alone it becomes JSON text.
+    EmptyMap,
+    List(Box<Ty>),
+    Struct(Vec<(Key, Ty)>),
+}
+
+impl Ty {
+    /// The type of one value.
+    pub(crate) fn of(node: &Node) -> Ty {
+        match node {
+            Node::Null => Ty::Null,
+            Node::Bool(_) => Ty::Bool,
+            Node::Int(_) => Ty::Int,
+            Node::Float(_) => Ty::Float,
+            Node::Str(_) => Ty::Text,
+            Node::Date(_) => Ty::Date,
+            Node::TimestampTz(_) => Ty::TimestampTz,
+            Node::Timestamp(_) => Ty::Timestamp,
+            Node::List(items) => {
+                let mut elem = Ty::Null;
+                for item in items.iter() {
+                    elem.absorb(&Ty::of(item));
+                }
+                Ty::List(Box::new(elem))
+            }
+            Node::Map(entries) if entries.is_empty() => Ty::EmptyMap,
+            Node::Map(entries) => Ty::Struct(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Ty::of(v)))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Widens `self` to hold values of `other` too.
+    pub(crate) fn absorb(&mut self, other: &Ty) {
+        if self == other {
+            return;
+        }
+        let merged = match (&mut *self, other) {
+            (_, Ty::Null) => return,
+            (Ty::Null, o) => o.clone(),
+            (Ty::Json, _) | (_, Ty::Json) => Ty::Json,
+            (Ty::Int, Ty::Float) | (Ty::Float, Ty::Int) => Ty::Float,
+            (Ty::EmptyMap, Ty::Struct(f)) => Ty::Struct(f.clone()),
+            (Ty::Struct(_), Ty::EmptyMap) => return,
+            (Ty::Struct(fields), Ty::Struct(others)) => {
+                for (k, t) in others {
+                    match fields.iter_mut().find(|(fk, _)| fk == k) {
+                        Some((_, ft)) => ft.absorb(t),
+                        None => fields.push((k.clone(), t.clone())),
+                    }
+                }
+                return;
+            }
+            (Ty::List(a), Ty::List(b)) => {
+                a.absorb(b);
+                return;
+            }
+            // Collections mixed with anything else, and scalars of different kinds.
+            (Ty::List(_) | Ty::Struct(_) | Ty::EmptyMap, _)
+            | (_, Ty::List(_) | Ty::Struct(_) | Ty::EmptyMap) => Ty::Json,
+            _ => Ty::Text,
+        };
+        *self = merged;
+    }
+
+    /// The Arrow type of a column of this type.
+    pub(crate) fn arrow(&self) -> DataType {
+        match self {
+            Ty::Null | Ty::Text | Ty::Json | Ty::EmptyMap => DataType::Utf8,
+            Ty::Bool => DataType::Boolean,
+            Ty::Int => DataType::Int64,
+            Ty::Float => DataType::Float64,
+            Ty::Date => DataType::Date32,
+            Ty::TimestampTz => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from("+00:00")))
+            }
+            Ty::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+            Ty::List(elem) => DataType::List(Arc::new(Field::new("l", elem.arrow(), true))),
+            Ty::Struct(fields) => DataType::Struct(
+                fields
+                    .iter()
+                    .map(|(k, t)| Field::new(&**k, t.arrow(), true))
+                    .collect::<Fields>(),
+            ),
+        }
+    }
+}
+
+/// The union row types of one file, for the document modes.
+#[derive(Debug, Clone)]
+pub(crate) struct FileTypes {
+    /// Every row of every document (`rows`, `list`).
+    pub(crate) all: Ty,
+    /// Rows of document 1 (`first`, and the front matter of `frontmatter`).
+    pub(crate) first: Ty,
+    /// Rows of documents 2.. (`frontmatter`).
+    pub(crate) rest: Ty,
+}
