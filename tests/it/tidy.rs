@@ -33,8 +33,11 @@ fn rel(p: &Path) -> String {
 
 #[test]
 fn every_source_file_starts_with_a_module_doc() {
-    for dir in ["src", "tests", "benches"] {
+    for dir in ["src", "tests", "benches", "extensions"] {
         for f in rust_files(&root().join(dir)) {
+            if rel(&f).contains("/target/") {
+                continue;
+            }
             let text = std::fs::read_to_string(&f).unwrap();
             assert!(
                 text.starts_with("//!"),
@@ -111,7 +114,7 @@ fn banned_calls_stay_in_their_one_place() {
     }
     let ignore = concat!("#[", "ignore");
     let should_panic = concat!("#[", "should_panic");
-    for dir in ["src", "tests", "benches"] {
+    for dir in ["src", "tests", "benches", "extensions"] {
         for f in rust_files(&root().join(dir)) {
             let text = std::fs::read_to_string(&f).unwrap();
             assert!(
@@ -148,15 +151,42 @@ fn every_integration_test_file_is_registered() {
 }
 
 #[test]
-fn duckdb_is_pinned_exactly() {
-    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    let line = manifest
-        .lines()
-        .find(|l| l.starts_with("duckdb"))
-        .expect("duckdb dependency");
+fn duckdb_is_pinned_exactly_and_alike_in_every_manifest() {
+    let mut manifests = vec![root().join("Cargo.toml")];
+    for entry in std::fs::read_dir(root().join("extensions"))
+        .unwrap()
+        .flatten()
+    {
+        let m = entry.path().join("Cargo.toml");
+        if m.exists() {
+            manifests.push(m);
+        }
+    }
+    let mut versions = Vec::new();
+    for m in &manifests {
+        let text = std::fs::read_to_string(m).unwrap();
+        for line in text.lines().filter(|l| l.starts_with("duckdb ")) {
+            assert!(
+                line.contains("default-features = false"),
+                "{}: {line}",
+                rel(m)
+            );
+            let version = line
+                .split("version = \"")
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .unwrap_or("");
+            assert!(
+                version.starts_with('='),
+                "{}: pin duckdb with = ({line})",
+                rel(m)
+            );
+            versions.push(version.to_owned());
+        }
+    }
+    assert!(manifests.len() >= 2 && !versions.is_empty());
     assert!(
-        line.contains("version = \"=1.20000.1\""),
-        "pin duckdb with = ({line})"
+        versions.iter().all(|v| v == &versions[0]),
+        "duckdb pins differ: {versions:?}"
     );
-    assert!(line.contains("default-features = false"), "{line}");
 }
