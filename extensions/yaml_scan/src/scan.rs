@@ -60,6 +60,9 @@ pub struct Options {
     pub ignore_errors: bool,
     /// A top-level sequence gives one row per element (default) rather than one row.
     pub expand_root_sequence: bool,
+    /// A pattern that matches nothing gives no rows instead of an error; with no rows at all
+    /// the scan has the `filename` column only (views add their columns by name).
+    pub allow_empty: bool,
 }
 
 impl Default for Options {
@@ -71,6 +74,7 @@ impl Default for Options {
             mode: Mode::Rows,
             ignore_errors: false,
             expand_root_sequence: true,
+            allow_empty: false,
         }
     }
 }
@@ -129,7 +133,7 @@ impl Plan {
         let mut seen = HashSet::new();
         for pattern in patterns {
             let matched = glob::expand(pattern);
-            if matched.is_empty() {
+            if matched.is_empty() && !opts.allow_empty {
                 return Err(format!(
                     "No files found that match the pattern \"{pattern}\""
                 ));
@@ -180,7 +184,15 @@ impl Plan {
                 }
             }
         }
-        let (columns, rows) = shape(&files, opts, &hive_keys);
+        let (mut columns, rows) = shape(&files, opts, &hive_keys);
+        if columns.is_empty() && opts.allow_empty && rows.is_empty() {
+            columns.push(Column {
+                name: "filename".to_owned(),
+                ty: Ty::Text,
+                arrow: DataType::Utf8,
+                source: Source::Filename,
+            });
+        }
         if columns.is_empty() {
             return Err(
                 "read_yaml_auto found no mapping documents, so there are no columns".to_owned(),

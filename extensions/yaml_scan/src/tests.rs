@@ -544,3 +544,23 @@ fn a_confined_function_reads_only_under_its_root() {
             .is_err()
     );
 }
+
+#[test]
+fn allow_empty_turns_missing_files_into_zero_rows() {
+    let d = db();
+    let sql = format!(
+        "SELECT * FROM read_yaml_auto('{}', allow_empty := true, filename := true)",
+        d.path("none/*.yaml")
+    );
+    assert!(d.rows(&sql).is_empty());
+    assert_eq!(
+        d.types(&sql),
+        vec![("filename".to_owned(), "VARCHAR".to_owned())]
+    );
+    let f = d.file("one.yaml", "a: 1\n");
+    let both = format!(
+        "SELECT a FROM read_yaml_auto(['{f}', '{}'], allow_empty := true)",
+        d.path("none/*.yaml")
+    );
+    assert_eq!(d.rows(&both), vec![vec![s("1")]]);
+}

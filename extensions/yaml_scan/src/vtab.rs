@@ -72,6 +72,7 @@ fn options_of(bind: &BindInfo) -> Result<Options, String> {
         document_index: flag("document_index").unwrap_or(false),
         ignore_errors: flag("ignore_errors").unwrap_or(false),
         expand_root_sequence: flag("expand_root_sequence").unwrap_or(true),
+        allow_empty: flag("allow_empty").unwrap_or(false),
         ..Options::default()
     };
     if let Some(m) = bind
@@ -180,6 +181,7 @@ impl VTab for ReadYaml {
             ),
             ("ignore_errors".to_owned(), boolean()),
             ("expand_root_sequence".to_owned(), boolean()),
+            ("allow_empty".to_owned(), boolean()),
         ])
     }
 }
