@@ -1,0 +1,20 @@
+-- cron_field_matches(field, value): whether one cron field ('*', '5', '8-22', '1,3,5',
+-- '*/15', '8-22/2') allows `value`.
+CREATE OR REPLACE MACRO cron_field_matches(field, value) AS
+    list_bool_or(list_transform(string_split(trim(field), ','), lambda cron_part:
+        CASE
+            WHEN cron_part = '*' THEN true
+            WHEN contains(cron_part, '/') THEN
+                (CASE
+                    WHEN split_part(cron_part, '/', 1) = '*' THEN value % TRY_CAST(split_part(cron_part, '/', 2) AS INTEGER) = 0
+                    WHEN contains(split_part(cron_part, '/', 1), '-') THEN
+                        value BETWEEN TRY_CAST(split_part(split_part(cron_part, '/', 1), '-', 1) AS INTEGER)
+                                  AND TRY_CAST(split_part(split_part(cron_part, '/', 1), '-', 2) AS INTEGER)
+                        AND (value - TRY_CAST(split_part(split_part(cron_part, '/', 1), '-', 1) AS INTEGER))
+                            % TRY_CAST(split_part(cron_part, '/', 2) AS INTEGER) = 0
+                    ELSE value = TRY_CAST(split_part(cron_part, '/', 1) AS INTEGER)
+                END)
+            WHEN contains(cron_part, '-') THEN
+                value BETWEEN TRY_CAST(split_part(cron_part, '-', 1) AS INTEGER) AND TRY_CAST(split_part(cron_part, '-', 2) AS INTEGER)
+            ELSE value = TRY_CAST(cron_part AS INTEGER)
+        END));

@@ -1,0 +1,25 @@
+-- executor_availability_at(instant): per executor, whether it is available at `instant` and how
+-- much it is already doing. Columns: id, availability, schedule, available (always and
+-- on_demand executors are; schedule ones when the schedule allows `instant`), active_claims
+-- (threads in state=executing it claimed).
+-- Depends on: executors, schedule_allows, read_yaml_auto.
+CREATE OR REPLACE MACRO executor_availability_at(instant) AS TABLE
+WITH template AS (
+    SELECT NULL::VARCHAR AS executor, NULL::VARCHAR AS filename WHERE false
+),
+working AS (
+    SELECT executor, count(*) AS active
+    FROM (
+        SELECT * FROM template
+        UNION ALL BY NAME
+        SELECT * FROM read_yaml_auto('{{home}}/state=executing/*.messe-af.yaml', multi_document := 'first',
+                                     hive_partitioning := false, filename := true, allow_empty := true)
+    )
+    WHERE executor IS NOT NULL
+    GROUP BY executor
+)
+SELECT e.id, e.availability, e.schedule,
+       CASE e.availability WHEN 'schedule' THEN schedule_allows(e.schedule, instant) ELSE true END AS available,
+       coalesce(w.active, 0) AS active_claims
+FROM executors e LEFT JOIN working w ON w.executor = e.id
+ORDER BY e.id;

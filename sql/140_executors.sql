@@ -1,0 +1,61 @@
+-- executors: one row per registered executor: the `executors:` of config.yaml and the
+-- registrations that config messages stored under executors/ (a registration replaces a
+-- config.yaml entry of the same id). Columns: id, name, capabilities (ids), capability_meta
+-- (JSON object id -> metadata, for entries that carry metadata), availability (always when
+-- unset), schedule, notify (JSON), source (config | registration), registered_by.
+-- Depends on: read_yaml_auto, capability_id, the json extension.
+CREATE OR REPLACE VIEW executors AS
+WITH config_file AS (
+    SELECT to_json(c) AS j
+    FROM read_yaml_auto('{{home}}/config.yaml', allow_empty := true, filename := true) c
+),
+from_config AS (
+    SELECT id, json_extract(j, '$.executors."' || id || '"') AS e, 'config' AS source, 2 AS rank
+    FROM (SELECT j, unnest(json_keys(j, '$.executors')) AS id FROM config_file
+          WHERE json_type(j, '$.executors') = 'OBJECT')
+),
+from_list AS (
+    SELECT e ->> '$.id' AS id, e, 'config' AS source, 2 AS rank
+    FROM (SELECT unnest(from_json(json_extract(j, '$.executors'), '["JSON"]')) AS e FROM config_file
+          WHERE json_type(j, '$.executors') = 'ARRAY')
+),
+from_registrations AS (
+    SELECT j ->> '$.id' AS id, j AS e, 'registration' AS source, 1 AS rank
+    FROM (SELECT to_json(r) AS j
+          FROM read_yaml_auto('{{home}}/executors/*.yaml', allow_empty := true, filename := true) r)
+    WHERE j ->> '$.id' IS NOT NULL
+),
+chosen AS (
+    SELECT * FROM (
+        SELECT * FROM from_config UNION ALL SELECT * FROM from_list UNION ALL SELECT * FROM from_registrations
+    )
+    WHERE id IS NOT NULL AND regexp_full_match(id, '[A-Za-z0-9][A-Za-z0-9._:-]*')
+    QUALIFY row_number() OVER (PARTITION BY id ORDER BY rank) = 1
+),
+entries AS (
+    SELECT id, e, source,
+           CASE json_type(e, '$.capabilities')
+               WHEN 'ARRAY' THEN from_json(json_extract(e, '$.capabilities'), '["JSON"]')
+               WHEN 'VARCHAR' THEN [json_extract(e, '$.capabilities')]
+               ELSE []::JSON[]
+           END AS caps
+    FROM chosen
+)
+SELECT id,
+       e ->> '$.name' AS name,
+       list_transform(caps, lambda cap_entry: CASE json_type(cap_entry)
+           WHEN 'OBJECT' THEN json_keys(cap_entry)[1]
+           ELSE capability_id(cap_entry ->> '$') END) AS capabilities,
+       map_from_entries(list_filter(list_transform(caps, lambda cap_entry: CASE
+           WHEN json_type(cap_entry) = 'OBJECT' THEN
+               {'k': json_keys(cap_entry)[1], 'v': json_extract(cap_entry, '$."' || json_keys(cap_entry)[1] || '"')}
+           WHEN starts_with(trim(cap_entry ->> '$'), '{') THEN
+               {'k': json_keys((cap_entry ->> '$')::JSON)[1],
+                'v': json_extract((cap_entry ->> '$')::JSON, '$."' || json_keys((cap_entry ->> '$')::JSON)[1] || '"')}
+           ELSE {'k': cap_entry ->> '$', 'v': NULL::JSON} END), lambda meta_entry: meta_entry.v IS NOT NULL)) AS capability_meta,
+       coalesce(e ->> '$.availability', 'always') AS availability,
+       e ->> '$.schedule' AS schedule,
+       json_extract(e, '$.notify') AS notify,
+       source,
+       e ->> '$.registered_by' AS registered_by
+FROM entries;

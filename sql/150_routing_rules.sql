@@ -1,0 +1,43 @@
+-- routing_rules: the routing rules in effect, in order: routing.yaml's (written by config
+-- messages) if it exists, else config.yaml's `routing:` (a list, or `{rules: [...]}`).
+-- Columns: position (1-based), is_default, match_capability, match_urgency, match_precision,
+-- prefer (executor ids), strategy (lower_latency | higher_precision). A `default:` rule may
+-- carry `prefer` beside it or nested under it, as the seed config writes it.
+-- Depends on: read_yaml_auto, the json extension.
+CREATE OR REPLACE VIEW routing_rules AS
+WITH sources AS (
+    SELECT 1 AS rank, to_json(r) AS j FROM read_yaml_auto('{{home}}/routing.yaml', allow_empty := true, filename := true) r
+    UNION ALL
+    SELECT 2 AS rank, to_json(c) AS j FROM read_yaml_auto('{{home}}/config.yaml', allow_empty := true, filename := true) c
+),
+lists AS (
+    SELECT rank, CASE
+        WHEN rank = 1 THEN json_extract(j, '$.rules')
+        WHEN json_type(j, '$.routing') = 'ARRAY' THEN json_extract(j, '$.routing')
+        ELSE json_extract(j, '$.routing.rules') END AS rules
+    FROM sources
+),
+chosen AS (
+    SELECT rules FROM lists WHERE json_type(rules) = 'ARRAY' ORDER BY rank LIMIT 1
+),
+rules AS (
+    SELECT unnest(from_json(rules, '["JSON"]')) AS r, generate_subscripts(from_json(rules, '["JSON"]'), 1) AS position
+    FROM chosen
+),
+shaped AS (
+    SELECT position, r,
+           list_contains(json_keys(r), 'default') AS is_default,
+           coalesce(json_extract(r, '$.prefer'), json_extract(r, '$.default.prefer')) AS p
+    FROM rules
+)
+SELECT position,
+       is_default,
+       r ->> '$.match.capability' AS match_capability,
+       r ->> '$.match.urgency' AS match_urgency,
+       r ->> '$.match.precision' AS match_precision,
+       CASE WHEN json_type(p) = 'ARRAY' THEN from_json(p, '["VARCHAR"]')
+            WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') NOT IN ('lower_latency', 'higher_precision') THEN [p ->> '$']
+            ELSE []::VARCHAR[] END AS prefer,
+       CASE WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') IN ('lower_latency', 'higher_precision') THEN p ->> '$' END AS strategy
+FROM shaped
+WHERE is_default OR json_type(r, '$.match') = 'OBJECT';

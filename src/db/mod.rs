@@ -1,0 +1,115 @@
+//! The embedded DuckDB read model: `read_yaml_auto` registered, the macros and views of
+//! `macros/` and `sql/` loaded over one exchange home, and the typed reads the exchange needs
+//! (routing). It never writes a thread: deleting it loses nothing, the files are the truth.
+
+pub mod assets;
+pub mod error;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use duckdb::Connection;
+
+use crate::db::error::DbError;
+use crate::protocol::time::{self, Timestamp};
+
+/// An executor chosen for a request by `route_request`, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routed {
+    /// The executor id.
+    pub executor: String,
+    /// The rule or reason that chose it.
+    pub reason: String,
+}
+
+/// A DuckDB instance with every view and macro over one home.
+pub struct Db {
+    con: Mutex<Connection>,
+    home: PathBuf,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("home", &self.home)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens an in-memory DuckDB with no network access for extensions, `read_yaml_auto`, and the
+/// assets over `home`.
+pub(crate) fn open_instance(home: &Path, confine: bool) -> Result<Connection, DbError> {
+    let con = Connection::open_in_memory().map_err(|e| DbError::duckdb("opening DuckDB", e))?;
+    // A missing extension must fail at once, not try to download.
+    con.execute_batch(
+        "SET autoinstall_known_extensions = false; SET autoload_known_extensions = false;",
+    )
+    .map_err(|e| DbError::duckdb("configuring DuckDB", e))?;
+    let registered = if confine {
+        yaml_scan::register_confined(&con, home.to_owned())
+    } else {
+        yaml_scan::register(&con)
+    };
+    registered.map_err(|e| DbError::duckdb("registering read_yaml_auto", e))?;
+    for (name, sql) in assets::render(&home.to_string_lossy()) {
+        con.execute_batch(&sql)
+            .map_err(|e| DbError::duckdb(name, e))?;
+    }
+    Ok(con)
+}
+
+impl Db {
+    /// Opens the read model of the home at `home`.
+    pub fn open(home: &Path) -> Result<Db, DbError> {
+        Ok(Db {
+            con: Mutex::new(open_instance(home, false)?),
+            home: home.to_owned(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        match self.con.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// The executors a new request goes to (`route_for`, the body of `route_request`), best
+    /// first.
+    pub fn route(
+        &self,
+        requires: &[String],
+        precision: Option<&str>,
+        urgency: Option<&str>,
+        at: &Timestamp,
+    ) -> Result<Vec<Routed>, DbError> {
+        let con = self.lock();
+        let requires_json = serde_json::to_string(requires).unwrap_or_else(|_| "[]".to_owned());
+        let mut stmt = con
+            .prepare(
+                "SELECT executor, reason FROM route_for(from_json(?::JSON, '[\"VARCHAR\"]'), ?, ?, ?::TIMESTAMPTZ) ORDER BY rank",
+            )
+            .map_err(|e| DbError::duckdb("route_for", e))?;
+        let rows = stmt
+            .query_map(
+                duckdb::params![
+                    requires_json,
+                    precision,
+                    urgency,
+                    time::format_timestamp(at)
+                ],
+                |row| {
+                    Ok(Routed {
+                        executor: row.get(0)?,
+                        reason: row.get(1)?,
+                    })
+                },
+            )
+            .map_err(|e| DbError::duckdb("route_for", e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| DbError::duckdb("route_for", e))
+    }
+}
