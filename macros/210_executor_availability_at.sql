@@ -19,7 +19,8 @@ working AS (
     GROUP BY executor
 )
 SELECT e.id, e.availability, e.schedule,
-       CASE e.availability WHEN 'schedule' THEN schedule_allows(e.schedule, instant) ELSE true END AS available,
+       CASE e.availability WHEN 'schedule' THEN schedule_allows(schedule_fields(e.schedule), instant) ELSE true END
+           AS available,
        coalesce(w.active, 0) AS active_claims
 FROM executors e LEFT JOIN working w ON w.executor = e.id
 ORDER BY e.id;

@@ -26,7 +26,9 @@ rules AS (
 ),
 shaped AS (
     SELECT position, r,
-           list_contains(json_keys(r), 'default') AS is_default,
+           -- Rules of one list share one union shape, so every rule shows every key; a rule
+           -- without a `match` object is the default.
+           coalesce(json_type(r, '$.match'), 'NULL') <> 'OBJECT' AS is_default,
            coalesce(json_extract(r, '$.prefer'), json_extract(r, '$.default.prefer')) AS p
     FROM rules
 )
@@ -39,5 +41,4 @@ SELECT position,
             WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') NOT IN ('lower_latency', 'higher_precision') THEN [p ->> '$']
             ELSE []::VARCHAR[] END AS prefer,
        CASE WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') IN ('lower_latency', 'higher_precision') THEN p ->> '$' END AS strategy
-FROM shaped
-WHERE is_default OR json_type(r, '$.match') = 'OBJECT';
+FROM shaped;

@@ -45,15 +45,6 @@ pub struct CatalogEntry {
     pub tags: Vec<String>,
 }
 
-/// An executor chosen for a request, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Routed {
-    /// The executor id.
-    pub executor: String,
-    /// The rule or reason that chose it.
-    pub reason: String,
-}
-
 /// What routing looks at in a request.
 #[derive(Debug, Clone, Default)]
 pub struct RouteInput {
@@ -244,104 +235,6 @@ impl Directory {
             .filter(|r| !offered.contains(&r.as_str()))
             .cloned()
             .collect()
-    }
-
-    /// Chooses the executors to notify for a request: routing rules first (`match` in order,
-    /// then `default`), among executors that hold every required capability; with no rule that
-    /// names an eligible executor, every eligible executor.
-    pub fn route(&self, input: &RouteInput) -> Vec<Routed> {
-        let eligible: Vec<&ExecutorSpec> = self
-            .executors
-            .iter()
-            .filter(|e| self.missing(e, &input.requires).is_empty())
-            .collect();
-        let mut defaults = Vec::new();
-        for (i, rule) in self.rules.iter().enumerate() {
-            let Some(m) = &rule.matcher else {
-                defaults.push((i, rule));
-                continue;
-            };
-            let matches = m
-                .capability
-                .as_ref()
-                .is_none_or(|c| input.requires.contains(c))
-                && m.urgency.is_none_or(|u| input.urgency == Some(u))
-                && m.precision.is_none_or(|p| input.precision == Some(p));
-            if !matches {
-                continue;
-            }
-            let chosen = pick(
-                &eligible,
-                &rule.prefer,
-                &format!("rule {}", i + 1),
-                &describe_match(m),
-            );
-            if !chosen.is_empty() {
-                return chosen;
-            }
-        }
-        for (i, rule) in defaults {
-            let chosen = pick(
-                &eligible,
-                &rule.prefer,
-                &format!("rule {}", i + 1),
-                "default",
-            );
-            if !chosen.is_empty() {
-                return chosen;
-            }
-        }
-        eligible
-            .iter()
-            .map(|e| Routed {
-                executor: e.id.clone(),
-                reason: if input.requires.is_empty() {
-                    "no capability required".to_owned()
-                } else {
-                    format!("holds {}", input.requires.join(", "))
-                },
-            })
-            .collect()
-    }
-}
-
-fn describe_match(m: &crate::protocol::message::RuleMatch) -> String {
-    let mut parts = Vec::new();
-    if let Some(c) = &m.capability {
-        parts.push(format!("capability {c}"));
-    }
-    if let Some(u) = m.urgency {
-        parts.push(format!("urgency {u}"));
-    }
-    if let Some(p) = m.precision {
-        parts.push(format!("precision {p}"));
-    }
-    if parts.is_empty() {
-        "match any".to_owned()
-    } else {
-        format!("match {}", parts.join(", "))
-    }
-}
-
-fn pick(eligible: &[&ExecutorSpec], prefer: &Prefer, rule: &str, what: &str) -> Vec<Routed> {
-    match prefer {
-        Prefer::Executors(ids) => ids
-            .iter()
-            .filter(|id| eligible.iter().any(|e| &e.id == *id))
-            .map(|id| Routed {
-                executor: id.clone(),
-                reason: format!("{rule} ({what}) prefers {id}"),
-            })
-            .collect(),
-        // Strategies rank by latency or precision data that executors do not report yet, so
-        // every eligible executor is offered the work.
-        Prefer::Strategy(s) => eligible
-            .iter()
-            .map(|e| Routed {
-                executor: e.id.clone(),
-                reason: format!("{rule} ({what}) strategy {s}: all eligible"),
-            })
-            .collect(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! What the exchange does on its own: expiring overdue pending threads, failing or dispatching
 //! the dependents of a thread that reached a final status, and recording dispatch decisions.
 
-use crate::exchange::directory::{Directory, RouteInput};
+use crate::exchange::directory::RouteInput;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, plan};
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
@@ -148,7 +148,6 @@ pub(crate) fn reconcile(
     if failed.is_none() && !all_done {
         return Ok(None);
     }
-    let directory = Directory::load(ex.store());
     ex.store().modify(thread, |t| -> Result<_, Error> {
         let env = &t.envelope;
         if env.status != Status::Pending || env.dispatched() {
@@ -194,7 +193,7 @@ pub(crate) fn reconcile(
                 ..RouteInput::default()
             });
         let mut envelope = env.clone();
-        if !record_dispatch(&mut envelope, &directory, &input, now) {
+        if !record_dispatch(ex, &mut envelope, &input, now) {
             return Ok((None, None));
         }
         Ok((
@@ -207,15 +206,31 @@ pub(crate) fn reconcile(
     })
 }
 
-/// Routes a pending thread and records the decision as a `dispatched` history entry; returns
-/// false (and records nothing) when no executor is eligible.
+/// Routes a pending thread with the SQL macro `route_for` (the body of `route_request`) and
+/// records the decision as a `dispatched` history entry; returns false (and records nothing)
+/// when no executor is eligible or the read model cannot answer. Routing never blocks a
+/// request: a broken config.yaml shows in `mess status` and `mess fsck` warnings instead.
 pub(crate) fn record_dispatch(
+    ex: &Exchange,
     env: &mut Envelope,
-    directory: &Directory,
     input: &RouteInput,
     now: Timestamp,
 ) -> bool {
-    let routed = directory.route(input);
+    let routed = match ex.db().and_then(|db| {
+        db.route(
+            &input.requires,
+            input.precision.map(|p| p.as_str()),
+            input.urgency.map(|u| u.as_str()),
+            &now,
+        )
+        .map_err(|e| e.to_string())
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(thread = %env.thread_ref, error = %e, "routing failed; the request waits undispatched");
+            return false;
+        }
+    };
     if routed.is_empty() {
         return false;
     }

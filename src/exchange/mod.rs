@@ -17,8 +17,9 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use crate::db::Db;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -80,6 +81,8 @@ pub struct Exchange {
     store: FileStore,
     settings: Settings,
     clock: Arc<dyn Clock>,
+    /// The read model, opened on first use (most commands never need DuckDB).
+    db: Arc<OnceLock<Result<Db, String>>>,
 }
 
 impl Exchange {
@@ -89,7 +92,16 @@ impl Exchange {
             store,
             settings,
             clock,
+            db: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// The read model over this home, opened on first use.
+    pub fn db(&self) -> Result<&Db, String> {
+        self.db
+            .get_or_init(|| Db::open(self.store.layout().root()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The store underneath.

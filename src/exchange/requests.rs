@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::exchange::directory::{Directory, RouteInput};
+use crate::exchange::directory::RouteInput;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, Sender, lifecycle, plan};
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
@@ -164,7 +164,6 @@ pub(crate) fn create(
     version: Option<&str>,
     extra: &Map,
     sender: &Sender,
-    directory: &Directory,
     now: Timestamp,
 ) -> Result<Payload, Error> {
     let store = ex.store();
@@ -226,12 +225,7 @@ pub(crate) fn create(
         };
         let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
         if envelope.depends_on.is_empty() {
-            lifecycle::record_dispatch(
-                &mut envelope,
-                directory,
-                &RouteInput::of(&req.request),
-                now,
-            );
+            lifecycle::record_dispatch(ex, &mut envelope, &RouteInput::of(&req.request), now);
         }
         let ack = MessageDoc {
             from: EXCHANGE.to_owned(),

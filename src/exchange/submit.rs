@@ -116,7 +116,6 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             version.as_deref(),
             &message.extra,
             sender,
-            &directory,
             now,
         )?);
     }
