@@ -190,3 +190,49 @@ fn duckdb_is_pinned_exactly_and_alike_in_every_manifest() {
         "duckdb pins differ: {versions:?}"
     );
 }
+
+#[test]
+fn every_sql_asset_is_registered_in_load_order() {
+    let registry = std::fs::read_to_string(root().join("src/db/assets.rs")).unwrap();
+    let listed: Vec<String> = registry
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("(\"")
+                .and_then(|r| r.split('"').next())
+                .map(str::to_owned)
+        })
+        .collect();
+    let mut on_disk = Vec::new();
+    for dir in ["macros", "sql"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap().flatten() {
+            on_disk.push(format!("{dir}/{}", entry.file_name().to_string_lossy()));
+        }
+    }
+    on_disk.sort();
+    let mut sorted_listed = listed.clone();
+    sorted_listed.sort();
+    assert_eq!(
+        sorted_listed, on_disk,
+        "src/db/assets.rs must list every file of macros/ and sql/"
+    );
+    let number = |p: &str| {
+        p.split('/')
+            .nth(1)
+            .and_then(|n| n.get(..3))
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap()
+    };
+    for pair in listed.windows(2) {
+        assert!(
+            number(&pair[0]) <= number(&pair[1]),
+            "load order: {} before {}",
+            pair[0],
+            pair[1]
+        );
+    }
+    for f in &on_disk {
+        let text = std::fs::read_to_string(root().join(f)).unwrap();
+        assert!(text.starts_with("-- "), "{f} must start with a -- header");
+    }
+}
