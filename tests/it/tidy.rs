@@ -194,14 +194,18 @@ fn duckdb_is_pinned_exactly_and_alike_in_every_manifest() {
 #[test]
 fn every_sql_asset_is_registered_in_load_order() {
     let registry = std::fs::read_to_string(root().join("src/db/assets.rs")).unwrap();
+    // Entries read `("macros/010_x.sql", include_str!("../../macros/010_x.sql"))`; the first
+    // string of each is its name.
     let listed: Vec<String> = registry
-        .lines()
-        .filter_map(|l| {
-            l.trim()
-                .strip_prefix("(\"")
+        .split("include_str!")
+        .filter_map(|chunk| chunk.rsplit('(').next())
+        .filter_map(|tail| {
+            tail.trim()
+                .strip_prefix('"')
                 .and_then(|r| r.split('"').next())
-                .map(str::to_owned)
         })
+        .filter(|name| name.ends_with(".sql"))
+        .map(str::to_owned)
         .collect();
     let mut on_disk = Vec::new();
     for dir in ["macros", "sql"] {
