@@ -8,6 +8,7 @@ mod complete;
 mod fsck;
 mod init;
 mod output;
+mod query;
 mod reply;
 mod request;
 mod send;
@@ -72,6 +73,8 @@ enum Command {
     Archive(archive::ArchiveArgs),
     /// Check every thread file; with --repair, fix what interrupted writes left behind
     Fsck(fsck::FsckArgs),
+    /// Run one read-only SQL statement over the exchange's views
+    Query(query::QueryArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -244,6 +247,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Cancel(a) => cancel::run(&cx, a),
         Command::Archive(a) => archive::run(&cx, a),
         Command::Fsck(a) => fsck::run(&cx, a),
+        Command::Query(a) => query::run(&cx, a),
     }
 }
 

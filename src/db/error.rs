@@ -17,6 +17,12 @@ pub enum DbError {
         /// Why.
         message: String,
     },
+    /// A user query that DuckDB could not run (syntax, unknown column, ...).
+    #[error("{message}")]
+    Failed {
+        /// DuckDB's explanation.
+        message: String,
+    },
     /// A user query that ran past its time limit and was interrupted.
     #[error("query interrupted after {seconds} s (the limit)")]
     Timeout {

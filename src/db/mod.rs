@@ -4,6 +4,7 @@
 
 pub mod assets;
 pub mod error;
+pub mod query;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The exchange's error: wraps the lower layers' errors and sorts every failure into a kind that
 //! each adapter maps once (HTTP status, MCP tool error, CLI exit).
 
+use crate::db::error::DbError;
 use crate::protocol::error::{ProtocolError, Refusal};
 use crate::store::error::StoreError;
 
@@ -13,6 +14,9 @@ pub enum Error {
     /// A storage problem.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A read-model problem (SQL queries).
+    #[error(transparent)]
+    Db(#[from] DbError),
     /// A reference that names no thread the sender can see.
     #[error("{message}")]
     NotFound {
@@ -62,6 +66,9 @@ impl Error {
             }
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
             Error::Store(_) => ErrorKind::Internal,
+            Error::Db(DbError::Refused { .. }) => ErrorKind::Forbidden,
+            Error::Db(DbError::Failed { .. } | DbError::Timeout { .. }) => ErrorKind::Invalid,
+            Error::Db(DbError::Duckdb { .. }) => ErrorKind::Internal,
         }
     }
 

@@ -20,6 +20,7 @@ mod tests;
 use std::sync::{Arc, OnceLock};
 
 use crate::db::Db;
+use crate::db::query::{self, QueryLimits, QueryResult};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -164,6 +165,13 @@ impl Exchange {
     /// query responses).
     pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {
         submit::submit(self, message, sender)
+    }
+
+    /// Runs one read-only SQL statement over the home's views (after settling overdue and
+    /// waiting threads, so the answer matches what `status` shows).
+    pub fn query(&self, sql: &str, limits: &QueryLimits) -> Result<QueryResult, Error> {
+        lifecycle::settle_all(self, self.now())?;
+        Ok(query::run(self.store.layout().root(), sql, limits)?)
     }
 
     /// Problems in config.yaml, registrations, routing rules and the capability catalog, one

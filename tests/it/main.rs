@@ -6,5 +6,6 @@
 mod cli;
 mod concurrency;
 mod crash;
+mod query;
 mod support;
 mod tidy;

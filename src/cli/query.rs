@@ -1,0 +1,100 @@
+//! `mess query`: one read-only SQL statement over the exchange's views, as a table, CSV or JSON.
+
+use std::time::Duration;
+
+use crate::cli::{CliError, Context, output};
+use crate::db::query::QueryLimits;
+
+/// Output formats of `mess query`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum QueryFormat {
+    /// Aligned columns.
+    Table,
+    /// Comma-separated values with a header line.
+    Csv,
+    /// `{"columns": [...], "rows": [{...}], "truncated": false}`.
+    Json,
+}
+
+/// Arguments of `mess query`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct QueryArgs {
+    /// The statement: SELECT, WITH, DESCRIBE, SUMMARIZE or SHOW, over the views (threads,
+    /// messages, thread_history, executors, capabilities, routing_rules, pending_by_capability,
+    /// executor_availability, executor_stats) or read_yaml_auto on the home
+    #[arg(allow_hyphen_values = true)]
+    sql: String,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = QueryFormat::Table)]
+    format: QueryFormat,
+    /// Most rows to return
+    #[arg(long, default_value_t = 1000)]
+    max_rows: usize,
+    /// Seconds before the query is interrupted
+    #[arg(long, default_value_t = 10)]
+    timeout: u64,
+}
+
+pub(crate) fn run(cx: &Context, args: QueryArgs) -> Result<(), CliError> {
+    let limits = QueryLimits {
+        max_rows: args.max_rows,
+        timeout: Duration::from_secs(args.timeout),
+        ..QueryLimits::defaults()
+    };
+    let result = cx.exchange.query(&args.sql, &limits)?;
+    match args.format {
+        QueryFormat::Table => {
+            let rows: Vec<Vec<String>> = result
+                .rows
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|c| c.clone().unwrap_or_else(|| "NULL".to_owned()))
+                        .collect()
+                })
+                .collect();
+            let header: Vec<&str> = result.columns.iter().map(String::as_str).collect();
+            output::table(&header, &rows);
+        }
+        QueryFormat::Csv => {
+            output::line(
+                &result
+                    .columns
+                    .iter()
+                    .map(|c| csv_cell(c))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            for r in &result.rows {
+                output::line(
+                    &r.iter()
+                        .map(|c| c.as_deref().map(csv_cell).unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                );
+            }
+        }
+        QueryFormat::Json => {
+            let columns =
+                serde_json::to_string(&result.columns).unwrap_or_else(|_| "[]".to_owned());
+            output::raw(&format!(
+                "{{\"columns\": {columns}, \"rows\": [{}], \"truncated\": {}}}\n",
+                result.json_rows.join(", "),
+                result.truncated
+            ));
+        }
+    }
+    if let Some(w) = &result.warning {
+        output::warn(w);
+    }
+    Ok(())
+}
+
+/// Quotes a CSV cell when it holds a comma, a quote or a line break.
+fn csv_cell(value: &str) -> String {
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value.to_owned()
+    }
+}

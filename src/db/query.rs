@@ -1,0 +1,212 @@
+//! Read-only SQL for people and agents (`mess query`, later `/query` and `mess_query`): a
+//! dedicated DuckDB instance with no file or network access of its own, `read_yaml_auto`
+//! confined to the home, one SELECT-shaped statement, a row cap, an output cap and a timeout.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use duckdb::Connection;
+use duckdb::arrow::array::{Array, StringArray};
+
+use crate::db::error::DbError;
+use crate::db::open_instance;
+
+/// Bounds on one query.
+#[derive(Debug, Clone)]
+pub struct QueryLimits {
+    /// Most rows returned; more set `truncated`.
+    pub max_rows: usize,
+    /// Longest run before the query is interrupted.
+    pub timeout: Duration,
+    /// Most characters of output; rows are dropped from the end to fit.
+    pub max_chars: usize,
+}
+
+impl QueryLimits {
+    /// The documented defaults: 1,000 rows, 10 s, 50,000 characters.
+    pub fn defaults() -> QueryLimits {
+        QueryLimits {
+            max_rows: 1000,
+            timeout: Duration::from_secs(10),
+            max_chars: 50_000,
+        }
+    }
+}
+
+/// A query's answer: column names, rows of text cells (NULL as `None`), and rows of JSON
+/// objects (`to_json` of each row, nested values intact).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryResult {
+    /// Column names, in order.
+    pub columns: Vec<String>,
+    /// Cells as text.
+    pub rows: Vec<Vec<Option<String>>>,
+    /// Each row as a JSON object.
+    pub json_rows: Vec<String>,
+    /// True when rows were left out (row cap or output cap).
+    pub truncated: bool,
+    /// Why rows were left out, for people.
+    pub warning: Option<String>,
+}
+
+/// Runs one read-only statement over the home at `home`.
+pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, DbError> {
+    let con = open_instance(home, true)?;
+    // After the assets are loaded: external access off for every later statement, and the
+    // configuration frozen so a query cannot turn it back on.
+    con.execute_batch("SET enable_external_access = false; SET lock_configuration = true;")
+        .map_err(|e| DbError::duckdb("locking DuckDB down", e))?;
+    let body = check_shape(&con, sql)?;
+    // One execution yields both forms: each row as JSON (nested values intact) and every
+    // column as DuckDB's own text, so the rows shown are the rows counted.
+    let limited = format!(
+        "SELECT to_json(q)::VARCHAR AS \"__row_json\", COLUMNS(*)::VARCHAR FROM (SELECT * FROM (\n{body}\n) LIMIT {}) q",
+        limits.max_rows + 1
+    );
+
+    let handle = con.interrupt_handle();
+    let (done, finished) = mpsc::channel::<()>();
+    let timeout = limits.timeout;
+    let watchdog = std::thread::spawn(move || {
+        if finished.recv_timeout(timeout).is_err() {
+            handle.interrupt();
+            return true;
+        }
+        false
+    });
+    let outcome = fetch(&con, &limited);
+    let _ = done.send(());
+    let timed_out = watchdog.join().unwrap_or(false);
+    let (columns, mut rows, mut json_rows) = match outcome {
+        Err(_) if timed_out => {
+            return Err(DbError::Timeout {
+                seconds: limits.timeout.as_secs(),
+            });
+        }
+        Err(e) => return Err(e),
+        Ok(r) => r,
+    };
+    let mut truncated = false;
+    let mut warning = None;
+    if rows.len() > limits.max_rows {
+        rows.truncate(limits.max_rows);
+        json_rows.truncate(limits.max_rows);
+        truncated = true;
+        warning = Some(format!("only the first {} rows are shown", limits.max_rows));
+    }
+    let size = |rows: &[String]| rows.iter().map(|r| r.len() + 2).sum::<usize>();
+    if size(&json_rows) > limits.max_chars {
+        while !json_rows.is_empty() && size(&json_rows) > limits.max_chars {
+            json_rows.pop();
+        }
+        rows.truncate(json_rows.len());
+        truncated = true;
+        warning = Some(format!(
+            "output cut to {} rows to stay under {} characters",
+            rows.len(),
+            limits.max_chars
+        ));
+    }
+    Ok(QueryResult {
+        columns,
+        rows,
+        json_rows,
+        truncated,
+        warning,
+    })
+}
+
+type Fetched = (Vec<String>, Vec<Vec<Option<String>>>, Vec<String>);
+
+fn fetch(con: &Connection, sql: &str) -> Result<Fetched, DbError> {
+    let mut stmt = con.prepare(sql).map_err(refused_or_failed)?;
+    let batches: Vec<_> = stmt.query_arrow([]).map_err(refused_or_failed)?.collect();
+    let schema = stmt.schema();
+    let columns: Vec<String> = schema
+        .fields()
+        .iter()
+        .skip(1)
+        .map(|f| f.name().clone())
+        .collect();
+    let mut rows = Vec::new();
+    let mut json_rows = Vec::new();
+    for batch in &batches {
+        let texts: Vec<&StringArray> = batch
+            .columns()
+            .iter()
+            .map(|c| c.as_any().downcast_ref::<StringArray>())
+            .collect::<Option<_>>()
+            .ok_or_else(|| DbError::Failed {
+                message: "query failed: a column could not be shown as text".to_owned(),
+            })?;
+        for i in 0..batch.num_rows() {
+            json_rows.push(if texts[0].is_null(i) {
+                "null".to_owned()
+            } else {
+                texts[0].value(i).to_owned()
+            });
+            rows.push(
+                texts[1..]
+                    .iter()
+                    .map(|c| (!c.is_null(i)).then(|| c.value(i).to_owned()))
+                    .collect(),
+            );
+        }
+    }
+    Ok((columns, rows, json_rows))
+}
+
+/// DuckDB's permission errors are refusals of the query, everything else a query error; both
+/// reach the user with DuckDB's own text.
+fn refused_or_failed(e: duckdb::Error) -> DbError {
+    let text = e.to_string();
+    if text.contains("Permission Error") || text.contains("may only read files under") {
+        return DbError::Refused {
+            message: format!(
+                "refused: the query may only read the exchange (through its views and read_yaml_auto): {text}"
+            ),
+        };
+    }
+    DbError::Failed {
+        message: format!("query failed: {text}"),
+    }
+}
+
+/// Accepts a single SELECT-shaped statement (SELECT, WITH, FROM-first, DESCRIBE, SUMMARIZE,
+/// SHOW) and returns its text without trailing semicolons.
+fn check_shape(con: &Connection, sql: &str) -> Result<String, DbError> {
+    let body = sql
+        .trim()
+        .trim_end_matches(|c: char| c == ';' || c.is_whitespace())
+        .to_owned();
+    if body.is_empty() {
+        return Err(DbError::Refused {
+            message: "the query is empty".to_owned(),
+        });
+    }
+    let verdict: String = con
+        .query_row("SELECT json_serialize_sql(?)::VARCHAR", [&body], |r| {
+            r.get(0)
+        })
+        .map_err(refused_or_failed)?;
+    let parsed: serde_json::Value =
+        serde_json::from_str(&verdict).unwrap_or(serde_json::Value::Null);
+    if parsed["error"].as_bool().unwrap_or(true) {
+        let why = parsed["error_message"].as_str().unwrap_or("not a query");
+        if why.contains("Only SELECT statements") {
+            return Err(DbError::Refused {
+                message: "refused: only read-only queries (SELECT, WITH, DESCRIBE, SUMMARIZE) are allowed; this statement would write, attach, install or change settings".to_owned(),
+            });
+        }
+        return Err(DbError::Failed {
+            message: format!("query failed: {why}"),
+        });
+    }
+    if parsed["statements"].as_array().map_or(0, Vec::len) != 1 {
+        return Err(DbError::Refused {
+            message: "refused: send one statement at a time".to_owned(),
+        });
+    }
+    Ok(body)
+}
