@@ -13,6 +13,7 @@ mod reply;
 mod request;
 mod send;
 mod show;
+mod sql;
 mod status;
 mod update;
 
@@ -75,6 +76,8 @@ enum Command {
     Fsck(fsck::FsckArgs),
     /// Run one read-only SQL statement over the exchange's views
     Query(query::QueryArgs),
+    /// Set up the duckdb CLI or Python duckdb over this home
+    Sql(sql::SqlArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -248,6 +251,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Archive(a) => archive::run(&cx, a),
         Command::Fsck(a) => fsck::run(&cx, a),
         Command::Query(a) => query::run(&cx, a),
+        Command::Sql(a) => sql::run(&cx, a),
     }
 }
 

@@ -6,6 +6,7 @@
 mod cli;
 mod concurrency;
 mod crash;
+mod duckdb_cli;
 mod query;
 mod support;
 mod tidy;
