@@ -5,6 +5,7 @@ mod archive;
 mod cancel;
 mod claim;
 mod complete;
+mod demo;
 mod fsck;
 mod init;
 mod output;
@@ -78,6 +79,8 @@ enum Command {
     Query(query::QueryArgs),
     /// Set up the duckdb CLI or Python duckdb over this home
     Sql(sql::SqlArgs),
+    /// Synthetic data for trying things out
+    Demo(demo::DemoArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -252,6 +255,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Fsck(a) => fsck::run(&cx, a),
         Command::Query(a) => query::run(&cx, a),
         Command::Sql(a) => sql::run(&cx, a),
+        Command::Demo(a) => demo::run(&cx, a),
     }
 }
 

@@ -6,6 +6,7 @@
 //! from it.
 
 pub mod clock;
+pub mod demo;
 pub mod directory;
 pub mod error;
 mod lifecycle;

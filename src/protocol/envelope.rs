@@ -524,8 +524,16 @@ pub fn rebuild(
             }
         }
         env.history.extend(kept);
-        // Stable, so entries at the same instant keep derived-before-recorded order.
-        env.history.sort_by_key(|h| h.at);
+        // At equal instants the exchange's own entries (a dispatch) follow the creation they
+        // belong to and precede the rest; the sort is stable, so each group keeps its order.
+        env.history.sort_by_key(|h| {
+            let rank = match h.action.as_str() {
+                "created" => 0,
+                a if !is_derived_action(a) => 1,
+                _ => 2,
+            };
+            (h.at, rank)
+        });
         env.extra = s.extra.clone();
         // Writers may bump `updated` for messages that change nothing else; later is kept.
         env.updated = env.updated.max(s.updated);

@@ -447,3 +447,30 @@ fn listings_show_a_thread_once_even_with_a_stale_copy() {
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].0.status, Status::Claimed);
 }
+
+#[test]
+fn a_claim_in_the_same_instant_as_the_dispatch_is_not_a_problem() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    store
+        .modify(&t, |f| -> Result<_, crate::store::error::StoreError> {
+            let mut envelope = f.envelope.clone();
+            envelope.record(
+                "dispatched",
+                envelope.created,
+                "exchange",
+                Some("routed".into()),
+            );
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: vec![],
+                }),
+                (),
+            ))
+        })
+        .unwrap();
+    report(&store, &t, "robot", "2026-01-31T17:00:00Z", "claimed");
+    let findings = store.fsck(false, &mut |_, _| {}).unwrap().findings;
+    assert!(findings.is_empty(), "{findings:?}");
+}
