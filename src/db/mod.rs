@@ -78,6 +78,32 @@ impl Db {
         }
     }
 
+    /// Runs a statement on the read model and returns every row as text (for tools and
+    /// benchmarks; user queries go through the locked-down `query` instance instead).
+    pub fn rows(&self, sql: &str) -> Result<Vec<Vec<Option<String>>>, DbError> {
+        let con = self.lock();
+        let mut stmt = con
+            .prepare(&format!("SELECT COLUMNS(*)::VARCHAR FROM ({sql})"))
+            .map_err(|e| DbError::duckdb(sql.to_owned(), e))?;
+        let mut rows = stmt
+            .query([])
+            .map_err(|e| DbError::duckdb(sql.to_owned(), e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows
+            .next()
+            .map_err(|e| DbError::duckdb(sql.to_owned(), e))?
+        {
+            let n = row.as_ref().column_count();
+            out.push(
+                (0..n)
+                    .map(|i| row.get::<_, Option<String>>(i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| DbError::duckdb(sql.to_owned(), e))?,
+            );
+        }
+        Ok(out)
+    }
+
     /// The executors a new request goes to (`route_for`, the body of `route_request`), best
     /// first.
     pub fn route(
