@@ -48,11 +48,12 @@ fn main() {
     for n in sizes {
         let out = Command::new(std::env::current_exe().unwrap())
             .args(["--child", &n.to_string()])
+            .stderr(std::process::Stdio::inherit())
             .output()
             .unwrap();
         print!("{}", String::from_utf8_lossy(&out.stdout));
         if !out.status.success() {
-            println!("{n}: failed: {}", String::from_utf8_lossy(&out.stderr));
+            println!("{n}: failed (see stderr)");
         }
     }
 }
@@ -62,7 +63,9 @@ fn child(n: usize) {
     let home = dir.path().join("home");
     let json = dir.path().join("json");
     build_home(&home, &json, n);
+    trace("home built");
     let db = Db::open(&home).unwrap();
+    trace("database open");
     let h = home.display();
     let j = json.display();
     let cases = [
@@ -103,7 +106,9 @@ fn child(n: usize) {
             yaml_scan::clear_cache();
             time_rows(&db, ours)
         });
+        trace(&format!("{name} cold"));
         let warm = median3(|| time_rows(&db, ours));
+        trace(&format!("{name} warm"));
         results.push((name, ours, theirs, cold, warm));
     }
     let peak_yaml = peak_kib();
@@ -145,6 +150,26 @@ fn median3(mut f: impl FnMut() -> Duration) -> Duration {
 
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// With `MESS_BENCH_TRACE` set, prints the resident and peak memory after a stage (stderr).
+fn trace(stage: &str) {
+    if std::env::var_os("MESS_BENCH_TRACE").is_some() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .unwrap_or(0)
+                / 1024
+        };
+        eprintln!(
+            "{stage}: rss {} MiB, peak {} MiB",
+            field("VmRSS:"),
+            field("VmHWM:")
+        );
+    }
 }
 
 fn peak_kib() -> u64 {

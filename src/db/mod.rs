@@ -55,10 +55,13 @@ pub(crate) fn open_instance(home: &Path, confine: bool) -> Result<Connection, Db
         yaml_scan::register(&con)
     };
     registered.map_err(|e| DbError::duckdb("registering read_yaml_auto", e))?;
-    for (name, sql) in assets::render(&home.to_string_lossy()) {
-        con.execute_batch(&sql)
-            .map_err(|e| DbError::duckdb(name, e))?;
-    }
+    yaml_scan::defining(|| {
+        for (name, sql) in assets::render(&home.to_string_lossy()) {
+            con.execute_batch(&sql)
+                .map_err(|e| DbError::duckdb(name, e))?;
+        }
+        Ok::<_, DbError>(())
+    })?;
     Ok(con)
 }
 

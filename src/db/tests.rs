@@ -126,6 +126,18 @@ fn threads_has_one_row_per_thread_with_state_and_archive() {
 }
 
 #[test]
+fn a_field_added_by_hand_after_the_views_were_created_shows_up() {
+    let (d, db) = fixture();
+    let path = d.path().join("state=received/2026-01-31-004.messe-af.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("ref:", "mood: cheerful\nref:", 1)).unwrap();
+    assert_eq!(
+        flat(&db, "SELECT ref, mood FROM threads WHERE mood IS NOT NULL"),
+        ["2026-01-31-004|cheerful"]
+    );
+}
+
+#[test]
 fn messages_has_one_row_per_message_with_payload_kinds() {
     let (_d, db) = fixture();
     assert_eq!(flat(&db, "SELECT count(*) FROM messages"), ["26"]);

@@ -23,5 +23,5 @@ mod vtab;
 mod tests;
 
 pub use cache::{cached_files, clear_cache};
-pub use scan::{Mode, Options, Plan};
+pub use scan::{Mode, Options, Plan, defining};
 pub use vtab::{Confinement, ReadYaml, register, register_confined};

@@ -1,6 +1,7 @@
 //! A `read_yaml_auto` scan independent of DuckDB: options, file expansion, parsing through
 //! the cache, the union schema, and Arrow batches for any slice of rows and columns.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use crate::cache::{self, Stamp};
 use crate::glob;
 use crate::node::{Key, Node};
 use crate::parse::{self, Doc, ParsedFile};
-use crate::types::{FileTypes, Ty};
+use crate::types::{self, FileTypes, Ty, Union};
 
 /// How documents become rows (`multi_document`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +118,26 @@ struct Row {
     elem: u32,
 }
 
+thread_local! {
+    static DEFINING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (creating views and macros) with `read_yaml_auto` binding as if no file matched.
+/// DuckDB binds a view's query when the view is created and again at every query; without
+/// this, creating the views over a home of 100,000 threads would parse all of them once just
+/// to learn a schema that the first query infers again. Views must therefore bind over an empty
+/// home, which they do anyway (their typed templates give every column they use).
+pub fn defining<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DEFINING.with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(DEFINING.with(|d| d.replace(true)));
+    f()
+}
+
 /// A bound scan: its columns and rows, ready to be emitted in batches.
 #[derive(Debug)]
 pub struct Plan {
@@ -131,7 +152,8 @@ impl Plan {
     pub fn bind(patterns: &[String], opts: &Options, root: Option<&Path>) -> Result<Plan, String> {
         let mut paths: Vec<PathBuf> = Vec::new();
         let mut seen = HashSet::new();
-        for pattern in patterns {
+        let defining = DEFINING.with(Cell::get);
+        for pattern in patterns.iter().filter(|_| !defining) {
             let matched = glob::expand(pattern);
             if matched.is_empty() && !opts.allow_empty {
                 return Err(format!(
@@ -456,23 +478,23 @@ fn rows_of(doc: &Doc, expand: bool) -> Vec<(u32, &Node)> {
 
 fn file_types(file: &ParsedFile) -> &FileTypes {
     file.types.get_or_init(|| {
-        let mut types = FileTypes {
-            all: Ty::Null,
-            first: Ty::Null,
-            rest: Ty::Null,
-        };
+        let (mut all, mut first, mut rest) = (Ty::Null, Ty::Null, Ty::Null);
         for (i, doc) in file.docs.iter().enumerate() {
             for (_, node) in rows_of(doc, true) {
                 let t = Ty::of(node);
-                types.all.absorb(&t);
+                all.absorb(&t);
                 if i == 0 {
-                    types.first.absorb(&t);
+                    first.absorb(&t);
                 } else {
-                    types.rest.absorb(&t);
+                    rest.absorb(&t);
                 }
             }
         }
-        types
+        FileTypes {
+            all: types::intern(all),
+            first: types::intern(first),
+            rest: types::intern(rest),
+        }
     })
 }
 
@@ -500,6 +522,7 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
     match opts.mode {
         Mode::Rows | Mode::First => {
             let mut ty = Ty::Null;
+            let mut shared = Union::default();
             for (fi, f) in files.iter().enumerate() {
                 let docs = if opts.mode == Mode::First {
                     &f.parsed.docs[..f.parsed.docs.len().min(1)]
@@ -508,7 +531,7 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
                 };
                 if opts.expand_root_sequence {
                     let t = file_types(&f.parsed);
-                    ty.absorb(if opts.mode == Mode::First {
+                    shared.absorb(if opts.mode == Mode::First {
                         &t.first
                     } else {
                         &t.all
@@ -527,10 +550,11 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
                     }
                 }
             }
+            ty.absorb(&shared.finish());
             data_columns(&ty, Source::Data, &mut columns);
         }
         Mode::Frontmatter => {
-            let (mut front, mut rest) = (Ty::Null, Ty::Null);
+            let (mut front, mut rest) = (Union::default(), Union::default());
             for (fi, f) in files.iter().enumerate() {
                 let t = file_types(&f.parsed);
                 front.absorb(&t.first);
@@ -546,21 +570,22 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
                 }
             }
             // A key in both places is the document's own.
-            data_columns(&rest, Source::Data, &mut columns);
+            data_columns(&rest.finish(), Source::Data, &mut columns);
             let doc_cols = columns.len();
-            data_columns(&front, Source::Front, &mut columns);
+            data_columns(&front.finish(), Source::Front, &mut columns);
             columns.rotate_left(doc_cols);
         }
         Mode::List => {
-            let mut ty = Ty::Null;
+            let mut shared = Union::default();
             for (fi, f) in files.iter().enumerate() {
-                ty.absorb(&file_types(&f.parsed).all);
+                shared.absorb(&file_types(&f.parsed).all);
                 rows.push(Row {
                     file: fi as u32,
                     doc: 0,
                     elem: u32::MAX,
                 });
             }
+            let ty = shared.finish();
             let list = Ty::List(Box::new(if matches!(ty, Ty::Null) { Ty::Json } else { ty }));
             columns.push(Column {
                 name: "documents".to_owned(),

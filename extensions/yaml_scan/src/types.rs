@@ -1,14 +1,15 @@
 //! Schema inference: the union type of values seen in a column, across every row of every file
 //! (no sampling), and its Arrow form.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use duckdb::arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 
 use crate::node::{Key, Node};
 
 /// The inferred type of a column or nested field.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Ty {
     /// Only nulls seen so far.
     Null,
@@ -112,13 +113,60 @@ impl Ty {
     }
 }
 
-/// The union row types of one file, for the document modes.
+/// The union row types of one file, for the document modes. Files of the same shape share
+/// one copy of each type (see [`intern`]).
 #[derive(Debug, Clone)]
 pub(crate) struct FileTypes {
     /// Every row of every document (`rows`, `list`).
-    pub(crate) all: Ty,
+    pub(crate) all: Arc<Ty>,
     /// Rows of document 1 (`first`, and the front matter of `frontmatter`).
-    pub(crate) first: Ty,
+    pub(crate) first: Arc<Ty>,
     /// Rows of documents 2.. (`frontmatter`).
-    pub(crate) rest: Ty,
+    pub(crate) rest: Arc<Ty>,
+}
+
+/// Above this many distinct types the interner starts over (types already handed out stay
+/// valid; only the sharing of new ones restarts).
+const MAX_INTERNED: usize = 100_000;
+
+/// The shared copy of `ty`. Thread files of one exchange come in few shapes, so sharing their
+/// types keeps a cache of 100,000 files from holding 100,000 copies of the same type tree, and
+/// lets a scan absorb each distinct shape once.
+pub(crate) fn intern(ty: Ty) -> Arc<Ty> {
+    static INTERNED: OnceLock<Mutex<HashSet<Arc<Ty>>>> = OnceLock::new();
+    let mut set = match INTERNED.get_or_init(Default::default).lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some(shared) = set.get(&ty) {
+        return shared.clone();
+    }
+    if set.len() >= MAX_INTERNED {
+        set.clear();
+    }
+    let shared = Arc::new(ty);
+    set.insert(shared.clone());
+    shared
+}
+
+/// The union of many types, absorbing each shared (interned) type once however many files
+/// have it.
+#[derive(Default)]
+pub(crate) struct Union {
+    ty: Option<Ty>,
+    seen: HashSet<*const Ty>,
+}
+
+impl Union {
+    /// Widens the union to hold `ty`.
+    pub(crate) fn absorb(&mut self, ty: &Arc<Ty>) {
+        if self.seen.insert(Arc::as_ptr(ty)) {
+            self.ty.get_or_insert(Ty::Null).absorb(ty);
+        }
+    }
+
+    /// The union type (`Null` when nothing was absorbed).
+    pub(crate) fn finish(self) -> Ty {
+        self.ty.unwrap_or(Ty::Null)
+    }
 }
