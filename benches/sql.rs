@@ -7,7 +7,7 @@
 //! Run with `cargo bench --bench sql` (`-- --sizes 1000,10000` for other sizes). Each size runs
 //! in a child process so its peak memory is its own.
 
-#![allow(clippy::unwrap_used, clippy::print_stdout)]
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
