@@ -77,7 +77,9 @@ const HOME: &str = "{{home}}";
 
 /// The assets with `home` filled in (as a SQL string body: single quotes doubled).
 pub fn render(home: &str) -> Vec<(&'static str, String)> {
-    let home = home.trim_end_matches('/').replace('\'', "''");
+    // The home only ever appears inside `read_yaml_auto` patterns: its wildcard characters
+    // are escaped so that a folder named `a[1]` is read as itself.
+    let home = yaml_scan::escape_glob(home.trim_end_matches('/')).replace('\'', "''");
     ASSETS
         .iter()
         .map(|(name, sql)| (*name, sql.replace(HOME, &home)))

@@ -138,6 +138,18 @@ fn a_field_added_by_hand_after_the_views_were_created_shows_up() {
 }
 
 #[test]
+fn a_home_whose_path_has_wildcard_characters_is_read_as_itself() {
+    let dir = TempDir::new().unwrap();
+    let home = dir.path().join("a[1]*?");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/homes/basic"),
+        &home,
+    );
+    let db = Db::open(&home).unwrap();
+    assert_eq!(flat(&db, "SELECT count(*) FROM threads"), ["8"]);
+}
+
+#[test]
 fn messages_has_one_row_per_message_with_payload_kinds() {
     let (_d, db) = fixture();
     assert_eq!(flat(&db, "SELECT count(*) FROM messages"), ["26"]);

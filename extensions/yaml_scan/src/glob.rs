@@ -52,10 +52,14 @@ fn walk(dir: &Path, parts: &[&str], relative: bool, out: &mut Vec<PathBuf>) {
         }
     };
     if *first == "**" {
-        // Zero folders, then every folder below.
+        // Zero folders, then every folder below but hidden ones (as `*` skips them). Links
+        // to folders are not followed here: a link to an ancestor would make the walk endless.
         walk(dir, rest, relative, out);
-        for sub in entries(dir).into_iter().filter(|(_, is_dir)| *is_dir) {
-            walk(&join(&sub.0), parts, relative, out);
+        for sub in entries(dir)
+            .into_iter()
+            .filter(|e| e.is_dir && !e.is_link && !e.name.starts_with('.'))
+        {
+            walk(&join(&sub.name), parts, relative, out);
         }
         return;
     }
@@ -70,35 +74,99 @@ fn walk(dir: &Path, parts: &[&str], relative: bool, out: &mut Vec<PathBuf>) {
         }
         return;
     }
-    for (name, is_dir) in entries(dir) {
-        if name.starts_with('.') && !first.starts_with('.') {
+    for entry in entries(dir) {
+        if entry.name.starts_with('.') && !first.starts_with('.') {
             continue;
         }
-        if !matches(first, &name) {
+        if !matches(first, &entry.name) {
             continue;
         }
-        let next = join(&name);
+        let next = join(&entry.name);
         if rest.is_empty() {
-            if !is_dir {
+            if !entry.is_dir {
                 out.push(next);
             }
-        } else if is_dir {
+        } else if entry.is_dir {
             walk(&next, rest, relative, out);
         }
     }
 }
 
-fn entries(dir: &Path) -> Vec<(String, bool)> {
+struct Entry {
+    name: String,
+    /// A folder, or a link to one.
+    is_dir: bool,
+    is_link: bool,
+}
+
+fn entries(dir: &Path) -> Vec<Entry> {
     let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     read.flatten()
         .map(|e| {
+            let is_link = e.file_type().map(|t| t.is_symlink()).unwrap_or(false);
             let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false)
-                || (e.file_type().map(|t| t.is_symlink()).unwrap_or(false) && e.path().is_dir());
-            (e.file_name().to_string_lossy().into_owned(), is_dir)
+                || (is_link && e.path().is_dir());
+            Entry {
+                name: e.file_name().to_string_lossy().into_owned(),
+                is_dir,
+                is_link,
+            }
         })
         .collect()
+}
+
+/// The folders of `pattern` before its first wildcard (the part a walk starts from).
+pub(crate) fn literal_prefix(pattern: &str) -> PathBuf {
+    let mut prefix = PathBuf::from(if pattern.starts_with('/') { "/" } else { "" });
+    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        match literal(part) {
+            Some(name) if i + 1 < parts.len() => prefix.push(name),
+            _ => break,
+        }
+    }
+    prefix
+}
+
+/// The name a pattern component stands for when it has no wildcard other than escaped ones
+/// (`[*]`, see [`escape`]).
+fn literal(part: &str) -> Option<String> {
+    let chars: Vec<char> = part.chars().collect();
+    let mut name = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '[' if chars.get(i + 2) == Some(&']') && chars.get(i + 1) != Some(&'!') => {
+                name.push(chars[i + 1]);
+                i += 3;
+            }
+            '*' | '?' | '[' => return None,
+            c => {
+                name.push(c);
+                i += 1;
+            }
+        }
+    }
+    Some(name)
+}
+
+/// `text` with the wildcard characters made literal (`[*]`), for embedding a folder name in a
+/// pattern.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '*' | '?' | '[' => {
+                out.push('[');
+                out.push(c);
+                out.push(']');
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Matches one path component against a pattern with `*`, `?` and `[...]` (`[!...]` negates).

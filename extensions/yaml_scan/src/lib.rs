@@ -22,6 +22,7 @@ mod vtab;
 #[cfg(test)]
 mod tests;
 
-pub use cache::{cached_files, clear_cache};
+pub use cache::{cached_files, clear_cache, parsed_files};
+pub use glob::escape as escape_glob;
 pub use scan::{Mode, Options, Plan, defining};
 pub use vtab::{Confinement, ReadYaml, register, register_confined};

@@ -175,7 +175,7 @@ fn timestamp(s: &str) -> Option<Node> {
         0
     } else {
         let sign = if offset.starts_with('-') { -1 } else { 1 };
-        let digits: String = offset[1..].chars().filter(|c| *c != ':').collect();
+        let digits: String = offset.get(1..)?.chars().filter(|c| *c != ':').collect();
         if !digits.chars().all(|c| c.is_ascii_digit()) {
             return None;
         }

@@ -147,14 +147,27 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Expands `patterns`, parses (or reuses) every file and infers the schema. With `root`,
-    /// files outside it are refused (the locked-down query instance).
+    /// Expands `patterns`, parses (or reuses) every file and infers the schema. With `root`
+    /// (the locked-down query instance), relative patterns are taken from the root, and a
+    /// pattern that reaches outside it or into its hidden folders is refused before any folder
+    /// is listed.
     pub fn bind(patterns: &[String], opts: &Options, root: Option<&Path>) -> Result<Plan, String> {
         let mut paths: Vec<PathBuf> = Vec::new();
         let mut seen = HashSet::new();
         let defining = DEFINING.with(Cell::get);
+        let root = match root {
+            Some(r) => Some(
+                r.canonicalize()
+                    .map_err(|e| format!("{}: {e}", r.display()))?,
+            ),
+            None => None,
+        };
         for pattern in patterns.iter().filter(|_| !defining) {
-            let matched = glob::expand(pattern);
+            let pattern = match &root {
+                Some(root) => confine_pattern(pattern, root)?,
+                None => pattern.clone(),
+            };
+            let matched = glob::expand(&pattern);
             if matched.is_empty() && !opts.allow_empty {
                 return Err(format!(
                     "No files found that match the pattern \"{pattern}\""
@@ -166,7 +179,7 @@ impl Plan {
                 }
             }
         }
-        if let Some(root) = root {
+        if let Some(root) = &root {
             confine(&paths, root)?;
         }
         let need_all = opts.mode != Mode::First;
@@ -358,27 +371,68 @@ impl Plan {
 }
 
 /// Refuses paths whose real location is outside `root`.
+/// The pattern a confined scan walks: from the root when relative, refused when it could leave
+/// the root (`..`, a start outside it) or names a hidden folder of it (`.mess/` holds locks and
+/// indexes, `.mail/` the mail spool: neither is exchange data).
+fn confine_pattern(pattern: &str, root: &Path) -> Result<String, String> {
+    let expanded = glob::expand_home(pattern);
+    let absolute = if expanded.starts_with('/') {
+        expanded
+    } else {
+        format!("{}/{expanded}", glob::escape(&root.to_string_lossy()))
+    };
+    let refuse = |why: &str| {
+        Err(format!(
+            "read_yaml_auto may only read the exchange's files here; \"{pattern}\" {why}"
+        ))
+    };
+    if absolute.split('/').any(|part| part == "..") {
+        return refuse("uses `..`");
+    }
+    let prefix = glob::literal_prefix(&absolute);
+    // The start of the walk, as the file system resolves it (links included).
+    let start = prefix.canonicalize().unwrap_or(prefix);
+    let Ok(within) = start.strip_prefix(root) else {
+        return refuse("is outside the exchange home");
+    };
+    if within
+        .components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+    {
+        return refuse("reads a hidden folder of the exchange home");
+    }
+    Ok(absolute)
+}
+
+/// Checks every matched file against the root after links are resolved, without naming files
+/// outside it (the error must not become a way to list other folders).
 fn confine(paths: &[PathBuf], root: &Path) -> Result<(), String> {
-    let root = root
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", root.display()))?;
     for p in paths {
         let real = p
             .canonicalize()
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-        if !real.starts_with(&root) {
-            return Err(format!(
-                "read_yaml_auto may only read files under {} here; {} is outside",
-                root.display(),
-                p.display()
-            ));
+            .map_err(|_| "read_yaml_auto cannot resolve a matched file".to_owned())?;
+        let Ok(rel) = real.strip_prefix(root) else {
+            return Err(
+                "read_yaml_auto may only read the exchange's files here; the pattern matches files outside the exchange home"
+                    .to_owned(),
+            );
+        };
+        if rel
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        {
+            return Err(
+                "read_yaml_auto may only read the exchange's files here; the pattern matches files in a hidden folder of the exchange home"
+                    .to_owned(),
+            );
         }
     }
     Ok(())
 }
 
 /// A file's position in the scan and its parse.
-type Loaded = (usize, Result<Arc<ParsedFile>, String>);
+/// `Ok(None)`: the file vanished after the glob listed it (moved by a concurrent write).
+type Loaded = (usize, Result<Option<Arc<ParsedFile>>, String>);
 
 /// Parses every file (through the cache), in parallel for the ones not cached.
 fn load(
@@ -405,19 +459,22 @@ fn load(
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|&i| (i, read_and_parse(&paths[i], need_all)))
+                        .map(|&i| (i, parse_guarded(&paths[i], need_all)))
                         .collect::<Vec<_>>()
                 })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "read_yaml_auto: a parse worker stopped unexpectedly".to_owned())
+            })
+            .collect::<Result<Vec<_>, String>>()
+    })?;
     for (i, result) in results.into_iter().flatten() {
         match result {
-            Ok(file) => slots[i] = Some(file),
+            Ok(file) => slots[i] = file,
             Err(e) if ignore_errors => {
                 let _ = e;
             }
@@ -431,16 +488,39 @@ fn load(
         .collect())
 }
 
-fn read_and_parse(path: &Path, need_all: bool) -> Result<Arc<ParsedFile>, String> {
+/// [`read_and_parse`], with a panic in the parser turned into that file's error: an
+/// unexpected input must fail its query (or be skipped by `ignore_errors`), never silently
+/// drop the files parsed beside it.
+fn parse_guarded(path: &Path, need_all: bool) -> Result<Option<Arc<ParsedFile>>, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        read_and_parse(path, need_all)
+    }))
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "{}: the YAML parser failed on this file",
+            path.display()
+        ))
+    })
+}
+
+fn read_and_parse(path: &Path, need_all: bool) -> Result<Option<Arc<ParsedFile>>, String> {
     // The stamp is taken before reading: a write that lands in between changes the stamp the
     // next query sees, so a stale parse is never served twice.
-    let stamp = Stamp::of(path).ok_or_else(|| format!("{}: cannot read file", path.display()))?;
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stamp = match Stamp::read(path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
     let text =
         String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
     let parsed = Arc::new(parse::parse_file(&text, !need_all));
     cache::put(path.to_owned(), stamp, parsed.clone());
-    Ok(parsed)
+    Ok(Some(parsed))
 }
 
 /// The `key=value` folders of a path, outermost first.

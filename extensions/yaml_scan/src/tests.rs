@@ -269,6 +269,18 @@ fn case_19_to_24_scalars_by_yaml_1_2() {
         "SELECT b, c, id, v, use.k FROM read_yaml_auto('{f}')"
     ))[0];
     assert_eq!(row, &vec![s("yes"), s("n"), s("001"), s("1.0.0"), s("1")]);
+    // Text that starts like a timestamp stays text, whatever follows it.
+    let g = d.file(
+        "b.yaml",
+        "intent: \"2026-02-01 09:00:00 – call mum\"\nother: 2026-02-01T09:00:00 ü\n",
+    );
+    assert_eq!(
+        d.rows(&format!("SELECT intent, other FROM read_yaml_auto('{g}')"))[0],
+        vec![
+            s("2026-02-01 09:00:00 – call mum"),
+            s("2026-02-01T09:00:00 ü")
+        ]
+    );
 }
 
 #[test]
@@ -466,11 +478,21 @@ fn case_40_frontmatter() {
     );
 }
 
+/// Sets the modification time of `path` an hour back, as for a file written long ago (fresh
+/// files are never cached: see `cache::SETTLE`).
+fn age(path: &str) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .unwrap();
+}
+
 #[test]
 fn the_cache_always_matches_a_cold_read() {
     let d = db();
-    d.file("h/state=received/1.yaml", "id: 1\nstatus: pending\n");
-    d.file("h/state=received/2.yaml", "id: 2\nstatus: pending\n");
+    let one = d.file("h/state=received/1.yaml", "id: 1\nstatus: pending\n");
+    let two = d.file("h/state=received/2.yaml", "id: 2\nstatus: pending\n");
+    age(&one);
+    age(&two);
     let q = format!(
         "SELECT id, status, state FROM read_yaml_auto('{}') ORDER BY id",
         d.path("h/state=*/*.yaml")
@@ -481,6 +503,10 @@ fn the_cache_always_matches_a_cold_read() {
     };
     assert_eq!(d.rows(&q), cold(&d));
     let before = d.rows(&q);
+    assert!(
+        crate::cache::holds(Path::new(&one)),
+        "an old file is cached"
+    );
     assert_eq!(d.rows(&q), before, "warm read");
     d.file(
         "h/state=received/1.yaml",
@@ -488,6 +514,10 @@ fn the_cache_always_matches_a_cold_read() {
     );
     let warm = d.rows(&q);
     assert_eq!(warm, cold(&d), "edit");
+    assert!(
+        !crate::cache::holds(Path::new(&one)),
+        "a file modified just now is not cached"
+    );
     d.rows(&q);
     d.file("h/state=received/3.yaml", "id: 3\nstatus: pending\n");
     assert_eq!(d.rows(&q).len(), 3, "added");
@@ -508,13 +538,37 @@ fn the_cache_always_matches_a_cold_read() {
     std::fs::remove_file(d.path("h/state=received/3.yaml")).unwrap();
     assert_eq!(d.rows(&q).len(), 2, "deleted");
     assert_eq!(d.rows(&q), cold(&d));
-    // An edit that keeps the size still changes the modification time.
+    // An edit in place that keeps both the size and the modification time: the change time
+    // still tells.
+    age(&one);
+    d.rows(&q);
+    assert!(crate::cache::holds(Path::new(&one)));
+    let mtime = std::fs::metadata(&one).unwrap().modified().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
     d.file(
         "h/state=received/1.yaml",
         "id: 1\nstatus: pendinG\nnote: edited\n",
     );
+    std::fs::File::options()
+        .write(true)
+        .open(&one)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
     assert_eq!(d.rows(&q)[0][1], s("pendinG"));
+    // A file replaced by a rename (as the exchange writes) with the same size and time.
+    age(&one);
+    d.rows(&q);
+    let mtime = std::fs::metadata(&one).unwrap().modified().unwrap();
+    let tmp = d.file("h/tmp.yaml.part", "id: 1\nstatus: PendinG\nnote: edited\n");
+    std::fs::File::options()
+        .write(true)
+        .open(&tmp)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    std::fs::rename(&tmp, &one).unwrap();
+    assert_eq!(d.rows(&q)[0][1], s("PendinG"));
 }
 
 #[test]
@@ -537,11 +591,42 @@ fn a_confined_function_reads_only_under_its_root() {
         .map(|_| ())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("may only read files under"), "{e}");
-    let sneaky = format!("{}/home/../other/b.yaml", d.dir.path().display());
+    assert!(e.contains("is outside the exchange home"), "{e}");
+    let refused = |pattern: &str| {
+        con.prepare(&format!("SELECT * FROM read_yaml_auto('{pattern}')"))
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let root = d.dir.path().display().to_string();
+    assert!(refused(&format!("{root}/home/../other/b.yaml")).contains("uses `..`"));
+    // A glob that starts outside is refused before any folder is listed, so the error cannot
+    // tell which files exist there.
+    let e = refused(&format!("{root}/*/b.yaml"));
+    assert!(e.contains("is outside") && !e.contains("other"), "{e}");
+    assert!(refused("/**/*.yaml").contains("is outside"));
+    // Hidden folders of the home (locks, indexes, mail) are not data.
+    d.file("home/.mess/index.yaml", "secret: 1\n");
+    assert!(refused(&format!("{root}/home/.mess/*.yaml")).contains("hidden folder"));
+    // A link inside the home that leads out is refused without naming its target.
+    std::os::unix::fs::symlink(d.dir.path().join("other"), d.dir.path().join("home/link")).unwrap();
+    let e = refused(&format!("{root}/home/link/*.yaml"));
     assert!(
-        con.prepare(&format!("SELECT * FROM read_yaml_auto('{sneaky}')"))
-            .is_err()
+        e.contains("outside the exchange home") && !e.contains("b.yaml"),
+        "{e}"
+    );
+    // Relative patterns are read from the home; `**` stays inside it.
+    d.file("home/state=received/c.yaml", "c: 3\n");
+    let count = |sql: &str| -> i64 { con.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT count(*) FROM read_yaml_auto('state=*/*.yaml')"),
+        1
+    );
+    assert_eq!(
+        count(&format!(
+            "SELECT count(*) FROM read_yaml_auto('{root}/home/**/*.yaml')"
+        )),
+        2
     );
 }
 
