@@ -6,10 +6,12 @@
 CREATE OR REPLACE MACRO schedule_allows(fields, instant) AS
     CASE WHEN len(fields) <> 5 THEN false
     ELSE coalesce(
-        cron_field_matches(fields[2], hour(instant::TIMESTAMP))
-        AND cron_field_matches(fields[3], day(instant::TIMESTAMP))
-        AND cron_field_matches(fields[4], month(instant::TIMESTAMP))
-        AND cron_field_matches(fields[5], dayofweek(instant::TIMESTAMP)),
+        cron_field_matches(fields[2], hour(instant::TIMESTAMP), 0)
+        AND cron_field_matches(fields[3], day(instant::TIMESTAMP), 1)
+        AND cron_field_matches(fields[4], month(instant::TIMESTAMP), 1)
+        -- Sunday is 0, and 7 as well.
+        AND (cron_field_matches(fields[5], dayofweek(instant::TIMESTAMP), 0)
+             OR (dayofweek(instant::TIMESTAMP) = 0 AND cron_field_matches(fields[5], 7, 0))),
         false)
     END;
 

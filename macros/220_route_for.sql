@@ -21,7 +21,8 @@ matching AS (
                                            'precision ' || match_precision) END AS what
     FROM routing_rules
     WHERE is_default
-       OR ((match_capability IS NULL
+       OR (len(match_unsupported) = 0
+           AND (match_capability IS NULL
             OR list_contains(list_transform(coalesce(req, []::VARCHAR[]), lambda needed: capability_id(needed)), match_capability))
            AND (match_urgency IS NULL OR match_urgency = urg)
            AND (match_precision IS NULL OR match_precision = prec))

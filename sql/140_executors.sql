@@ -33,26 +33,31 @@ chosen AS (
     QUALIFY row_number() OVER (PARTITION BY id ORDER BY rank) = 1
 ),
 entries AS (
+    -- Each capability entry as text: a plain id, or the JSON of `{id: metadata}`.
     SELECT id, e, source,
-           CASE json_type(e, '$.capabilities')
-               WHEN 'ARRAY' THEN from_json(json_extract(e, '$.capabilities'), '["JSON"]')
-               WHEN 'VARCHAR' THEN [json_extract(e, '$.capabilities')]
-               ELSE []::JSON[]
-           END AS caps
+           list_transform(
+               CASE json_type(e, '$.capabilities')
+                   WHEN 'ARRAY' THEN from_json(json_extract(e, '$.capabilities'), '["JSON"]')
+                   WHEN 'VARCHAR' THEN [json_extract(e, '$.capabilities')]
+                   ELSE []::JSON[]
+               END,
+               lambda cap_json: CASE json_type(cap_json) WHEN 'OBJECT' THEN cap_json::VARCHAR ELSE cap_json ->> '$' END
+           ) AS caps
     FROM chosen
 )
 SELECT id,
        e ->> '$.name' AS name,
-       list_transform(caps, lambda cap_entry: CASE json_type(cap_entry)
-           WHEN 'OBJECT' THEN json_keys(cap_entry)[1]
-           ELSE capability_id(cap_entry ->> '$') END) AS capabilities,
-       map_from_entries(list_filter(list_transform(caps, lambda cap_entry: CASE
-           WHEN json_type(cap_entry) = 'OBJECT' THEN
-               {'k': json_keys(cap_entry)[1], 'v': json_extract(cap_entry, '$."' || json_keys(cap_entry)[1] || '"')}
-           WHEN starts_with(trim(cap_entry ->> '$'), '{') THEN
-               {'k': json_keys((cap_entry ->> '$')::JSON)[1],
-                'v': json_extract((cap_entry ->> '$')::JSON, '$."' || json_keys((cap_entry ->> '$')::JSON)[1] || '"')}
-           ELSE {'k': cap_entry ->> '$', 'v': NULL::JSON} END), lambda meta_entry: meta_entry.v IS NOT NULL)) AS capability_meta,
+       list_transform(caps, lambda cap_entry: capability_id(cap_entry)) AS capabilities,
+       map_from_entries(list_filter(
+           list_transform(caps, lambda cap_entry: {
+               'k': capability_id(cap_entry),
+               'v': CASE WHEN starts_with(trim(cap_entry), '{') THEN
+                        json_extract(cap_entry::JSON, '$."' || capability_id(cap_entry) || '"')
+                    END}),
+           -- Metadata only, and the first entry of an id listed twice (map keys are unique).
+           lambda meta_entry, i: meta_entry.v IS NOT NULL AND json_type(meta_entry.v) <> 'NULL'
+               AND list_position(list_transform(caps, lambda other: capability_id(other)), meta_entry.k) = i))
+           AS capability_meta,
        coalesce(e ->> '$.availability', 'always') AS availability,
        e ->> '$.schedule' AS schedule,
        json_extract(e, '$.notify') AS notify,

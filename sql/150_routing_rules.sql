@@ -1,8 +1,10 @@
 -- routing_rules: the routing rules in effect, in order: routing.yaml's (written by config
 -- messages) if it exists, else config.yaml's `routing:` (a list, or `{rules: [...]}`).
 -- Columns: position (1-based), is_default, match_capability, match_urgency, match_precision,
--- prefer (executor ids), strategy (lower_latency | higher_precision). A `default:` rule may
--- carry `prefer` beside it or nested under it, as the seed config writes it.
+-- match_unsupported (match keys other than those three: such a rule never matches, and the
+-- exchange warns about it), prefer (executor ids), strategy (lower_latency |
+-- higher_precision). A `default:` rule may carry `prefer` beside it or nested under it, as
+-- the seed config writes it.
 -- Depends on: read_yaml_auto, the json extension.
 CREATE OR REPLACE VIEW routing_rules AS
 WITH sources AS (
@@ -31,14 +33,26 @@ shaped AS (
            coalesce(json_type(r, '$.match'), 'NULL') <> 'OBJECT' AS is_default,
            coalesce(json_extract(r, '$.prefer'), json_extract(r, '$.default.prefer')) AS p
     FROM rules
+),
+-- A `prefer` list in a file where another rule prefers a strategy word arrives as the JSON
+-- text of the list (read_yaml_auto types mixed values as text).
+decoded AS (
+    SELECT * REPLACE (
+        CASE WHEN json_type(p) = 'VARCHAR' AND starts_with(trim(p ->> '$'), '[') AND json_valid(p ->> '$')
+             THEN (p ->> '$')::JSON ELSE p END AS p)
+    FROM shaped
 )
 SELECT position,
        is_default,
        r ->> '$.match.capability' AS match_capability,
        r ->> '$.match.urgency' AS match_urgency,
        r ->> '$.match.precision' AS match_precision,
+       CASE WHEN is_default THEN []::VARCHAR[] ELSE list_filter(
+           json_keys(r, '$.match'),
+           lambda match_key: match_key NOT IN ('capability', 'urgency', 'precision')
+               AND json_type(r, '$.match."' || match_key || '"') <> 'NULL') END AS match_unsupported,
        CASE WHEN json_type(p) = 'ARRAY' THEN from_json(p, '["VARCHAR"]')
             WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') NOT IN ('lower_latency', 'higher_precision') THEN [p ->> '$']
             ELSE []::VARCHAR[] END AS prefer,
        CASE WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') IN ('lower_latency', 'higher_precision') THEN p ->> '$' END AS strategy
-FROM shaped;
+FROM decoded;

@@ -316,20 +316,22 @@ fn availability_follows_schedules_and_counts_claims() {
         flat(&db, &at("2026-01-31T21:00:00Z")),
         ["night-owl|true|0", "teague-phone|true|1"]
     );
-    for (field, value, ok) in [
-        ("*", 3, true),
-        ("8-22", 8, true),
-        ("8-22", 23, false),
-        ("1,3,5", 3, true),
-        ("*/15", 30, true),
-        ("*/15", 31, false),
-        ("10-20/5", 15, true),
-        ("10-20/5", 16, false),
-        ("x", 1, false),
+    for (field, value, lowest, ok) in [
+        ("*", 3, 0, true),
+        ("8-22", 8, 0, true),
+        ("8-22", 23, 0, false),
+        ("1,3,5", 3, 0, true),
+        ("*/15", 30, 0, true),
+        ("*/15", 31, 0, false),
+        ("*/2", 3, 1, true),
+        ("*/2", 2, 1, false),
+        ("10-20/5", 15, 0, true),
+        ("10-20/5", 16, 0, false),
+        ("x", 1, 0, false),
     ] {
         let got = flat(
             &db,
-            &format!("SELECT coalesce(cron_field_matches('{field}', {value}), false)"),
+            &format!("SELECT coalesce(cron_field_matches('{field}', {value}, {lowest}), false)"),
         );
         assert_eq!(got, [ok.to_string()], "{field} {value}");
     }
@@ -417,5 +419,83 @@ fn routing_covers_rules_capabilities_availability_and_metadata() {
             "SELECT executor, rule FROM route_request('2026-01-31-004', '2026-01-31T21:00:00Z'::TIMESTAMPTZ)"
         ),
         ["teague-phone|2"]
+    );
+}
+
+#[test]
+fn routing_reads_mixed_capability_metadata_and_mixed_prefer_forms() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen]}
+      - take-photo: {camera: rear}
+      - take-photo
+      - fold-laundry
+  phone:
+    capabilities: [take-photo]
+    availability: schedule
+    schedule: \"0 * * * 7\"
+routing:
+  - match: {capability: fold-laundry}
+    prefer: [arm]
+  - match: {urgency: immediate}
+    prefer: lower_latency
+  - match: {intent: anything}
+    prefer: [phone]
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(
+        flat(&db, "SELECT capabilities FROM executors WHERE id = 'arm'"),
+        ["[vacuum-floor, take-photo, take-photo, fold-laundry]"],
+        "each entry keeps its own id although the list shares one union shape"
+    );
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT capability_meta['take-photo'], capability_meta['vacuum-floor'] FROM executors WHERE id = 'arm'"
+        ),
+        ["{\"camera\":\"rear\"}|{\"areas\":[\"kitchen\"]}"]
+    );
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT position, prefer, strategy, match_unsupported FROM routing_rules ORDER BY position"
+        ),
+        [
+            "1|[arm]|NULL|[]",
+            "2|[]|lower_latency|[]",
+            "3|[phone]|NULL|[intent]"
+        ]
+    );
+    let sunday = time::parse_timestamp("2026-11-29T10:00:00Z").unwrap();
+    let route = |req: &[&str], urg: Option<&str>| {
+        let req: Vec<String> = req.iter().map(|s| s.to_string()).collect();
+        db.route(&req, None, urg, &sunday)
+            .unwrap()
+            .into_iter()
+            .map(|r| format!("{}: {}", r.executor, r.reason))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        route(&["fold-laundry"], None),
+        ["arm: rule 1 (match capability fold-laundry) prefers arm"],
+        "a prefer list beside a strategy word"
+    );
+    assert_eq!(
+        route(&["take-photo"], None),
+        ["arm: holds take-photo", "phone: holds take-photo"],
+        "a rule on an unsupported key never matches; day-of-week 7 is Sunday"
+    );
+    assert_eq!(
+        route(&["take-photo"], Some("immediate")),
+        [
+            "arm: rule 2 (match urgency immediate) strategy lower_latency: all eligible",
+            "phone: rule 2 (match urgency immediate) strategy lower_latency: all eligible"
+        ]
     );
 }

@@ -175,6 +175,18 @@ impl Directory {
             })
             .collect();
         dir.problems.extend(unknown);
+        for (i, rule) in dir.rules.iter().enumerate() {
+            if let Some(m) = &rule.matcher
+                && !m.extra.is_empty()
+            {
+                let keys: Vec<&str> = m.extra.keys().map(String::as_str).collect();
+                dir.problems.push(format!(
+                    "routing rule {}: match on {} is not understood (capability, urgency, precision are); the rule never matches",
+                    i + 1,
+                    keys.join(", ")
+                ));
+            }
+        }
         for doc in &files.capabilities {
             let Some(m) = doc.as_map() else { continue };
             let Some(id) = m.get("id").and_then(Value::scalar_text) else {

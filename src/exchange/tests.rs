@@ -1380,9 +1380,15 @@ fn a_request_that_is_already_stale_is_refused() {
 #[test]
 fn config_problems_are_reported_not_fatal() {
     let f = fixture(
-        "executors:\n  good:\n    capabilities: [a]\n  \"../bad\":\n    capabilities: [a]\nrouting:\n  - match: {capability: a}\n    prefer: [nobody]\n",
+        "executors:\n  good:\n    capabilities: [a]\n  \"../bad\":\n    capabilities: [a]\nrouting:\n  - match: {capability: a}\n    prefer: [nobody]\n  - match: {intent: x}\n    prefer: [good]\n",
     );
     let problems = f.ex.config_problems();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("routing rule 2: match on intent is not understood")),
+        "{problems:?}"
+    );
     assert!(
         problems.iter().any(|p| p.contains("\"../bad\"")),
         "{problems:?}"
