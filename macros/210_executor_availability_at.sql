@@ -12,7 +12,7 @@ working AS (
     FROM (
         SELECT * FROM template
         UNION ALL BY NAME
-        SELECT * FROM read_yaml_auto('{{home}}/state=executing/*.messe-af.yaml', multi_document := 'first',
+        SELECT * FROM read_yaml_auto('{{home}}/state=executing/*.messe-af.yaml', multi_document := 'first', ignore_errors := true,
                                      hive_partitioning := false, filename := true, allow_empty := true)
     )
     WHERE executor IS NOT NULL

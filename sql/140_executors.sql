@@ -22,7 +22,7 @@ from_list AS (
 from_registrations AS (
     SELECT j ->> '$.id' AS id, j AS e, 'registration' AS source, 1 AS rank
     FROM (SELECT to_json(r) AS j
-          FROM read_yaml_auto('{{home}}/executors/*.yaml', allow_empty := true, filename := true) r)
+          FROM read_yaml_auto('{{home}}/executors/*.yaml', allow_empty := true, filename := true, ignore_errors := true) r)
     WHERE j ->> '$.id' IS NOT NULL
 ),
 chosen AS (

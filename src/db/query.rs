@@ -55,14 +55,19 @@ pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, 
     let con = open_instance(home, true)?;
     // After the assets are loaded: external access off for every later statement, and the
     // configuration frozen so a query cannot turn it back on.
-    con.execute_batch("SET enable_external_access = false; SET lock_configuration = true;")
-        .map_err(|e| DbError::duckdb("locking DuckDB down", e))?;
+    // Memory is bounded and nothing spills to disk, so a query cannot exhaust the machine or
+    // write temp files.
+    con.execute_batch(
+        "SET memory_limit = '1GB'; SET temp_directory = ''; \
+         SET enable_external_access = false; SET lock_configuration = true;",
+    )
+    .map_err(|e| DbError::duckdb("locking DuckDB down", e))?;
     let body = check_shape(&con, sql)?;
     // One execution yields both forms: each row as JSON (nested values intact) and every
     // column as DuckDB's own text, so the rows shown are the rows counted.
     let limited = format!(
         "SELECT to_json(q)::VARCHAR AS \"__row_json\", COLUMNS(*)::VARCHAR FROM (SELECT * FROM (\n{body}\n) LIMIT {}) q",
-        limits.max_rows + 1
+        limits.max_rows.saturating_add(1)
     );
 
     let handle = con.interrupt_handle();
@@ -75,7 +80,7 @@ pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, 
         }
         false
     });
-    let outcome = fetch(&con, &limited);
+    let outcome = fetch(&con, &limited, limits.max_chars);
     let _ = done.send(());
     let timed_out = watchdog.join().unwrap_or(false);
     let (columns, mut rows, mut json_rows) = match outcome {
@@ -119,9 +124,25 @@ pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, 
 
 type Fetched = (Vec<String>, Vec<Vec<Option<String>>>, Vec<String>);
 
-fn fetch(con: &Connection, sql: &str) -> Result<Fetched, DbError> {
+/// Fetches the rows, stopping once their JSON exceeds `max_chars` (the output would be cut
+/// there anyway, and a few huge values must not be held in memory a thousand times over).
+fn fetch(con: &Connection, sql: &str, max_chars: usize) -> Result<Fetched, DbError> {
     let mut stmt = con.prepare(sql).map_err(refused_or_failed)?;
-    let batches: Vec<_> = stmt.query_arrow([]).map_err(refused_or_failed)?.collect();
+    let mut batches = Vec::new();
+    let mut chars = 0usize;
+    for batch in stmt.query_arrow([]).map_err(refused_or_failed)? {
+        if let Some(json) = batch
+            .columns()
+            .first()
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        {
+            chars = chars.saturating_add(json.value_data().len());
+        }
+        batches.push(batch);
+        if chars > max_chars {
+            break;
+        }
+    }
     let schema = stmt.schema();
     let columns: Vec<String> = schema
         .fields()
@@ -161,7 +182,7 @@ fn fetch(con: &Connection, sql: &str) -> Result<Fetched, DbError> {
 /// reach the user with DuckDB's own text.
 fn refused_or_failed(e: duckdb::Error) -> DbError {
     let text = e.to_string();
-    if text.contains("Permission Error") || text.contains("may only read files under") {
+    if text.contains("Permission Error") || text.contains("may only read the exchange's files") {
         return DbError::Refused {
             message: format!(
                 "refused: the query may only read the exchange (through its views and read_yaml_auto): {text}"
@@ -176,10 +197,7 @@ fn refused_or_failed(e: duckdb::Error) -> DbError {
 /// Accepts a single SELECT-shaped statement (SELECT, WITH, FROM-first, DESCRIBE, SUMMARIZE,
 /// SHOW) and returns its text without trailing semicolons.
 fn check_shape(con: &Connection, sql: &str) -> Result<String, DbError> {
-    let body = sql
-        .trim()
-        .trim_end_matches(|c: char| c == ';' || c.is_whitespace())
-        .to_owned();
+    let body = sql[..code_end(sql)].trim().to_owned();
     if body.is_empty() {
         return Err(DbError::Refused {
             message: "the query is empty".to_owned(),
@@ -209,4 +227,53 @@ fn check_shape(con: &Connection, sql: &str) -> Result<String, DbError> {
         });
     }
     Ok(body)
+}
+
+/// The end of the last code in `sql`: trailing semicolons, blanks and comments are not code
+/// (they would break the statement once it is wrapped in a sub-query).
+fn code_end(sql: &str) -> usize {
+    let bytes = sql.as_bytes();
+    let mut end = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                i = sql[i..].find('\n').map_or(bytes.len(), |n| i + n);
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i = sql[i + 2..]
+                    .find("*/")
+                    .map_or(bytes.len(), |n| i + 2 + n + 2);
+                continue;
+            }
+            quote @ (b'\'' | b'"') => {
+                // A quoted string or name runs to its closing quote (doubled quotes included).
+                let mut j = i + 1;
+                while j < bytes.len() {
+                    if bytes[j] == quote {
+                        if bytes.get(j + 1) == Some(&quote) {
+                            j += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    j += 1;
+                }
+                i = (j + 1).min(bytes.len());
+                end = i;
+                continue;
+            }
+            b';' => {}
+            c if c.is_ascii_whitespace() => {}
+            _ => end = i + 1,
+        }
+        i += 1;
+    }
+    // `end` is always just past an ASCII byte or a closing quote, so it is a char boundary;
+    // non-ASCII bytes of a name count as code and move it past the whole character.
+    while !sql.is_char_boundary(end) {
+        end += 1;
+    }
+    end
 }

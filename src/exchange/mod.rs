@@ -84,7 +84,7 @@ pub struct Exchange {
     settings: Settings,
     clock: Arc<dyn Clock>,
     /// The read model, opened on first use (most commands never need DuckDB).
-    db: Arc<OnceLock<Result<Db, String>>>,
+    db: Arc<OnceLock<Db>>,
 }
 
 impl Exchange {
@@ -98,12 +98,14 @@ impl Exchange {
         }
     }
 
-    /// The read model over this home, opened on first use.
+    /// The read model over this home, opened on first use (and tried again on the next use if
+    /// opening failed: a long-running server must not keep one failure forever).
     pub fn db(&self) -> Result<&Db, String> {
-        self.db
-            .get_or_init(|| Db::open(self.store.layout().root()).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(Clone::clone)
+        if let Some(db) = self.db.get() {
+            return Ok(db);
+        }
+        let db = Db::open(self.store.layout().root()).map_err(|e| e.to_string())?;
+        Ok(self.db.get_or_init(|| db))
     }
 
     /// The store underneath.

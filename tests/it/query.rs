@@ -217,7 +217,25 @@ fn anything_but_reading_the_exchange_is_refused() {
         outside.display()
     )]);
     assert_eq!(code, 1);
-    assert!(err.contains("may only read files under"), "{err}");
+    assert!(
+        err.starts_with("error: refused: the query may only read the exchange")
+            && err.contains("is outside the exchange home"),
+        "{err}"
+    );
+    let (code, _, err) = h.query(&["SELECT * FROM read_yaml_auto('/etc/**/*.yaml')"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is outside the exchange home"), "{err}");
+    let (code, _, err) = h.query(&["SELECT * FROM read_yaml_auto('.mess/**/*')"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("hidden folder"), "{err}");
+    // Patterns relative to the home, and trailing comments, are fine.
+    let (code, out, err) = h.query(&[
+        "SELECT count(*) AS n FROM read_yaml_auto('state=*/*.messe-af.yaml', multi_document := 'first'); -- all threads",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("n\n"), "{out}");
     let (code, _, err) = h.query(&[
         "SELECT count(*) FROM range(10000000000) a, range(1000) b",
         "--timeout",

@@ -12,7 +12,7 @@ use duckdb::arrow::buffer::{NullBuffer, OffsetBuffer};
 use duckdb::arrow::datatypes::{Field, Fields};
 
 use crate::node::Node;
-use crate::types::Ty;
+use crate::types::{Ty, unique_names};
 
 /// The value, unless it is absent or null.
 fn present<'a>(v: &Option<&'a Node>) -> Option<&'a Node> {
@@ -131,7 +131,8 @@ pub(crate) fn build(ty: &Ty, values: &[Option<&Node>]) -> ArrayRef {
                 .collect();
             let arrow_fields: Fields = fields
                 .iter()
-                .map(|(k, t)| Field::new(&**k, t.arrow(), true))
+                .zip(unique_names(fields.iter().map(|(k, _)| &**k)))
+                .map(|((_, t), name)| Field::new(name, t.arrow(), true))
                 .collect();
             Arc::new(StructArray::new(
                 arrow_fields,

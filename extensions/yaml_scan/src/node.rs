@@ -44,7 +44,7 @@ impl Node {
             Node::Null => out.push_str("null"),
             Node::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             Node::Int(i) => out.push_str(&i.to_string()),
-            Node::Float(f) if f.is_finite() => out.push_str(&f.to_string()),
+            Node::Float(f) if f.is_finite() => out.push_str(&format!("{f:?}")),
             Node::Float(_) => out.push_str("null"),
             Node::Str(s) => json_string(out, s),
             Node::Date(_) | Node::TimestampTz(_) | Node::Timestamp(_) => {
@@ -81,7 +81,8 @@ impl Node {
             Node::Str(s) => s.to_string(),
             Node::Bool(b) => b.to_string(),
             Node::Int(i) => i.to_string(),
-            Node::Float(f) => f.to_string(),
+            // `1.0` stays `1.0` (Display would print `1`).
+            Node::Float(f) => format!("{f:?}"),
             Node::Null => "null".to_owned(),
             Node::Date(d) => date_text(*d),
             Node::TimestampTz(us) => DateTime::from_timestamp_micros(*us)
@@ -124,6 +125,10 @@ fn json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Above this many distinct keys the key interner starts over (documents with generated keys
+/// must not grow it for the life of the process).
+const MAX_INTERNED_KEYS: usize = 100_000;
+
 /// Interns mapping keys process-wide: thread files repeat the same few dozen keys.
 fn intern(key: &str) -> Key {
     static KEYS: OnceLock<Mutex<HashSet<Key>>> = OnceLock::new();
@@ -134,6 +139,10 @@ fn intern(key: &str) -> Key {
     };
     if let Some(k) = guard.get(key) {
         return k.clone();
+    }
+    if guard.len() >= MAX_INTERNED_KEYS {
+        // Keys already handed out stay valid; only their sharing starts over.
+        guard.clear();
     }
     let k: Key = Arc::from(key);
     guard.insert(k.clone());
@@ -290,6 +299,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Node, A::Error> {
         self.spend()?;
         let mut entries: Vec<(Key, Node)> = Vec::new();
+        let mut seen: HashSet<Key> = HashSet::new();
         while let Some(key) = access.next_key_seed(self.child()?)? {
             let key = match key {
                 Node::Null => "null".to_owned(),
@@ -298,7 +308,17 @@ impl<'de> Visitor<'de> for Seed<'_> {
                 }
                 other => other.to_text(),
             };
-            if entries.iter().any(|(k, _)| **k == *key) {
+            // A linear check is fastest for the usual handful of keys; a set keeps a mapping
+            // with a million keys from costing a trillion comparisons.
+            let duplicate = if entries.len() < 16 {
+                entries.iter().any(|(k, _)| **k == *key)
+            } else {
+                if seen.is_empty() {
+                    seen.extend(entries.iter().map(|(k, _)| k.clone()));
+                }
+                !seen.insert(Key::from(key.as_str()))
+            };
+            if duplicate {
                 return Err(de::Error::custom(format!("duplicate key `{key}`")));
             }
             let value = access.next_value_seed(self.child()?)?;

@@ -87,12 +87,21 @@ enum Source {
     Data(Key),
     /// A key of the file's first document (`frontmatter`).
     Front(Key),
+    /// A key of the row's document where it has it, else of the file's first (`frontmatter`).
+    Both(Key),
     /// A `key=value` folder of the path.
     Hive(String),
     Filename,
     DocumentIndex,
     /// Every document of the file (`list`).
     Documents,
+}
+
+impl Source {
+    /// Whether the column comes from the documents (rather than the path or the scan).
+    fn is_data(&self) -> bool {
+        matches!(self, Source::Data(_) | Source::Front(_) | Source::Both(_))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -219,7 +228,7 @@ impl Plan {
                 }
             }
         }
-        let (mut columns, rows) = shape(&files, opts, &hive_keys);
+        let (mut columns, rows) = shape(&files, opts, &hive_keys)?;
         if columns.is_empty() && opts.allow_empty && rows.is_empty() {
             columns.push(Column {
                 name: "filename".to_owned(),
@@ -294,6 +303,14 @@ impl Plan {
         }
     }
 
+    /// The value of `key` in the first document of the row's file.
+    fn front(&self, row: &Row, key: &str) -> Option<&Node> {
+        match self.files[row.file as usize].parsed.docs.first() {
+            Some(Doc::Value(n)) => n.get(key),
+            _ => None,
+        }
+    }
+
     fn column(&self, col: &Column, rows: &[Row]) -> ArrayRef {
         match &col.source {
             Source::Data(key) => {
@@ -310,11 +327,16 @@ impl Plan {
                 build(&col.ty, &values)
             }
             Source::Front(key) => {
+                let values: Vec<Option<&Node>> = rows.iter().map(|r| self.front(r, key)).collect();
+                build(&col.ty, &values)
+            }
+            Source::Both(key) => {
                 let values: Vec<Option<&Node>> = rows
                     .iter()
-                    .map(|r| match self.files[r.file as usize].parsed.docs.first() {
-                        Some(Doc::Value(n)) => n.get(key),
-                        _ => None,
+                    .map(|r| {
+                        self.node(r)
+                            .and_then(|n| n.get(key))
+                            .or_else(|| self.front(r, key))
                     })
                     .collect();
                 build(&col.ty, &values)
@@ -579,13 +601,24 @@ fn file_types(file: &ParsedFile) -> &FileTypes {
 }
 
 /// The columns and rows of a scan.
-fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, Vec<Row>) {
+fn shape(
+    files: &[File],
+    opts: &Options,
+    hive_keys: &[String],
+) -> Result<(Vec<Column>, Vec<Row>), String> {
     let mut columns = Vec::new();
     let mut rows = Vec::new();
     let data_columns = |ty: &Ty, source: fn(Key) -> Source, columns: &mut Vec<Column>| {
+        if matches!(ty, Ty::Json) {
+            // Rows are mappings, so their type is JSON only when they are too wide.
+            return Err(format!(
+                "read_yaml_auto: the documents have more than {} distinct top-level keys; a table that wide is refused",
+                types::MAX_STRUCT_FIELDS
+            ));
+        }
         if let Ty::Struct(fields) = ty {
             for (k, t) in fields {
-                if hive_keys.iter().any(|h| h == &**k)
+                if hive_keys.iter().any(|h| h.eq_ignore_ascii_case(k))
                     || columns.iter().any(|c: &Column| c.name == **k)
                 {
                     continue;
@@ -598,6 +631,7 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
                 });
             }
         }
+        Ok(())
     };
     match opts.mode {
         Mode::Rows | Mode::First => {
@@ -631,7 +665,7 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
                 }
             }
             ty.absorb(&shared.finish());
-            data_columns(&ty, Source::Data, &mut columns);
+            data_columns(&ty, Source::Data, &mut columns)?;
         }
         Mode::Frontmatter => {
             let (mut front, mut rest) = (Union::default(), Union::default());
@@ -649,11 +683,23 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
                     }
                 }
             }
-            // A key in both places is the document's own.
-            data_columns(&rest.finish(), Source::Data, &mut columns);
-            let doc_cols = columns.len();
-            data_columns(&front.finish(), Source::Front, &mut columns);
-            columns.rotate_left(doc_cols);
+            let mut doc_cols = Vec::new();
+            data_columns(&rest.finish(), Source::Data, &mut doc_cols)?;
+            data_columns(&front.finish(), Source::Front, &mut columns)?;
+            // A key in both places takes, row by row, the document's value where the document
+            // has the key and the front matter's elsewhere.
+            for col in &mut columns {
+                if let (Some(at), Source::Front(key)) = (
+                    doc_cols.iter().position(|d| d.name == col.name),
+                    &col.source,
+                ) {
+                    let own = doc_cols.remove(at);
+                    col.ty.absorb(&own.ty);
+                    col.arrow = col.ty.arrow();
+                    col.source = Source::Both(key.clone());
+                }
+            }
+            columns.extend(doc_cols);
         }
         Mode::List => {
             let mut shared = Union::default();
@@ -699,7 +745,17 @@ fn shape(files: &[File], opts: &Options, hive_keys: &[String]) -> (Vec<Column>, 
             source: Source::DocumentIndex,
         });
     }
-    (columns, rows)
+    // DuckDB compares column names ignoring case: a data column whose name an added column
+    // (filename, document_index) or an earlier data column takes is renamed with `_1`, ...
+    let mut taken: HashSet<String> = columns
+        .iter()
+        .filter(|c| !c.source.is_data())
+        .map(|c| c.name.to_ascii_lowercase())
+        .collect();
+    for col in columns.iter_mut().filter(|c| c.source.is_data()) {
+        col.name = types::unique_name(&col.name, &mut taken);
+    }
+    Ok((columns, rows))
 }
 
 /// With `expand_root_sequence := false`, a top-level sequence is one row whose only column is

@@ -476,6 +476,25 @@ fn case_40_frontmatter() {
             vec![s("B"), s("done"), s("z")]
         ]
     );
+    // A message document with a key of the front matter keeps its own value there, and only
+    // there.
+    d.file(
+        "f/c.yaml",
+        "ref: C\nstatus: open\n---\nfrom: w\nref: inner\n",
+    );
+    let rows = d.rows(&format!(
+        "SELECT ref, \"from\" FROM read_yaml_auto('{}', multi_document := 'frontmatter')",
+        d.path("f/*.yaml")
+    ));
+    assert_eq!(
+        rows,
+        vec![
+            vec![s("A"), s("x")],
+            vec![s("A"), s("y")],
+            vec![s("B"), s("z")],
+            vec![s("inner"), s("w")]
+        ]
+    );
 }
 
 /// Sets the modification time of `path` an hour back, as for a file written long ago (fresh
@@ -648,4 +667,46 @@ fn allow_empty_turns_missing_files_into_zero_rows() {
         d.path("none/*.yaml")
     );
     assert_eq!(d.rows(&both), vec![vec![s("1")]]);
+}
+
+#[test]
+fn very_wide_mappings_become_json_text_and_stay_linear() {
+    let d = db();
+    let mut text = String::from("id: 1\ncontent:\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("  k{i}: {i}\n"));
+    }
+    let f = d.file("wide.yaml", &text);
+    let sql =
+        format!("SELECT id, json_extract(content::JSON, '$.k199999') FROM read_yaml_auto('{f}')");
+    assert_eq!(d.rows(&sql), vec![vec![s("1"), s("199999")]]);
+    let mut top = String::new();
+    for i in 0..1001 {
+        top.push_str(&format!("k{i}: {i}\n"));
+    }
+    let g = d.file("top.yaml", &top);
+    let e = d.error(&format!("SELECT * FROM read_yaml_auto('{g}')"));
+    assert!(e.contains("more than 1000 distinct top-level keys"), "{e}");
+}
+
+#[test]
+fn names_that_differ_only_by_case_are_kept_apart() {
+    let d = db();
+    d.file(
+        "n/state=a/t.yaml",
+        "ID: 1\nid: 2\nc: {ID: 3, id: 4}\nfilename: mine\nState: lost\n",
+    );
+    let sql = format!(
+        "SELECT * FROM read_yaml_auto('{}', filename := true)",
+        d.path("n/state=*/t.yaml")
+    );
+    let names: Vec<String> = d.types(&sql).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        ["ID", "id_1", "c", "filename_1", "state", "filename"]
+    );
+    let row = &d.rows(&format!(
+        "SELECT \"ID\", id_1, c.id_1, filename_1, state FROM ({sql})"
+    ))[0];
+    assert_eq!(row, &vec![s("1"), s("2"), s("4"), s("mine"), s("a")]);
 }

@@ -8,6 +8,11 @@ use duckdb::arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 
 use crate::node::{Key, Node};
 
+/// Mappings with more distinct keys than this (in one document, or unioned over all) become
+/// JSON text: a STRUCT that wide is no use in SQL, and merging wider ones costs the square of
+/// their width.
+pub(crate) const MAX_STRUCT_FIELDS: usize = 1000;
+
 /// The inferred type of a column or nested field.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Ty {
@@ -48,6 +53,7 @@ impl Ty {
                 Ty::List(Box::new(elem))
             }
             Node::Map(entries) if entries.is_empty() => Ty::EmptyMap,
+            Node::Map(entries) if entries.len() > MAX_STRUCT_FIELDS => Ty::Json,
             Node::Map(entries) => Ty::Struct(
                 entries
                     .iter()
@@ -76,7 +82,10 @@ impl Ty {
                         None => fields.push((k.clone(), t.clone())),
                     }
                 }
-                return;
+                if fields.len() <= MAX_STRUCT_FIELDS {
+                    return;
+                }
+                Ty::Json
             }
             (Ty::List(a), Ty::List(b)) => {
                 a.absorb(b);
@@ -106,11 +115,31 @@ impl Ty {
             Ty::Struct(fields) => DataType::Struct(
                 fields
                     .iter()
-                    .map(|(k, t)| Field::new(&**k, t.arrow(), true))
+                    .zip(unique_names(fields.iter().map(|(k, _)| &**k)))
+                    .map(|((_, t), name)| Field::new(name, t.arrow(), true))
                     .collect::<Fields>(),
             ),
         }
     }
+}
+
+/// Names for keys that DuckDB tells apart only by case (`ID` and `id` are one name to it):
+/// the first keeps its name, later ones get `_1`, `_2`, ... appended.
+pub(crate) fn unique_names<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut taken = HashSet::new();
+    keys.map(|k| unique_name(k, &mut taken)).collect()
+}
+
+/// `name`, or `name_N` with the smallest N not yet in `taken` (compared ignoring ASCII case);
+/// the result is added to `taken`.
+pub(crate) fn unique_name(name: &str, taken: &mut HashSet<String>) -> String {
+    if taken.insert(name.to_ascii_lowercase()) {
+        return name.to_owned();
+    }
+    (1..)
+        .map(|n| format!("{name}_{n}"))
+        .find(|candidate| taken.insert(candidate.to_ascii_lowercase()))
+        .unwrap_or_default()
 }
 
 /// The union row types of one file, for the document modes. Files of the same shape share
