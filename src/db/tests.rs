@@ -438,6 +438,9 @@ fn routing_reads_mixed_capability_metadata_and_mixed_prefer_forms() {
     capabilities: [take-photo]
     availability: schedule
     schedule: \"0 * * * 7\"
+  flaky:
+    capabilities: [take-photo]
+    availability: sometimes
 routing:
   - match: {capability: fold-laundry}
     prefer: [arm]
@@ -489,7 +492,7 @@ routing:
     assert_eq!(
         route(&["take-photo"], None),
         ["arm: holds take-photo", "phone: holds take-photo"],
-        "a rule on an unsupported key never matches; day-of-week 7 is Sunday"
+        "a rule on an unsupported key never matches; day-of-week 7 is Sunday; an unknown availability is never available"
     );
     assert_eq!(
         route(&["take-photo"], Some("immediate")),
