@@ -2,7 +2,7 @@
 //! modification time, so repeated queries over unchanged files parse nothing. Files stay the
 //! source of truth: any change to size or mtime, a new path, or a vanished file shows at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -97,12 +97,12 @@ pub(crate) fn put(path: PathBuf, stamp: Stamp, file: Arc<ParsedFile>) {
 
 /// Drops entries in `dirs` that are not among `matched` and whose file is gone (a thread that
 /// moved to another state folder leaves its old path behind).
-pub(crate) fn prune(dirs: &[PathBuf], matched: &std::collections::HashSet<PathBuf>) {
+pub(crate) fn prune(dirs: &HashSet<&Path>, matched: &HashSet<PathBuf>) {
     let mut guard = lock();
     let stale: Vec<PathBuf> = guard
         .keys()
         .filter(|p| !matched.contains(*p))
-        .filter(|p| p.parent().is_some_and(|d| dirs.iter().any(|x| x == d)))
+        .filter(|p| p.parent().is_some_and(|d| dirs.contains(d)))
         .filter(|p| !p.exists())
         .cloned()
         .collect();

@@ -193,10 +193,7 @@ impl Plan {
         }
         let need_all = opts.mode != Mode::First;
         let parsed = load(&paths, need_all, opts.ignore_errors)?;
-        let dirs: Vec<PathBuf> = paths
-            .iter()
-            .filter_map(|p| p.parent().map(Path::to_owned))
-            .collect();
+        let dirs: HashSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
         cache::prune(&dirs, &seen);
 
         let mut files = Vec::with_capacity(parsed.len());
