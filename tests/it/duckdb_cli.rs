@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::copy_dir;
 use tempfile::TempDir;
 
 fn repo() -> &'static Path {
@@ -21,18 +22,6 @@ fn tools() -> (PathBuf, PathBuf) {
         ext.display()
     );
     (cli, ext)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn mess(home: &Path, args: &[&str]) -> String {

@@ -4,24 +4,13 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::copy_dir;
 use tempfile::TempDir;
 
 /// A HOME whose `.mess` is a copy of the fixture home, plus the spec's alternative flat
 /// layout (`threads/` with links to every thread file) for the plan's queries that use it.
 struct SpecHome {
     dir: TempDir,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 impl SpecHome {
