@@ -502,3 +502,43 @@ routing:
         ]
     );
 }
+
+#[test]
+fn routing_follows_changes_to_executors_and_claims_between_requests() {
+    let dir = TempDir::new().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "executors:\n  a:\n    capabilities: [x]\n").unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let at = time::parse_timestamp("2026-11-26T12:00:00Z").unwrap();
+    let route = || -> Vec<String> {
+        db.route(&["x".to_owned()], None, None, &at)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.executor)
+            .collect()
+    };
+    assert_eq!(route(), ["a"]);
+    // A new executor changes the shape of config.yaml: the kept statement is planned again.
+    std::fs::write(
+        &config,
+        "executors:\n  a:\n    capabilities: [x]\n  b:\n    capabilities: [x]\n",
+    )
+    .unwrap();
+    assert_eq!(route(), ["a", "b"]);
+    // A claim by `a` makes `b` the least loaded.
+    let executing = dir.path().join("state=executing");
+    std::fs::create_dir_all(&executing).unwrap();
+    std::fs::write(
+        executing.join("2026-11-26-001.messe-af.yaml"),
+        "ref: 2026-11-26-001\nexecutor: a\nstatus: claimed\n",
+    )
+    .unwrap();
+    assert_eq!(route(), ["b", "a"]);
+    // The same shape with other values.
+    std::fs::write(
+        &config,
+        "executors:\n  a:\n    capabilities: [y]\n  b:\n    capabilities: [x]\n",
+    )
+    .unwrap();
+    assert_eq!(route(), ["b"]);
+}
