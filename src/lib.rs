@@ -2,7 +2,8 @@
 //! in a `state=` folder, executors move it through its lifecycle, and everything is queryable.
 //!
 //! Modules in reading order: `protocol` (pure types and rules), `store` (thread files on disk),
-//! `db` (the DuckDB read model over the files), `exchange` (the use cases that combine them), `config` (settings), `cli` (the `mess` command).
+//! `db` (the DuckDB read model over the files), `links` (presigned link tokens), `exchange` (the use cases that combine them), `config` (settings),
+//! `cli` (the `mess` command).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -10,5 +11,6 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod exchange;
+pub mod links;
 pub mod protocol;
 pub mod store;
