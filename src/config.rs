@@ -1,10 +1,11 @@
 //! Settings resolution: built-in defaults, then `<home>/config.yaml` (with `${ENV}`
-//! references expanded), then `MESS_*` environment variables and flags (read by clap in `cli`).
+//! references expanded), then `MESS_*` environment variables and flags (read by clap in `cli`;
+//! `MESS_SECRET` is read here, so that no flag ever carries it).
 //! Executors and routing rules are exchange data, read through the store, not settings.
 
 use std::path::{Path, PathBuf};
 
-use crate::exchange::Settings;
+use crate::exchange::{Secret, Settings};
 use crate::protocol::value::Value;
 use crate::protocol::yaml::{self, Limits};
 
@@ -42,6 +43,11 @@ impl Config {
             agent_id: None,
             exchange: Settings::defaults(),
         };
+        // A secret belongs in the environment, never on a command line where `ps` shows it.
+        config.exchange.link_secret = std::env::var("MESS_SECRET")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .map(Secret);
         let path = home.join("config.yaml");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,

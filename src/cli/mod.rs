@@ -8,6 +8,7 @@ mod complete;
 mod demo;
 mod fsck;
 mod init;
+mod link;
 mod output;
 mod query;
 mod reply;
@@ -16,6 +17,7 @@ mod send;
 mod show;
 mod sql;
 mod status;
+mod token;
 mod update;
 
 use std::io::{IsTerminal, Write};
@@ -81,6 +83,10 @@ enum Command {
     Sql(sql::SqlArgs),
     /// Synthetic data for trying things out
     Demo(demo::DemoArgs),
+    /// Make an API key for an agent or an executor (printed once, stored hashed)
+    Token(token::TokenArgs),
+    /// Print a presigned link to the human client for one executor on one thread
+    Link(link::LinkArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -256,6 +262,8 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Query(a) => query::run(&cx, a),
         Command::Sql(a) => sql::run(&cx, a),
         Command::Demo(a) => demo::run(&cx, a),
+        Command::Token(a) => token::run(&cx, a),
+        Command::Link(a) => link::run(&cx, a),
     }
 }
 

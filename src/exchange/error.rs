@@ -23,6 +23,18 @@ pub enum Error {
         /// What was looked for and where.
         message: String,
     },
+    /// No valid credentials (a missing, unknown, expired or forged key or link).
+    #[error("{message}")]
+    Unauthorized {
+        /// Why, in words safe to show the caller.
+        message: String,
+    },
+    /// Valid credentials that do not reach this thread or action.
+    #[error("{message}")]
+    Forbidden {
+        /// Why, in words safe to show the caller.
+        message: String,
+    },
 }
 
 /// The kinds of failure adapters distinguish.
@@ -32,6 +44,8 @@ pub enum ErrorKind {
     Malformed,
     /// Parseable but not valid MESS.
     Invalid,
+    /// No valid credentials.
+    Unauthorized,
     /// The sender may not do this.
     Forbidden,
     /// No such thread.
@@ -64,6 +78,8 @@ impl Error {
             Error::Store(StoreError::NotFound { .. }) | Error::NotFound { .. } => {
                 ErrorKind::NotFound
             }
+            Error::Unauthorized { .. } => ErrorKind::Unauthorized,
+            Error::Forbidden { .. } => ErrorKind::Forbidden,
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
             Error::Store(_) => ErrorKind::Internal,
             Error::Db(DbError::Refused { .. }) => ErrorKind::Forbidden,

@@ -5,6 +5,7 @@
 //! Every use case reads the clock once and writes the thread file before anything that derives
 //! from it.
 
+pub mod auth;
 pub mod clock;
 pub mod demo;
 pub mod directory;
@@ -44,14 +45,32 @@ use self::error::Error;
 pub struct Settings {
     /// Largest accepted message, in bytes (inline data URIs included).
     pub max_message_bytes: usize,
+    /// The key that signs presigned links (`MESS_SECRET`); `None` uses the home's generated one.
+    pub link_secret: Option<Secret>,
 }
 
 impl Settings {
-    /// The documented defaults: 16 MiB messages.
+    /// The documented defaults: 16 MiB messages, the home's own link secret.
     pub fn defaults() -> Settings {
         Settings {
             max_message_bytes: 16 * 1024 * 1024,
+            link_secret: None,
         }
+    }
+
+    /// The configured link secret, if any.
+    pub fn link_secret(&self) -> Option<&str> {
+        self.link_secret.as_ref().map(|s| s.0.as_str())
+    }
+}
+
+/// A secret setting: its `Debug` output never shows it.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
     }
 }
 
@@ -106,6 +125,11 @@ impl Exchange {
         }
         let db = Db::open(self.store.layout().root()).map_err(|e| e.to_string())?;
         Ok(self.db.get_or_init(|| db))
+    }
+
+    /// The settings this exchange runs with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The store underneath.

@@ -1080,6 +1080,7 @@ fn oversized_and_malformed_input_is_refused_cleanly() {
         FileStore::open(f.dir.path()),
         Settings {
             max_message_bytes: 1000,
+            ..Settings::defaults()
         },
         f.clock.clone(),
     );
@@ -1231,6 +1232,7 @@ fn messages_built_by_adapters_obey_the_size_limit_too() {
         FileStore::open(f.dir.path()),
         Settings {
             max_message_bytes: 500,
+            ..Settings::defaults()
         },
         f.clock.clone(),
     );
@@ -1399,4 +1401,82 @@ fn config_problems_are_reported_not_fatal() {
     );
     let r = f.request("claude-agent", "intent: x\nrequires: [a]");
     f.status("good", &r, "code: claimed").unwrap();
+}
+
+#[test]
+fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
+    use crate::exchange::auth::{Principal, Role};
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture(EXECUTORS);
+    let agent = f.ex.issue_key(Role::Agent, "claude-agent").unwrap();
+    let robot = f.ex.issue_key(Role::Executor, "roomba-kitchen").unwrap();
+    assert!(
+        agent.starts_with("mess_") && agent.len() == 5 + 64,
+        "{agent}"
+    );
+    assert_ne!(agent, robot);
+    assert_eq!(
+        f.ex.authenticate(&agent).unwrap(),
+        Some(Principal {
+            id: "claude-agent".into(),
+            role: Role::Agent
+        })
+    );
+    assert_eq!(
+        f.ex.authenticate(&robot).unwrap().map(|p| p.role),
+        Some(Role::Executor)
+    );
+    assert_eq!(f.ex.authenticate("mess_not-a-key").unwrap(), None);
+    assert_eq!(f.ex.authenticate("").unwrap(), None);
+    let file = f.ex.store().layout().keys_file();
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(!stored.contains(&agent[5..]), "only hashes are kept");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let e = f.ex.issue_key(Role::Agent, "../etc").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+}
+
+#[test]
+fn links_work_for_their_thread_until_they_expire() {
+    use crate::links::Action;
+    let f = fixture(EXECUTORS);
+    let r =
+        ThreadRef::parse(&f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]"))
+            .unwrap();
+    let other =
+        ThreadRef::parse(&f.request("claude-agent", "intent: photo\nrequires: [take-photo]"))
+            .unwrap();
+    let token =
+        f.ex.mint_link(&r, "roomba-kitchen", &[Action::Read, Action::Claim], 3600)
+            .unwrap();
+    let grant = f.ex.check_link(&token, &r).unwrap();
+    assert_eq!(grant.executor, "roomba-kitchen");
+    assert!(grant.allows(Action::Claim) && !grant.allows(Action::Respond));
+    assert_eq!(
+        f.ex.check_link(&token, &other).unwrap_err().kind(),
+        ErrorKind::Forbidden
+    );
+    assert_eq!(
+        f.ex.check_link("forged.token.here", &r).unwrap_err().kind(),
+        ErrorKind::Unauthorized
+    );
+    f.clock.advance(TimeDelta::seconds(3600));
+    let e = f.ex.check_link(&token, &r).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthorized);
+    assert!(e.to_string().contains("expired"), "{e}");
+    let missing = ThreadRef::parse("2026-01-31-999").unwrap();
+    assert_eq!(
+        f.ex.mint_link(&missing, "roomba-kitchen", &[], 60)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    // The secret is made once, private, and kept.
+    let secret = f.ex.store().layout().secret_file();
+    let first = std::fs::read(&secret).unwrap();
+    f.ex.mint_link(&r, "roomba-kitchen", &[], 60).unwrap();
+    assert_eq!(std::fs::read(&secret).unwrap(), first);
 }

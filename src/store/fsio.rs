@@ -3,6 +3,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::store::error::StoreError;
@@ -56,7 +57,41 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// [`write_atomic`] for secrets: the file is readable by its owner only (mode 0600) from the
+/// moment it exists.
+pub(crate) fn write_atomic_private(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = write_temp_mode(path, bytes, 0o600)?;
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        StoreError::io(path, e)
+    })?;
+    sync_parent(path)
+}
+
+/// [`create_atomic`] for secrets (mode 0600).
+pub(crate) fn create_atomic_private(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = write_temp_mode(path, bytes, 0o600)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    linked.map_err(|e| StoreError::io(path, e))?;
+    sync_parent(path)
+}
+
+/// `n` random bytes from the kernel.
+pub(crate) fn random_bytes(n: usize) -> Result<Vec<u8>, StoreError> {
+    let source = Path::new("/dev/urandom");
+    let mut bytes = vec![0u8; n];
+    File::open(source)
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(|e| StoreError::io(source, e))?;
+    Ok(bytes)
+}
+
 fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+    write_temp_mode(path, bytes, 0o666)
+}
+
+fn write_temp_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<PathBuf, StoreError> {
     // rename is atomic only within one filesystem, so the temp file sits in the target folder.
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -71,6 +106,7 @@ fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(mode)
         .open(&tmp)
         .map_err(|e| StoreError::io(&tmp, e))?;
     let result = file.write_all(bytes).and_then(|()| file.sync_data());

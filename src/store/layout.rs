@@ -97,6 +97,16 @@ impl Layout {
         self.root.join(".mess")
     }
 
+    /// `.mess/keys.yaml`: API keys by hash (mode 0600).
+    pub fn keys_file(&self) -> PathBuf {
+        self.internal_dir().join("keys.yaml")
+    }
+
+    /// `.mess/secret`: the key that signs presigned links (mode 0600).
+    pub fn secret_file(&self) -> PathBuf {
+        self.internal_dir().join("secret")
+    }
+
     pub(crate) fn locks_dir(&self) -> PathBuf {
         self.internal_dir().join("locks")
     }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod fsck;
 pub(crate) mod fsio;
 pub(crate) mod index;
+pub mod keys;
 pub mod layout;
 pub(crate) mod lock;
 pub(crate) mod refs;

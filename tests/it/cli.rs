@@ -376,3 +376,66 @@ fn warnings_name_unroutable_requests_and_terminal_escapes_are_shown_as_text() {
         "{list}"
     );
 }
+
+#[test]
+fn tokens_and_links_from_the_shell() {
+    let home = Home::with_config(CONFIG);
+    let key = home.ok(&["token", "agent", "claude-agent"]);
+    assert!(
+        key.trim().starts_with("mess_") && key.lines().count() == 1,
+        "{key}"
+    );
+    let out = home.run(&["token", "executor", "nobody"]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nobody is not a registered executor"),
+        "{out:?}"
+    );
+    home.fails(&["token", "agent", "../x"], 1);
+    let r = home.ok(&[
+        "request",
+        "vacuum the kitchen",
+        "--requires",
+        "vacuum-floor",
+        "--as",
+        "claude-agent",
+    ]);
+    let r = r.lines().next().unwrap().trim().to_owned();
+    let link = home.ok(&[
+        "link",
+        &r,
+        "--executor",
+        "roomba-kitchen",
+        "--ttl",
+        "2h",
+        "--actions",
+        "read,claim",
+        "--base-url",
+        "https://mess.example/",
+    ]);
+    assert!(
+        link.starts_with(&format!("https://mess.example/respond?ref={r}&token=ey")),
+        "{link}"
+    );
+    let err = home.fails(
+        &[
+            "link",
+            &r,
+            "--executor",
+            "roomba-kitchen",
+            "--actions",
+            "admin",
+        ],
+        2,
+    );
+    assert!(err.contains("unknown action \"admin\""), "{err}");
+    let err = home.fails(
+        &["link", &r, "--executor", "roomba-kitchen", "--ttl", "soon"],
+        2,
+    );
+    assert!(err.contains("--ttl"), "{err}");
+    home.fails(
+        &["link", "2020-01-01-001", "--executor", "roomba-kitchen"],
+        1,
+    );
+}

@@ -1,0 +1,56 @@
+//! `mess link`: prints a presigned link to the human client for one executor on one thread.
+
+use crate::cli::{CliError, Context, output};
+use crate::links::Action;
+use crate::protocol::time;
+
+/// Arguments of `mess link`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LinkArgs {
+    /// The thread (a ref, a client id of the acting principal, or `last`)
+    re: String,
+    /// The executor the link acts as
+    #[arg(long, value_name = "ID")]
+    executor: String,
+    /// How long the link works (e.g. 24h, 30m, 7d, P1D)
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    ttl: String,
+    /// What the link allows, comma-separated (default: all of read, claim, update, respond, decline)
+    #[arg(long, value_delimiter = ',', value_name = "ACTIONS")]
+    actions: Vec<String>,
+    /// The exchange's address as the executor's browser reaches it
+    #[arg(
+        long,
+        env = "MESS_PUBLIC_URL",
+        default_value = "http://127.0.0.1:8420",
+        value_name = "URL"
+    )]
+    base_url: String,
+}
+
+pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
+    let ttl = time::parse_any_duration(&args.ttl)
+        .map_err(|e| CliError::usage(format!("--ttl: {e}"), "e.g. --ttl 24h"))?;
+    let actions = args
+        .actions
+        .iter()
+        .map(|a| {
+            Action::parse(a.trim()).ok_or_else(|| {
+                CliError::usage(
+                    format!("--actions: unknown action {a:?}"),
+                    "actions are read, claim, update, respond, decline",
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let sender = cx.identity().unwrap_or_else(|_| args.executor.clone());
+    let thread = cx.exchange.resolve(&args.re, &sender)?;
+    let token =
+        cx.exchange
+            .mint_link(&thread, &args.executor, &actions, ttl.length.num_seconds())?;
+    output::line(&format!(
+        "{}/respond?ref={thread}&token={token}",
+        args.base_url.trim_end_matches('/')
+    ));
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! `mess token`: makes an API key for an agent or an executor (printed once, stored hashed).
+
+use crate::cli::{CliError, Context, output};
+use crate::exchange::auth::Role;
+use crate::exchange::directory::Directory;
+
+/// Arguments of `mess token`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TokenArgs {
+    #[command(subcommand)]
+    kind: TokenKind,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum TokenKind {
+    /// A key for an agent (it sends requests, replies and cancels as ID)
+    Agent {
+        /// The agent id the key acts as
+        id: String,
+    },
+    /// A key for an executor (it claims and carries out requests as ID)
+    Executor {
+        /// The executor id the key acts as
+        id: String,
+    },
+}
+
+pub(crate) fn run(cx: &Context, args: TokenArgs) -> Result<(), CliError> {
+    let (role, id) = match args.kind {
+        TokenKind::Agent { id } => (Role::Agent, id),
+        TokenKind::Executor { id } => (Role::Executor, id),
+    };
+    if role == Role::Executor && Directory::load(cx.exchange.store()).executor(&id).is_none() {
+        output::warn(&format!(
+            "{id} is not a registered executor yet; the key works once it is (config.yaml or a config message)"
+        ));
+    }
+    let key = cx.exchange.issue_key(role, &id)?;
+    output::line(&key);
+    output::warn("the key is shown only this once; the exchange keeps only its hash");
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Who is calling: API keys for agents and executors (shown once, stored as SHA-256 hashes,
+//! compared in constant time) and presigned links for one executor on one thread.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::exchange::{Error, Exchange};
+use crate::links::{self, Action, Grant, LinkError};
+use crate::protocol::error::ProtocolError;
+use crate::protocol::ids::ThreadRef;
+use crate::store::keys::KeyRecord;
+
+/// What a principal is to the exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Sends requests, replies and cancels.
+    Agent,
+    /// Claims and carries out requests.
+    Executor,
+}
+
+impl Role {
+    /// The role's name, as stored and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Executor => "executor",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Role> {
+        match s {
+            "agent" => Some(Role::Agent),
+            "executor" => Some(Role::Executor),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The agent or executor id it acts as.
+    pub id: String,
+    /// What it is.
+    pub role: Role,
+}
+
+/// The prefix of every key, so that secret scanners and people recognise one.
+const KEY_PREFIX: &str = "mess_";
+/// Random bytes in a key.
+const KEY_BYTES: usize = 32;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn key_hash(key: &str) -> String {
+    hex(&Sha256::digest(key.as_bytes()))
+}
+
+impl Exchange {
+    /// Makes an API key for `id` acting as `role`; the key is returned once and only its hash
+    /// is kept.
+    pub fn issue_key(&self, role: Role, id: &str) -> Result<String, Error> {
+        if ThreadRef::parse(id).is_err() {
+            return Err(ProtocolError::invalid(
+                "id",
+                format!("{id:?} is not a usable {role} id (letters, digits, '.', '_', ':' and '-', starting with a letter or digit)"),
+            )
+            .into());
+        }
+        let key = format!(
+            "{KEY_PREFIX}{}",
+            hex(&self.store().random_bytes(KEY_BYTES)?)
+        );
+        self.store().add_key_record(KeyRecord {
+            hash: key_hash(&key),
+            principal: id.to_owned(),
+            role: role.as_str().to_owned(),
+            created: crate::protocol::time::format_timestamp(&self.now()),
+        })?;
+        Ok(key)
+    }
+
+    /// The principal of an API key, or `None` for a key the exchange never issued. Every stored
+    /// hash is compared, in constant time, whether or not one matched already.
+    pub fn authenticate(&self, key: &str) -> Result<Option<Principal>, Error> {
+        let presented = key_hash(key.trim());
+        let mut found = None;
+        for record in self.store().key_records()? {
+            let same: bool = record.hash.as_bytes().ct_eq(presented.as_bytes()).into();
+            if same && found.is_none() {
+                found = Role::parse(&record.role).map(|role| Principal {
+                    id: record.principal.clone(),
+                    role,
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    /// Mints a presigned link token for `executor` on `thread`, valid for `ttl_seconds`.
+    pub fn mint_link(
+        &self,
+        thread: &ThreadRef,
+        executor: &str,
+        actions: &[Action],
+        ttl_seconds: i64,
+    ) -> Result<String, Error> {
+        // The thread must exist: a link to nothing helps nobody.
+        self.store().envelope(thread)?;
+        if ttl_seconds <= 0 {
+            return Err(ProtocolError::invalid("ttl", "must be positive").into());
+        }
+        let now = self.now().timestamp();
+        let grant = Grant {
+            thread: thread.to_string(),
+            executor: executor.to_owned(),
+            actions: if actions.is_empty() {
+                Action::ALL.to_vec()
+            } else {
+                actions.to_vec()
+            },
+            exp: now.saturating_add(ttl_seconds),
+            iat: now,
+        };
+        links::mint(&self.link_secret()?, &grant).map_err(link_error)
+    }
+
+    /// Checks a presigned link token for `thread` and returns what it grants.
+    pub fn check_link(&self, token: &str, thread: &ThreadRef) -> Result<Grant, Error> {
+        links::verify(
+            &self.link_secret()?,
+            token,
+            thread.as_str(),
+            self.now().timestamp(),
+        )
+        .map_err(link_error)
+    }
+
+    /// `MESS_SECRET` when set (the settings carry it), else the home's generated secret.
+    fn link_secret(&self) -> Result<Vec<u8>, Error> {
+        match self.settings().link_secret() {
+            Some(s) => Ok(s.as_bytes().to_vec()),
+            None => Ok(self.store().link_secret()?),
+        }
+    }
+}
+
+fn link_error(e: LinkError) -> Error {
+    match e {
+        LinkError::OtherThread => Error::Forbidden {
+            message: e.to_string(),
+        },
+        LinkError::WeakSecret => Error::Unauthorized {
+            message: "the link secret (MESS_SECRET) is shorter than 32 bytes".to_owned(),
+        },
+        LinkError::Expired | LinkError::Invalid => Error::Unauthorized {
+            message: e.to_string(),
+        },
+    }
+}

@@ -1,0 +1,104 @@
+//! API key records and the link secret, under `.mess/` with mode 0600. Keys are stored as
+//! SHA-256 hashes only; what a key means (its principal and role) is the exchange's business.
+
+use std::io;
+
+use crate::protocol::emit;
+use crate::protocol::value::{Map, Value};
+use crate::store::FileStore;
+use crate::store::error::StoreError;
+use crate::store::fsio;
+use crate::store::lock;
+use crate::store::thread::parse_yaml_file;
+
+/// One stored API key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// SHA-256 of the key, lowercase hex.
+    pub hash: String,
+    /// The principal the key acts as.
+    pub principal: String,
+    /// `agent` or `executor`.
+    pub role: String,
+    /// When it was made (RFC 3339).
+    pub created: String,
+}
+
+impl KeyRecord {
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("hash", Value::str(&self.hash));
+        m.insert("principal", Value::str(&self.principal));
+        m.insert("role", Value::str(&self.role));
+        m.insert("created", Value::str(&self.created));
+        Value::Map(m)
+    }
+
+    fn from_value(v: &Value) -> Option<KeyRecord> {
+        let m = v.as_map()?;
+        let field = |k: &str| m.get(k).and_then(Value::scalar_text);
+        Some(KeyRecord {
+            hash: field("hash")?,
+            principal: field("principal")?,
+            role: field("role")?,
+            created: field("created").unwrap_or_default(),
+        })
+    }
+}
+
+/// Bytes of a generated link secret.
+const SECRET_BYTES: usize = 32;
+
+impl FileStore {
+    /// Every stored key record (none when no key was ever made).
+    pub fn key_records(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let path = self.layout().keys_file();
+        let Some(text) = fsio::read_optional(&path)? else {
+            return Ok(Vec::new());
+        };
+        let value = parse_yaml_file(&path, &text)?;
+        Ok(value
+            .as_seq()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(KeyRecord::from_value)
+            .collect())
+    }
+
+    /// Adds a key record, under the keys lock so concurrent `mess token` runs keep every key.
+    pub fn add_key_record(&self, record: KeyRecord) -> Result<(), StoreError> {
+        fsio::ensure_dir(&self.layout().locks_dir())?;
+        let _lock = lock::acquire(&self.layout().locks_dir(), "keys")?;
+        let mut records = self.key_records()?;
+        records.push(record);
+        let doc = Value::Seq(records.iter().map(KeyRecord::to_value).collect());
+        fsio::write_atomic_private(&self.layout().keys_file(), emit::to_yaml(&doc).as_bytes())
+    }
+
+    /// `n` random bytes from the kernel (for keys).
+    pub fn random_bytes(&self, n: usize) -> Result<Vec<u8>, StoreError> {
+        fsio::random_bytes(n)
+    }
+
+    /// The secret that signs presigned links: `.mess/secret`, made on first use from the
+    /// kernel's randomness (hex text, mode 0600). Concurrent first uses agree on one secret.
+    pub fn link_secret(&self) -> Result<Vec<u8>, StoreError> {
+        let path = self.layout().secret_file();
+        if let Some(text) = fsio::read_optional(&path)? {
+            return Ok(text.trim().as_bytes().to_vec());
+        }
+        fsio::ensure_dir(&self.layout().locks_dir())?;
+        let hex: String = fsio::random_bytes(SECRET_BYTES)?
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        match fsio::create_atomic_private(&path, hex.as_bytes()) {
+            Ok(()) => Ok(hex.into_bytes()),
+            Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
+                let text = fsio::read_optional(&path)?.unwrap_or_default();
+                Ok(text.trim().as_bytes().to_vec())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
