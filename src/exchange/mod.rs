@@ -21,13 +21,15 @@ mod tests;
 
 use std::sync::{Arc, OnceLock};
 
+use tokio::sync::broadcast;
+
 use crate::db::Db;
 use crate::db::query::{self, QueryLimits, QueryResult};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::Message;
-use crate::protocol::status::State;
+use crate::protocol::status::{State, Status};
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::yaml::{self, Limits};
 use crate::store::FileStore;
@@ -104,17 +106,51 @@ pub struct Exchange {
     clock: Arc<dyn Clock>,
     /// The read model, opened on first use (most commands never need DuckDB).
     db: Arc<OnceLock<Db>>,
+    /// Every committed change of a thread written through this exchange.
+    changes: broadcast::Sender<ThreadChange>,
 }
+
+/// A thread this process changed: written and durable before it is announced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadChange {
+    /// The thread.
+    pub thread: ThreadRef,
+    /// Its status after the change.
+    pub status: Status,
+    /// Its `updated` after the change.
+    pub updated: Timestamp,
+}
+
+/// Changes a slow listener may fall behind by before it is told it missed some.
+const CHANGE_BACKLOG: usize = 4096;
 
 impl Exchange {
     /// An exchange over `store`.
     pub fn new(store: FileStore, settings: Settings, clock: Arc<dyn Clock>) -> Exchange {
+        let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
+        let announce = changes.clone();
+        let store = store.observed(Arc::new(move |env: &Envelope| {
+            // No listener is not an error: most commands never listen.
+            let _ = announce.send(ThreadChange {
+                thread: env.thread_ref.clone(),
+                status: env.status,
+                updated: env.updated,
+            });
+        }));
         Exchange {
             store,
             settings,
             clock,
             db: Arc::new(OnceLock::new()),
+            changes,
         }
+    }
+
+    /// Listens to the changes this exchange writes from now on (waits, events, MCP resource
+    /// updates). A listener that falls more than a few thousand changes behind gets a `Lagged`
+    /// error and should re-read what it watches.
+    pub fn subscribe(&self) -> broadcast::Receiver<ThreadChange> {
+        self.changes.subscribe()
     }
 
     /// The read model over this home, opened on first use (and tried again on the next use if

@@ -1480,3 +1480,24 @@ fn links_work_for_their_thread_until_they_expire() {
     f.ex.mint_link(&r, "roomba-kitchen", &[], 60).unwrap();
     assert_eq!(std::fs::read(&secret).unwrap(), first);
 }
+
+#[test]
+fn every_committed_change_is_announced_after_it_is_written() {
+    let f = fixture(EXECUTORS);
+    let mut changes = f.ex.subscribe();
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    let created = changes.try_recv().unwrap();
+    assert_eq!(
+        (created.thread.as_str(), created.status),
+        (r.as_str(), Status::Pending)
+    );
+    // Announced only once durable: the file already says so.
+    assert_eq!(f.env(&r).status, Status::Pending);
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    let claimed = changes.try_recv().unwrap();
+    assert_eq!(claimed.status, Status::Claimed);
+    assert_eq!(f.location(&r), Location::State(State::Executing));
+    // A refused message writes nothing and announces nothing.
+    f.status("roomba-kitchen", &r, "code: pending").unwrap_err();
+    assert!(changes.try_recv().is_err());
+}

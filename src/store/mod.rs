@@ -20,6 +20,7 @@ mod tests;
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::NaiveDate;
 
@@ -33,10 +34,24 @@ use crate::store::thread::ThreadFile;
 
 pub use crate::store::index::Key as IndexKey;
 
+/// Called with the new envelope after every committed write of a thread (on the writing
+/// thread, with the thread's lock held: it must be quick).
+pub type Observer = Arc<dyn Fn(&Envelope) + Send + Sync>;
+
 /// The thread files of one exchange home.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FileStore {
     layout: Layout,
+    observer: Option<Observer>,
+}
+
+impl std::fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStore")
+            .field("layout", &self.layout)
+            .field("observed", &self.observer.is_some())
+            .finish()
+    }
 }
 
 /// An exclusive hold on one sender's request creation, across processes; released on drop.
@@ -59,6 +74,19 @@ impl FileStore {
     pub fn open(root: &Path) -> FileStore {
         FileStore {
             layout: Layout::new(root),
+            observer: None,
+        }
+    }
+
+    /// The same store, telling `observer` about every thread it writes from now on.
+    pub fn observed(mut self, observer: Observer) -> FileStore {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn changed(&self, envelope: &Envelope) {
+        if let Some(observer) = &self.observer {
+            observer(envelope);
         }
     }
 
@@ -105,6 +133,7 @@ impl FileStore {
             }
             other => other,
         })?;
+        self.changed(envelope);
         Ok(path)
     }
 
@@ -231,6 +260,7 @@ impl FileStore {
                 fsio::remove_durable(&copy.path)?;
             }
         }
+        self.changed(&edit.envelope);
         Ok(out)
     }
 
