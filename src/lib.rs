@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod exchange;
+pub mod http;
 pub mod links;
 pub mod protocol;
 pub mod store;

@@ -14,6 +14,7 @@ mod query;
 mod reply;
 mod request;
 mod send;
+mod serve;
 mod show;
 mod sql;
 mod status;
@@ -55,6 +56,8 @@ pub struct Args {
 enum Command {
     /// Create the home layout and an example config.yaml
     Init(init::InitArgs),
+    /// Run the exchange server (HTTP API) until Ctrl-C
+    Serve(serve::ServeArgs),
     /// Submit a raw MESS message (YAML) from a file or stdin and print the exchange's answer
     Send(send::SendArgs),
     /// Submit a request
@@ -248,6 +251,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
     };
     match args.command {
         Command::Init(a) => init::run(&cx, a),
+        Command::Serve(a) => serve::run(&cx, a),
         Command::Send(a) => send::run(&cx, a),
         Command::Request(a) => request::run(&cx, a),
         Command::Status(a) => status::run(&cx, a),

@@ -5,6 +5,7 @@
 //! Every use case reads the clock once and writes the thread file before anything that derives
 //! from it.
 
+pub mod access;
 pub mod auth;
 pub mod clock;
 pub mod demo;

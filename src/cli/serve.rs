@@ -1,0 +1,71 @@
+//! `mess serve`: the exchange server (HTTP API) on one address, until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::cli::{CliError, Context, output};
+
+/// Arguments of `mess serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on; anything but loopback exposes the API (every route but /healthz
+    /// needs a key or a link either way)
+    #[arg(long, default_value = "127.0.0.1:8420", value_name = "HOST:PORT")]
+    addr: SocketAddr,
+}
+
+pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MESS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(format!("cannot start the server runtime: {e}")))?;
+    let exchange = Arc::new(cx.exchange.clone());
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| {
+                CliError::with_hint(
+                    format!("cannot listen on {}: {e}", args.addr),
+                    "pick another port with --addr 127.0.0.1:PORT",
+                )
+            })?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| CliError::new(format!("cannot read the bound address: {e}")))?;
+        if !local.ip().is_loopback() {
+            output::warn(&format!(
+                "listening on {local}, reachable from other machines: keep API keys secret"
+            ));
+        }
+        output::line(&format!("listening on http://{local}"));
+        let app = crate::http::app(exchange);
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown())
+            .await
+            .map_err(|e| CliError::new(format!("the server stopped: {e}")))
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM: the server finishes the requests in flight and stops.
+async fn shutdown() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

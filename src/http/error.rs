@@ -1,0 +1,91 @@
+//! API errors: every failure leaves as `{"error": {"code": "...", "message": "..."}}` with the
+//! status of contract section 4, decided here and nowhere else. Internal failures are logged
+//! and answered with a generic message, so no server path or trace reaches a client.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::exchange::error::{Error, ErrorKind};
+
+/// An error on its way to an HTTP client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    /// An error with an explicit status and code.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400: the body does not parse.
+    pub fn malformed(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "malformed", message)
+    }
+
+    /// 401: no valid credentials.
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 413: the body is over the limit.
+    pub fn too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    /// 500, after logging what went wrong.
+    pub fn internal(what: &str) -> ApiError {
+        tracing::error!(error = %what, "internal error");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the exchange could not complete the request; the server log has the details",
+        )
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> ApiError {
+        let (status, code) = match e.kind() {
+            ErrorKind::Malformed => (StatusCode::BAD_REQUEST, "malformed"),
+            ErrorKind::Invalid => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
+            ErrorKind::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
+            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
+            ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ErrorKind::Internal => return ApiError::internal(&e.to_string()),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}

@@ -1,0 +1,81 @@
+//! The HTTP API of `mess serve` (contract section 4): axum routes that decode a request, call the
+//! exchange on a blocking thread (every write is fsynced), and map the result; errors are mapped
+//! once, in `error`. `app` builds the router so tests can serve it on `127.0.0.1:0`.
+
+pub mod auth;
+pub mod body;
+pub mod error;
+pub mod threads;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use crate::exchange::Exchange;
+use crate::http::error::ApiError;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The exchange behind the API.
+    pub exchange: Arc<Exchange>,
+}
+
+impl AppState {
+    /// Runs `work` (file IO, fsync, DuckDB) off the async workers.
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| ApiError::internal(&format!("a worker failed: {e}")))
+    }
+}
+
+/// The API router over `exchange`.
+pub fn app(exchange: Arc<Exchange>) -> Router {
+    let state = AppState { exchange };
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/mess", post(threads::submit))
+        .route("/threads", get(threads::list))
+        .route("/threads/{ref}", get(threads::one))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(trace))
+        .with_state(state)
+}
+
+/// One span per request (method and path; never the query string, which may hold a link
+/// token), and one log line with the status and the time taken.
+async fn trace(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument;
+    let span =
+        tracing::info_span!("request", method = %request.method(), path = %request.uri().path());
+    let started = std::time::Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            ms = started.elapsed().as_millis() as u64,
+            "served"
+        );
+    });
+    response
+}
+
+async fn healthz() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route",
+    )
+}

@@ -1,0 +1,152 @@
+//! The thread routes: submit a MESS message (`POST /mess`), list the threads the caller may see
+//! (`GET /threads`), read one (`GET /threads/{ref}`).
+
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+
+use crate::exchange::Sender;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::body::{self, Format};
+use crate::http::error::ApiError;
+use crate::protocol::status::State as Folder;
+use crate::protocol::status::Status;
+use crate::protocol::value::{Map, Value};
+
+/// `POST /mess`: one MESS message (JSON or YAML) as the caller; answers with the exchange's
+/// reply.
+pub async fn submit(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let format = Format::of(&headers);
+    let limit = state.exchange.settings().max_message_bytes;
+    let text = body::text(body, limit).await?;
+    let ex = state.exchange.clone();
+    let reply = state
+        .blocking(move || -> Result<Value, crate::exchange::error::Error> {
+            let mut messages = ex.parse_text(&text)?;
+            if messages.len() != 1 {
+                return Err(crate::protocol::error::ProtocolError::invalid(
+                    "body",
+                    format!(
+                        "send one MESS message per request (found {} documents)",
+                        messages.len()
+                    ),
+                )
+                .into());
+            }
+            let message = messages.remove(0);
+            Ok(ex
+                .submit(message, &Sender::new(caller.id, "http"))?
+                .to_value())
+        })
+        .await??;
+    Ok(body::render(format, StatusCode::OK, &reply))
+}
+
+/// Filters of `GET /threads`.
+#[derive(Debug, Deserialize)]
+pub struct ThreadFilter {
+    status: Option<String>,
+    state: Option<String>,
+    executor: Option<String>,
+    requestor: Option<String>,
+    capability: Option<String>,
+    limit: Option<usize>,
+}
+
+/// Most threads one listing returns.
+const MAX_LIMIT: usize = 1000;
+
+/// `GET /threads`: the envelopes the caller may see, newest `updated` first.
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    filter: Result<Query<ThreadFilter>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(filter) = filter.map_err(|e| ApiError::malformed(e.body_text()))?;
+    let status = match &filter.status {
+        Some(s) => Some(Status::parse(s).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!("status: unknown status {s:?}"),
+            )
+        })?),
+        None => None,
+    };
+    let folders: Vec<Folder> = match &filter.state {
+        Some(s) => vec![Folder::parse(s).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!("state: unknown state {s:?} (received, executing, finished, canceled)"),
+            )
+        })?],
+        None => Folder::ALL.to_vec(),
+    };
+    let limit = filter.limit.unwrap_or(100).min(MAX_LIMIT);
+    let ex = state.exchange.clone();
+    let envelopes = state
+        .blocking(move || ex.threads_for(&caller.id, &folders))
+        .await??;
+    let items: Vec<Value> = envelopes
+        .into_iter()
+        .filter(|e| status.is_none_or(|s| e.status == s))
+        .filter(|e| {
+            filter
+                .executor
+                .as_deref()
+                .is_none_or(|x| e.executor.as_deref() == Some(x))
+        })
+        .filter(|e| filter.requestor.as_deref().is_none_or(|r| e.requestor == r))
+        .filter(|e| {
+            filter
+                .capability
+                .as_deref()
+                .is_none_or(|c| e.requires.iter().any(|r| r == c))
+        })
+        .take(limit)
+        .map(|e| e.to_value())
+        .collect();
+    let mut out = Map::new();
+    out.insert("threads", Value::Seq(items));
+    Ok(body::render(
+        Format::of(&headers),
+        StatusCode::OK,
+        &Value::Map(out),
+    ))
+}
+
+/// `GET /threads/{ref}`: the envelope and the messages of a thread the caller may see.
+pub async fn one(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    reference: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(reference) = reference.map_err(|e| ApiError::malformed(e.body_text()))?;
+    let ex = state.exchange.clone();
+    let value = state
+        .blocking(move || -> Result<Value, crate::exchange::error::Error> {
+            let thread = ex.thread_for(&reference, &caller.id)?;
+            let messages = thread.messages()?;
+            let mut out = Map::new();
+            out.insert("envelope", thread.envelope.to_value());
+            out.insert(
+                "messages",
+                Value::Seq(messages.iter().map(|m| m.to_value()).collect()),
+            );
+            Ok(Value::Map(out))
+        })
+        .await??;
+    Ok(body::render(Format::of(&headers), StatusCode::OK, &value))
+}
