@@ -11,7 +11,7 @@ use crate::protocol::envelope::MessageDoc;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
-use crate::protocol::value::Map;
+use crate::protocol::value::{Map, Value};
 use crate::store::{Edit, IndexKey};
 
 pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
@@ -24,7 +24,9 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
     }
     // Every adapter passes here, so the size limit holds for built messages (`mess complete
     // --file`) as well as for YAML text.
-    let size = emit::to_yaml(&message.to_value()).len();
+    let value = message.to_value();
+    check_text(&value, "")?;
+    let size = emit::to_yaml(&value).len();
     if size > ex.settings.max_message_bytes {
         return Err(ProtocolError::TooLarge {
             size,
@@ -203,4 +205,50 @@ fn apply_group(
         lifecycle::settle_dependents(ex, &g.thread, now)?;
     }
     Ok(echo)
+}
+
+/// Refuses control characters (NUL, escapes, ...) anywhere in a message's text, keys included:
+/// they have no place in MESS, would reach terminals and web pages, and some tools cut text at
+/// a NUL. Tabs and line breaks are text.
+fn check_text(value: &Value, path: &str) -> Result<(), Error> {
+    let bad = |s: &str| {
+        s.chars()
+            .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+    };
+    match value {
+        Value::String(s) => match bad(s) {
+            Some(c) => Err(ProtocolError::invalid(
+                path,
+                format!(
+                    "control character U+{:04X} is not allowed in text",
+                    c as u32
+                ),
+            )
+            .into()),
+            None => Ok(()),
+        },
+        Value::Seq(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| check_text(v, &format!("{path}[{i}]"))),
+        Value::Map(m) => m.iter().try_for_each(|(k, v)| {
+            if let Some(c) = bad(k) {
+                return Err(ProtocolError::invalid(
+                    if path.is_empty() { "message" } else { path },
+                    format!(
+                        "control character U+{:04X} is not allowed in a key",
+                        c as u32
+                    ),
+                )
+                .into());
+            }
+            let inner = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            check_text(v, &inner)
+        }),
+        _ => Ok(()),
+    }
 }

@@ -369,7 +369,23 @@ fn warnings_name_unroutable_requests_and_terminal_escapes_are_shown_as_text() {
         err.contains("warning: ") && err.contains("no registered executor holds rocket"),
         "{err}"
     );
-    home.ok(&["request", "red \u{1b}[31malert"]);
+    let err = home.fails(&["request", "red \u{1b}[31malert"], 1);
+    assert!(
+        err.contains("control character U+001B is not allowed") && !err.contains('\u{1b}'),
+        "{err}"
+    );
+    // A thread file written by another tool may still hold one: it is shown as text.
+    let r = home.ok(&["request", "red alert"]);
+    let r = r.lines().next().unwrap().trim();
+    let path = home
+        .path()
+        .join(format!("state=received/{r}.messe-af.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("intent: red alert", "intent: \"red \\e[31malert\""),
+    )
+    .unwrap();
     let list = home.ok(&["status"]);
     assert!(
         list.contains("red \\u{1b}[31malert") && !list.contains('\u{1b}'),

@@ -7,6 +7,7 @@ mod cli;
 mod concurrency;
 mod crash;
 mod duckdb_cli;
+mod http;
 mod notebooks;
 mod query;
 mod support;

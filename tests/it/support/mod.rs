@@ -5,6 +5,8 @@ use std::process::{Command, Output, Stdio};
 
 use tempfile::TempDir;
 
+pub(crate) mod server;
+
 /// An exchange home in a temp folder.
 pub(crate) struct Home {
     pub(crate) dir: TempDir,

@@ -1,0 +1,312 @@
+//! The HTTP API end to end: the real `mess serve` on loopback, real keys, a full lifecycle, every
+//! error code of the contract, hostile input, and concurrent claims.
+
+use serde_json::Value;
+
+use crate::support::server::Server;
+use crate::support::{CONFIG, Home};
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+fn key(home: &Home, role: &str, id: &str) -> String {
+    home.ok(&["token", role, id]).trim().to_owned()
+}
+
+/// The error code of an error body, after checking it has the contract's shape and names no
+/// server path.
+fn error_code(body: &str) -> String {
+    let v = json(body);
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "{body}");
+    assert!(
+        !message.contains("/tmp/") && !message.contains(".mess/"),
+        "server path in {body}"
+    );
+    v["error"]["code"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_request_goes_through_its_whole_lifecycle_over_http() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let robot = key(&home, "executor", "roomba-kitchen");
+    let phone = key(&home, "executor", "teague-phone");
+    let server = Server::start(&home);
+
+    let (status, body) = server.send("GET", "/healthz", &[], b"");
+    assert_eq!((status, json(&body)["status"].as_str()), (200, Some("ok")));
+
+    let auth = format!("Bearer {agent}");
+    let (status, body) = server.send(
+        "POST",
+        "/mess",
+        &[("Authorization", &auth), ("Content-Type", "application/json")],
+        br#"{"MESS":[{"request":{"intent":"vacuum the kitchen","requires":["vacuum-floor"],"ref":"2020-01-01-001","status":"completed","created":"2020-01-01T00:00:00Z"}}]}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(
+        r, "2020-01-01-001",
+        "envelope fields in a request are not assignable"
+    );
+
+    // The capable executor sees it; one without the capability does not.
+    let (_, body) = server.get("/threads?status=pending", &robot);
+    assert_eq!(json(&body)["threads"][0]["ref"], r.as_str());
+    assert_eq!(json(&body)["threads"][0]["status"], "pending");
+    let (_, body) = server.get("/threads", &phone);
+    assert_eq!(
+        json(&body)["threads"].as_array().unwrap().len(),
+        0,
+        "{body}"
+    );
+    let (status, body) = server.get(&format!("/threads/{r}"), &phone);
+    assert_eq!((status, error_code(&body).as_str()), (404, "not_found"));
+
+    let claim =
+        format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n      estimate: PT20M\n");
+    let (status, body) = server.post_yaml(&phone, &claim);
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (403, "forbidden"),
+        "{body}"
+    );
+    let (status, body) = server.post_yaml(&robot, &claim);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server.post_yaml(&robot, &claim);
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (409, "conflict"),
+        "{body}"
+    );
+    let (status, body) = server.post_yaml(
+        &robot,
+        &format!(
+            "MESS:\n  - status:\n      re: {r}\n      code: in_progress\n      progress_pct: 140\n"
+        ),
+    );
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (422, "invalid"),
+        "{body}"
+    );
+    let (status, body) = server.post_yaml(
+        &robot,
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - kitchen vacuumed\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server.post_yaml(
+        &robot,
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: in_progress\n"),
+    );
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (409, "conflict"),
+        "{body}"
+    );
+
+    let (status, body) = server.send(
+        "GET",
+        &format!("/threads/{r}"),
+        &[("Authorization", &auth), ("Accept", "application/yaml")],
+        b"",
+    );
+    assert_eq!(status, 200);
+    assert!(body.starts_with("envelope:\n  ref: "), "{body}");
+    assert!(
+        body.contains("status: completed") && body.contains("kitchen vacuumed"),
+        "{body}"
+    );
+}
+
+#[test]
+fn bad_credentials_and_hostile_input_get_the_right_errors_and_change_nothing() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let other = key(&home, "agent", "other-agent");
+    let server = Server::start(&home);
+    let auth = format!("Bearer {agent}");
+    let post = |body: &[u8], content_type: &str| {
+        server.send(
+            "POST",
+            "/mess",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", content_type),
+                ("Accept", "application/json"),
+            ],
+            body,
+        )
+    };
+
+    for headers in [
+        vec![],
+        vec![("Authorization", "Bearer mess_0000")],
+        vec![("Authorization", "Basic abc")],
+        vec![("Authorization", "Bearer ")],
+    ] {
+        let (status, body) = server.send("GET", "/threads", &headers, b"");
+        assert_eq!(
+            (status, error_code(&body).as_str()),
+            (401, "unauthorized"),
+            "{headers:?}"
+        );
+    }
+
+    let cases: Vec<(&[u8], &str, u16, &str)> = vec![
+        (b"{\"MESS\": [", "application/json", 400, "malformed"),
+        (
+            b"MESS: [{request: {intent: 5}}]",
+            "application/yaml",
+            422,
+            "invalid",
+        ),
+        (b"[1, 2, 3]", "application/json", 422, "invalid"),
+        (
+            b"MESS:\n  - request:\n      intent: \"a\\u0000b\"\n",
+            "application/yaml",
+            422,
+            "invalid",
+        ),
+        (
+            b"MESS:\n  - request:\n      intent: \"red \\e[31malert\"\n",
+            "application/yaml",
+            422,
+            "invalid",
+        ),
+        (
+            b"MESS:\n  - request:\n      intent: x\n---\nMESS:\n  - request:\n      intent: y\n",
+            "application/yaml",
+            422,
+            "invalid",
+        ),
+        (
+            b"MESS:\n  - status:\n      re: 2026-01-31-001\n      code: teleported\n",
+            "application/yaml",
+            422,
+            "invalid",
+        ),
+        (b"\xff\xfe", "application/yaml", 400, "malformed"),
+    ];
+    for (body, content_type, want_status, want_code) in cases {
+        let (status, answer) = post(body, content_type);
+        assert_eq!(
+            (status, error_code(&answer).as_str()),
+            (want_status, want_code),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    // An alias bomb and absurd nesting are refused before they cost anything.
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        bomb.push_str(&format!(
+            "{}: &{} [*{}, *{}, *{}, *{}, *{}, *{}, *{}, *{}, *{}, *{}]\n",
+            (b'a' + i) as char,
+            (b'a' + i) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char,
+            (b'a' + i - 1) as char
+        ));
+    }
+    let (status, body) = post(bomb.as_bytes(), "application/yaml");
+    assert_eq!(status / 100, 4, "{body}");
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let (status, body) = post(deep.as_bytes(), "application/json");
+    assert_eq!(status / 100, 4, "{body}");
+    let big = vec![b'a'; 17 * 1024 * 1024];
+    let (status, body) = post(&big, "application/yaml");
+    assert_eq!((status, error_code(&body).as_str()), (413, "too_large"));
+
+    // Path traversal in the ref, in every encoding, finds nothing and reads nothing.
+    for path in [
+        "/threads/..%2F..%2Fetc%2Fpasswd",
+        "/threads/%2e%2e%2fconfig.yaml",
+        "/threads/..%252F..%252Fetc%252Fpasswd",
+        "/threads/..%5C..%5Cconfig.yaml",
+        "/threads/2026-01-31-001%00.yaml",
+        "/threads/%2Fetc%2Fpasswd",
+    ] {
+        let (status, body) = server.get(path, &agent);
+        assert!(status == 404 || status == 400, "{path}: {status} {body}");
+        assert!(!body.contains("root:"), "{path}: {body}");
+    }
+    let (status, _) = server.get("/no/such/route", &agent);
+    assert_eq!(status, 404);
+
+    // Nothing above created a thread; another agent's thread stays invisible.
+    let (_, body) = server.get("/threads", &agent);
+    assert_eq!(
+        json(&body)["threads"].as_array().unwrap().len(),
+        0,
+        "{body}"
+    );
+    let (status, body) = post(
+        b"MESS:\n  - request:\n      intent: mine\n",
+        "application/yaml",
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = server.get(&format!("/threads/{r}"), &other);
+    assert_eq!(status, 404);
+    let (status, body) = server.post_yaml(&other, &format!("MESS:\n  - cancel:\n      re: {r}\n"));
+    assert_eq!(status / 100, 4, "{body}");
+    let (_, body) = server.get(&format!("/threads/{r}"), &agent);
+    assert_eq!(json(&body)["envelope"]["status"], "pending");
+}
+
+#[test]
+fn of_many_simultaneous_claims_over_http_exactly_one_wins() {
+    let executors: Vec<String> = (0..12).map(|i| format!("bot-{i}")).collect();
+    let mut config = String::from("executors:\n");
+    for e in &executors {
+        config.push_str(&format!("  {e}:\n    capabilities: [lift]\n"));
+    }
+    let home = Home::with_config(&config);
+    let agent = key(&home, "agent", "claude-agent");
+    let keys: Vec<String> = executors
+        .iter()
+        .map(|e| key(&home, "executor", e))
+        .collect();
+    let server = Server::start(&home);
+    let (_, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: lift the box\n      requires: [lift]\n",
+    );
+    let r = json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let claim = format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n");
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = keys
+            .iter()
+            .map(|k| s.spawn(|| server.post_yaml(k, &claim).0))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 409),
+        "{statuses:?}"
+    );
+}

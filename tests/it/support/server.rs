@@ -1,0 +1,97 @@
+//! A running `mess serve` on `127.0.0.1:0` over a test home, and a small HTTP/1.1 client for
+//! it (one connection per request), so the tests speak real HTTP to the real binary.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+
+use crate::support::Home;
+
+/// `mess serve` on a free loopback port; stopped when dropped.
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) port: u16,
+}
+
+impl Server {
+    /// Starts the server on `home` and waits until it listens.
+    pub(crate) fn start(home: &Home) -> Server {
+        let mut child = home
+            .command(&["serve", "--addr", "127.0.0.1:0"])
+            .env("MESS_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Server { child, port }
+    }
+
+    /// Sends one request; returns the status and the body.
+    pub(crate) fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, body.to_owned())
+    }
+
+    /// `GET path` with a bearer key.
+    pub(crate) fn get(&self, path: &str, key: &str) -> (u16, String) {
+        let auth = format!("Bearer {key}");
+        self.send("GET", path, &[("Authorization", &auth)], b"")
+    }
+
+    /// `POST /mess` with a bearer key and a YAML body.
+    pub(crate) fn post_yaml(&self, key: &str, yaml: &str) -> (u16, String) {
+        let auth = format!("Bearer {key}");
+        self.send(
+            "POST",
+            "/mess",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/yaml"),
+                ("Accept", "application/json"),
+            ],
+            yaml.as_bytes(),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
