@@ -300,66 +300,77 @@ pub(crate) fn answer_query(
             data.insert("threads", Value::Seq(threads));
         }
         QueryKind::Capabilities => {
-            let mut caps: Vec<(String, Map)> = Vec::new();
-            for entry in &dir.catalog {
-                let mut m = Map::new();
-                m.insert("id", Value::str(&entry.id));
-                if let Some(d) = &entry.description {
-                    m.insert("description", Value::str(d));
-                }
-                if !entry.tags.is_empty() {
-                    m.insert(
-                        "tags",
-                        Value::Seq(entry.tags.iter().map(Value::str).collect()),
-                    );
-                }
-                caps.push((entry.id.clone(), m));
-            }
-            for exec in &dir.executors {
-                for id in exec.capability_ids() {
-                    let slot = match caps.iter().position(|(c, _)| c == id) {
-                        Some(i) => i,
-                        None => {
-                            let mut m = Map::new();
-                            m.insert("id", Value::str(id));
-                            caps.push((id.to_owned(), m));
-                            caps.len() - 1
-                        }
-                    };
-                    let m = &mut caps[slot].1;
-                    let mut list = match m.remove("executors") {
-                        Some(Value::Seq(v)) => v,
-                        _ => Vec::new(),
-                    };
-                    list.push(Value::str(&exec.id));
-                    m.insert("executors", Value::Seq(list));
-                }
-            }
-            let tags = &q.filter.tags;
-            let list = caps
-                .into_iter()
-                .filter(|(_, m)| {
-                    tags.is_empty()
-                        || m.get("tags").and_then(Value::as_seq).is_some_and(|t| {
-                            t.iter()
-                                .any(|x| x.as_str().is_some_and(|s| tags.iter().any(|w| w == s)))
-                        })
-                })
-                .map(|(_, m)| Value::Map(m))
-                .collect();
-            data.insert("capabilities", Value::Seq(list));
+            data.insert("capabilities", capabilities(dir, &q.filter.tags));
         }
         QueryKind::Executors => {
-            let list = dir
-                .executors
-                .iter()
-                .filter(|e| q.filter.executor.as_ref().is_none_or(|x| &e.id == x))
-                .map(directory::executor_summary)
-                .collect();
-            data.insert("executors", Value::Seq(list));
+            data.insert("executors", executors(dir, q.filter.executor.as_deref()));
         }
     }
     Ok(structured_response(Value::Map(data)))
+}
+
+/// The capability catalog joined with what executors offer (catalog entries first, then ids
+/// only executors name), each with the executors holding it; with `tags`, only capabilities
+/// carrying one of them.
+pub fn capabilities(dir: &Directory, tags: &[String]) -> Value {
+    let mut caps: Vec<(String, Map)> = Vec::new();
+    for entry in &dir.catalog {
+        let mut m = Map::new();
+        m.insert("id", Value::str(&entry.id));
+        if let Some(d) = &entry.description {
+            m.insert("description", Value::str(d));
+        }
+        if !entry.tags.is_empty() {
+            m.insert(
+                "tags",
+                Value::Seq(entry.tags.iter().map(Value::str).collect()),
+            );
+        }
+        caps.push((entry.id.clone(), m));
+    }
+    for exec in &dir.executors {
+        for id in exec.capability_ids() {
+            let slot = match caps.iter().position(|(c, _)| c == id) {
+                Some(i) => i,
+                None => {
+                    let mut m = Map::new();
+                    m.insert("id", Value::str(id));
+                    caps.push((id.to_owned(), m));
+                    caps.len() - 1
+                }
+            };
+            let m = &mut caps[slot].1;
+            let mut list = match m.remove("executors") {
+                Some(Value::Seq(v)) => v,
+                _ => Vec::new(),
+            };
+            list.push(Value::str(&exec.id));
+            m.insert("executors", Value::Seq(list));
+        }
+    }
+    Value::Seq(
+        caps.into_iter()
+            .filter(|(_, m)| {
+                tags.is_empty()
+                    || m.get("tags").and_then(Value::as_seq).is_some_and(|t| {
+                        t.iter()
+                            .any(|x| x.as_str().is_some_and(|s| tags.iter().any(|w| w == s)))
+                    })
+            })
+            .map(|(_, m)| Value::Map(m))
+            .collect(),
+    )
+}
+
+/// The executors in effect (or the one named), summarised.
+pub fn executors(dir: &Directory, only: Option<&str>) -> Value {
+    Value::Seq(
+        dir.executors
+            .iter()
+            .filter(|e| only.is_none_or(|x| e.id == x))
+            .map(directory::executor_summary)
+            .collect(),
+    )
 }
 
 /// The fields of a thread that listings show.

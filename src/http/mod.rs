@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod directory;
 pub mod error;
 pub mod threads;
 
@@ -42,6 +43,8 @@ pub fn app(exchange: Arc<Exchange>) -> Router {
         .route("/mess", post(threads::submit))
         .route("/threads", get(threads::list))
         .route("/threads/{ref}", get(threads::one))
+        .route("/executors", get(directory::executors))
+        .route("/capabilities", get(directory::capabilities))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(trace))
         .with_state(state)

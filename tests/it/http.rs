@@ -37,6 +37,25 @@ fn a_request_goes_through_its_whole_lifecycle_over_http() {
 
     let (status, body) = server.send("GET", "/healthz", &[], b"");
     assert_eq!((status, json(&body)["status"].as_str()), (200, Some("ok")));
+    let (status, body) = server.get("/executors", &agent);
+    assert_eq!(status, 200);
+    let executors = json(&body)["executors"].clone();
+    let ids: Vec<&str> = executors
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["teague-phone", "roomba-kitchen"]);
+    let (_, body) = server.get("/capabilities", &agent);
+    let caps = json(&body)["capabilities"].clone();
+    assert!(
+        caps.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == "vacuum-floor" && c["executors"][0] == "roomba-kitchen"),
+        "{caps}"
+    );
 
     let auth = format!("Bearer {agent}");
     let (status, body) = server.send(

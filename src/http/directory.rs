@@ -1,0 +1,64 @@
+//! `GET /executors` and `GET /capabilities`: the executors in effect and the capability catalog
+//! (joined with what executors offer), for any authenticated caller.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+
+use crate::exchange::directory::Directory;
+use crate::exchange::view;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::http::body::{self, Format};
+use crate::http::error::ApiError;
+use crate::protocol::value::{Map, Value};
+
+/// `GET /executors`.
+pub async fn executors(
+    State(state): State<AppState>,
+    _caller: Caller,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let ex = state.exchange.clone();
+    let list = state
+        .blocking(move || view::executors(&Directory::load(ex.store()), None))
+        .await?;
+    let mut out = Map::new();
+    out.insert("executors", list);
+    Ok(body::render(
+        Format::of(&headers),
+        StatusCode::OK,
+        &Value::Map(out),
+    ))
+}
+
+/// Filter of `GET /capabilities`.
+#[derive(Debug, Deserialize)]
+pub struct CapabilityFilter {
+    /// Only capabilities with this tag.
+    tag: Option<String>,
+}
+
+/// `GET /capabilities?tag=`.
+pub async fn capabilities(
+    State(state): State<AppState>,
+    _caller: Caller,
+    headers: HeaderMap,
+    filter: Result<Query<CapabilityFilter>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(filter) = filter.map_err(|e| ApiError::malformed(e.body_text()))?;
+    let tags: Vec<String> = filter.tag.into_iter().collect();
+    let ex = state.exchange.clone();
+    let list = state
+        .blocking(move || view::capabilities(&Directory::load(ex.store()), &tags))
+        .await?;
+    let mut out = Map::new();
+    out.insert("capabilities", list);
+    Ok(body::render(
+        Format::of(&headers),
+        StatusCode::OK,
+        &Value::Map(out),
+    ))
+}
