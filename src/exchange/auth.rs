@@ -6,10 +6,12 @@ use std::fmt;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::exchange::{Error, Exchange};
+use crate::exchange::{Error, Exchange, Sender};
 use crate::links::{self, Action, Grant, LinkError};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::{Message, Payload, Re};
+use crate::protocol::status::Status;
 use crate::store::keys::KeyRecord;
 
 /// What a principal is to the exchange.
@@ -147,12 +149,55 @@ impl Exchange {
         .map_err(link_error)
     }
 
+    /// Submits `message` through a presigned link: every payload must be a status or a
+    /// response about the link's thread, of an action the link allows, and it is sent as the
+    /// link's executor. The exchange's own rules (eligibility, transitions) then apply as for
+    /// any executor.
+    pub fn submit_with_link(&self, message: Message, grant: &Grant) -> Result<Message, Error> {
+        for payload in &message.payloads {
+            let (re, action) = match payload {
+                Payload::Version(_) => continue,
+                Payload::Status(s) => (&s.re, action_of(s.code)),
+                Payload::Response(r) => (&r.re, Action::Respond),
+                other => {
+                    return Err(Error::Forbidden {
+                        message: format!(
+                            "a link may send only status and response payloads, not {}",
+                            other.kind()
+                        ),
+                    });
+                }
+            };
+            if !matches!(re, Re::One(r) if *r == grant.thread) {
+                return Err(Error::Forbidden {
+                    message: format!("a link acts only on {}", grant.thread),
+                });
+            }
+            if !grant.allows(action) {
+                return Err(Error::Forbidden {
+                    message: format!("this link does not allow {action}"),
+                });
+            }
+        }
+        self.submit(message, &Sender::new(grant.executor.clone(), "link"))
+    }
+
     /// `MESS_SECRET` when set (the settings carry it), else the home's generated secret.
     fn link_secret(&self) -> Result<Vec<u8>, Error> {
         match self.settings().link_secret() {
             Some(s) => Ok(s.as_bytes().to_vec()),
             None => Ok(self.store().link_secret()?),
         }
+    }
+}
+
+/// The link action a status needs.
+fn action_of(code: Status) -> Action {
+    match code {
+        Status::Claimed => Action::Claim,
+        Status::Declined => Action::Decline,
+        Status::Completed | Status::Partial | Status::Failed => Action::Respond,
+        _ => Action::Update,
     }
 }
 

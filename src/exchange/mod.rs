@@ -225,6 +225,23 @@ impl Exchange {
         Ok(messages)
     }
 
+    /// Parses YAML (or JSON) text holding exactly one MESS message, as the API takes one per
+    /// request.
+    pub fn parse_one(&self, text: &str) -> Result<Message, Error> {
+        let mut messages = self.parse_text(text)?;
+        if messages.len() != 1 {
+            return Err(ProtocolError::invalid(
+                "body",
+                format!(
+                    "send one MESS message per request (found {} documents)",
+                    messages.len()
+                ),
+            )
+            .into());
+        }
+        Ok(messages.remove(0))
+    }
+
     /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
     /// query responses).
     pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {

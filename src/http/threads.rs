@@ -31,18 +31,7 @@ pub async fn submit(
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, crate::exchange::error::Error> {
-            let mut messages = ex.parse_text(&text)?;
-            if messages.len() != 1 {
-                return Err(crate::protocol::error::ProtocolError::invalid(
-                    "body",
-                    format!(
-                        "send one MESS message per request (found {} documents)",
-                        messages.len()
-                    ),
-                )
-                .into());
-            }
-            let message = messages.remove(0);
+            let message = ex.parse_one(&text)?;
             Ok(ex
                 .submit(message, &Sender::new(caller.id, "http"))?
                 .to_value())

@@ -329,3 +329,97 @@ fn of_many_simultaneous_claims_over_http_exactly_one_wins() {
         "{statuses:?}"
     );
 }
+
+#[test]
+fn a_presigned_link_acts_only_on_its_thread_and_only_as_allowed() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let create = |intent: &str| {
+        let (_, body) = server.post_yaml(
+            &agent,
+            &format!("MESS:\n  - request:\n      intent: {intent}\n      requires: [take-photo]\n"),
+        );
+        json(&body)["MESS"][0]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let r = create("photo of the fridge");
+    let other = create("photo of the garden");
+    let token_of = |thread: &str, extra: &[&str]| {
+        let mut args = vec!["link", thread, "--executor", "teague-phone"];
+        args.extend_from_slice(extra);
+        let url = home.ok(&args);
+        url.trim().rsplit("token=").next().unwrap().to_owned()
+    };
+    let full = token_of(&r, &[]);
+    let read_only = token_of(&r, &["--actions", "read"]);
+    let short = token_of(&r, &["--ttl", "1s"]);
+
+    let (status, body) = server.send("GET", &format!("/thread/{r}?token={full}"), &[], b"");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["envelope"]["ref"], r.as_str());
+    let (status, body) = server.send("GET", &format!("/thread/{other}?token={full}"), &[], b"");
+    assert_eq!((status, error_code(&body).as_str()), (403, "forbidden"));
+    let (status, body) = server.send("GET", &format!("/thread/{r}"), &[], b"");
+    assert_eq!((status, error_code(&body).as_str()), (401, "unauthorized"));
+    let forged = format!("{}x", &full[..full.len() - 1]);
+    let (status, _) = server.send("GET", &format!("/thread/{r}?token={forged}"), &[], b"");
+    assert_eq!(status, 401);
+    let none = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJyZWYiOiIyMDI2LTAxLTMxLTAwMSIsInN1YiI6InRlYWd1ZS1waG9uZSIsImFjdCI6WyJyZWFkIl0sImV4cCI6OTk5OTk5OTk5OSwiaWF0IjowfQ.";
+    let (status, _) = server.send("GET", &format!("/thread/{r}?token={none}"), &[], b"");
+    assert_eq!(status, 401);
+
+    let post = |thread: &str, token: &str, yaml: &str| {
+        server.send(
+            "POST",
+            &format!("/thread/{thread}?token={token}"),
+            &[
+                ("Content-Type", "application/yaml"),
+                ("Accept", "application/json"),
+            ],
+            yaml.as_bytes(),
+        )
+    };
+    let claim = format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n");
+    let (status, body) = post(&r, &read_only, &claim);
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (403, "forbidden"),
+        "{body}"
+    );
+    let (status, body) = post(
+        &r,
+        &full,
+        &format!("MESS:\n  - status:\n      re: {other}\n      code: claimed\n"),
+    );
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (403, "forbidden"),
+        "{body}"
+    );
+    let (status, body) = post(&r, &full, "MESS:\n  - request:\n      intent: sneaky\n");
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (403, "forbidden"),
+        "{body}"
+    );
+    let (status, body) = post(&r, &full, &claim);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post(
+        &r,
+        &full,
+        &format!(
+            "MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - milk, eggs\n"
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = server.get(&format!("/threads/{r}"), &agent);
+    assert_eq!(json(&body)["envelope"]["status"], "completed");
+    assert_eq!(json(&body)["envelope"]["executor"], "teague-phone");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (status, body) = server.send("GET", &format!("/thread/{r}?token={short}"), &[], b"");
+    assert_eq!((status, error_code(&body).as_str()), (401, "unauthorized"));
+    assert!(body.contains("expired"), "{body}");
+}

@@ -1,0 +1,93 @@
+//! The presigned-link routes (`GET|POST /thread/{ref}?token=`): read one thread, or post a MESS
+//! message as the link's executor, with no API key. The token is checked against the thread
+//! in the path, so a link works only for its own thread.
+
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+
+use crate::exchange::error::Error;
+use crate::http::AppState;
+use crate::http::body::{self, Format};
+use crate::http::error::ApiError;
+use crate::links::Action;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::value::{Map, Value};
+
+/// The `token` query parameter.
+#[derive(Debug, Deserialize)]
+pub struct Token {
+    token: Option<String>,
+}
+
+fn decode(
+    reference: Result<Path<String>, PathRejection>,
+    token: Result<Query<Token>, QueryRejection>,
+) -> Result<(ThreadRef, String), ApiError> {
+    let Path(reference) = reference.map_err(|e| ApiError::malformed(e.body_text()))?;
+    let Query(token) = token.map_err(|e| ApiError::malformed(e.body_text()))?;
+    let token = token
+        .token
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("this route needs a link token (?token=)"))?;
+    // A ref that cannot be one is refused before it is used anywhere.
+    let thread = ThreadRef::parse(&reference).map_err(|e| ApiError::from(Error::from(e)))?;
+    Ok((thread, token))
+}
+
+/// `GET /thread/{ref}?token=`: the thread, for a link that allows `read`.
+pub async fn read(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    reference: Result<Path<String>, PathRejection>,
+    token: Result<Query<Token>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let (thread, token) = decode(reference, token)?;
+    let ex = state.exchange.clone();
+    let value = state
+        .blocking(move || -> Result<Value, Error> {
+            let grant = ex.check_link(&token, &thread)?;
+            if !grant.allows(Action::Read) {
+                return Err(Error::Forbidden {
+                    message: "this link does not allow read".to_owned(),
+                });
+            }
+            let file = ex.thread(thread.as_str(), &grant.executor)?;
+            let mut out = Map::new();
+            out.insert("envelope", file.envelope.to_value());
+            out.insert(
+                "messages",
+                Value::Seq(file.messages()?.iter().map(|m| m.to_value()).collect()),
+            );
+            Ok(Value::Map(out))
+        })
+        .await??;
+    Ok(body::render(Format::of(&headers), StatusCode::OK, &value))
+}
+
+/// `POST /thread/{ref}?token=`: one MESS message (status and response payloads about this
+/// thread) as the link's executor.
+pub async fn post(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    reference: Result<Path<String>, PathRejection>,
+    token: Result<Query<Token>, QueryRejection>,
+    request: Body,
+) -> Result<Response, ApiError> {
+    let (thread, token) = decode(reference, token)?;
+    let limit = state.exchange.settings().max_message_bytes;
+    let text = body::text(request, limit).await?;
+    let ex = state.exchange.clone();
+    let reply = state
+        .blocking(move || -> Result<Value, Error> {
+            let grant = ex.check_link(&token, &thread)?;
+            Ok(ex
+                .submit_with_link(ex.parse_one(&text)?, &grant)?
+                .to_value())
+        })
+        .await??;
+    Ok(body::render(Format::of(&headers), StatusCode::OK, &reply))
+}
