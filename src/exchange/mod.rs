@@ -112,7 +112,7 @@ pub struct Exchange {
 }
 
 /// A thread this process changed: written and durable before it is announced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ThreadChange {
     /// The thread.
     pub thread: ThreadRef,
@@ -120,6 +120,8 @@ pub struct ThreadChange {
     pub status: Status,
     /// Its `updated` after the change.
     pub updated: Timestamp,
+    /// The envelope as written (who may see the change depends on it).
+    pub envelope: Arc<Envelope>,
 }
 
 /// Changes a slow listener may fall behind by before it is told it missed some.
@@ -136,6 +138,7 @@ impl Exchange {
                 thread: env.thread_ref.clone(),
                 status: env.status,
                 updated: env.updated,
+                envelope: Arc::new(env.clone()),
             });
         }));
         Exchange {

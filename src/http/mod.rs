@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod directory;
 pub mod error;
+pub mod events;
 pub mod link;
 pub mod threads;
 
@@ -45,6 +46,7 @@ pub fn app(exchange: Arc<Exchange>) -> Router {
         .route("/threads", get(threads::list))
         .route("/threads/{ref}", get(threads::one))
         .route("/thread/{ref}", get(link::read).post(link::post))
+        .route("/events", get(events::events))
         .route("/executors", get(directory::executors))
         .route("/capabilities", get(directory::capabilities))
         .fallback(not_found)

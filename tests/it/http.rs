@@ -423,3 +423,57 @@ fn a_presigned_link_acts_only_on_its_thread_and_only_as_allowed() {
     assert_eq!((status, error_code(&body).as_str()), (401, "unauthorized"));
     assert!(body.contains("expired"), "{body}");
 }
+
+#[test]
+fn events_stream_the_changes_the_caller_may_see_as_they_happen() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let other = key(&home, "agent", "other-agent");
+    let server = Server::start(&home);
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {agent}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    // Headers, then the stream.
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+    }
+    // The subscription is live once the headers are out; another agent's thread first, then ours.
+    server.post_yaml(&other, "MESS:\n  - request:\n      intent: not yours\n");
+    let (_, body) = server.post_yaml(&agent, "MESS:\n  - request:\n      intent: yours\n");
+    let mine = json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut data = Vec::new();
+    while data.is_empty() {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if let Some(d) = line.trim().strip_prefix("data:") {
+            data.push(json(d.trim()));
+        }
+    }
+    assert_eq!(
+        data[0]["ref"],
+        mine.as_str(),
+        "the first event is our thread: {data:?}"
+    );
+    assert_eq!(data[0]["status"], "pending");
+}
