@@ -56,45 +56,11 @@ pub(crate) fn run(cx: &Context, args: QueryArgs) -> Result<(), CliError> {
             let header: Vec<&str> = result.columns.iter().map(String::as_str).collect();
             output::table(&header, &rows);
         }
-        QueryFormat::Csv => {
-            output::line(
-                &result
-                    .columns
-                    .iter()
-                    .map(|c| csv_cell(c))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
-            for r in &result.rows {
-                output::line(
-                    &r.iter()
-                        .map(|c| c.as_deref().map(csv_cell).unwrap_or_default())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                );
-            }
-        }
-        QueryFormat::Json => {
-            let columns =
-                serde_json::to_string(&result.columns).unwrap_or_else(|_| "[]".to_owned());
-            output::raw(&format!(
-                "{{\"columns\": {columns}, \"rows\": [{}], \"truncated\": {}}}\n",
-                result.json_rows.join(", "),
-                result.truncated
-            ));
-        }
+        QueryFormat::Csv => output::raw(&result.to_csv()),
+        QueryFormat::Json => output::raw(&format!("{}\n", result.to_json())),
     }
     if let Some(w) = &result.warning {
         output::warn(w);
     }
     Ok(())
-}
-
-/// Quotes a CSV cell when it holds a comma, a quote or a line break.
-fn csv_cell(value: &str) -> String {
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
-    } else {
-        value.to_owned()
-    }
 }

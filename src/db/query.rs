@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use duckdb::Connection;
 use duckdb::arrow::array::{Array, StringArray};
+use duckdb::arrow::datatypes::SchemaRef;
+use duckdb::arrow::record_batch::RecordBatch;
 
 use crate::db::error::DbError;
 use crate::db::open_instance;
@@ -50,29 +52,28 @@ pub struct QueryResult {
     pub warning: Option<String>,
 }
 
-/// Runs one read-only statement over the home at `home`.
-pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, DbError> {
+/// Opens the locked-down instance over `home`.
+fn locked(home: &Path) -> Result<Connection, DbError> {
     let con = open_instance(home, true)?;
     // After the assets are loaded: external access off for every later statement, and the
-    // configuration frozen so a query cannot turn it back on.
-    // Memory is bounded and nothing spills to disk, so a query cannot exhaust the machine or
-    // write temp files.
+    // configuration frozen so a query cannot turn it back on. Memory is bounded and nothing
+    // spills to disk, so a query cannot exhaust the machine or write temp files.
     con.execute_batch(
         "SET memory_limit = '1GB'; SET temp_directory = ''; \
          SET enable_external_access = false; SET lock_configuration = true;",
     )
     .map_err(|e| DbError::duckdb("locking DuckDB down", e))?;
-    let body = check_shape(&con, sql)?;
-    // One execution yields both forms: each row as JSON (nested values intact) and every
-    // column as DuckDB's own text, so the rows shown are the rows counted.
-    let limited = format!(
-        "SELECT to_json(q)::VARCHAR AS \"__row_json\", COLUMNS(*)::VARCHAR FROM (SELECT * FROM (\n{body}\n) LIMIT {}) q",
-        limits.max_rows.saturating_add(1)
-    );
+    Ok(con)
+}
 
+/// Runs `work` on `con`, interrupting it after `timeout`.
+fn watched<T>(
+    con: &Connection,
+    timeout: Duration,
+    work: impl FnOnce(&Connection) -> Result<T, DbError>,
+) -> Result<T, DbError> {
     let handle = con.interrupt_handle();
     let (done, finished) = mpsc::channel::<()>();
-    let timeout = limits.timeout;
     let watchdog = std::thread::spawn(move || {
         if finished.recv_timeout(timeout).is_err() {
             handle.interrupt();
@@ -80,18 +81,30 @@ pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, 
         }
         false
     });
-    let outcome = fetch(&con, &limited, limits.max_chars);
+    let outcome = work(con);
     let _ = done.send(());
     let timed_out = watchdog.join().unwrap_or(false);
-    let (columns, mut rows, mut json_rows) = match outcome {
-        Err(_) if timed_out => {
-            return Err(DbError::Timeout {
-                seconds: limits.timeout.as_secs(),
-            });
-        }
-        Err(e) => return Err(e),
-        Ok(r) => r,
-    };
+    match outcome {
+        Err(_) if timed_out => Err(DbError::Timeout {
+            seconds: timeout.as_secs(),
+        }),
+        other => other,
+    }
+}
+
+/// Runs one read-only statement over the home at `home`.
+pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, DbError> {
+    let con = locked(home)?;
+    let body = check_shape(&con, sql)?;
+    // One execution yields both forms: each row as JSON (nested values intact) and every
+    // column as DuckDB's own text, so the rows shown are the rows counted.
+    let limited = format!(
+        "SELECT to_json(q)::VARCHAR AS \"__row_json\", COLUMNS(*)::VARCHAR FROM (SELECT * FROM (\n{body}\n) LIMIT {}) q",
+        limits.max_rows.saturating_add(1)
+    );
+    let (columns, mut rows, mut json_rows) = watched(&con, limits.timeout, |con| {
+        fetch(con, &limited, limits.max_chars)
+    })?;
     let mut truncated = false;
     let mut warning = None;
     if rows.len() > limits.max_rows {
@@ -276,4 +289,100 @@ fn code_end(sql: &str) -> usize {
         end += 1;
     }
     end
+}
+
+/// The typed result of a query, for Arrow clients.
+#[derive(Debug)]
+pub struct ArrowResult {
+    /// The columns and their types.
+    pub schema: SchemaRef,
+    /// The rows, in batches.
+    pub batches: Vec<RecordBatch>,
+    /// True when rows were left out (row cap or size cap).
+    pub truncated: bool,
+}
+
+/// Most bytes of Arrow data one query returns.
+const ARROW_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// Runs one read-only statement and keeps DuckDB's own column types (same lock-down, shape
+/// check, row cap and timeout as [`run`]; a size cap instead of the character cap).
+pub fn run_arrow(home: &Path, sql: &str, limits: &QueryLimits) -> Result<ArrowResult, DbError> {
+    let con = locked(home)?;
+    let body = check_shape(&con, sql)?;
+    let limited = format!(
+        "SELECT * FROM (\n{body}\n) LIMIT {}",
+        limits.max_rows.saturating_add(1)
+    );
+    watched(&con, limits.timeout, |con| {
+        let mut stmt = con.prepare(&limited).map_err(refused_or_failed)?;
+        let mut batches = Vec::new();
+        let (mut rows, mut bytes, mut truncated) = (0usize, 0usize, false);
+        for batch in stmt.query_arrow([]).map_err(refused_or_failed)? {
+            let room = limits.max_rows - rows.min(limits.max_rows);
+            if batch.num_rows() > room || bytes > ARROW_MAX_BYTES {
+                if room > 0 && bytes <= ARROW_MAX_BYTES {
+                    batches.push(batch.slice(0, room));
+                }
+                truncated = true;
+                break;
+            }
+            rows += batch.num_rows();
+            bytes += batch.get_array_memory_size();
+            batches.push(batch);
+        }
+        Ok(ArrowResult {
+            schema: stmt.schema(),
+            batches,
+            truncated,
+        })
+    })
+}
+
+impl QueryResult {
+    /// The result as CSV: a header line, then one line per row (NULL as an empty cell).
+    pub fn to_csv(&self) -> String {
+        let mut out = String::new();
+        let line = |cells: Vec<String>, out: &mut String| {
+            out.push_str(&cells.join(","));
+            out.push('\n');
+        };
+        line(self.columns.iter().map(|c| csv_cell(c)).collect(), &mut out);
+        for row in &self.rows {
+            line(
+                row.iter()
+                    .map(|c| c.as_deref().map(csv_cell).unwrap_or_default())
+                    .collect(),
+                &mut out,
+            );
+        }
+        out
+    }
+
+    /// The result as one JSON object: `columns`, `rows` (objects with nested values intact),
+    /// `row_count`, `truncated`, and `warning` when rows were left out.
+    pub fn to_json(&self) -> String {
+        let columns = serde_json::to_string(&self.columns).unwrap_or_else(|_| "[]".to_owned());
+        let warning = self
+            .warning
+            .as_ref()
+            .and_then(|w| serde_json::to_string(w).ok())
+            .map(|w| format!(", \"warning\": {w}"))
+            .unwrap_or_default();
+        format!(
+            "{{\"columns\": {columns}, \"rows\": [{}], \"row_count\": {}, \"truncated\": {}{warning}}}",
+            self.json_rows.join(", "),
+            self.json_rows.len(),
+            self.truncated
+        )
+    }
+}
+
+/// Quotes a CSV cell when it holds a comma, a quote or a line break.
+fn csv_cell(value: &str) -> String {
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value.to_owned()
+    }
 }

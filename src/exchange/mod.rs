@@ -25,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast;
 
 use crate::db::Db;
-use crate::db::query::{self, QueryLimits, QueryResult};
+use crate::db::query::{self, ArrowResult, QueryLimits, QueryResult};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -256,6 +256,12 @@ impl Exchange {
     pub fn query(&self, sql: &str, limits: &QueryLimits) -> Result<QueryResult, Error> {
         lifecycle::settle_all(self, self.now())?;
         Ok(query::run(self.store.layout().root(), sql, limits)?)
+    }
+
+    /// [`Exchange::query`] with DuckDB's own column types, for Arrow clients.
+    pub fn query_arrow(&self, sql: &str, limits: &QueryLimits) -> Result<ArrowResult, Error> {
+        lifecycle::settle_all(self, self.now())?;
+        Ok(query::run_arrow(self.store.layout().root(), sql, limits)?)
     }
 
     /// Problems in config.yaml, registrations, routing rules and the capability catalog, one

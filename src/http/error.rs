@@ -58,6 +58,12 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// The same error with its message rewritten.
+    pub fn map_message(mut self, f: impl FnOnce(String) -> String) -> ApiError {
+        self.message = f(self.message);
+        self
+    }
 }
 
 impl From<Error> for ApiError {

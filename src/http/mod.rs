@@ -8,6 +8,7 @@ pub mod directory;
 pub mod error;
 pub mod events;
 pub mod link;
+pub mod query;
 pub mod threads;
 
 use std::sync::Arc;
@@ -47,6 +48,7 @@ pub fn app(exchange: Arc<Exchange>) -> Router {
         .route("/threads/{ref}", get(threads::one))
         .route("/thread/{ref}", get(link::read).post(link::post))
         .route("/events", get(events::events))
+        .route("/query", get(query::get).post(query::post))
         .route("/executors", get(directory::executors))
         .route("/capabilities", get(directory::capabilities))
         .fallback(not_found)

@@ -477,3 +477,105 @@ fn events_stream_the_changes_the_caller_may_see_as_they_happen() {
     );
     assert_eq!(data[0]["status"], "pending");
 }
+
+#[test]
+fn the_query_endpoint_answers_in_json_csv_and_arrow_and_refuses_the_rest() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    for i in 0..3 {
+        server.post_yaml(
+            &agent,
+            &format!("MESS:\n  - request:\n      intent: task {i}\n"),
+        );
+    }
+    let q = |path: &str| server.get(path, &agent);
+    let (status, body) =
+        q("/query?sql=SELECT%20intent%20FROM%20threads%20ORDER%20BY%20intent&limit=2");
+    assert_eq!(status, 200, "{body}");
+    let v = json(&body);
+    assert_eq!(v["columns"], serde_json::json!(["intent"]));
+    assert_eq!(v["rows"][1]["intent"], "task 1");
+    assert_eq!(
+        (v["row_count"].as_u64(), v["truncated"].as_bool()),
+        (Some(2), Some(true))
+    );
+
+    let auth = format!("Bearer {agent}");
+    let (status, body) = server.send(
+        "POST",
+        "/query?format=csv",
+        &[("Authorization", &auth), ("Content-Type", "text/plain")],
+        b"SELECT count(*) AS n, 'a,b' AS s FROM threads",
+    );
+    assert_eq!((status, body.as_str()), (200, "n,s\n3,\"a,b\"\n"));
+
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let body = br#"{"sql": "SELECT ref, created FROM threads ORDER BY ref", "format": "arrow"}"#;
+    std::io::Write::write_all(
+        &mut stream,
+        format!(
+            "POST /query HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    std::io::Write::write_all(&mut stream, body).unwrap();
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(&mut stream, &mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("application/vnd.apache.arrow.stream"),
+        "{head}"
+    );
+    let payload = &raw[split + 4..];
+    let reader =
+        arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(payload), None).unwrap();
+    let schema = reader.schema();
+    assert_eq!(schema.field(0).name(), "ref");
+    assert!(
+        matches!(
+            schema.field(1).data_type(),
+            arrow::datatypes::DataType::Timestamp(_, Some(_))
+        ),
+        "{schema:?}"
+    );
+    let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, 3);
+
+    for (sql, want_status, want_code) in [
+        ("COPY%20threads%20TO%20'/tmp/x.csv'", 403, "forbidden"),
+        (
+            "SELECT%20*%20FROM%20read_csv('/etc/passwd')",
+            403,
+            "forbidden",
+        ),
+        ("SELEC%201", 422, "invalid"),
+        ("", 400, "malformed"),
+    ] {
+        let (status, body) = q(&format!("/query?sql={sql}"));
+        assert_eq!(
+            (status, error_code(&body).as_str()),
+            (want_status, want_code),
+            "{sql}: {body}"
+        );
+    }
+    let (status, body) = q("/query?sql=SELECT%201&format=xml");
+    assert_eq!((status, error_code(&body).as_str()), (422, "invalid"));
+    // A broken thread file is named relative to the home, never by its server path.
+    std::fs::write(
+        home.path()
+            .join("state=received/2026-01-01-001.messe-af.yaml"),
+        "ref: [\n",
+    )
+    .unwrap();
+    let (status, body) = q("/query?sql=SELECT%20*%20FROM%20threads");
+    assert_eq!(status / 100, 4, "{body}");
+    let message = json(&body)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("<home>/state=received/2026-01-01-001"),
+        "{message}"
+    );
+}
