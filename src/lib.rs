@@ -13,5 +13,6 @@ pub mod db;
 pub mod exchange;
 pub mod http;
 pub mod links;
+pub mod mcp;
 pub mod protocol;
 pub mod store;

@@ -9,6 +9,7 @@ mod demo;
 mod fsck;
 mod init;
 mod link;
+mod mcp;
 mod output;
 mod query;
 mod reply;
@@ -58,6 +59,8 @@ enum Command {
     Init(init::InitArgs),
     /// Run the exchange server (HTTP API) until Ctrl-C
     Serve(serve::ServeArgs),
+    /// Serve MCP over stdio for an agent host (acts as --as / MESS_AGENT_ID / agent_id)
+    Mcp(mcp::McpArgs),
     /// Submit a raw MESS message (YAML) from a file or stdin and print the exchange's answer
     Send(send::SendArgs),
     /// Submit a request
@@ -252,6 +255,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
     match args.command {
         Command::Init(a) => init::run(&cx, a),
         Command::Serve(a) => serve::run(&cx, a),
+        Command::Mcp(a) => mcp::run(&cx, a),
         Command::Send(a) => send::run(&cx, a),
         Command::Request(a) => request::run(&cx, a),
         Command::Status(a) => status::run(&cx, a),
@@ -279,12 +283,7 @@ fn message_of(
     body: crate::protocol::value::Map,
 ) -> Result<Message, CliError> {
     use crate::protocol::error::ProtocolError;
-    use crate::protocol::value::{Map, Value};
-    let mut payload = Map::new();
-    payload.insert(kind, Value::Map(body));
-    let mut top = Map::new();
-    top.insert("MESS", Value::Seq(vec![Value::Map(payload)]));
-    Message::from_value(Value::Map(top)).map_err(|e| match e {
+    Message::single(kind, body).map_err(|e| match e {
         ProtocolError::Invalid { path, problem } => CliError::usage(
             format!("{}: {problem}", flag_for(&path)),
             format!("see `mess {command} --help`"),

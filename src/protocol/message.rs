@@ -300,6 +300,16 @@ const SUGGESTION_KINDS: [&str; 5] = ["merge", "split", "delegate", "alternative"
 const MAJOR_VERSION: u64 = 1;
 
 impl Message {
+    /// A message of one payload of `kind` with `body`, validated like any parsed message
+    /// (adapters build their messages this way).
+    pub fn single(kind: &str, body: Map) -> Result<Message> {
+        let mut payload = Map::new();
+        payload.insert(kind, Value::Map(body));
+        let mut top = Map::new();
+        top.insert("MESS", Value::Seq(vec![Value::Map(payload)]));
+        Message::from_value(Value::Map(top))
+    }
+
     /// Reads a message: `{MESS: [...]}`, or the bare list as in the JSON mapping.
     pub fn from_value(v: Value) -> Result<Message> {
         let (items, extra) = match v {

@@ -8,6 +8,7 @@ mod concurrency;
 mod crash;
 mod duckdb_cli;
 mod http;
+mod mcp;
 mod notebooks;
 mod query;
 mod support;

@@ -1,0 +1,41 @@
+//! `mess mcp`: the MCP server over stdio for agent hosts (`command: mess, args: [mcp]`). Stdout
+//! is the protocol channel, so logs go to stderr and nothing else is printed.
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+use crate::cli::{CliError, Context};
+use crate::mcp::MessMcp;
+
+/// Arguments of `mess mcp` (none: the identity comes from --as, MESS_AGENT_ID or agent_id).
+#[derive(Debug, clap::Args)]
+pub(crate) struct McpArgs {}
+
+pub(crate) fn run(cx: &Context, _args: McpArgs) -> Result<(), CliError> {
+    let who = cx.identity()?;
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MESS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(format!("cannot start the MCP runtime: {e}")))?;
+    let server = MessMcp::new(Arc::new(cx.exchange.clone()), who);
+    runtime.block_on(async move {
+        let running = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| CliError::new(format!("MCP session failed to start: {e}")))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| CliError::new(format!("MCP session ended with an error: {e}")))?;
+        Ok(())
+    })
+}

@@ -1,0 +1,206 @@
+//! The arguments of the MCP tools. Their doc comments are the schema descriptions the model
+//! reads, so they say what each field means, its default and its limits. Optional text fields
+//! default to empty rather than being nullable, which every client can express.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// `mess`: a raw MESS message.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MessArgs {
+    /// A complete MESS message in YAML, e.g. "MESS:\n  - request:\n      intent: water the plants".
+    /// Use it for what the other tools cannot say: several requests at once, dependencies,
+    /// attachments, replies to suggestions.
+    pub message: String,
+}
+
+/// `mess_observe`: ask someone to look at something.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ObserveArgs {
+    /// What to find out, in plain language ("what's in the fridge?").
+    pub intent: String,
+    /// Extra context lines (where, what to look for).
+    #[serde(default)]
+    pub context: Vec<String>,
+    /// The form of answer wanted: text, image, structured, confirmation, ... (empty: any).
+    #[serde(default)]
+    pub response_hint: Vec<String>,
+    /// Latest useful time (RFC 3339, e.g. 2026-11-26T18:00:00Z); after it the request expires.
+    /// Empty: no deadline.
+    #[serde(default)]
+    pub needed_by: String,
+    /// background, normal (default), elevated or urgent.
+    #[serde(default)]
+    pub priority: String,
+}
+
+/// `mess_do`: ask someone or something to act.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DoArgs {
+    /// What must be done, in plain language ("vacuum the kitchen").
+    pub intent: String,
+    /// Extra context lines (where, how, constraints).
+    #[serde(default)]
+    pub context: Vec<String>,
+    /// Capability ids an executor must hold (e.g. vacuum-floor); `mess_capabilities` lists them.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// True: the executor must ask for confirmation before acting (answer with `mess_reply`).
+    #[serde(default)]
+    pub confirm_before: bool,
+    /// Latest useful time (RFC 3339); after it the request expires. Empty: no deadline.
+    #[serde(default)]
+    pub needed_by: String,
+    /// background, normal (default), elevated or urgent.
+    #[serde(default)]
+    pub priority: String,
+}
+
+/// `mess_request`: the fields of `mess_observe` and `mess_do` together.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RequestArgs {
+    /// What is needed, in plain language.
+    pub intent: String,
+    /// Extra context lines.
+    #[serde(default)]
+    pub context: Vec<String>,
+    /// Capability ids an executor must hold.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// The form of answer wanted (empty: any).
+    #[serde(default)]
+    pub response_hint: Vec<String>,
+    /// True: the executor must ask for confirmation before acting.
+    #[serde(default)]
+    pub confirm_before: bool,
+    /// Latest useful time (RFC 3339). Empty: no deadline.
+    #[serde(default)]
+    pub needed_by: String,
+    /// background, normal (default), elevated or urgent.
+    #[serde(default)]
+    pub priority: String,
+}
+
+/// A thread reference: `re`, or its alias `ref`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StatusArgs {
+    /// The request: its ref (2026-11-26-001), your client id, or "last". Empty: all your open
+    /// requests.
+    #[serde(default)]
+    pub re: String,
+    /// Same as `re`.
+    #[serde(default, rename = "ref")]
+    pub r#ref: String,
+}
+
+/// `mess_reply`: answer an executor's questions or confirmation request.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReplyArgs {
+    /// The request: ref, client id or "last" (or use `ref`).
+    #[serde(default)]
+    pub re: String,
+    /// Same as `re`.
+    #[serde(default, rename = "ref")]
+    pub r#ref: String,
+    /// Answers to `needs_input` questions, by question id (e.g. {"location": "both"}).
+    #[serde(default)]
+    pub answers: serde_json::Map<String, serde_json::Value>,
+    /// The answer to `needs_confirmation`: "yes" or "no" (empty: not a confirmation).
+    #[serde(default)]
+    pub confirm: String,
+    /// Accept a suggestion: "yes" or "no" (empty: not about a suggestion).
+    #[serde(default)]
+    pub accept: String,
+    /// Why, in a few words (optional).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `mess_answer`: answer one question (older clients).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AnswerArgs {
+    /// The request: ref, client id or "last".
+    #[serde(rename = "ref")]
+    pub r#ref: String,
+    /// The answer text; with a single open question it answers that one.
+    pub answer: String,
+}
+
+/// `mess_cancel`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CancelArgs {
+    /// The request: ref, client id or "last" (or use `ref`).
+    #[serde(default)]
+    pub re: String,
+    /// Same as `re`.
+    #[serde(default, rename = "ref")]
+    pub r#ref: String,
+    /// Why it is no longer needed (optional).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `mess_query`: read-only SQL over the exchange.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct QueryArgs {
+    /// One read-only SQL statement over the views threads, messages, thread_history,
+    /// executors, capabilities, pending_by_capability, executor_availability, executor_stats.
+    pub sql: String,
+    /// Most rows to return (default 100, at most 1000); `truncated` says when there were more.
+    #[serde(default = "default_limit")]
+    pub limit: u32,
+    /// markdown (default), json or csv: the form of the text result.
+    #[serde(default = "default_format")]
+    pub format: String,
+}
+
+fn default_limit() -> u32 {
+    100
+}
+
+fn default_format() -> String {
+    "markdown".to_owned()
+}
+
+/// `mess_capabilities`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CapabilitiesArgs {
+    /// Only capabilities with this tag (empty: all).
+    #[serde(default)]
+    pub tag: String,
+}
+
+/// `mess_fetch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FetchArgs {
+    /// A resource: mess://pending, mess://history, mess://request/{ref}, mess://help, or
+    /// thread://{ref}.
+    pub uri: String,
+}
+
+/// `mess_wait`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WaitArgs {
+    /// The request to wait on: ref, client id or "last" (or use `ref`). Empty: any of yours.
+    #[serde(default)]
+    pub re: String,
+    /// Same as `re`.
+    #[serde(default, rename = "ref")]
+    pub r#ref: String,
+    /// Longest wait in seconds (default and most 50); call again to keep waiting.
+    #[serde(default = "default_wait")]
+    pub timeout_s: u32,
+}
+
+fn default_wait() -> u32 {
+    50
+}
+
+/// `re` or its alias `ref`, whichever was given.
+pub fn either(re: &str, alias: &str) -> String {
+    if re.trim().is_empty() {
+        alias.trim().to_owned()
+    } else {
+        re.trim().to_owned()
+    }
+}

@@ -1,0 +1,146 @@
+//! MCP with a real client: rmcp's own client drives `mess mcp` over stdio.
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::transport::TokioChildProcess;
+
+use crate::support::{CONFIG, Home};
+
+fn args(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn an_agent_session_over_stdio() {
+    let home = Home::with_config(CONFIG);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", home.path())
+            .env("MESS_AGENT_ID", "claude-agent");
+        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        for want in [
+            "mess",
+            "mess_observe",
+            "mess_do",
+            "mess_request",
+            "mess_status",
+            "mess_reply",
+            "mess_answer",
+            "mess_cancel",
+            "mess_capabilities",
+        ] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+        let call = |name: &'static str, a: serde_json::Value| {
+            let client = &client;
+            async move {
+                client
+                    .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
+                    .await
+                    .unwrap()
+            }
+        };
+
+        let r = call(
+            "mess_do",
+            serde_json::json!({"intent": "vacuum the kitchen", "requires": ["vacuum-floor"]}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let structured = r.structured_content.clone().unwrap();
+        let thread = structured["MESS"][0]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            text(&r).contains(&format!("ref: {thread}")),
+            "YAML text: {}",
+            text(&r)
+        );
+
+        let r = call("mess_status", serde_json::json!({"ref": thread})).await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        assert!(text(&r).contains("status: pending"), "{}", text(&r));
+
+        home.ok(&["claim", &thread, "--as", "roomba-kitchen"]);
+        home.ok(&[
+            "update",
+            &thread,
+            "--as",
+            "roomba-kitchen",
+            "--status",
+            "needs_input",
+            "--question",
+            "where: Which spill? [sink|stove]",
+        ]);
+        let r = call("mess_status", serde_json::json!({"re": "last"})).await;
+        assert!(text(&r).contains("Which spill?"), "{}", text(&r));
+        let r = call(
+            "mess_answer",
+            serde_json::json!({"ref": thread, "answer": "sink"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        home.ok(&[
+            "complete",
+            &thread,
+            "--as",
+            "roomba-kitchen",
+            "--text",
+            "the sink side is clean",
+        ]);
+        let r = call("mess_status", serde_json::json!({"re": thread})).await;
+        assert!(text(&r).contains("the sink side is clean"), "{}", text(&r));
+
+        let r = call(
+            "mess_observe",
+            serde_json::json!({"intent": "is the garage door closed?", "priority": "urgent"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let r = call(
+            "mess_cancel",
+            serde_json::json!({"re": "last", "reason": "checked myself"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let r = call("mess_status", serde_json::json!({})).await;
+        assert!(
+            text(&r).contains("threads: []"),
+            "nothing open: {}",
+            text(&r)
+        );
+
+        // Bad input the model can fix comes back as a tool error naming the problem.
+        let r = call(
+            "mess_do",
+            serde_json::json!({"intent": "x", "priority": "asap"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(true));
+        assert!(text(&r).contains("priority"), "{}", text(&r));
+        let r = call(
+            "mess",
+            serde_json::json!({"message": "MESS: [request: {intent: [}"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        let r = call("mess_status", serde_json::json!({"re": "2020-01-01-001"})).await;
+        assert_eq!(r.is_error, Some(true));
+        let r = call("mess_capabilities", serde_json::json!({})).await;
+        assert!(text(&r).contains("vacuum-floor"), "{}", text(&r));
+        client.cancel().await.unwrap();
+    });
+}
