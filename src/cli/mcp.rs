@@ -27,6 +27,14 @@ pub(crate) fn run(cx: &Context, _args: McpArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::new(format!("cannot start the MCP runtime: {e}")))?;
     let server = MessMcp::new(Arc::new(cx.exchange.clone()), who);
+    // Executors answer through other processes; the file system tells this one.
+    let _watch = match cx.exchange.watch_home() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the home; mess_wait sees only this session's changes");
+            None
+        }
+    };
     runtime.block_on(async move {
         let running = server
             .serve(rmcp::transport::stdio())

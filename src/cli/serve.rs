@@ -28,6 +28,16 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::new(format!("cannot start the server runtime: {e}")))?;
     let exchange = Arc::new(cx.exchange.clone());
+    // Changes written by other processes (the CLI, tools) reach /events and waits too.
+    let _watch = match cx.exchange.watch_home() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            output::warn(&format!(
+                "cannot watch the home ({e}); events show only this server's changes"
+            ));
+            None
+        }
+    };
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await

@@ -16,6 +16,7 @@ mod plan;
 mod requests;
 mod submit;
 pub mod view;
+pub mod watch;
 
 #[cfg(test)]
 mod tests;
@@ -107,8 +108,11 @@ pub struct Exchange {
     clock: Arc<dyn Clock>,
     /// The read model, opened on first use (most commands never need DuckDB).
     db: Arc<OnceLock<Db>>,
-    /// Every committed change of a thread written through this exchange.
+    /// Every committed change of a thread written through this exchange (or, while a
+    /// [`watch::HomeWatch`] runs, by other processes).
     changes: broadcast::Sender<ThreadChange>,
+    /// What was announced, so each change is announced once.
+    announced: Arc<watch::Announced>,
 }
 
 /// A thread this process changed: written and durable before it is announced.
@@ -132,7 +136,12 @@ impl Exchange {
     pub fn new(store: FileStore, settings: Settings, clock: Arc<dyn Clock>) -> Exchange {
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
         let announce = changes.clone();
+        let announced = Arc::new(watch::Announced::default());
+        let seen = announced.clone();
         let store = store.observed(Arc::new(move |env: &Envelope| {
+            if !seen.first(env) {
+                return;
+            }
             // No listener is not an error: most commands never listen.
             let _ = announce.send(ThreadChange {
                 thread: env.thread_ref.clone(),
@@ -147,6 +156,7 @@ impl Exchange {
             clock,
             db: Arc::new(OnceLock::new()),
             changes,
+            announced,
         }
     }
 

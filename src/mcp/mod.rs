@@ -4,12 +4,19 @@
 //! text plus the same data as structured content; failures the model can fix are tool errors.
 
 pub mod args;
+mod resources;
 mod tools;
 
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 
 use crate::exchange::Exchange;
 use crate::exchange::error::Error;
@@ -80,6 +87,7 @@ impl rmcp::ServerHandler for MessMcp {
         rmcp::model::ServerConfig::new(
             rmcp::model::ServerCapabilities::builder()
                 .enable_tools()
+                .enable_resources()
                 .build(),
         )
         .with_server_info(rmcp::model::Implementation::new(
@@ -87,5 +95,70 @@ impl rmcp::ServerHandler for MessMcp {
             env!("CARGO_PKG_VERSION"),
         ))
         .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(
+            resources::FIXED
+                .iter()
+                .map(|(uri, name, description)| {
+                    Resource::new(*uri, *name)
+                        .with_description(*description)
+                        .with_mime_type(if *name == "help" {
+                            "text/markdown"
+                        } else {
+                            "application/yaml"
+                        })
+                })
+                .collect(),
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::TEMPLATES
+                .iter()
+                .map(|(uri, name, description)| {
+                    ResourceTemplate::new(*uri, *name)
+                        .with_description(*description)
+                        .with_mime_type("application/yaml")
+                })
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let ex = self.exchange.clone();
+        let who = self.who.clone();
+        let uri = request.uri.clone();
+        let read = tokio::task::spawn_blocking(move || resources::read(&ex, &who, &uri))
+            .await
+            .map_err(|e| McpError::internal_error(format!("reading failed: {e}"), None))?;
+        match read {
+            Ok(Some((text, mime))) => Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(text, request.uri).with_mime_type(mime),
+            ])
+            .into()),
+            Ok(None) => Err(McpError::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            )),
+            Err(e) if e.kind() == crate::exchange::error::ErrorKind::NotFound => {
+                Err(McpError::resource_not_found(e.to_string(), None))
+            }
+            Err(e) => Err(McpError::invalid_params(e.to_string(), None)),
+        }
     }
 }

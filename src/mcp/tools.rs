@@ -1,8 +1,10 @@
 //! The tools of contract section 7, each a thin translation to one exchange use case.
 
 use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam};
+use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router};
 
 use crate::exchange::directory::Directory;
@@ -11,9 +13,10 @@ use crate::exchange::view::{self, ThreadView};
 use crate::exchange::{Exchange, Sender};
 use crate::mcp::MessMcp;
 use crate::mcp::args::{
-    AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, MessArgs, ObserveArgs, ReplyArgs,
-    RequestArgs, StatusArgs, either,
+    AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, FetchArgs, MessArgs, ObserveArgs, QueryArgs,
+    ReplyArgs, RequestArgs, StatusArgs, WaitArgs, either,
 };
+use crate::mcp::resources;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::message::Message;
 use crate::protocol::status::{State, StatusDetails};
@@ -314,4 +317,235 @@ impl MessMcp {
             })
             .await)
     }
+
+    #[tool(
+        description = "Read-only SQL over all requests and executors (DuckDB). Views: threads, messages, thread_history, executors, capabilities, pending_by_capability, executor_availability, executor_stats; macros: route_request(ref), match_capabilities(required, offered). Returns at most `limit` rows and says when it cut (`truncated`).",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn mess_query(
+        &self,
+        Parameters(a): Parameters<QueryArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let format = a.format.trim().to_ascii_lowercase();
+        if !matches!(format.as_str(), "markdown" | "json" | "csv") {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "format: {format:?} is not one of markdown, json, csv"
+            ))]));
+        }
+        let limits = crate::db::query::QueryLimits {
+            max_rows: a.limit.clamp(1, 1000) as usize,
+            ..crate::db::query::QueryLimits::defaults()
+        };
+        let ex = self.exchange.clone();
+        let sql = a.sql;
+        let outcome = tokio::task::spawn_blocking(move || ex.query(&sql, &limits)).await;
+        let result = match outcome {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    e.to_string(),
+                )]));
+            }
+            Err(e) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "the query failed unexpectedly: {e}"
+                ))]));
+            }
+        };
+        let rows: Vec<serde_json::Value> = result
+            .json_rows
+            .iter()
+            .map(|r| serde_json::from_str(r).unwrap_or(serde_json::Value::Null))
+            .collect();
+        let mut structured = serde_json::json!({
+            "columns": result.columns,
+            "rows": rows,
+            "row_count": result.json_rows.len(),
+            "truncated": result.truncated,
+        });
+        if let Some(w) = &result.warning {
+            structured["warning"] = serde_json::Value::String(w.clone());
+        }
+        let mut text = match format.as_str() {
+            "json" => result.to_json(),
+            "csv" => result.to_csv(),
+            _ => markdown(&result),
+        };
+        if let Some(w) = &result.warning {
+            text.push_str(&format!("\n(truncated: {w})"));
+        }
+        let mut answer = CallToolResult::structured(structured);
+        answer.content = vec![ContentBlock::text(text)];
+        Ok(answer)
+    }
+
+    #[tool(
+        description = "Read a resource as a tool: mess://pending (your open requests), mess://history, mess://request/{ref}, thread://{ref} (the whole thread file), mess://help (this server's guide).",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn mess_fetch(
+        &self,
+        Parameters(a): Parameters<FetchArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let ex = self.exchange.clone();
+        let who = self.who.clone();
+        let uri = a.uri.trim().to_owned();
+        let outcome =
+            tokio::task::spawn_blocking(move || resources::read(&ex, &who, &uri).map(|r| (r, uri)))
+                .await;
+        Ok(match outcome {
+            Ok(Ok((Some((text, _)), _))) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            Ok(Ok((None, uri))) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "no resource {uri:?}: use mess://pending, mess://history, mess://request/{{ref}}, thread://{{ref}} or mess://help"
+            ))]),
+            Ok(Err(e)) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "failed unexpectedly: {e}"
+            ))]),
+        })
+    }
+
+    #[tool(
+        description = "Wait until a request changes (or, without re, any of yours), at most timeout_s seconds (default and most 50). Returns {updated: [{ref, status, updated}], waited_s, timed_out}; on timed_out just call it again. Then read the result with mess_status.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn mess_wait(
+        &self,
+        Parameters(a): Parameters<WaitArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        // Subscribed before anything is read, so a change in between is not missed.
+        let mut changes = self.exchange.subscribe();
+        let re = either(&a.re, &a.r#ref);
+        let ex = self.exchange.clone();
+        let who = self.who.clone();
+        let target = if re.is_empty() {
+            None
+        } else {
+            let found = tokio::task::spawn_blocking(move || ex.thread_for(&re, &who)).await;
+            match found {
+                Ok(Ok(t)) => Some(t.envelope.thread_ref),
+                Ok(Err(e)) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(
+                        e.to_string(),
+                    )]));
+                }
+                Err(e) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                        "failed unexpectedly: {e}"
+                    ))]));
+                }
+            }
+        };
+        let limit = std::time::Duration::from_secs(u64::from(a.timeout_s.clamp(1, 50)));
+        let started = std::time::Instant::now();
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut heartbeat = tokio::time::interval(heartbeat_interval());
+        heartbeat.tick().await;
+        let token = ctx.meta.get_progress_token();
+        let mut beats = 0u32;
+        let mut updated = Vec::new();
+        let timed_out = loop {
+            tokio::select! {
+                () = ctx.ct.cancelled() => break true,
+                () = tokio::time::sleep_until(deadline) => break true,
+                _ = heartbeat.tick() => {
+                    if let Some(t) = &token {
+                        beats += 1;
+                        let _ = ctx.peer.notify_progress(
+                            ProgressNotificationParam::new(t.clone(), f64::from(beats))
+                                .with_message(format!("waiting, {} s so far", started.elapsed().as_secs())),
+                        ).await;
+                    }
+                }
+                change = changes.recv() => match change {
+                    Ok(c) => {
+                        let mine = match &target {
+                            Some(t) => &c.thread == t,
+                            None => c.envelope.requestor == self.who || c.envelope.executor.as_deref() == Some(self.who.as_str()),
+                        };
+                        if mine {
+                            updated.push(serde_json::json!({
+                                "ref": c.thread.as_str(),
+                                "status": c.status.as_str(),
+                                "updated": crate::protocol::time::format_timestamp(&c.updated),
+                            }));
+                            break false;
+                        }
+                    }
+                    // Fell behind: something changed; the caller re-reads.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break false,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break true,
+                },
+            }
+        };
+        let structured = serde_json::json!({
+            "updated": updated,
+            "waited_s": started.elapsed().as_secs(),
+            "timed_out": timed_out,
+        });
+        let text = if timed_out {
+            format!(
+                "nothing changed in {} s; call mess_wait again to keep waiting",
+                started.elapsed().as_secs()
+            )
+        } else {
+            let list: Vec<String> = updated
+                .iter()
+                .map(|u| {
+                    format!(
+                        "{} is now {}",
+                        u["ref"].as_str().unwrap_or("?"),
+                        u["status"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect();
+            format!("{}; mess_status shows the details", list.join(", "))
+        };
+        let mut answer = CallToolResult::structured(structured);
+        answer.content = vec![ContentBlock::text(text)];
+        Ok(answer)
+    }
+}
+
+/// How often `mess_wait` tells the client it is still waiting (`MESS_MCP_HEARTBEAT_MS`, for
+/// tests; 15 s otherwise, well inside the 60 s clients commonly allow a call).
+fn heartbeat_interval() -> std::time::Duration {
+    std::env::var("MESS_MCP_HEARTBEAT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(
+            std::time::Duration::from_secs(15),
+            std::time::Duration::from_millis,
+        )
+}
+
+/// A query result as a markdown table (pipes and line breaks in cells escaped).
+fn markdown(result: &crate::db::query::QueryResult) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut out = format!(
+        "| {} |\n|{}|\n",
+        result
+            .columns
+            .iter()
+            .map(|c| cell(c))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        vec![" --- "; result.columns.len()].join("|")
+    );
+    for row in &result.rows {
+        out.push_str(&format!(
+            "| {} |\n",
+            row.iter()
+                .map(|c| c.as_deref().map_or("NULL".to_owned(), cell))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+    }
+    out
 }

@@ -144,3 +144,138 @@ fn an_agent_session_over_stdio() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn waits_wake_on_changes_from_other_processes_and_resources_read_back() {
+    let home = Home::with_config(CONFIG);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", home.path())
+            .env("MESS_AGENT_ID", "claude-agent");
+        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let call = |name: &'static str, a: serde_json::Value| {
+            let client = &client;
+            async move {
+                client
+                    .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
+                    .await
+                    .unwrap()
+            }
+        };
+        let r = call(
+            "mess_observe",
+            serde_json::json!({"intent": "photo of the porch"}),
+        )
+        .await;
+        let thread = r.structured_content.unwrap()["MESS"][0]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+        let r = call(
+            "mess_wait",
+            serde_json::json!({"re": thread, "timeout_s": 1}),
+        )
+        .await;
+        assert_eq!(
+            r.structured_content.as_ref().unwrap()["timed_out"],
+            true,
+            "{}",
+            text(&r)
+        );
+
+        // Another process claims while the wait runs: the wait returns at once.
+        let claimer = {
+            let path = home.path().to_owned();
+            let thread = thread.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                let out = std::process::Command::new(env!("CARGO_BIN_EXE_mess"))
+                    .args(["claim", &thread, "--as", "teague-phone"])
+                    .env("MESS_HOME", path)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            })
+        };
+        let started = std::time::Instant::now();
+        let r = call(
+            "mess_wait",
+            serde_json::json!({"ref": thread, "timeout_s": 20}),
+        )
+        .await;
+        claimer.join().unwrap();
+        let s = r.structured_content.clone().unwrap();
+        assert_eq!(s["timed_out"], false, "{}", text(&r));
+        assert_eq!(s["updated"][0]["status"], "claimed");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+        let listed = client.list_all_resources().await.unwrap();
+        let uris: Vec<&str> = listed.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["mess://pending", "mess://history", "mess://help"]);
+        let templates = client.list_all_resource_templates().await.unwrap();
+        assert_eq!(templates.len(), 2);
+        let read = |uri: String| {
+            let client = &client;
+            async move {
+                let r = client
+                    .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+                    .await
+                    .unwrap();
+                match &r.contents[0] {
+                    rmcp::model::ResourceContents::TextResourceContents { text, .. } => {
+                        text.clone()
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        assert!(read("mess://pending".into()).await.contains(&thread));
+        assert!(
+            read(format!("thread://{thread}"))
+                .await
+                .contains("code: claimed")
+        );
+        assert!(
+            read(format!("mess://request/{thread}"))
+                .await
+                .contains("status: claimed")
+        );
+        assert!(read("mess://help".into()).await.starts_with("# MESS"));
+        assert!(
+            client
+                .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                    "mess://nothing"
+                ))
+                .await
+                .is_err()
+        );
+
+        let r = call("mess_fetch", serde_json::json!({"uri": "mess://history"})).await;
+        assert!(text(&r).contains(&thread), "{}", text(&r));
+        let r = call(
+            "mess_query",
+            serde_json::json!({"sql": "SELECT ref, status FROM threads", "limit": 5}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        assert!(text(&r).starts_with("| ref | status |"), "{}", text(&r));
+        assert_eq!(
+            r.structured_content.as_ref().unwrap()["rows"][0]["status"],
+            "claimed"
+        );
+        let r = call(
+            "mess_query",
+            serde_json::json!({"sql": "DROP VIEW threads"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        client.cancel().await.unwrap();
+    });
+}

@@ -1,0 +1,123 @@
+//! Changes written by other processes: the file system reports thread files renamed or written
+//! into the `state=` folders (inotify on Linux; nothing polls), and the exchange announces them
+//! on the same change bus as its own writes, each change once.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use notify::{EventKind, RecursiveMode, Watcher as _};
+
+use crate::exchange::{Error, Exchange, ThreadChange};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::status::State;
+use crate::protocol::time::Timestamp;
+use crate::store::layout::ref_of_file;
+
+/// The last version announced per thread (its `updated` and the length of its history, as two
+/// changes may fall in one millisecond), so that a change seen both in-process and through the
+/// file system is announced once.
+#[derive(Debug, Default)]
+pub(crate) struct Announced {
+    last: Mutex<HashMap<ThreadRef, (Timestamp, usize)>>,
+}
+
+/// Threads remembered before the memory starts over (a forgotten thread is at worst announced
+/// twice).
+const REMEMBERED: usize = 100_000;
+
+impl Announced {
+    /// Records the version of `envelope`; false when that change was announced already.
+    pub(crate) fn first(&self, envelope: &Envelope) -> bool {
+        let thread = &envelope.thread_ref;
+        let version = (envelope.updated, envelope.history.len());
+        let mut last = match self.last.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if last.get(thread).is_some_and(|v| *v >= version) {
+            return false;
+        }
+        if last.len() >= REMEMBERED {
+            last.clear();
+        }
+        last.insert(thread.clone(), version);
+        true
+    }
+}
+
+/// A running watch of the home; it stops when dropped.
+pub struct HomeWatch {
+    _watcher: notify::RecommendedWatcher,
+}
+
+impl std::fmt::Debug for HomeWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HomeWatch")
+    }
+}
+
+impl Exchange {
+    /// Starts announcing the thread changes other processes write (another `mess` command, a
+    /// server, a tool writing files), for as long as the returned watch lives.
+    pub fn watch_home(&self) -> Result<HomeWatch, Error> {
+        self.store().init()?;
+        let ex = self.clone();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                let Ok(event) = event else { return };
+                if !matches!(
+                    event.kind,
+                    EventKind::Create(_) | EventKind::Modify(_) | EventKind::Any
+                ) {
+                    return;
+                }
+                for path in &event.paths {
+                    ex.announce_file(path);
+                }
+            })
+            .map_err(|e| watch_error(&e))?;
+        for state in State::ALL {
+            watcher
+                .watch(
+                    &self.store().layout().state_dir(state),
+                    RecursiveMode::NonRecursive,
+                )
+                .map_err(|e| watch_error(&e))?;
+        }
+        Ok(HomeWatch { _watcher: watcher })
+    }
+
+    /// Announces the thread of `path` if it is a thread file with a change not yet announced.
+    fn announce_file(&self, path: &Path) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return;
+        };
+        // Temp files of interrupted or ongoing writes are hidden; only finished files count.
+        if name.starts_with('.') {
+            return;
+        }
+        let Some(thread) = ref_of_file(name) else {
+            return;
+        };
+        let Ok((envelope, _)) = self.store().envelope(&thread) else {
+            return;
+        };
+        if self.announced.first(&envelope) {
+            let _ = self.changes.send(ThreadChange {
+                thread,
+                status: envelope.status,
+                updated: envelope.updated,
+                envelope: Arc::new(envelope),
+            });
+        }
+    }
+}
+
+fn watch_error(e: &notify::Error) -> Error {
+    Error::Store(crate::store::error::StoreError::Io {
+        path: std::path::PathBuf::from("state=*"),
+        source: std::io::Error::other(format!("watching the home: {e}")),
+    })
+}
