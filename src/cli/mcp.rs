@@ -26,7 +26,14 @@ pub(crate) fn run(cx: &Context, _args: McpArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::new(format!("cannot start the MCP runtime: {e}")))?;
-    let server = MessMcp::new(Arc::new(cx.exchange.clone()), who);
+    let mut server = MessMcp::new(Arc::new(cx.exchange.clone()), who);
+    if let Some(ms) = std::env::var("MESS_MCP_HEARTBEAT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+    {
+        server = server.with_heartbeat(std::time::Duration::from_millis(ms));
+    }
     // Executors answer through other processes; the file system tells this one.
     let _watch = match cx.exchange.watch_home() {
         Ok(w) => Some(w),

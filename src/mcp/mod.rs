@@ -28,6 +28,8 @@ use crate::protocol::value::Value;
 pub struct MessMcp {
     exchange: Arc<Exchange>,
     who: String,
+    /// How often `mess_wait` tells the client it is still waiting.
+    heartbeat: std::time::Duration,
     tool_router: ToolRouter<MessMcp>,
 }
 
@@ -37,8 +39,16 @@ impl MessMcp {
         MessMcp {
             exchange,
             who: who.into(),
+            // Well inside the 60 s many clients allow a call before giving up on it.
+            heartbeat: std::time::Duration::from_secs(15),
             tool_router: MessMcp::tool_router(),
         }
+    }
+
+    /// The same server with another heartbeat interval for `mess_wait` (tests shorten it).
+    pub fn with_heartbeat(mut self, every: std::time::Duration) -> MessMcp {
+        self.heartbeat = every;
+        self
     }
 
     /// Runs exchange work off the async workers and turns its outcome into a tool result.

@@ -445,7 +445,7 @@ impl MessMcp {
         let limit = std::time::Duration::from_secs(u64::from(a.timeout_s.clamp(1, 50)));
         let started = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + limit;
-        let mut heartbeat = tokio::time::interval(heartbeat_interval());
+        let mut heartbeat = tokio::time::interval(self.heartbeat);
         heartbeat.tick().await;
         let token = ctx.meta.get_progress_token();
         let mut beats = 0u32;
@@ -511,18 +511,6 @@ impl MessMcp {
         answer.content = vec![ContentBlock::text(text)];
         Ok(answer)
     }
-}
-
-/// How often `mess_wait` tells the client it is still waiting (`MESS_MCP_HEARTBEAT_MS`, for
-/// tests; 15 s otherwise, well inside the 60 s clients commonly allow a call).
-fn heartbeat_interval() -> std::time::Duration {
-    std::env::var("MESS_MCP_HEARTBEAT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(
-            std::time::Duration::from_secs(15),
-            std::time::Duration::from_millis,
-        )
 }
 
 /// A query result as a markdown table (pipes and line breaks in cells escaped).
