@@ -56,9 +56,14 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             ));
         }
         output::line(&format!("listening on http://{local}"));
-        let app = crate::http::app(exchange);
+        let stop = tokio_util::sync::CancellationToken::new();
+        let app = crate::http::app(exchange, stop.clone());
         axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown())
+            .with_graceful_shutdown(async move {
+                shutdown().await;
+                // Open MCP streams end, so the server can finish.
+                stop.cancel();
+            })
             .await
             .map_err(|e| CliError::new(format!("the server stopped: {e}")))
     })

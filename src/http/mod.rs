@@ -8,6 +8,7 @@ pub mod directory;
 pub mod error;
 pub mod events;
 pub mod link;
+pub mod mcp;
 pub mod query;
 pub mod threads;
 
@@ -24,6 +25,8 @@ use crate::http::error::ApiError;
 pub struct AppState {
     /// The exchange behind the API.
     pub exchange: Arc<Exchange>,
+    /// The MCP services behind `/mcp`.
+    pub mcp: Arc<mcp::McpServices>,
 }
 
 impl AppState {
@@ -38,9 +41,13 @@ impl AppState {
     }
 }
 
-/// The API router over `exchange`.
-pub fn app(exchange: Arc<Exchange>) -> Router {
-    let state = AppState { exchange };
+/// The API router over `exchange`; long-lived streams (MCP sessions) end when `stop` is
+/// cancelled.
+pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -> Router {
+    let state = AppState {
+        mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop)),
+        exchange,
+    };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/mess", post(threads::submit))
@@ -48,6 +55,7 @@ pub fn app(exchange: Arc<Exchange>) -> Router {
         .route("/threads/{ref}", get(threads::one))
         .route("/thread/{ref}", get(link::read).post(link::post))
         .route("/events", get(events::events))
+        .route("/mcp", axum::routing::any(mcp::mcp))
         .route("/query", get(query::get).post(query::post))
         .route("/executors", get(directory::executors))
         .route("/capabilities", get(directory::capabilities))

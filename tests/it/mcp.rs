@@ -279,3 +279,63 @@ fn waits_wake_on_changes_from_other_processes_and_resources_read_back() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let home = Home::with_config(CONFIG);
+    let agent = home
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let other = home
+        .ok(&["token", "agent", "other-agent"])
+        .trim()
+        .to_owned();
+    let server = crate::support::server::Server::start(&home);
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let connect = |key: String| {
+            let url = url.clone();
+            async move {
+                ().serve(StreamableHttpClientTransport::from_config(
+                    StreamableHttpClientTransportConfig::with_uri(url).auth_header(key),
+                ))
+                .await
+            }
+        };
+        let client = connect(agent.clone()).await.unwrap();
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("mess_observe")
+                    .with_arguments(args(serde_json::json!({"intent": "is the oven off?"}))),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let thread = r.structured_content.unwrap()["MESS"][0]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // Written through /mcp, visible on the REST routes as the same principal.
+        let (status, body) = server.get(&format!("/threads/{thread}"), &agent);
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("\"requestor\":\"claude-agent\""), "{body}");
+        // Another key is another principal: the thread is not theirs to see.
+        let intruder = connect(other).await.unwrap();
+        let r = intruder
+            .call_tool(
+                CallToolRequestParams::new("mess_status")
+                    .with_arguments(args(serde_json::json!({"re": thread}))),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        intruder.cancel().await.unwrap();
+        client.cancel().await.unwrap();
+        // No key, no session.
+        assert!(connect("mess_nope".into()).await.is_err());
+    });
+}

@@ -1,0 +1,71 @@
+//! `/mcp`: the MCP tools over streamable HTTP, as the principal of the caller's API key. Each
+//! principal gets its own MCP service (and so its own sessions): a session opened with one key
+//! cannot be used with another.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::exchange::Exchange;
+use crate::http::AppState;
+use crate::http::auth::Caller;
+use crate::mcp::MessMcp;
+
+type Service = StreamableHttpService<MessMcp, LocalSessionManager>;
+
+/// The MCP services of the principals that used `/mcp`.
+pub struct McpServices {
+    exchange: Arc<Exchange>,
+    stop: CancellationToken,
+    by_principal: Mutex<HashMap<String, Service>>,
+}
+
+impl McpServices {
+    /// Services over `exchange`; their streams end when `stop` is cancelled.
+    pub fn new(exchange: Arc<Exchange>, stop: CancellationToken) -> McpServices {
+        McpServices {
+            exchange,
+            stop,
+            by_principal: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn for_principal(&self, who: &str) -> Service {
+        let mut map = match self.by_principal.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.entry(who.to_owned())
+            .or_insert_with(|| {
+                let ex = self.exchange.clone();
+                let who = who.to_owned();
+                StreamableHttpService::new(
+                    move || Ok(MessMcp::new(ex.clone(), who.clone())),
+                    LocalSessionManager::default().into(),
+                    // Every request carries a key, which a page that rebinds DNS to this server
+                    // cannot have, so the Host check that guards unauthenticated local servers
+                    // would only stop legitimate names.
+                    StreamableHttpServerConfig::default()
+                        .disable_allowed_hosts()
+                        .with_cancellation_token(self.stop.child_token()),
+                )
+            })
+            .clone()
+    }
+}
+
+/// Any method on `/mcp`: handed to the caller's MCP service.
+pub async fn mcp(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    request: Request,
+) -> Response {
+    let service = state.mcp.for_principal(&caller.id);
+    service.handle(request).await.map(Body::new)
+}
