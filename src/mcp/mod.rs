@@ -5,6 +5,7 @@
 
 pub mod args;
 mod resources;
+mod subscribe;
 mod tools;
 
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, ContentBlock, ListResourceTemplatesResult, ListResourcesResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate,
+    Resource, ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -27,6 +29,9 @@ use crate::protocol::value::Value;
 #[derive(Clone)]
 pub struct MessMcp {
     exchange: Arc<Exchange>,
+    /// Legacy resource subscriptions of this session, by URI.
+    subscriptions:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
     who: String,
     /// How often `mess_wait` tells the client it is still waiting.
     heartbeat: std::time::Duration,
@@ -38,6 +43,7 @@ impl MessMcp {
     pub fn new(exchange: Arc<Exchange>, who: impl Into<String>) -> MessMcp {
         MessMcp {
             exchange,
+            subscriptions: Arc::default(),
             who: who.into(),
             // Well inside the 60 s many clients allow a call before giving up on it.
             heartbeat: std::time::Duration::from_secs(15),
@@ -98,6 +104,7 @@ impl rmcp::ServerHandler for MessMcp {
             rmcp::model::ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
         .with_server_info(rmcp::model::Implementation::new(
@@ -169,6 +176,90 @@ impl rmcp::ServerHandler for MessMcp {
                 Err(McpError::resource_not_found(e.to_string(), None))
             }
             Err(e) => Err(McpError::invalid_params(e.to_string(), None)),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let mut changes = self.exchange.subscribe();
+        let who = self.who.clone();
+        let uri = request.uri.clone();
+        let peer = context.peer.clone();
+        let forward = tokio::spawn(async move {
+            loop {
+                match changes.recv().await {
+                    Ok(change) if subscribe::concerns(&uri, &change, &who) => {
+                        let update = ResourceUpdatedNotificationParam::new(uri.clone());
+                        if peer.notify_resource_updated(update).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+        let mut subs = match self.subscriptions.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(old) = subs.insert(request.uri, forward.abort_handle()) {
+            old.abort();
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let mut subs = match self.subscriptions.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(task) = subs.remove(&request.uri) {
+            task.abort();
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.exchange.subscribe();
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(change) => {
+                        for uri in uris.iter().filter(|u| subscribe::concerns(u, &change, &self.who)) {
+                            if context.sink().notify_resource_updated(uri.clone()).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
         }
     }
 }

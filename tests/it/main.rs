@@ -9,6 +9,7 @@ mod crash;
 mod duckdb_cli;
 mod http;
 mod mcp;
+mod mcp_python;
 mod notebooks;
 mod query;
 mod support;
