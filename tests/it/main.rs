@@ -8,6 +8,7 @@ mod concurrency;
 mod crash;
 mod duckdb_cli;
 mod http;
+mod inspector;
 mod mcp;
 mod mcp_python;
 mod notebooks;
