@@ -4,6 +4,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::cli::{CliError, Context, output};
+use crate::exchange::dispatch;
+
+/// How often the dispatcher looks again at every pending thread nobody could take yet
+/// (`MESS_DISPATCH_RETRY_MS` overrides it).
+const DISPATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
+
+fn dispatch_retry() -> std::time::Duration {
+    std::env::var("MESS_DISPATCH_RETRY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(DISPATCH_RETRY, std::time::Duration::from_millis)
+}
 
 /// Arguments of `mess serve`.
 #[derive(Debug, clap::Args)]
@@ -27,7 +40,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::new(format!("cannot start the server runtime: {e}")))?;
-    let exchange = Arc::new(cx.exchange.clone());
+    let exchange = Arc::new(cx.exchange.clone().with_background_routing());
     // Changes written by other processes (the CLI, tools) reach /events and waits too.
     let _watch = match cx.exchange.watch_home() {
         Ok(w) => Some(w),
@@ -57,6 +70,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         }
         output::line(&format!("listening on http://{local}"));
         let stop = tokio_util::sync::CancellationToken::new();
+        let dispatcher = dispatch::run((*exchange).clone(), stop.clone(), dispatch_retry());
         let app = crate::http::app(exchange, stop.clone());
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -65,7 +79,10 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
                 stop.cancel();
             })
             .await
-            .map_err(|e| CliError::new(format!("the server stopped: {e}")))
+            .map_err(|e| CliError::new(format!("the server stopped: {e}")))?;
+        // A pass in flight finishes its writes before the process exits.
+        let _ = dispatcher.await;
+        Ok(())
     })
 }
 

@@ -59,6 +59,10 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/210_executor_availability_at.sql"),
     ),
     (
+        "macros/215_route_batch.sql",
+        include_str!("../../macros/215_route_batch.sql"),
+    ),
+    (
         "macros/220_route_for.sql",
         include_str!("../../macros/220_route_for.sql"),
     ),

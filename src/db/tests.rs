@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tempfile::TempDir;
 
-use crate::db::Db;
+use crate::db::{Db, RouteWanted};
 use crate::protocol::time;
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -354,6 +354,53 @@ fn match_capabilities_is_all_of_and_tolerates_metadata() {
         );
         assert_eq!(got, [ok.to_string()], "{required} in {offered}");
     }
+}
+
+#[test]
+fn route_batch_routes_each_request_as_route_for_does_alone() {
+    let (_d, db) = fixture();
+    let noon = time::parse_timestamp("2026-01-31T12:00:00Z").unwrap();
+    let cases: [(&[&str], Option<&str>, Option<&str>); 7] = [
+        (&["vacuum-floor"], None, None),
+        (&["take-photo"], None, Some("now")),
+        (&["precision-knife-work"], Some("exact"), None),
+        (&["flight"], None, None),
+        (&[], None, None),
+        (&["night-watch"], None, None),
+        (&["vacuum-floor", "home-kitchen-access"], None, None),
+    ];
+    let wanted: Vec<RouteWanted> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (req, prec, urg))| RouteWanted {
+            thread: format!("t{i}"),
+            requires: req.iter().map(|s| s.to_string()).collect(),
+            precision: prec.map(str::to_owned),
+            urgency: urg.map(str::to_owned),
+        })
+        .collect();
+    let batch = db.route_batch(&wanted, &noon).unwrap();
+    assert_eq!(batch.len(), cases.len());
+    for ((req, prec, urg), got) in cases.iter().zip(&batch) {
+        let quote = |o: &Option<&str>| o.map_or("NULL".to_owned(), |v| format!("'{v}'"));
+        let alone = flat(
+            &db,
+            &format!(
+                "SELECT executor, reason FROM route_for({:?}::VARCHAR[], {}, {}, '2026-01-31T12:00:00Z'::TIMESTAMPTZ)",
+                req.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                quote(prec),
+                quote(urg)
+            )
+            .replace('"', "'"),
+        );
+        let got: Vec<String> = got
+            .iter()
+            .map(|r| format!("{}|{}", r.executor, r.reason))
+            .collect();
+        assert_eq!(got, alone, "{req:?}");
+    }
+    assert!(batch[3].is_empty() && !batch[0].is_empty());
+    assert!(db.route_batch(&[], &noon).unwrap().is_empty());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! What the exchange does on its own: expiring overdue pending threads, failing or dispatching
 //! the dependents of a thread that reached a final status, and recording dispatch decisions.
 
+use crate::db::Routed;
 use crate::exchange::directory::RouteInput;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, plan};
@@ -208,14 +209,19 @@ pub(crate) fn reconcile(
 
 /// Routes a pending thread with the SQL macro `route_for` (the body of `route_request`) and
 /// records the decision as a `dispatched` history entry; returns false (and records nothing)
-/// when no executor is eligible or the read model cannot answer. Routing never blocks a
-/// request: a broken config.yaml shows in `mess status` and `mess fsck` warnings instead.
+/// when no executor is eligible, the read model cannot answer, or the exchange routes in the
+/// background (the dispatcher then routes the thread soon after it is written). Routing never
+/// blocks a request: a broken config.yaml shows in `mess status` and `mess fsck` warnings
+/// instead.
 pub(crate) fn record_dispatch(
     ex: &Exchange,
     env: &mut Envelope,
     input: &RouteInput,
     now: Timestamp,
 ) -> bool {
+    if ex.settings().route_in_background {
+        return false;
+    }
     let routed = match ex.db().and_then(|db| {
         db.route(
             &input.requires,
@@ -231,6 +237,11 @@ pub(crate) fn record_dispatch(
             return false;
         }
     };
+    record_routed(env, &routed, now)
+}
+
+/// Records a routing decision as a `dispatched` history entry; false when nobody was chosen.
+pub(crate) fn record_routed(env: &mut Envelope, routed: &[Routed], now: Timestamp) -> bool {
     if routed.is_empty() {
         return false;
     }

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod clock;
 pub mod demo;
 pub mod directory;
+pub mod dispatch;
 pub mod error;
 mod lifecycle;
 mod plan;
@@ -51,6 +52,10 @@ pub struct Settings {
     pub max_message_bytes: usize,
     /// The key that signs presigned links (`MESS_SECRET`); `None` uses the home's generated one.
     pub link_secret: Option<Secret>,
+    /// Whether new requests are routed by a background dispatcher ([`dispatch`]) instead of
+    /// before their create is acknowledged (a server turns this on; one-shot commands route
+    /// at once, as nobody else would).
+    pub route_in_background: bool,
 }
 
 impl Settings {
@@ -59,6 +64,7 @@ impl Settings {
         Settings {
             max_message_bytes: 16 * 1024 * 1024,
             link_secret: None,
+            route_in_background: false,
         }
     }
 
@@ -128,6 +134,17 @@ pub struct ThreadChange {
     pub envelope: Arc<Envelope>,
 }
 
+impl ThreadChange {
+    /// Whether the change only recorded the exchange's routing decision (status and messages
+    /// as before): the requestor has nothing new to read.
+    pub fn is_routing(&self) -> bool {
+        self.envelope
+            .history
+            .last()
+            .is_some_and(|h| h.action == "dispatched")
+    }
+}
+
 /// Changes a slow listener may fall behind by before it is told it missed some.
 const CHANGE_BACKLOG: usize = 4096;
 
@@ -175,6 +192,13 @@ impl Exchange {
         }
         let db = Db::open(self.store.layout().root()).map_err(|e| e.to_string())?;
         Ok(self.db.get_or_init(|| db))
+    }
+
+    /// This exchange with routing left to a background dispatcher ([`dispatch::run`]), for
+    /// a server: creates are acknowledged once durable, without waiting for routing.
+    pub fn with_background_routing(mut self) -> Exchange {
+        self.settings.route_in_background = true;
+        self
     }
 
     /// The settings this exchange runs with.

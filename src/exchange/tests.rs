@@ -8,6 +8,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use tempfile::TempDir;
 
 use crate::exchange::clock::FixedClock;
+use crate::exchange::dispatch::{Pass, Scope};
 use crate::exchange::error::{Error, ErrorKind};
 use crate::exchange::view::ThreadView;
 use crate::exchange::{Exchange, Sender, Settings};
@@ -51,16 +52,16 @@ fn at(s: &str) -> DateTime<Utc> {
 }
 
 fn fixture(config: &str) -> Fixture {
+    fixture_with(config, Settings::defaults())
+}
+
+fn fixture_with(config: &str, settings: Settings) -> Fixture {
     let dir = TempDir::new().unwrap();
     if !config.is_empty() {
         std::fs::write(dir.path().join("config.yaml"), config).unwrap();
     }
     let clock = Arc::new(FixedClock::new(at("2026-01-31T17:00:00-08:00")));
-    let ex = Exchange::new(
-        FileStore::open(dir.path()),
-        Settings::defaults(),
-        clock.clone(),
-    );
+    let ex = Exchange::new(FileStore::open(dir.path()), settings, clock.clone());
     Fixture { dir, ex, clock }
 }
 
@@ -1500,4 +1501,135 @@ fn every_committed_change_is_announced_after_it_is_written() {
     // A refused message writes nothing and announces nothing.
     f.status("roomba-kitchen", &r, "code: pending").unwrap_err();
     assert!(changes.try_recv().is_err());
+}
+
+fn background() -> Settings {
+    Settings {
+        route_in_background: true,
+        ..Settings::defaults()
+    }
+}
+
+fn dispatched_note(f: &Fixture, r: &str) -> Option<String> {
+    f.env(r)
+        .history
+        .iter()
+        .find(|h| h.action == "dispatched")
+        .and_then(|h| h.note.clone())
+}
+
+fn refs(v: &[ThreadRef]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn background_routing_acks_first_then_one_pass_routes_like_the_synchronous_path() {
+    let now = fixture(EXECUTORS);
+    let later = fixture_with(EXECUTORS, background());
+    let bodies = [
+        "intent: vacuum\nrequires: [vacuum-floor]",
+        "intent: photo\nrequires: [take-photo]",
+        "intent: dice\nrequires: [precision-knife-work]",
+        "intent: anything",
+        "intent: hurry\nrequires: [take-photo]\nconstraints:\n  timing:\n    urgency: now",
+    ];
+    let mut deferred = Vec::new();
+    for body in bodies {
+        let sync = now.request("claude-agent", body);
+        let r = later.request("claude-agent", body);
+        assert_eq!(
+            dispatched_note(&later, &r),
+            None,
+            "acknowledged before routing"
+        );
+        deferred.push((dispatched_note(&now, &sync).unwrap(), r));
+    }
+    let pass = later.ex.dispatch_waiting(Scope::All).unwrap();
+    assert_eq!(pass.routed.len(), bodies.len());
+    assert!(pass.waiting.is_empty());
+    for (expected, r) in &deferred {
+        assert_eq!(dispatched_note(&later, r).as_ref(), Some(expected), "{r}");
+    }
+    let again = later.ex.dispatch_waiting(Scope::All).unwrap();
+    assert_eq!(
+        again,
+        Pass::default(),
+        "a routed thread is not routed twice"
+    );
+}
+
+#[test]
+fn the_dispatcher_skips_claimed_threads_and_retries_unroutable_ones() {
+    let f = fixture_with(EXECUTORS, background());
+    let taken = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
+    let nobody = f.request("claude-agent", "intent: fly\nrequires: [flight]");
+    f.status("teague-phone", &taken, "code: claimed").unwrap();
+    let pass =
+        f.ex.dispatch_waiting(Scope::Threads(vec![
+            ThreadRef::parse(&taken).unwrap(),
+            ThreadRef::parse(&nobody).unwrap(),
+        ]))
+        .unwrap();
+    assert!(pass.routed.is_empty(), "{pass:?}");
+    assert_eq!(refs(&pass.waiting), vec![nobody.clone()]);
+    assert_eq!(dispatched_note(&f, &taken), None, "claimed before routing");
+
+    // A pilot registers later: the next full pass routes the waiting thread.
+    f.ok(
+        "admin",
+        "MESS:\n  - config:\n      executor:\n        id: pilot\n        capabilities: [flight]\n",
+    );
+    let pass = f.ex.dispatch_waiting(Scope::All).unwrap();
+    assert_eq!(refs(&pass.routed), vec![nobody.clone()]);
+    assert_eq!(
+        dispatched_note(&f, &nobody).unwrap(),
+        "routed to pilot: holds flight"
+    );
+}
+
+#[test]
+fn the_dispatcher_routes_dependents_when_their_dependency_completes() {
+    let f = fixture_with(EXECUTORS, background());
+    let first = f.request(
+        "claude-agent",
+        "id: a\nintent: first\nrequires: [take-photo]",
+    );
+    let second = f.request(
+        "claude-agent",
+        "intent: second\nrequires: [vacuum-floor]\nconstraints:\n  depends_on: [a]",
+    );
+    let pass = f.ex.dispatch_waiting(Scope::All).unwrap();
+    assert_eq!(
+        refs(&pass.routed),
+        vec![first.clone()],
+        "the dependent waits"
+    );
+    f.status("teague-phone", &first, "code: claimed").unwrap();
+    f.status("teague-phone", &first, "code: completed").unwrap();
+    assert_eq!(dispatched_note(&f, &second), None, "left to the dispatcher");
+    let pass =
+        f.ex.dispatch_waiting(Scope::Threads(vec![ThreadRef::parse(&first).unwrap()]))
+            .unwrap();
+    assert_eq!(refs(&pass.routed), vec![second.clone()]);
+    assert!(
+        dispatched_note(&f, &second)
+            .unwrap()
+            .contains("roomba-kitchen")
+    );
+}
+
+#[test]
+fn the_dispatcher_leaves_overdue_threads_to_expiry() {
+    let f = fixture_with(EXECUTORS, background());
+    let r = f.request(
+        "claude-agent",
+        "intent: soon\nrequires: [take-photo]\nneeded_by: 2026-01-31T17:30:00-08:00",
+    );
+    f.clock.advance(TimeDelta::hours(1));
+    let pass = f.ex.dispatch_waiting(Scope::All).unwrap();
+    assert!(
+        pass.routed.is_empty() && pass.waiting.is_empty(),
+        "{pass:?}"
+    );
+    assert_eq!(dispatched_note(&f, &r), None);
 }

@@ -464,6 +464,8 @@ impl MessMcp {
                     }
                 }
                 change = changes.recv() => match change {
+                    // Routing decisions change nothing the agent reads.
+                    Ok(c) if c.is_routing() => {}
                     Ok(c) => {
                         let mine = match &target {
                             Some(t) => &c.thread == t,

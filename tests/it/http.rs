@@ -579,3 +579,56 @@ fn the_query_endpoint_answers_in_json_csv_and_arrow_and_refuses_the_rest() {
         "{message}"
     );
 }
+
+/// Polls the agent's view of thread `r` until `done` holds for its JSON (at most 10 s).
+fn eventually(server: &Server, agent: &str, r: &str, done: impl Fn(&str) -> bool) -> String {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, body) = server.get(&format!("/threads/{r}"), agent);
+        assert_eq!(status, 200, "{body}");
+        if done(&body) || std::time::Instant::now() > until {
+            return body;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_server_routes_requests_after_acknowledging_them_and_retries_waiting_ones() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let create = |requires: &str| {
+        let (status, body) = server.post_yaml(
+            &agent,
+            &format!(
+                "MESS:\n  - request:\n      intent: something\n      requires: [{requires}]\n"
+            ),
+        );
+        assert_eq!(status, 200, "{body}");
+        json(&body)["MESS"][0]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let routed = |body: &str| body.contains("\"dispatched\"");
+
+    let vacuum = create("vacuum-floor");
+    let body = eventually(&server, &agent, &vacuum, routed);
+    assert!(
+        body.contains("routed to roomba-kitchen: holds vacuum-floor"),
+        "{body}"
+    );
+
+    let flight = create("flight");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let (_, body) = server.get(&format!("/threads/{flight}"), &agent);
+    assert!(!routed(&body), "nobody can fly yet: {body}");
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!("{CONFIG}  pilot:\n    capabilities: [flight]\n"),
+    )
+    .unwrap();
+    let body = eventually(&server, &agent, &flight, routed);
+    assert!(body.contains("routed to pilot: holds flight"), "{body}");
+}

@@ -16,8 +16,14 @@ pub(crate) struct Server {
 impl Server {
     /// Starts the server on `home` and waits until it listens.
     pub(crate) fn start(home: &Home) -> Server {
+        Server::start_with(home, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub(crate) fn start_with(home: &Home, env: &[(&str, &str)]) -> Server {
         let mut child = home
             .command(&["serve", "--addr", "127.0.0.1:0"])
+            .envs(env.iter().copied())
             .env("MESS_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,0 +1,231 @@
+//! The background dispatcher of a server: routes pending threads that wait for executors
+//! (created while routing runs in the background, whose dependencies just completed, or that
+//! nobody could take when they came in) in batches, one `route_batch` statement per pass.
+//! Creates are acknowledged as soon as their file is durable; routing follows within one pass.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::RouteWanted;
+use crate::db::error::DbError;
+use crate::exchange::directory::RouteInput;
+use crate::exchange::error::Error;
+use crate::exchange::{Exchange, lifecycle, plan};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::Payload;
+use crate::protocol::status::{State, Status};
+use crate::protocol::time::Timestamp;
+use crate::store::Edit;
+use crate::store::error::StoreError;
+
+/// What one dispatch pass did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pass {
+    /// Threads routed (a `dispatched` entry was written).
+    pub routed: Vec<ThreadRef>,
+    /// Threads still waiting: no executor is eligible now (tried again on the next full pass).
+    pub waiting: Vec<ThreadRef>,
+}
+
+/// Which threads a pass looks at.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// Every pending thread (at start, after missed changes, and on the retry interval).
+    All,
+    /// These threads, and the dependents of those among them that completed.
+    Threads(Vec<ThreadRef>),
+}
+
+impl Exchange {
+    /// Routes the pending threads in `scope` that wait for executors, all in one statement, and
+    /// records each decision; threads claimed, canceled or routed meanwhile are left alone.
+    pub fn dispatch_waiting(&self, scope: Scope) -> Result<Pass, Error> {
+        let now = self.now();
+        let candidates: Vec<ThreadRef> = match scope {
+            Scope::All => {
+                let (pending, _) = self.store().list(&[State::Received], false);
+                pending
+                    .into_iter()
+                    .map(|(env, _, _)| env.thread_ref)
+                    .collect()
+            }
+            Scope::Threads(threads) => {
+                let mut all = threads.clone();
+                for thread in &threads {
+                    all.extend(self.store().dependents(thread)?);
+                }
+                all
+            }
+        };
+        let mut seen = HashSet::new();
+        let mut wanted = Vec::new();
+        for thread in candidates {
+            if seen.insert(thread.clone())
+                && let Some(w) = self.waiting_request(&thread, now)?
+            {
+                wanted.push(w);
+            }
+        }
+        let mut pass = Pass::default();
+        if wanted.is_empty() {
+            return Ok(pass);
+        }
+        let db = self
+            .db()
+            .map_err(|message| Error::Db(DbError::Failed { message }))?;
+        let decisions = db.route_batch(&wanted, &now)?;
+        for (w, routed) in wanted.iter().zip(decisions) {
+            let Ok(thread) = ThreadRef::parse(&w.thread) else {
+                continue;
+            };
+            if routed.is_empty() {
+                pass.waiting.push(thread);
+                continue;
+            }
+            let recorded = self.store().modify(&thread, |t| -> Result<_, Error> {
+                if !waits_for_routing(&t.envelope, now) {
+                    return Ok((None, false));
+                }
+                let mut envelope = t.envelope.clone();
+                lifecycle::record_routed(&mut envelope, &routed, now);
+                Ok((
+                    Some(Edit {
+                        envelope,
+                        append: Vec::new(),
+                    }),
+                    true,
+                ))
+            });
+            match recorded {
+                Ok(true) => pass.routed.push(thread),
+                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(pass)
+    }
+
+    /// The routing input of `thread` if it is pending, not yet routed, not overdue, and every
+    /// dependency has completed.
+    fn waiting_request(
+        &self,
+        thread: &ThreadRef,
+        now: Timestamp,
+    ) -> Result<Option<RouteWanted>, Error> {
+        let env = match self.store().envelope(thread) {
+            Ok((env, _)) => env,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if !waits_for_routing(&env, now) {
+            return Ok(None);
+        }
+        if !env.depends_on.is_empty()
+            && !plan::dependency_statuses(self, &env)?
+                .iter()
+                .all(|(_, s)| *s == Some(Status::Completed))
+        {
+            return Ok(None);
+        }
+        let file = match self.store().read(thread) {
+            Ok(f) => f,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let request = file
+            .messages()?
+            .into_iter()
+            .flat_map(|d| d.message.payloads)
+            .find_map(|p| match p {
+                Payload::Request(r) => Some(r),
+                _ => None,
+            });
+        let input = request.as_ref().map(RouteInput::of).unwrap_or(RouteInput {
+            requires: env.requires.clone(),
+            ..RouteInput::default()
+        });
+        Ok(Some(RouteWanted {
+            thread: thread.to_string(),
+            requires: input.requires,
+            precision: input.precision.map(|p| p.as_str().to_owned()),
+            urgency: input.urgency.map(|u| u.as_str().to_owned()),
+        }))
+    }
+}
+
+fn waits_for_routing(env: &Envelope, now: Timestamp) -> bool {
+    env.status == Status::Pending
+        && !env.dispatched()
+        && env.expires.or(env.needed_by).is_none_or(|t| t > now)
+}
+
+/// Runs the dispatcher until `stop`: a pass over every pending thread at start and every
+/// `retry`, and in between a pass over the threads each batch of changes names. Changes that
+/// arrive during a pass wait for the next one, so under load each pass routes many threads.
+pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut changes = ex.subscribe();
+        let mut full = true;
+        let mut named: BTreeSet<ThreadRef> = BTreeSet::new();
+        let mut next_full = tokio::time::Instant::now();
+        loop {
+            if full || !named.is_empty() {
+                let scope = if full {
+                    next_full = tokio::time::Instant::now() + retry;
+                    named.clear();
+                    Scope::All
+                } else {
+                    Scope::Threads(std::mem::take(&mut named).into_iter().collect())
+                };
+                full = false;
+                let worker = ex.clone();
+                match tokio::task::spawn_blocking(move || worker.dispatch_waiting(scope)).await {
+                    Ok(Ok(pass)) if !pass.routed.is_empty() => {
+                        tracing::debug!(
+                            routed = pass.routed.len(),
+                            waiting = pass.waiting.len(),
+                            "dispatch pass"
+                        );
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "dispatch pass failed; retrying later")
+                    }
+                    Err(e) => tracing::error!(error = %e, "dispatch pass panicked"),
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep_until(next_full) => full = true,
+                change = changes.recv() => match change {
+                    Ok(c) => {
+                        note(&mut named, &c.envelope);
+                        // Everything already queued joins this pass.
+                        loop {
+                            match changes.try_recv() {
+                                Ok(c) => note(&mut named, &c.envelope),
+                                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => full = true,
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => full = true,
+                    Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    })
+}
+
+/// Remembers the threads a change may make routable: a new or changed pending thread that is
+/// not routed yet, and a completed thread (whose dependents may now be ready).
+fn note(named: &mut BTreeSet<ThreadRef>, env: &Envelope) {
+    let waits = env.status == Status::Pending && !env.dispatched();
+    if waits || env.status == Status::Completed {
+        named.insert(env.thread_ref.clone());
+    }
+}
