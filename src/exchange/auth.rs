@@ -2,6 +2,7 @@
 //! compared in constant time) and presigned links for one executor on one thread.
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -12,7 +13,8 @@ use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Message, Payload, Re};
 use crate::protocol::status::Status;
-use crate::store::keys::KeyRecord;
+use crate::store::FileStore;
+use crate::store::keys::{KeyRecord, KeysStamp};
 
 /// What a principal is to the exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +56,35 @@ pub struct Principal {
     pub id: String,
     /// What it is.
     pub role: Role,
+}
+
+/// The key records as last read, with the stamp of the file they came from: a server checks
+/// keys on every request, and re-reading the file each time cost more than the request.
+#[derive(Debug, Default)]
+pub(crate) struct KeyCache {
+    last: Mutex<Option<(KeysStamp, Arc<Vec<KeyRecord>>)>>,
+}
+
+impl KeyCache {
+    /// The current records: the cached ones while the file's stamp is unchanged.
+    fn records(&self, store: &FileStore) -> Result<Arc<Vec<KeyRecord>>, Error> {
+        // Stamp first: a file replaced between the two reads is read again next time.
+        let Some(stamp) = store.keys_stamp()? else {
+            return Ok(Arc::new(Vec::new()));
+        };
+        let mut last = match self.last.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((seen, records)) = last.as_ref()
+            && *seen == stamp
+        {
+            return Ok(records.clone());
+        }
+        let records = Arc::new(store.key_records()?);
+        *last = Some((stamp, records.clone()));
+        Ok(records)
+    }
 }
 
 /// The prefix of every key, so that secret scanners and people recognise one.
@@ -98,7 +129,7 @@ impl Exchange {
     pub fn authenticate(&self, key: &str) -> Result<Option<Principal>, Error> {
         let presented = key_hash(key.trim());
         let mut found = None;
-        for record in self.store().key_records()? {
+        for record in self.keys.records(self.store())?.iter() {
             let same: bool = record.hash.as_bytes().ct_eq(presented.as_bytes()).into();
             if same && found.is_none() {
                 found = Role::parse(&record.role).map(|role| Principal {

@@ -119,6 +119,8 @@ pub struct Exchange {
     changes: broadcast::Sender<ThreadChange>,
     /// What was announced, so each change is announced once.
     announced: Arc<watch::Announced>,
+    /// API key records, re-read only when the keys file changes.
+    keys: Arc<auth::KeyCache>,
 }
 
 /// A thread this process changed: written and durable before it is announced.
@@ -174,6 +176,7 @@ impl Exchange {
             db: Arc::new(OnceLock::new()),
             changes,
             announced,
+            keys: Arc::new(auth::KeyCache::default()),
         }
     }
 

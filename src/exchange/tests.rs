@@ -1438,6 +1438,20 @@ fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
     );
     let e = f.ex.issue_key(Role::Agent, "../etc").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
+
+    // A key made elsewhere (another process: `mess token` beside a running server) works at
+    // once, though this exchange has the old records cached.
+    let elsewhere = Exchange::new(
+        FileStore::open(f.dir.path()),
+        Settings::defaults(),
+        f.clock.clone(),
+    );
+    let late = elsewhere.issue_key(Role::Executor, "teague-phone").unwrap();
+    assert_eq!(
+        f.ex.authenticate(&late).unwrap().map(|p| p.id),
+        Some("teague-phone".to_owned())
+    );
+    assert!(f.ex.authenticate(&agent).unwrap().is_some());
 }
 
 #[test]

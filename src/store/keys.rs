@@ -49,7 +49,32 @@ impl KeyRecord {
 /// Bytes of a generated link secret.
 const SECRET_BYTES: usize = 32;
 
+/// What identifies one version of the keys file: the exchange rewrites it by rename, so a new
+/// version always has a new inode (and a new change time).
+pub type KeysStamp = (u64, u64, i64, i64);
+
 impl FileStore {
+    /// The keys file's stamp (inode, size, mtime and ctime in nanoseconds); `None` when there
+    /// is no keys file.
+    pub fn keys_stamp(&self) -> Result<Option<KeysStamp>, StoreError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let path = self.layout().keys_file();
+        match std::fs::metadata(&path) {
+            Ok(m) => Ok(Some((
+                m.ino(),
+                m.size(),
+                m.mtime()
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(m.mtime_nsec()),
+                m.ctime()
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(m.ctime_nsec()),
+            ))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::io(&path, e)),
+        }
+    }
+
     /// Every stored key record (none when no key was ever made).
     pub fn key_records(&self) -> Result<Vec<KeyRecord>, StoreError> {
         let path = self.layout().keys_file();
