@@ -1,0 +1,455 @@
+//! Load benchmark: concurrent clients run full request lifecycles (request, claim, progress,
+//! complete with a response) against a real `mess serve` on a home with existing threads, over
+//! loopback HTTP with every write durable. Prints throughput, p50/p99 per step against the
+//! server's own `/healthz` round trip as the baseline, the server's peak memory, how soon the
+//! background dispatcher routes a burst of requests nobody claims at once (in the lifecycles
+//! the clients claim within milliseconds, before routing could matter), and `mess_status` over
+//! MCP stdio against the MCP `tools/list` round trip.
+//!
+//! Run with `cargo bench --bench load` (`-- --clients 16 --lifecycles 100 --threads 10000`).
+
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mess::protocol::ids::ThreadRef;
+use mess::store::FileStore;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+
+const MESS: &str = env!("CARGO_BIN_EXE_mess");
+/// No run goes on longer than this, whatever the counts.
+const TIME_LIMIT: Duration = Duration::from_secs(120);
+const STEPS: [&str; 4] = ["request", "claim", "progress", "complete"];
+
+struct Options {
+    clients: usize,
+    lifecycles: usize,
+    threads: usize,
+}
+
+fn option(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mess(home: &Path, args: &[&str]) -> String {
+    let out = Command::new(MESS)
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mess {args:?} failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let o = Options {
+        clients: option(&args, "--clients", 16),
+        lifecycles: option(&args, "--lifecycles", 100),
+        threads: option(&args, "--threads", 10_000),
+    };
+    let dir = tempfile::TempDir::new().unwrap();
+    let home = dir.path();
+    let t = Instant::now();
+    mess(home, &["demo", "seed", "--threads", &o.threads.to_string()]);
+    // One executor per client, each the only holder of its own capability, so every client's
+    // requests route to (and are claimed by) its own executor.
+    let mut config = std::fs::read_to_string(home.join("config.yaml")).unwrap();
+    let at = config.find("routing:").unwrap_or(config.len());
+    let mut bench = String::new();
+    for i in 0..o.clients {
+        bench.push_str(&format!(
+            "  bench-{i}:\n    capabilities: [bench-task-{i}]\n"
+        ));
+    }
+    config.insert_str(at, &bench);
+    std::fs::write(home.join("config.yaml"), config).unwrap();
+    let keys: Vec<(String, String)> = (0..o.clients)
+        .map(|i| {
+            (
+                mess(home, &["token", "agent", &format!("bench-agent-{i}")])
+                    .trim()
+                    .to_owned(),
+                mess(home, &["token", "executor", &format!("bench-{i}")])
+                    .trim()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    println!(
+        "mess load benchmark: {} clients x {} lifecycles against `mess serve` on a home of {} threads (seeded in {:.1} s); 2-core figures in the README",
+        o.clients,
+        o.lifecycles,
+        o.threads,
+        t.elapsed().as_secs_f64()
+    );
+
+    let (mut server, port) = serve(home);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let (healthz, lifecycles) = runtime.block_on(load(&base, &keys, o.lifecycles));
+    let burst = runtime.block_on(routing_burst(home, &base, &keys, 10));
+    let peak = peak_rss_kib(server.id());
+    terminate(&server);
+    let _ = server.wait();
+
+    let log = std::fs::read_to_string(home.join("serve.log")).unwrap_or_default();
+    for line in log
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .take(5)
+    {
+        println!("server: {line}");
+    }
+    report(&healthz, &lifecycles, peak);
+    println!("{burst}");
+    runtime.block_on(mcp_status(home, &lifecycles));
+}
+
+/// Starts `mess serve` on a free port; returns it once it listens.
+fn serve(home: &Path) -> (Child, u16) {
+    let log = std::fs::File::create(home.join("serve.log")).unwrap();
+    let mut child = Command::new(MESS)
+        .arg("--home")
+        .arg(home)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    (child, port)
+}
+
+/// Asks the server to stop the way an operator would (SIGTERM).
+fn terminate(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One finished lifecycle: its thread and each step's latency.
+struct Lifecycle {
+    thread: String,
+    steps: [Duration; 4],
+}
+
+struct Run {
+    done: Vec<Lifecycle>,
+    wall: Duration,
+}
+
+/// The baseline (every client does `GET /healthz` as often as it will do lifecycle steps),
+/// then the lifecycles.
+async fn load(base: &str, keys: &[(String, String)], lifecycles: usize) -> (Run, Run) {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(keys.len())
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + TIME_LIMIT;
+
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in keys {
+        let (client, url) = (client.clone(), format!("{base}/healthz"));
+        tasks.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            for _ in 0..lifecycles {
+                let mut steps = [Duration::ZERO; 4];
+                for step in &mut steps {
+                    let t = Instant::now();
+                    let r = client.get(&url).send().await.unwrap();
+                    assert!(r.status().is_success());
+                    r.bytes().await.unwrap();
+                    *step = t.elapsed();
+                }
+                done.push(Lifecycle {
+                    thread: String::new(),
+                    steps,
+                });
+                if Instant::now() > deadline {
+                    break;
+                }
+            }
+            done
+        }));
+    }
+    let mut baseline = Vec::new();
+    for t in tasks {
+        baseline.extend(t.await.unwrap());
+    }
+    let baseline = Run {
+        done: baseline,
+        wall: started.elapsed(),
+    };
+
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, (agent, executor)) in keys.iter().enumerate() {
+        let (client, url) = (client.clone(), format!("{base}/mess"));
+        let (agent, executor) = (agent.clone(), executor.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            for n in 0..lifecycles {
+                let mut steps = [Duration::ZERO; 4];
+                let t = Instant::now();
+                let ack = post(
+                    &client,
+                    &url,
+                    &agent,
+                    format!(
+                        "MESS:\n  - request:\n      intent: bench task {n} of client {i}\n      requires: [bench-task-{i}]\n      response_hint: [text]\n"
+                    ),
+                )
+                .await;
+                steps[0] = t.elapsed();
+                let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
+                let thread = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+                let bodies = [
+                    format!("MESS:\n  - status:\n      re: {thread}\n      code: claimed\n      estimate: PT5M\n"),
+                    format!("MESS:\n  - status:\n      re: {thread}\n      code: in_progress\n      progress: 50\n"),
+                    format!(
+                        "MESS:\n  - status:\n      re: {thread}\n      code: completed\n  - response:\n      re: {thread}\n      content:\n        - done, task {n} of client {i}\n"
+                    ),
+                ];
+                for (step, body) in steps[1..].iter_mut().zip(bodies) {
+                    let t = Instant::now();
+                    post(&client, &url, &executor, body).await;
+                    *step = t.elapsed();
+                }
+                done.push(Lifecycle { thread, steps });
+                if Instant::now() > deadline {
+                    break;
+                }
+            }
+            done
+        }));
+    }
+    let mut done = Vec::new();
+    for t in tasks {
+        done.extend(t.await.unwrap());
+    }
+    (
+        baseline,
+        Run {
+            done,
+            wall: started.elapsed(),
+        },
+    )
+}
+
+async fn post(client: &reqwest::Client, url: &str, key: &str, body: String) -> String {
+    let r = client
+        .post(url)
+        .bearer_auth(key)
+        .header("content-type", "application/yaml")
+        .header("accept", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert!(status.is_success(), "{status}: {text}");
+    text
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn report(baseline: &Run, run: &Run, peak_kib: u64) {
+    let per_step = |r: &Run, s: usize| {
+        let mut v: Vec<Duration> = r.done.iter().map(|l| l.steps[s]).collect();
+        v.sort();
+        v
+    };
+    let mut base: Vec<Duration> = (0..4).flat_map(|s| per_step(baseline, s)).collect();
+    base.sort();
+    let (b50, b99) = (percentile(&base, 0.5), percentile(&base, 0.99));
+    let messages = run.done.len() * 4;
+    let rate = messages as f64 / run.wall.as_secs_f64();
+    let base_rate = (baseline.done.len() * 4) as f64 / baseline.wall.as_secs_f64();
+    println!();
+    println!(
+        "baseline GET /healthz: {base_rate:.0} requests/s, p50 {}, p99 {}",
+        ms(b50),
+        ms(b99)
+    );
+    println!(
+        "lifecycles: {} ({messages} messages) in {:.2} s = {rate:.0} messages/s ({:.0} lifecycles/s), {:.2}x the /healthz rate",
+        run.done.len(),
+        run.wall.as_secs_f64(),
+        run.done.len() as f64 / run.wall.as_secs_f64(),
+        rate / base_rate
+    );
+    println!(
+        "{:<10} {:>10} {:>10} {:>10} {:>12}",
+        "step", "p50", "p99", "max", "p50/healthz"
+    );
+    let mut all = Vec::new();
+    for (s, name) in STEPS.iter().enumerate() {
+        let v = per_step(run, s);
+        println!(
+            "{name:<10} {:>10} {:>10} {:>10} {:>11.1}x",
+            ms(percentile(&v, 0.5)),
+            ms(percentile(&v, 0.99)),
+            ms(*v.last().unwrap_or(&Duration::ZERO)),
+            percentile(&v, 0.5).as_secs_f64() / b50.as_secs_f64().max(1e-9)
+        );
+        all.extend(v);
+    }
+    all.sort();
+    println!(
+        "{:<10} {:>10} {:>10} {:>10}",
+        "all steps",
+        ms(percentile(&all, 0.5)),
+        ms(percentile(&all, 0.99)),
+        ms(*all.last().unwrap_or(&Duration::ZERO))
+    );
+    println!(
+        "server peak memory (VmHWM): {:.0} MiB",
+        peak_kib as f64 / 1024.0
+    );
+}
+
+/// The background dispatcher under a burst: every client sends `per_client` requests that
+/// nobody claims; reports how long after its creation each got its `dispatched` entry (read
+/// from the thread files) once all have one.
+async fn routing_burst(
+    home: &Path,
+    base: &str,
+    keys: &[(String, String)],
+    per_client: usize,
+) -> String {
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, (agent, _)) in keys.iter().enumerate() {
+        let (client, url, agent) = (client.clone(), format!("{base}/mess"), agent.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut refs = Vec::new();
+            for n in 0..per_client {
+                let ack = post(
+                    &client,
+                    &url,
+                    &agent,
+                    format!("MESS:\n  - request:\n      intent: burst {n} of client {i}\n      requires: [bench-task-{i}]\n"),
+                )
+                .await;
+                let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
+                refs.push(v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned());
+            }
+            refs
+        }));
+    }
+    let mut refs = Vec::new();
+    for t in tasks {
+        refs.extend(t.await.unwrap());
+    }
+    let sent = started.elapsed();
+    let store = FileStore::open(home);
+    let until = Instant::now() + Duration::from_secs(30);
+    let lags = loop {
+        let lags: Vec<Option<Duration>> = refs
+            .iter()
+            .map(|r| {
+                let env = store.envelope(&ThreadRef::parse(r).unwrap()).unwrap().0;
+                let h = env.history.iter().find(|h| h.action == "dispatched")?;
+                Some((h.at - env.created).to_std().unwrap_or(Duration::ZERO))
+            })
+            .collect();
+        if lags.iter().all(Option::is_some) || Instant::now() > until {
+            break lags;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut routed: Vec<Duration> = lags.into_iter().flatten().collect();
+    routed.sort();
+    format!(
+        "background routing, a burst of {} requests sent in {:.2} s: {} routed, creation to `dispatched` p50 {}, p99 {}, max {}",
+        refs.len(),
+        sent.as_secs_f64(),
+        routed.len(),
+        ms(percentile(&routed, 0.5)),
+        ms(percentile(&routed, 0.99)),
+        ms(*routed.last().unwrap_or(&Duration::ZERO)),
+    )
+}
+
+/// `mess_status(ref)` over MCP stdio against `tools/list` (the protocol round trip).
+async fn mcp_status(home: &Path, run: &Run) {
+    const CALLS: usize = 300;
+    let mut cmd = tokio::process::Command::new(MESS);
+    cmd.arg("--home")
+        .arg(home)
+        .args(["--as", "bench-agent-0", "mcp"])
+        .env("MESS_LOG", "warn");
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    // Client 0's lifecycles come first, and their requests are bench-agent-0's.
+    let thread = run.done[0].thread.clone();
+    let mut list = Vec::new();
+    let mut status = Vec::new();
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        client.list_tools(None).await.unwrap();
+        list.push(t.elapsed());
+        let t = Instant::now();
+        let args = serde_json::json!({ "re": thread });
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("mess_status")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        status.push(t.elapsed());
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    }
+    list.sort();
+    status.sort();
+    println!(
+        "MCP stdio, {CALLS} calls: mess_status(ref) p50 {}, p99 {}; tools/list p50 {}, p99 {}; ratio {:.2}x",
+        ms(percentile(&status, 0.5)),
+        ms(percentile(&status, 0.99)),
+        ms(percentile(&list, 0.5)),
+        ms(percentile(&list, 0.99)),
+        percentile(&status, 0.5).as_secs_f64() / percentile(&list, 0.5).as_secs_f64().max(1e-9)
+    );
+    client.cancel().await.unwrap();
+}
