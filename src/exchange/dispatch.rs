@@ -6,7 +6,8 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::RouteWanted;
@@ -165,17 +166,20 @@ fn waits_for_routing(env: &Envelope, now: Timestamp) -> bool {
 
 /// Runs the dispatcher until `stop`: a pass over every pending thread at start and every
 /// `retry`, and in between a pass over the threads each batch of changes names. Changes that
-/// arrive during a pass wait for the next one, so under load each pass routes many threads.
+/// arrive during a pass wait for the next one, so under load each pass routes many threads;
+/// after each pass the dispatcher rests as long as the pass took, so routing never takes more
+/// than half of one core from the requests themselves.
 pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut changes = ex.subscribe();
         let mut full = true;
         let mut named: BTreeSet<ThreadRef> = BTreeSet::new();
-        let mut next_full = tokio::time::Instant::now();
+        let mut next_full = Instant::now();
+        let mut rested = Instant::now();
         loop {
-            if full || !named.is_empty() {
+            if full || (!named.is_empty() && Instant::now() >= rested) {
                 let scope = if full {
-                    next_full = tokio::time::Instant::now() + retry;
+                    next_full = Instant::now() + retry;
                     named.clear();
                     Scope::All
                 } else {
@@ -183,6 +187,7 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                 };
                 full = false;
                 let worker = ex.clone();
+                let started = Instant::now();
                 match tokio::task::spawn_blocking(move || worker.dispatch_waiting(scope)).await {
                     Ok(Ok(pass)) if !pass.routed.is_empty() => {
                         tracing::debug!(
@@ -197,10 +202,16 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                     }
                     Err(e) => tracing::error!(error = %e, "dispatch pass panicked"),
                 }
+                rested = Instant::now() + started.elapsed();
             }
+            let wake = if named.is_empty() {
+                next_full
+            } else {
+                rested.min(next_full)
+            };
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep_until(next_full) => full = true,
+                () = tokio::time::sleep_until(wake) => full = Instant::now() >= next_full,
                 change = changes.recv() => match change {
                     Ok(c) => {
                         note(&mut named, &c.envelope);
@@ -208,7 +219,7 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                         loop {
                             match changes.try_recv() {
                                 Ok(c) => note(&mut named, &c.envelope),
-                                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => full = true,
+                                Err(TryRecvError::Lagged(_)) => full = true,
                                 Err(_) => break,
                             }
                         }
