@@ -5,6 +5,7 @@
 
 pub mod args;
 mod resources;
+mod schemas;
 mod subscribe;
 mod tools;
 

@@ -16,7 +16,7 @@ use crate::mcp::args::{
     AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, FetchArgs, MessArgs, ObserveArgs, QueryArgs,
     ReplyArgs, RequestArgs, StatusArgs, WaitArgs, either,
 };
-use crate::mcp::resources;
+use crate::mcp::{resources, schemas};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::message::Message;
 use crate::protocol::status::{State, StatusDetails};
@@ -101,6 +101,7 @@ pub(crate) fn open_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
 impl MessMcp {
     #[tool(
         description = "Send a raw MESS message (YAML). Use it for several requests at once, dependencies (constraints.depends_on), attachments, or replies to suggestions. Returns the exchange's answer (an ack with the ref of each new request).",
+        output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
     async fn mess(&self, Parameters(a): Parameters<MessArgs>) -> Result<CallToolResult, McpError> {
@@ -114,6 +115,7 @@ impl MessMcp {
 
     #[tool(
         description = "Ask for an observation of the physical world (\"what's in the fridge?\"). Returns the request's ref at once; the answer comes later: use mess_wait, then mess_status.",
+        output_schema = schemas::message(),
         annotations(destructive_hint = false, open_world_hint = true)
     )]
     async fn mess_observe(
@@ -136,6 +138,7 @@ impl MessMcp {
 
     #[tool(
         description = "Ask for a physical action (\"vacuum the kitchen\"), optionally requiring capabilities and a confirmation before acting. Returns the request's ref at once; follow it with mess_wait and mess_status.",
+        output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
     async fn mess_do(&self, Parameters(a): Parameters<DoArgs>) -> Result<CallToolResult, McpError> {
@@ -155,6 +158,7 @@ impl MessMcp {
 
     #[tool(
         description = "Same as mess_observe and mess_do, with all their fields (for clients written against the older mess_request tool).",
+        output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
     async fn mess_request(
@@ -168,6 +172,7 @@ impl MessMcp {
 
     #[tool(
         description = "Where a request stands: its status, the executor, and when finished the executor's response content; on needs_input the questions, on needs_confirmation the action and consequences. Without re: all your open requests.",
+        output_schema = schemas::status(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn mess_status(
@@ -188,6 +193,7 @@ impl MessMcp {
 
     #[tool(
         description = "Answer an executor: `answers` for needs_input questions (by question id), `confirm` yes/no for needs_confirmation, `accept` yes/no for a suggestion. The status does not change; the executor sees the reply.",
+        output_schema = schemas::message(),
         annotations(destructive_hint = false, open_world_hint = true)
     )]
     async fn mess_reply(
@@ -226,6 +232,7 @@ impl MessMcp {
 
     #[tool(
         description = "Answer the open question of a needs_input request with one text (for clients written against the older mess_answer tool; with several questions open, use mess_reply).",
+        output_schema = schemas::message(),
         annotations(destructive_hint = false, open_world_hint = true)
     )]
     async fn mess_answer(
@@ -276,6 +283,7 @@ impl MessMcp {
 
     #[tool(
         description = "Cancel a request that is no longer needed (only its requestor can).",
+        output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
     async fn mess_cancel(
@@ -296,6 +304,7 @@ impl MessMcp {
 
     #[tool(
         description = "The capabilities executors offer (with descriptions and tags from the catalog, and who holds each), to choose `requires` for mess_do.",
+        output_schema = schemas::capabilities(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn mess_capabilities(
@@ -320,6 +329,7 @@ impl MessMcp {
 
     #[tool(
         description = "Read-only SQL over all requests and executors (DuckDB). Views: threads, messages, thread_history, executors, capabilities, pending_by_capability, executor_availability, executor_stats; macros: route_request(ref), match_capabilities(required, offered). Returns at most `limit` rows and says when it cut (`truncated`).",
+        output_schema = schemas::query(),
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -412,6 +422,7 @@ impl MessMcp {
 
     #[tool(
         description = "Wait until a request changes (or, without re, any of yours), at most timeout_s seconds (default and most 50). Returns {updated: [{ref, status, updated}], waited_s, timed_out}; on timed_out just call it again. Then read the result with mess_status.",
+        output_schema = schemas::wait(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn mess_wait(

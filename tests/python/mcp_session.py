@@ -54,10 +54,16 @@ def check(condition: bool, what: str) -> None:
 
 
 async def session(client: Client, label: str, legacy_updates: list) -> None:
-    names = {t.name for t in (await client.list_tools()).tools}
+    tools = (await client.list_tools()).tools
+    names = {t.name for t in tools}
     for want in ["mess", "mess_observe", "mess_do", "mess_status", "mess_wait", "mess_reply",
                  "mess_cancel", "mess_query", "mess_capabilities", "mess_fetch"]:
         check(want in names, f"{label}: tool {want} missing from {sorted(names)}")
+    # Every tool with structured content declares its shape (mess_fetch answers in text only);
+    # the SDK checks each structured result of this session against it.
+    for t in tools:
+        declared = t.output_schema is not None and t.output_schema.get("type") == "object"
+        check(declared == (t.name != "mess_fetch"), f"{label}: {t.name} output schema: {t.output_schema}")
 
     done = await client.call_tool("mess_do", {"intent": f"vacuum the kitchen ({label})",
                                               "requires": ["vacuum-floor"]})
@@ -116,6 +122,13 @@ async def session(client: Client, label: str, legacy_updates: list) -> None:
                                                   "format": "json"})
     check(not query.is_error and query.structured_content["rows"] == [{"status": "completed"}],
           f"{label}: query: {text_of(query)}")
+    caps = await client.call_tool("mess_capabilities", {})
+    check(any(c["id"] == "vacuum-floor" for c in caps.structured_content["capabilities"]),
+          f"{label}: capabilities: {text_of(caps)}")
+    mine = await client.call_tool("mess_status", {})
+    check(isinstance(mine.structured_content["threads"], list), f"{label}: open threads: {text_of(mine)}")
+    raw = await client.call_tool("mess", {"message": "MESS:\n  - request:\n      intent: water the plants\n"})
+    check("ack" in raw.structured_content["MESS"][0], f"{label}: raw message: {text_of(raw)}")
     refused = await client.call_tool("mess_query", {"sql": "COPY threads TO '/tmp/x.csv'"})
     check(refused.is_error, f"{label}: a writing query was not refused")
     bad = await client.call_tool("mess_do", {"intent": "x", "priority": "asap"})

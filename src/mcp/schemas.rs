@@ -1,0 +1,128 @@
+//! Output schemas of the MCP tools: the shape of each tool's structured content, so clients
+//! can check and use it without parsing the YAML text. Plain objects with optional properties
+//! only (no `anyOf` or `$ref`), which every client's validator handles.
+
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+fn object(schema: Value) -> Arc<JsonObject> {
+    match schema {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+/// The exchange's answer to a message: a MESS message (an ack with refs, statuses, replies).
+pub(crate) fn message() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "description": "The exchange's answer, a MESS message: `ack` (with `ref`, or `requests` for several), or the statuses and responses a query asked for.",
+        "properties": {
+            "MESS": {"type": "array", "items": {"type": "object"}}
+        },
+        "required": ["MESS"]
+    }))
+}
+
+fn thread_summary() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "ref": {"type": "string"},
+            "client_id": {"type": "string"},
+            "status": {"type": "string"},
+            "intent": {"type": "string"},
+            "executor": {"type": "string"},
+            "requestor": {"type": "string"},
+            "updated": {"type": "string"}
+        },
+        "required": ["ref", "status", "intent", "requestor", "updated"]
+    })
+}
+
+/// One thread's status for its requestor, or (without `re`) the open threads.
+pub(crate) fn status() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "description": "With re: the thread's envelope fields, `state`, the latest status details under the status name (questions under needs_input, action and consequences under needs_confirmation), and when finished `response` (the executor's content) and `notes`. Without re: `threads`, your open requests.",
+        "properties": {
+            "ref": {"type": "string"},
+            "status": {"type": "string"},
+            "state": {"type": "string"},
+            "intent": {"type": "string"},
+            "requestor": {"type": "string"},
+            "executor": {"type": "string"},
+            "created": {"type": "string"},
+            "updated": {"type": "string"},
+            "response": {"type": "array"},
+            "notes": {"type": "string"},
+            "unmet_hints": {"type": "array", "items": {"type": "string"}},
+            "messages": {"type": "integer"},
+            "threads": {"type": "array", "items": thread_summary()}
+        }
+    }))
+}
+
+/// The capability catalog with the executors holding each capability.
+pub(crate) fn capabilities() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "capabilities": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "description": {"type": "string"},
+                        "tags": {"type": "array", "items": {"type": "string"}},
+                        "executors": {"type": "array"}
+                    },
+                    "required": ["id"]
+                }
+            }
+        },
+        "required": ["capabilities"]
+    }))
+}
+
+/// A query's rows.
+pub(crate) fn query() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "columns": {"type": "array", "items": {"type": "string"}},
+            "rows": {"type": "array", "items": {"type": "object"}},
+            "row_count": {"type": "integer"},
+            "truncated": {"type": "boolean"},
+            "warning": {"type": "string"}
+        },
+        "required": ["columns", "rows", "row_count", "truncated"]
+    }))
+}
+
+/// What a wait saw.
+pub(crate) fn wait() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "updated": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "ref": {"type": "string"},
+                        "status": {"type": "string"},
+                        "updated": {"type": "string"}
+                    },
+                    "required": ["ref", "status", "updated"]
+                }
+            },
+            "waited_s": {"type": "integer"},
+            "timed_out": {"type": "boolean"}
+        },
+        "required": ["updated", "waited_s", "timed_out"]
+    }))
+}
