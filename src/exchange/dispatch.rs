@@ -12,12 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::RouteWanted;
 use crate::db::error::DbError;
-use crate::exchange::directory::RouteInput;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, lifecycle, plan};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
-use crate::protocol::message::Payload;
 use crate::protocol::status::{State, Status};
 use crate::protocol::time::Timestamp;
 use crate::store::Edit;
@@ -137,18 +135,7 @@ impl Exchange {
             Err(StoreError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let request = file
-            .messages()?
-            .into_iter()
-            .flat_map(|d| d.message.payloads)
-            .find_map(|p| match p {
-                Payload::Request(r) => Some(r),
-                _ => None,
-            });
-        let input = request.as_ref().map(RouteInput::of).unwrap_or(RouteInput {
-            requires: env.requires.clone(),
-            ..RouteInput::default()
-        });
+        let input = lifecycle::route_input(&file)?;
         Ok(Some(RouteWanted {
             thread: thread.to_string(),
             requires: input.requires,

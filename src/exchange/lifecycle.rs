@@ -13,6 +13,7 @@ use crate::protocol::time::Timestamp;
 use crate::protocol::value::{Map, Value};
 use crate::store::Edit;
 use crate::store::error::StoreError;
+use crate::store::thread::ThreadFile;
 
 /// Expires `thread` if it is still pending and its expiry has passed; returns the new status.
 pub(crate) fn expire_if_due(
@@ -178,21 +179,7 @@ pub(crate) fn reconcile(
                 Some(Status::Failed),
             ));
         }
-        let request = t
-            .messages()?
-            .into_iter()
-            .flat_map(|d| d.message.payloads)
-            .find_map(|p| match p {
-                Payload::Request(r) => Some(r),
-                _ => None,
-            });
-        let input = request
-            .as_ref()
-            .map(RouteInput::of)
-            .unwrap_or_else(|| RouteInput {
-                requires: env.requires.clone(),
-                ..RouteInput::default()
-            });
+        let input = route_input(t)?;
         let mut envelope = env.clone();
         if !record_dispatch(ex, &mut envelope, &input, now) {
             return Ok((None, None));
@@ -205,6 +192,26 @@ pub(crate) fn reconcile(
             Some(Status::Pending),
         ))
     })
+}
+
+/// What routing needs of a thread: its request's required capabilities, precision and
+/// urgency (the envelope's `requires` for a file whose request document is missing).
+pub(crate) fn route_input(thread: &ThreadFile) -> Result<RouteInput, Error> {
+    let request = thread
+        .messages()?
+        .into_iter()
+        .flat_map(|d| d.message.payloads)
+        .find_map(|p| match p {
+            Payload::Request(r) => Some(r),
+            _ => None,
+        });
+    Ok(request
+        .as_ref()
+        .map(RouteInput::of)
+        .unwrap_or_else(|| RouteInput {
+            requires: thread.envelope.requires.clone(),
+            ..RouteInput::default()
+        }))
 }
 
 /// Routes a pending thread with the SQL macro `route_for` (the body of `route_request`) and
