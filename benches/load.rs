@@ -95,6 +95,7 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
 
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (mut server, port) = serve(home);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 
 use crate::cli::{CliError, Context};
+use crate::exchange::Sender;
 use crate::mcp::MessMcp;
 
 /// Arguments of `mess mcp` (none: the identity comes from --as, MESS_AGENT_ID or agent_id).
@@ -26,7 +27,7 @@ pub(crate) fn run(cx: &Context, _args: McpArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::new(format!("cannot start the MCP runtime: {e}")))?;
-    let mut server = MessMcp::new(Arc::new(cx.exchange.clone()), who);
+    let mut server = MessMcp::new(Arc::new(cx.exchange.clone()), Sender::new(who, "mcp"));
     if let Some(ms) = std::env::var("MESS_MCP_HEARTBEAT_MS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

@@ -194,6 +194,9 @@ impl From<crate::store::error::StoreError> for CliError {
 
 /// Parses the command line, runs the command, and maps the outcome to an exit code.
 pub fn run() -> ExitCode {
+    // Outbound HTTPS (notification channels) uses rustls with the ring provider; installing it
+    // twice is harmless, so this ignores an earlier install.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) if e.use_stderr() => {

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::cli::{CliError, Context, output};
-use crate::exchange::dispatch;
+use crate::exchange::{dispatch, sweep};
 
 /// How often the dispatcher looks again at every pending thread nobody could take yet
 /// (`MESS_DISPATCH_RETRY_MS` overrides it).
@@ -71,6 +71,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         output::line(&format!("listening on http://{local}"));
         let stop = tokio_util::sync::CancellationToken::new();
         let dispatcher = dispatch::run((*exchange).clone(), stop.clone(), dispatch_retry());
+        let sweeper = sweep::run((*exchange).clone(), stop.clone());
         let app = crate::http::app(exchange, stop.clone());
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -82,6 +83,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(format!("the server stopped: {e}")))?;
         // A pass in flight finishes its writes before the process exits.
         let _ = dispatcher.await;
+        let _ = sweeper.await;
         Ok(())
     })
 }

@@ -20,6 +20,17 @@ pub fn visible_to(who: &str, env: &Envelope, directory: &Directory) -> bool {
             .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
 }
 
+/// Whether `who` may address a message to the thread of `env` and hear why it is refused: a
+/// party to it, or an executor able to take it whatever its status (one that lost a claim race
+/// learns who won, as contract section 2 promises it a conflict, not silence).
+pub fn may_address(who: &str, env: &Envelope, directory: &Directory) -> bool {
+    env.requestor == who
+        || env.executor.as_deref() == Some(who)
+        || directory
+            .executor(who)
+            .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
+}
+
 impl Exchange {
     /// The thread `reference` names for `who`, if `who` may see it; a thread they may not see
     /// is reported as not found, so its existence does not leak.
@@ -48,6 +59,11 @@ impl Exchange {
                 .then_with(|| b.thread_ref.cmp(&a.thread_ref))
         });
         Ok(out)
+    }
+
+    /// Whether `who` may see the thread of `env` (for filtering change events).
+    pub fn sees(&self, who: &str, env: &Envelope) -> bool {
+        visible_to(who, env, &Directory::load(self.store()))
     }
 
     /// Whether `who` may see `thread` (for filtering change events).

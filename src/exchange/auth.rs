@@ -210,7 +210,16 @@ impl Exchange {
                 });
             }
         }
-        self.submit(message, &Sender::new(grant.executor.clone(), "link"))
+        self.submit(
+            message,
+            &Sender::principal(
+                &Principal {
+                    id: grant.executor.clone(),
+                    role: Role::Executor,
+                },
+                "link",
+            ),
+        )
     }
 
     /// `MESS_SECRET` when set (the settings carry it), else the home's generated secret.
@@ -237,8 +246,8 @@ fn link_error(e: LinkError) -> Error {
         LinkError::OtherThread => Error::Forbidden {
             message: e.to_string(),
         },
-        LinkError::WeakSecret => Error::Unauthorized {
-            message: "the link secret (MESS_SECRET) is shorter than 32 bytes".to_owned(),
+        LinkError::WeakSecret => Error::Misconfigured {
+            message: "the link secret (MESS_SECRET) is shorter than 32 bytes; set a longer one, or unset it to use the home's generated secret".to_owned(),
         },
         LinkError::Expired | LinkError::Invalid => Error::Unauthorized {
             message: e.to_string(),

@@ -29,6 +29,13 @@ pub enum Error {
         /// Why, in words safe to show the caller.
         message: String,
     },
+    /// The exchange's own settings make the operation impossible (a weak `MESS_SECRET`): the
+    /// operator's to fix, so remote callers get a generic answer and the log the detail.
+    #[error("{message}")]
+    Misconfigured {
+        /// What is wrong and how to fix it.
+        message: String,
+    },
     /// Valid credentials that do not reach this thread or action.
     #[error("{message}")]
     Forbidden {
@@ -80,6 +87,7 @@ impl Error {
             }
             Error::Unauthorized { .. } => ErrorKind::Unauthorized,
             Error::Forbidden { .. } => ErrorKind::Forbidden,
+            Error::Misconfigured { .. } => ErrorKind::Internal,
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
             Error::Store(_) => ErrorKind::Internal,
             Error::Db(DbError::Refused { .. }) => ErrorKind::Forbidden,

@@ -16,6 +16,7 @@ mod lifecycle;
 mod plan;
 mod requests;
 mod submit;
+pub mod sweep;
 pub mod view;
 pub mod watch;
 
@@ -94,14 +95,27 @@ pub struct Sender {
     pub id: String,
     /// The channel it came through (`cli`, `mcp`, `http`, ...).
     pub channel: String,
+    /// The role of the key it authenticated with; `None` for local callers (the CLI, `mess
+    /// mcp` on stdio), who can write the home's files anyway and are trusted as its operator.
+    pub role: Option<auth::Role>,
 }
 
 impl Sender {
-    /// A sender on a channel.
+    /// A local sender on a channel (no key, so no role restrictions).
     pub fn new(id: impl Into<String>, channel: impl Into<String>) -> Sender {
         Sender {
             id: id.into(),
             channel: channel.into(),
+            role: None,
+        }
+    }
+
+    /// An authenticated principal on a channel: it may send only what its role allows.
+    pub fn principal(who: &auth::Principal, channel: impl Into<String>) -> Sender {
+        Sender {
+            id: who.id.clone(),
+            channel: channel.into(),
+            role: Some(who.role),
         }
     }
 }
@@ -202,6 +216,31 @@ impl Exchange {
     pub fn with_background_routing(mut self) -> Exchange {
         self.settings.route_in_background = true;
         self
+    }
+
+    /// What a remote caller may read of `e`: the message with the home written as `<home>`
+    /// (a query names the file it could not parse, but no server path leaves), or, for an
+    /// internal failure, a generic line after logging the real one.
+    pub fn public_message(&self, e: &Error) -> String {
+        if e.kind() == error::ErrorKind::Internal {
+            tracing::error!(error = %e, "internal error");
+            return "the exchange could not complete this; the server log has the details"
+                .to_owned();
+        }
+        self.scrub_home(&e.to_string())
+    }
+
+    /// `text` with this home's path (as configured and as resolved) written as `<home>`.
+    pub fn scrub_home(&self, text: &str) -> String {
+        let home = self.store.layout().root();
+        let mut homes = vec![home.to_string_lossy().into_owned()];
+        if let Ok(real) = home.canonicalize() {
+            homes.push(real.to_string_lossy().into_owned());
+        }
+        homes
+            .iter()
+            .filter(|h| h.len() > 1)
+            .fold(text.to_owned(), |t, h| t.replace(h.as_str(), "<home>"))
     }
 
     /// The settings this exchange runs with.

@@ -1,6 +1,8 @@
 //! Submitting one MESS message: config first, then requests, then the payloads directed at
 //! existing threads (checked all together before any is written), then queries.
 
+use crate::exchange::access::may_address;
+use crate::exchange::auth::Role;
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::plan::{self, Context};
@@ -13,6 +15,56 @@ use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
 use crate::protocol::value::{Map, Value};
 use crate::store::{Edit, IndexKey};
+
+/// What a key's role lets it send: agents ask (request, reply, cancel), executors act
+/// (status, response, suggestion) and register only themselves; both may query. Routing rules
+/// change only locally (config.yaml, or `mess send` on the exchange's host), since they decide
+/// where everyone's requests go.
+fn check_role(role: Role, id: &str, message: &Message) -> Result<(), Error> {
+    for (index, payload) in message.payloads.iter().enumerate() {
+        let kind = payload.kind();
+        let allowed = match (role, payload) {
+            (_, Payload::Version(_) | Payload::Query(_) | Payload::Unknown { .. }) => true,
+            (Role::Agent, Payload::Request(_) | Payload::Reply(_) | Payload::Cancel(_)) => true,
+            (
+                Role::Executor,
+                Payload::Status(_) | Payload::Response(_) | Payload::Suggestion(_),
+            ) => true,
+            (Role::Executor, Payload::Config(c)) => {
+                if c.routing.is_some() {
+                    return Err(ProtocolError::forbidden(format!(
+                        "MESS[{index}].config.routing: routing rules change only in the exchange's config.yaml (or with `mess send` on its host), not with a key"
+                    ))
+                    .into());
+                }
+                match &c.executor {
+                    Some(e) if e.id != id => {
+                        return Err(ProtocolError::forbidden(format!(
+                            "MESS[{index}].config.executor.id: the key of {id} registers only {id}, not {:?}",
+                            e.id
+                        ))
+                        .into());
+                    }
+                    _ => true,
+                }
+            }
+            _ => false,
+        };
+        if !allowed {
+            let hint = match role {
+                Role::Agent => "agent keys send request, reply, cancel and query",
+                Role::Executor => {
+                    "executor keys send status, response, suggestion, query and their own config"
+                }
+            };
+            return Err(ProtocolError::forbidden(format!(
+                "MESS[{index}].{kind}: {id} holds an {role} key ({hint})"
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
 
 pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
     if sender.id.trim().is_empty() || sender.id == crate::protocol::envelope::EXCHANGE {
@@ -65,6 +117,9 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             Payload::Version(_) | Payload::Unknown { .. } => {}
         }
     }
+    if let Some(role) = sender.role {
+        check_role(role, &sender.id, &message)?;
+    }
     if requests.is_empty() && directed.is_empty() && configs.is_empty() && queries.is_empty() {
         let kinds: Vec<&str> = message.payloads.iter().map(Payload::kind).collect();
         return Err(ProtocolError::invalid(
@@ -87,6 +142,11 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
     let mut checked = Vec::with_capacity(groups.len());
     for g in groups {
         let (env, _) = ex.store().envelope(&g.thread)?;
+        // A key holder hears of a thread only if it is a party to it (or may take it): to
+        // anyone else it does not exist, so refusals cannot reveal it or its requestor.
+        if sender.role.is_some() && !may_address(&sender.id, &env, &directory) {
+            return Err(Error::not_found(format!("no thread {}", g.thread)));
+        }
         let deps = plan::dependency_statuses(ex, &env)?;
         let cx = Context {
             sender: &sender.id,

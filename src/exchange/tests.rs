@@ -1647,3 +1647,23 @@ fn the_dispatcher_leaves_overdue_threads_to_expiry() {
     );
     assert_eq!(dispatched_note(&f, &r), None);
 }
+
+#[test]
+fn a_weak_link_secret_is_the_operators_problem_not_the_callers() {
+    use crate::exchange::Secret;
+    let f = fixture_with(
+        EXECUTORS,
+        Settings {
+            link_secret: Some(Secret("short".to_owned())),
+            ..Settings::defaults()
+        },
+    );
+    let r = ThreadRef::parse(&f.request("claude-agent", "intent: look")).unwrap();
+    let e = f.ex.mint_link(&r, "teague-phone", &[], 60).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Internal, "{e}");
+    assert!(e.to_string().contains("MESS_SECRET"), "{e}");
+    assert_eq!(
+        f.ex.public_message(&e),
+        "the exchange could not complete this; the server log has the details"
+    );
+}

@@ -2,6 +2,7 @@
 //! exchange commits it (no polling), with keep-alive comments while nothing happens.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -10,34 +11,34 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::exchange::access::visible_to;
-use crate::exchange::directory::Directory;
+use crate::exchange::Exchange;
 use crate::http::AppState;
 use crate::http::auth::Caller;
+use crate::protocol::envelope::Envelope;
+use crate::protocol::status::Status;
 use crate::protocol::time;
 
 /// Events a slow client may fall behind by before the stream drops it.
 const BUFFER: usize = 256;
 
 /// The stream of `thread` events (`{"ref", "status", "updated"}`); a `lagged` event says some
-/// were missed and the client should re-read what it watches.
+/// were missed and the client should re-read what it watches. The stream ends when the client
+/// goes away or the server shuts down.
 pub async fn events(State(state): State<AppState>, Caller(caller): Caller) -> impl IntoResponse {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(BUFFER);
     let mut changes = state.exchange.subscribe();
     let ex = state.exchange.clone();
+    let stop = state.stop.clone();
     tokio::spawn(async move {
         loop {
-            let event = match changes.recv().await {
+            let change = tokio::select! {
+                () = stop.cancelled() => break,
+                () = tx.closed() => break,
+                change = changes.recv() => change,
+            };
+            let event = match change {
                 Ok(change) => {
-                    let ex = ex.clone();
-                    let who = caller.id.clone();
-                    let env = change.envelope.clone();
-                    let visible = tokio::task::spawn_blocking(move || {
-                        visible_to(&who, &env, &Directory::load(ex.store()))
-                    })
-                    .await
-                    .unwrap_or(false);
-                    if !visible {
+                    if !sees(&ex, &caller.id, &change.envelope).await {
                         continue;
                     }
                     let data = serde_json::json!({
@@ -58,4 +59,19 @@ pub async fn events(State(state): State<AppState>, Caller(caller): Caller) -> im
         }
     });
     Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// Whether `who` may see the thread of `env`: parties at once; others only while it is
+/// pending and they are eligible, which reads the executors in effect off the async workers.
+async fn sees(ex: &Arc<Exchange>, who: &str, env: &Arc<Envelope>) -> bool {
+    if env.requestor == who || env.executor.as_deref() == Some(who) {
+        return true;
+    }
+    if env.status != Status::Pending {
+        return false;
+    }
+    let (ex, who, env) = (ex.clone(), who.to_owned(), env.clone());
+    tokio::task::spawn_blocking(move || ex.sees(&who, &env))
+        .await
+        .unwrap_or(false)
 }

@@ -12,7 +12,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::exchange::Exchange;
+use crate::exchange::auth::Principal;
+use crate::exchange::{Exchange, Sender};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::mcp::MessMcp;
@@ -36,17 +37,18 @@ impl McpServices {
         }
     }
 
-    fn for_principal(&self, who: &str) -> Service {
+    fn for_principal(&self, who: &Principal) -> Service {
         let mut map = match self.by_principal.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        map.entry(who.to_owned())
+        // One id may hold an agent key and an executor key: each role gets its own service.
+        map.entry(format!("{}:{}", who.role, who.id))
             .or_insert_with(|| {
                 let ex = self.exchange.clone();
-                let who = who.to_owned();
+                let sender = Sender::principal(who, "mcp");
                 StreamableHttpService::new(
-                    move || Ok(MessMcp::new(ex.clone(), who.clone())),
+                    move || Ok(MessMcp::new(ex.clone(), sender.clone())),
                     LocalSessionManager::default().into(),
                     // Every request carries a key, which a page that rebinds DNS to this server
                     // cannot have, so the Host check that guards unauthenticated local servers
@@ -66,6 +68,6 @@ pub async fn mcp(
     Caller(caller): Caller,
     request: Request,
 ) -> Response {
-    let service = state.mcp.for_principal(&caller.id);
+    let service = state.mcp.for_principal(&caller);
     service.handle(request).await.map(Body::new)
 }

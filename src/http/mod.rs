@@ -27,6 +27,8 @@ pub struct AppState {
     pub exchange: Arc<Exchange>,
     /// The MCP services behind `/mcp`.
     pub mcp: Arc<mcp::McpServices>,
+    /// Cancelled when the server shuts down: long-lived streams end then.
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -45,8 +47,9 @@ impl AppState {
 /// cancelled.
 pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -> Router {
     let state = AppState {
-        mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop)),
+        mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop.clone())),
         exchange,
+        stop,
     };
     Router::new()
         .route("/healthz", get(healthz))

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::db::query::QueryLimits;
+use crate::exchange::Exchange;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::body;
@@ -76,13 +77,12 @@ async fn run(state: AppState, params: QueryParams) -> Result<Response, ApiError>
     };
     let format = params.format.as_deref().unwrap_or("json").to_owned();
     let ex = state.exchange.clone();
-    let home = ex.store().layout().root().to_owned();
     match format.as_str() {
         "json" | "csv" => {
             let result = state
                 .blocking(move || ex.query(&sql, &limits))
                 .await?
-                .map_err(query_error(&home))?;
+                .map_err(query_error(&state.exchange))?;
             let (kind, text) = if format == "csv" {
                 ("text/csv; charset=utf-8", result.to_csv())
             } else {
@@ -101,7 +101,7 @@ async fn run(state: AppState, params: QueryParams) -> Result<Response, ApiError>
             let result = state
                 .blocking(move || ex.query_arrow(&sql, &limits))
                 .await?
-                .map_err(query_error(&home))?;
+                .map_err(query_error(&state.exchange))?;
             let mut bytes = Vec::new();
             {
                 let mut writer =
@@ -139,17 +139,9 @@ async fn run(state: AppState, params: QueryParams) -> Result<Response, ApiError>
 
 /// Query errors keep DuckDB's message, which names the problem, with the exchange's home
 /// written as `<home>`: a file that does not parse is named, but no server path leaves.
-fn query_error(home: &std::path::Path) -> impl Fn(crate::exchange::error::Error) -> ApiError + '_ {
+fn query_error(ex: &Exchange) -> impl Fn(crate::exchange::error::Error) -> ApiError + '_ {
     move |e| {
-        let mut homes = vec![home.to_string_lossy().into_owned()];
-        if let Ok(real) = home.canonicalize() {
-            homes.push(real.to_string_lossy().into_owned());
-        }
-        ApiError::from(e).map_message(|m| {
-            homes
-                .iter()
-                .filter(|h| h.len() > 1)
-                .fold(m, |m, h| m.replace(h.as_str(), "<home>"))
-        })
+        let message = ex.public_message(&e);
+        ApiError::from(e).map_message(|_| message)
     }
 }

@@ -33,7 +33,7 @@ pub async fn submit(
         .blocking(move || -> Result<Value, crate::exchange::error::Error> {
             let message = ex.parse_one(&text)?;
             Ok(ex
-                .submit(message, &Sender::new(caller.id, "http"))?
+                .submit(message, &Sender::principal(&caller, "http"))?
                 .to_value())
         })
         .await??;

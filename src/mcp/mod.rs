@@ -21,8 +21,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
-use crate::exchange::Exchange;
 use crate::exchange::error::Error;
+use crate::exchange::{Exchange, Sender};
 use crate::protocol::emit;
 use crate::protocol::value::Value;
 
@@ -31,9 +31,9 @@ use crate::protocol::value::Value;
 pub struct MessMcp {
     exchange: Arc<Exchange>,
     /// Legacy resource subscriptions of this session, by URI.
-    subscriptions:
-        Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
-    who: String,
+    subscriptions: Arc<subscribe::Subscriptions>,
+    /// Who the tools act as (with the key's role over HTTP).
+    who: Sender,
     /// How often `mess_wait` tells the client it is still waiting.
     heartbeat: std::time::Duration,
     tool_router: ToolRouter<MessMcp>,
@@ -41,11 +41,11 @@ pub struct MessMcp {
 
 impl MessMcp {
     /// A server acting as `who` on `exchange`.
-    pub fn new(exchange: Arc<Exchange>, who: impl Into<String>) -> MessMcp {
+    pub fn new(exchange: Arc<Exchange>, who: Sender) -> MessMcp {
         MessMcp {
             exchange,
             subscriptions: Arc::default(),
-            who: who.into(),
+            who,
             // Well inside the 60 s many clients allow a call before giving up on it.
             heartbeat: std::time::Duration::from_secs(15),
             tool_router: MessMcp::tool_router(),
@@ -58,16 +58,22 @@ impl MessMcp {
         self
     }
 
+    /// A tool error with the exchange's message (it names the field or the rule at fault; no
+    /// server path, and only a generic line for internal failures).
+    pub(crate) fn failure(&self, e: &Error) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text(self.exchange.public_message(e))])
+    }
+
     /// Runs exchange work off the async workers and turns its outcome into a tool result.
     async fn call(
         &self,
-        work: impl FnOnce(&Exchange, &str) -> Result<Value, Error> + Send + 'static,
+        work: impl FnOnce(&Exchange, &Sender) -> Result<Value, Error> + Send + 'static,
     ) -> CallToolResult {
         let ex = self.exchange.clone();
         let who = self.who.clone();
         match tokio::task::spawn_blocking(move || work(&ex, &who)).await {
             Ok(Ok(value)) => answer(&value),
-            Ok(Err(e)) => failure(&e),
+            Ok(Err(e)) => self.failure(&e),
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "the exchange failed unexpectedly: {e}"
             ))]),
@@ -85,11 +91,6 @@ fn answer(value: &Value) -> CallToolResult {
     let mut result = CallToolResult::structured(structured);
     result.content = vec![ContentBlock::text(emit::to_yaml(value))];
     result
-}
-
-/// A tool error with the exchange's message (it names the field or the rule at fault).
-fn failure(e: &Error) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(e.to_string())])
 }
 
 /// What the server tells agents when they connect.
@@ -159,7 +160,7 @@ impl rmcp::ServerHandler for MessMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let ex = self.exchange.clone();
-        let who = self.who.clone();
+        let who = self.who.id.clone();
         let uri = request.uri.clone();
         let read = tokio::task::spawn_blocking(move || resources::read(&ex, &who, &uri))
             .await
@@ -173,10 +174,13 @@ impl rmcp::ServerHandler for MessMcp {
                 format!("no resource {}", request.uri),
                 None,
             )),
-            Err(e) if e.kind() == crate::exchange::error::ErrorKind::NotFound => {
-                Err(McpError::resource_not_found(e.to_string(), None))
-            }
-            Err(e) => Err(McpError::invalid_params(e.to_string(), None)),
+            Err(e) if e.kind() == crate::exchange::error::ErrorKind::NotFound => Err(
+                McpError::resource_not_found(self.exchange.public_message(&e), None),
+            ),
+            Err(e) => Err(McpError::invalid_params(
+                self.exchange.public_message(&e),
+                None,
+            )),
         }
     }
 
@@ -186,31 +190,46 @@ impl rmcp::ServerHandler for MessMcp {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        // Subscribed before the check, so no change between the two is missed.
         let mut changes = self.exchange.subscribe();
-        let who = self.who.clone();
+        if let Some(id) = subscribe::thread_of(&request.uri) {
+            let (ex, who, id) = (self.exchange.clone(), self.who.id.clone(), id.to_owned());
+            let found = tokio::task::spawn_blocking(move || ex.thread_for(&id, &who))
+                .await
+                .map_err(|e| McpError::internal_error(format!("subscribing failed: {e}"), None))?;
+            if let Err(e) = found {
+                return Err(McpError::resource_not_found(
+                    self.exchange.public_message(&e),
+                    None,
+                ));
+            }
+        }
+        let ex = self.exchange.clone();
+        let who = self.who.id.clone();
         let uri = request.uri.clone();
         let peer = context.peer.clone();
         let forward = tokio::spawn(async move {
             loop {
                 match changes.recv().await {
-                    Ok(change) if subscribe::concerns(&uri, &change, &who) => {
-                        let update = ResourceUpdatedNotificationParam::new(uri.clone());
-                        if peer.notify_resource_updated(update).await.is_err() {
+                    Ok(change) => {
+                        if subscribe::notify(&ex, &uri, &change, &who).await
+                            && peer
+                                .notify_resource_updated(ResourceUpdatedNotificationParam::new(
+                                    uri.clone(),
+                                ))
+                                .await
+                                .is_err()
+                        {
                             break;
                         }
                     }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                 }
             }
         });
-        let mut subs = match self.subscriptions.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Some(old) = subs.insert(request.uri, forward.abort_handle()) {
-            old.abort();
-        }
+        self.subscriptions
+            .insert(request.uri, forward.abort_handle());
         Ok(())
     }
 
@@ -220,13 +239,7 @@ impl rmcp::ServerHandler for MessMcp {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let mut subs = match self.subscriptions.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Some(task) = subs.remove(&request.uri) {
-            task.abort();
-        }
+        self.subscriptions.remove(&request.uri);
         Ok(())
     }
 
@@ -251,8 +264,10 @@ impl rmcp::ServerHandler for MessMcp {
                 () = context.cancelled() => return Ok(()),
                 change = changes.recv() => match change {
                     Ok(change) => {
-                        for uri in uris.iter().filter(|u| subscribe::concerns(u, &change, &self.who)) {
-                            if context.sink().notify_resource_updated(uri.clone()).await.is_err() {
+                        for uri in &uris {
+                            if subscribe::notify(&self.exchange, uri, &change, &self.who.id).await
+                                && context.sink().notify_resource_updated(uri.clone()).await.is_err()
+                            {
                                 return Ok(());
                             }
                         }

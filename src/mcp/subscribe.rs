@@ -1,19 +1,95 @@
 //! Resource update notifications: which committed change concerns which resource URI, for
-//! both protocol eras (legacy `resources/subscribe` and modern `subscriptions/listen`).
+//! both protocol eras (legacy `resources/subscribe` and modern `subscriptions/listen`), and the
+//! legacy subscriptions of one session, ended with it.
 
-use crate::exchange::ThreadChange;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::exchange::{Exchange, ThreadChange};
+
+/// Whether a change concerns a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Concern {
+    /// It does not.
+    No,
+    /// It does, and the caller is a party to the thread.
+    Yes,
+    /// It names the subscribed thread, but the caller is not its requestor or claimant: it
+    /// concerns them only while they may see the thread (an eligible executor, say).
+    IfVisible,
+}
+
+/// The thread a resource URI names (`mess://request/{id}`, `thread://{ref}`), if any.
+pub(crate) fn thread_of(uri: &str) -> Option<&str> {
+    uri.strip_prefix("mess://request/")
+        .or_else(|| uri.strip_prefix("thread://"))
+}
 
 /// Whether `change` concerns resource `uri` as `who` sees it.
-pub(crate) fn concerns(uri: &str, change: &ThreadChange, who: &str) -> bool {
+pub(crate) fn concerns(uri: &str, change: &ThreadChange, who: &str) -> Concern {
     let env = &change.envelope;
     let mine = env.requestor == who || env.executor.as_deref() == Some(who);
-    match uri {
+    let named = match uri {
         "mess://pending" | "mess://history" => mine,
-        _ => uri
-            .strip_prefix("mess://request/")
-            .or_else(|| uri.strip_prefix("thread://"))
-            .is_some_and(|id| {
-                id == change.thread.as_str() || (mine && env.client_id.as_deref() == Some(id))
-            }),
+        _ => thread_of(uri).is_some_and(|id| {
+            id == change.thread.as_str() || (mine && env.client_id.as_deref() == Some(id))
+        }),
+    };
+    match (named, mine) {
+        (false, _) => Concern::No,
+        (true, true) => Concern::Yes,
+        (true, false) => Concern::IfVisible,
+    }
+}
+
+/// Whether `who` is to hear of `change` for `uri` (the visibility check runs off the async
+/// workers: it reads the executors in effect).
+pub(crate) async fn notify(ex: &Exchange, uri: &str, change: &ThreadChange, who: &str) -> bool {
+    match concerns(uri, change, who) {
+        Concern::No => false,
+        Concern::Yes => true,
+        Concern::IfVisible => {
+            let (ex, env, who) = (ex.clone(), change.envelope.clone(), who.to_owned());
+            tokio::task::spawn_blocking(move || ex.sees(&who, &env))
+                .await
+                .unwrap_or(false)
+        }
+    }
+}
+
+/// The legacy subscriptions of one session, by URI; their forwarding tasks end with it.
+#[derive(Debug, Default)]
+pub(crate) struct Subscriptions {
+    tasks: Mutex<HashMap<String, tokio::task::AbortHandle>>,
+}
+
+impl Subscriptions {
+    fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, tokio::task::AbortHandle>> {
+        match self.tasks.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Records the task forwarding updates of `uri`, ending the one it replaces.
+    pub(crate) fn insert(&self, uri: String, task: tokio::task::AbortHandle) {
+        if let Some(old) = self.tasks().insert(uri, task) {
+            old.abort();
+        }
+    }
+
+    /// Ends the forwarding of `uri`.
+    pub(crate) fn remove(&self, uri: &str) {
+        if let Some(task) = self.tasks().remove(uri) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        for (_, task) in self.tasks().drain() {
+            task.abort();
+        }
     }
 }

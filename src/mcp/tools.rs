@@ -52,9 +52,9 @@ fn request_body(a: &RequestArgs) -> Map {
 }
 
 /// Submits one payload of `kind` as `who` and returns the exchange's answer.
-fn send(ex: &Exchange, who: &str, kind: &str, body: Map) -> Result<Value, Error> {
+fn send(ex: &Exchange, who: &Sender, kind: &str, body: Map) -> Result<Value, Error> {
     let message = Message::single(kind, body)?;
-    Ok(ex.submit(message, &Sender::new(who, "mcp"))?.to_value())
+    Ok(ex.submit(message, who)?.to_value())
 }
 
 /// `yes`/`no` (and true/false) as a boolean; empty as none.
@@ -108,7 +108,7 @@ impl MessMcp {
         Ok(self
             .call(move |ex, who| {
                 let message = ex.parse_one(&a.message)?;
-                Ok(ex.submit(message, &Sender::new(who, "mcp"))?.to_value())
+                Ok(ex.submit(message, who)?.to_value())
             })
             .await)
     }
@@ -183,9 +183,9 @@ impl MessMcp {
         Ok(self
             .call(move |ex, who| {
                 if re.is_empty() {
-                    open_threads(ex, who)
+                    open_threads(ex, &who.id)
                 } else {
-                    status_of(ex, who, &re)
+                    status_of(ex, &who.id, &re)
                 }
             })
             .await)
@@ -241,7 +241,7 @@ impl MessMcp {
     ) -> Result<CallToolResult, McpError> {
         Ok(self
             .call(move |ex, who| {
-                let thread = ex.thread_for(a.r#ref.trim(), who)?;
+                let thread = ex.thread_for(a.r#ref.trim(), &who.id)?;
                 let view = ThreadView::of(&thread)?;
                 let questions = match view.current.as_ref().map(|s| &s.details) {
                     Some(StatusDetails::NeedsInput { questions }) => questions.clone(),
@@ -356,11 +356,7 @@ impl MessMcp {
         let outcome = tokio::task::spawn_blocking(move || ex.query(&sql, &limits)).await;
         let result = match outcome {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(
-                    e.to_string(),
-                )]));
-            }
+            Ok(Err(e)) => return Ok(self.failure(&e)),
             Err(e) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "the query failed unexpectedly: {e}"
@@ -403,7 +399,7 @@ impl MessMcp {
         Parameters(a): Parameters<FetchArgs>,
     ) -> Result<CallToolResult, McpError> {
         let ex = self.exchange.clone();
-        let who = self.who.clone();
+        let who = self.who.id.clone();
         let uri = a.uri.trim().to_owned();
         let outcome =
             tokio::task::spawn_blocking(move || resources::read(&ex, &who, &uri).map(|r| (r, uri)))
@@ -413,7 +409,7 @@ impl MessMcp {
             Ok(Ok((None, uri))) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "no resource {uri:?}: use mess://pending, mess://history, mess://request/{{ref}}, thread://{{ref}} or mess://help"
             ))]),
-            Ok(Err(e)) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+            Ok(Err(e)) => self.failure(&e),
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "failed unexpectedly: {e}"
             ))]),
@@ -434,18 +430,14 @@ impl MessMcp {
         let mut changes = self.exchange.subscribe();
         let re = either(&a.re, &a.r#ref);
         let ex = self.exchange.clone();
-        let who = self.who.clone();
+        let who = self.who.id.clone();
         let target = if re.is_empty() {
             None
         } else {
             let found = tokio::task::spawn_blocking(move || ex.thread_for(&re, &who)).await;
             match found {
                 Ok(Ok(t)) => Some(t.envelope.thread_ref),
-                Ok(Err(e)) => {
-                    return Ok(CallToolResult::error(vec![ContentBlock::text(
-                        e.to_string(),
-                    )]));
-                }
+                Ok(Err(e)) => return Ok(self.failure(&e)),
                 Err(e) => {
                     return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                         "failed unexpectedly: {e}"
@@ -480,7 +472,7 @@ impl MessMcp {
                     Ok(c) => {
                         let mine = match &target {
                             Some(t) => &c.thread == t,
-                            None => c.envelope.requestor == self.who || c.envelope.executor.as_deref() == Some(self.who.as_str()),
+                            None => c.envelope.requestor == self.who.id || c.envelope.executor.as_deref() == Some(self.who.id.as_str()),
                         };
                         if mine {
                             updated.push(serde_json::json!({

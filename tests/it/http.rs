@@ -92,8 +92,8 @@ fn a_request_goes_through_its_whole_lifecycle_over_http() {
     let (status, body) = server.post_yaml(&phone, &claim);
     assert_eq!(
         (status, error_code(&body).as_str()),
-        (403, "forbidden"),
-        "{body}"
+        (404, "not_found"),
+        "an executor that could never take it does not learn it exists: {body}"
     );
     let (status, body) = server.post_yaml(&robot, &claim);
     assert_eq!(status, 200, "{body}");
@@ -631,4 +631,147 @@ fn the_server_routes_requests_after_acknowledging_them_and_retries_waiting_ones(
     .unwrap();
     let body = eventually(&server, &agent, &flight, routed);
     assert!(body.contains("routed to pilot: holds flight"), "{body}");
+}
+
+#[test]
+fn a_key_sends_only_what_its_role_allows_and_unknown_threads_stay_unknown() {
+    let home = Home::with_config(CONFIG);
+    let alice = key(&home, "agent", "alice");
+    let mallory = key(&home, "agent", "mallory");
+    let robot = key(&home, "executor", "roomba-kitchen");
+    let server = Server::start(&home);
+    let (status, body) = server.post_yaml(
+        &alice,
+        "MESS:\n  - request:\n      intent: vacuum the safe room\n      requires: [vacuum-floor]\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // An agent key cannot make itself an executor, change routing, or act as an executor.
+    for (yaml, names) in [
+        (
+            "MESS:\n  - config:\n      executor:\n        id: mallory\n        capabilities: [vacuum-floor]\n".to_owned(),
+            "MESS[0].config: mallory holds an agent key",
+        ),
+        (
+            "MESS:\n  - config:\n      routing:\n        rules:\n          - default:\n            prefer: [mallory]\n".to_owned(),
+            "MESS[0].config: mallory holds an agent key",
+        ),
+        (
+            format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n"),
+            "MESS[0].status: mallory holds an agent key",
+        ),
+    ] {
+        let (status, body) = server.post_yaml(&mallory, &yaml);
+        assert_eq!((status, error_code(&body).as_str()), (403, "forbidden"), "{body}");
+        assert!(json(&body)["error"]["message"].as_str().unwrap().contains(names), "{body}");
+    }
+    assert!(!home.path().join("executors/mallory.yaml").exists());
+    assert!(!home.path().join("routing.yaml").exists());
+
+    // An executor key registers only itself, never routing, and does not make requests.
+    for (yaml, names) in [
+        (
+            "MESS:\n  - config:\n      executor:\n        id: teague-phone\n        capabilities: [vacuum-floor]\n",
+            "registers only roomba-kitchen",
+        ),
+        (
+            "MESS:\n  - config:\n      routing:\n        rules:\n          - default:\n            prefer: [roomba-kitchen]\n",
+            "routing rules change only in the exchange's config.yaml",
+        ),
+        (
+            "MESS:\n  - request:\n      intent: buy me a boat\n",
+            "MESS[0].request: roomba-kitchen holds an executor key",
+        ),
+    ] {
+        let (status, body) = server.post_yaml(&robot, yaml);
+        assert_eq!(
+            (status, error_code(&body).as_str()),
+            (403, "forbidden"),
+            "{body}"
+        );
+        assert!(
+            json(&body)["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(names),
+            "{body}"
+        );
+    }
+    let scout = key(&home, "executor", "scout");
+    let (status, body) = server.post_yaml(
+        &scout,
+        "MESS:\n  - config:\n      executor:\n        id: scout\n        capabilities: [take-photo]\n",
+    );
+    assert_eq!(status, 200, "an executor registers itself: {body}");
+    assert!(home.path().join("executors/scout.yaml").exists());
+
+    // Replying to or cancelling someone else's thread answers as if it did not exist.
+    for yaml in [
+        format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{x: y}}\n"),
+        format!("MESS:\n  - cancel:\n      re: {r}\n"),
+    ] {
+        let (status, body) = server.post_yaml(&mallory, &yaml);
+        assert_eq!(
+            (status, error_code(&body).as_str()),
+            (404, "not_found"),
+            "{body}"
+        );
+        assert!(!body.contains("alice"), "{body}");
+    }
+    let (_, body) = server.get(&format!("/threads/{r}"), &alice);
+    assert_eq!(
+        json(&body)["envelope"]["status"],
+        "pending",
+        "nothing changed: {body}"
+    );
+}
+
+#[test]
+fn the_server_expires_overdue_requests_on_time_and_stops_with_streams_open() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let mut server = Server::start(&home);
+    let soon = (chrono::Utc::now() + chrono::TimeDelta::milliseconds(800))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let (status, body) = server.post_yaml(
+        &agent,
+        &format!("MESS:\n  - request:\n      intent: quick look\n      needed_by: {soon}\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Watched on disk, not through the API (a read would expire it itself).
+    let expired = home
+        .path()
+        .join(format!("state=canceled/{r}.messe-af.yaml"));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !expired.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(&expired).expect("expired by the server's sweeper");
+    assert!(text.contains("status: expired"), "{text}");
+
+    // An open event stream does not hold the server up when it is told to stop.
+    let port = server.port;
+    let stream = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let head = format!(
+            "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {agent}\r\n\r\n"
+        );
+        std::io::Write::write_all(&mut s, head.as_bytes()).unwrap();
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut sink);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        server.terminate(std::time::Duration::from_secs(5)),
+        "mess serve did not stop within 5 s with /events open"
+    );
+    stream.join().unwrap();
 }

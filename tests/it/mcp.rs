@@ -295,6 +295,8 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
         .to_owned();
     let server = crate::support::server::Server::start(&home);
     let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    // rmcp's HTTP client is reqwest over rustls, which needs its crypto provider chosen.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let connect = |key: String| {
@@ -333,6 +335,45 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
             .await
             .unwrap();
         assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        // Nor can they subscribe to it (and so learn when it changes); the legacy call is the
+        // one that names a URI up front.
+        #[allow(deprecated)]
+        let refused = intruder
+            .subscribe(rmcp::model::SubscribeRequestParams::new(format!(
+                "thread://{thread}"
+            )))
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        // A file that does not parse is reported without the server's paths.
+        std::fs::write(
+            home.path()
+                .join("state=received/2026-01-01-900.messe-af.yaml"),
+            "ref: [unclosed\n",
+        )
+        .unwrap();
+        for (tool, a) in [
+            (
+                "mess_query",
+                serde_json::json!({"sql": "SELECT * FROM threads"}),
+            ),
+            (
+                "mess_fetch",
+                serde_json::json!({"uri": "thread://2026-01-01-900"}),
+            ),
+        ] {
+            let r = client
+                .call_tool(CallToolRequestParams::new(tool).with_arguments(args(a)))
+                .await
+                .unwrap();
+            let t = text(&r);
+            if tool == "mess_query" {
+                assert!(t.contains("<home>/state=received/2026-01-01-900"), "{t}");
+            }
+            assert!(
+                !t.contains(&home.path().to_string_lossy().to_string()),
+                "{tool}: {t}"
+            );
+        }
         intruder.cancel().await.unwrap();
         client.cancel().await.unwrap();
         // No key, no session.

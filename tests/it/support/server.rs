@@ -95,6 +95,23 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Sends SIGTERM and waits up to `within` for the process to exit; whether it did.
+    pub(crate) fn terminate(&mut self, within: std::time::Duration) -> bool {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = std::time::Instant::now() + within;
+        while std::time::Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,81 @@
+//! The expiry sweeper of a server: expires pending threads when their `needed_by` passes (not
+//! only when someone next reads them), so waits and event streams hear of the expiry on time.
+//! Deadlines live in the thread files, so a restart loses none: the first sweep catches up.
+
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use crate::exchange::{Error, Exchange};
+use crate::protocol::status::{State, Status};
+use crate::protocol::time::Timestamp;
+
+/// The longest the sweeper sleeps, so a deadline written by a process whose change this one
+/// missed is still kept within this bound.
+const MOST: Duration = Duration::from_secs(30);
+
+impl Exchange {
+    /// Expires every overdue pending thread and returns the earliest deadline still ahead.
+    pub fn sweep_expiry(&self) -> Result<Option<Timestamp>, Error> {
+        self.settle_pending()?;
+        let now = self.now();
+        let (pending, _) = self.store().list(&[State::Received], false);
+        Ok(pending
+            .iter()
+            .filter(|(env, _, _)| env.status == Status::Pending)
+            .filter_map(|(env, _, _)| env.expires.or(env.needed_by))
+            .filter(|t| *t > now)
+            .min())
+    }
+}
+
+/// Runs the sweeper until `stop`: a sweep at start, then at each next deadline (at most
+/// [`MOST`] apart), and again when a change brings a pending thread with a sooner deadline.
+pub fn run(ex: Exchange, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut changes = ex.subscribe();
+        loop {
+            let worker = ex.clone();
+            let next = match tokio::task::spawn_blocking(move || worker.sweep_expiry()).await {
+                Ok(Ok(next)) => next,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "expiry sweep failed; retrying later");
+                    None
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "expiry sweep panicked");
+                    None
+                }
+            };
+            let mut wake = tokio::time::Instant::now() + until(&ex, next);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep_until(wake) => break,
+                    change = changes.recv() => match change {
+                        Ok(c) if c.status == Status::Pending => {
+                            if let Some(t) = c.envelope.expires.or(c.envelope.needed_by) {
+                                let sooner = tokio::time::Instant::now() + until(&ex, Some(t));
+                                wake = wake.min(sooner);
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(_)) => break,
+                        Err(RecvError::Closed) => return,
+                    },
+                }
+            }
+        }
+    })
+}
+
+/// How long from now until `deadline` (a little after it, so the sweep finds it due), at most
+/// [`MOST`].
+fn until(ex: &Exchange, deadline: Option<Timestamp>) -> Duration {
+    let Some(deadline) = deadline else {
+        return MOST;
+    };
+    let ahead = (deadline - ex.now()).to_std().unwrap_or(Duration::ZERO);
+    (ahead + Duration::from_millis(10)).min(MOST)
+}
