@@ -48,8 +48,10 @@ pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
     let token =
         cx.exchange
             .mint_link(&thread, &args.executor, &actions, ttl.length.num_seconds())?;
+    // The thread endpoint of the seed's human client: GET reads the thread, POST sends a
+    // MESS message as the link's executor.
     output::line(&format!(
-        "{}/respond?ref={thread}&token={token}",
+        "{}/thread/{thread}?token={token}",
         args.base_url.trim_end_matches('/')
     ));
     Ok(())

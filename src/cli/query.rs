@@ -41,7 +41,7 @@ pub(crate) fn run(cx: &Context, args: QueryArgs) -> Result<(), CliError> {
         timeout: Duration::from_secs(args.timeout),
         ..QueryLimits::defaults()
     };
-    let result = cx.exchange.query(&args.sql, &limits)?;
+    let result = cx.exchange.query(&args.sql, &limits, None)?;
     match args.format {
         QueryFormat::Table => {
             let rows: Vec<Vec<String>> = result

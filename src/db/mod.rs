@@ -53,19 +53,21 @@ impl std::fmt::Debug for Db {
     }
 }
 
-/// Opens an in-memory DuckDB with no network access for extensions, `read_yaml_auto`, and the
-/// assets over `home`.
-pub(crate) fn open_instance(home: &Path, confine: bool) -> Result<Connection, DbError> {
+/// Opens an in-memory DuckDB with no network access for extensions, `read_yaml_auto` (within
+/// `confine` when given), and the assets over `home`.
+pub(crate) fn open_instance(
+    home: &Path,
+    confine: Option<&yaml_scan::Confinement>,
+) -> Result<Connection, DbError> {
     let con = Connection::open_in_memory().map_err(|e| DbError::duckdb("opening DuckDB", e))?;
     // A missing extension must fail at once, not try to download.
     con.execute_batch(
         "SET autoinstall_known_extensions = false; SET autoload_known_extensions = false;",
     )
     .map_err(|e| DbError::duckdb("configuring DuckDB", e))?;
-    let registered = if confine {
-        yaml_scan::register_confined(&con, home.to_owned())
-    } else {
-        yaml_scan::register(&con)
+    let registered = match confine {
+        Some(c) => yaml_scan::register_within(&con, c),
+        None => yaml_scan::register(&con),
     };
     registered.map_err(|e| DbError::duckdb("registering read_yaml_auto", e))?;
     yaml_scan::defining(|| {
@@ -82,7 +84,7 @@ impl Db {
     /// Opens the read model of the home at `home`.
     pub fn open(home: &Path) -> Result<Db, DbError> {
         Ok(Db {
-            con: Mutex::new(open_instance(home, false)?),
+            con: Mutex::new(open_instance(home, None)?),
             home: home.to_owned(),
         })
     }

@@ -2,7 +2,8 @@
 //! dedicated DuckDB instance with no file or network access of its own, `read_yaml_auto`
 //! confined to the home, one SELECT-shaped statement, a row cap, an output cap and a timeout.
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -52,9 +53,43 @@ pub struct QueryResult {
     pub warning: Option<String>,
 }
 
-/// Opens the locked-down instance over `home`.
-fn locked(home: &Path) -> Result<Connection, DbError> {
-    let con = open_instance(home, true)?;
+/// Which threads a query sees.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// Every file of the home (the operator: the CLI, local tools).
+    All,
+    /// Only these thread files (paths relative to the home), for a principal who may see
+    /// only their own threads. The directory views (executors without their `notify`
+    /// targets, routing rules, capabilities, availability) are answered from a snapshot taken
+    /// before the narrowing; every other file of the home is absent.
+    Threads(HashSet<PathBuf>),
+}
+
+/// The directory views a scoped query keeps, as snapshots; `executors` loses `notify`, which
+/// holds people's contact details.
+const SNAPSHOTS: &[(&str, &str)] = &[
+    ("executors", "SELECT * EXCLUDE (notify) FROM executors"),
+    ("routing_rules", "SELECT * FROM routing_rules"),
+    ("capabilities", "SELECT * FROM capabilities"),
+    (
+        "executor_availability",
+        "SELECT * FROM executor_availability",
+    ),
+];
+
+/// Opens the locked-down instance over `home`, seeing what `scope` allows.
+fn locked(home: &Path, scope: &Scope) -> Result<Connection, DbError> {
+    let confinement = yaml_scan::Confinement::new(home.to_owned());
+    let con = open_instance(home, Some(&confinement))?;
+    if let Scope::Threads(files) = scope {
+        for (view, select) in SNAPSHOTS {
+            con.execute_batch(&format!(
+                "CREATE TABLE \"__{view}\" AS {select}; CREATE OR REPLACE VIEW \"{view}\" AS SELECT * FROM \"__{view}\";"
+            ))
+            .map_err(|e| DbError::duckdb(format!("snapshot of {view}"), e))?;
+        }
+        confinement.narrow(files.clone());
+    }
     // After the assets are loaded: external access off for every later statement, and the
     // configuration frozen so a query cannot turn it back on. Memory is bounded and nothing
     // spills to disk, so a query cannot exhaust the machine or write temp files.
@@ -93,8 +128,13 @@ fn watched<T>(
 }
 
 /// Runs one read-only statement over the home at `home`.
-pub fn run(home: &Path, sql: &str, limits: &QueryLimits) -> Result<QueryResult, DbError> {
-    let con = locked(home)?;
+pub fn run(
+    home: &Path,
+    sql: &str,
+    limits: &QueryLimits,
+    scope: &Scope,
+) -> Result<QueryResult, DbError> {
+    let con = locked(home, scope)?;
     let body = check_shape(&con, sql)?;
     // One execution yields both forms: each row as JSON (nested values intact) and every
     // column as DuckDB's own text, so the rows shown are the rows counted.
@@ -307,8 +347,13 @@ const ARROW_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// Runs one read-only statement and keeps DuckDB's own column types (same lock-down, shape
 /// check, row cap and timeout as [`run`]; a size cap instead of the character cap).
-pub fn run_arrow(home: &Path, sql: &str, limits: &QueryLimits) -> Result<ArrowResult, DbError> {
-    let con = locked(home)?;
+pub fn run_arrow(
+    home: &Path,
+    sql: &str,
+    limits: &QueryLimits,
+    scope: &Scope,
+) -> Result<ArrowResult, DbError> {
+    let con = locked(home, scope)?;
     let body = check_shape(&con, sql)?;
     let limited = format!(
         "SELECT * FROM (\n{body}\n) LIMIT {}",

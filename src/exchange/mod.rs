@@ -328,16 +328,52 @@ impl Exchange {
     }
 
     /// Runs one read-only SQL statement over the home's views (after settling overdue and
-    /// waiting threads, so the answer matches what `status` shows).
-    pub fn query(&self, sql: &str, limits: &QueryLimits) -> Result<QueryResult, Error> {
+    /// waiting threads, so the answer matches what `status` shows). With a `viewer`, the
+    /// statement sees only the threads that principal may see (see [`query::Scope`]); without
+    /// one (the operator, locally) it sees the whole home.
+    pub fn query(
+        &self,
+        sql: &str,
+        limits: &QueryLimits,
+        viewer: Option<&str>,
+    ) -> Result<QueryResult, Error> {
         lifecycle::settle_all(self, self.now())?;
-        Ok(query::run(self.store.layout().root(), sql, limits)?)
+        let scope = self.scope_for(viewer);
+        Ok(query::run(self.store.layout().root(), sql, limits, &scope)?)
     }
 
     /// [`Exchange::query`] with DuckDB's own column types, for Arrow clients.
-    pub fn query_arrow(&self, sql: &str, limits: &QueryLimits) -> Result<ArrowResult, Error> {
+    pub fn query_arrow(
+        &self,
+        sql: &str,
+        limits: &QueryLimits,
+        viewer: Option<&str>,
+    ) -> Result<ArrowResult, Error> {
         lifecycle::settle_all(self, self.now())?;
-        Ok(query::run_arrow(self.store.layout().root(), sql, limits)?)
+        let scope = self.scope_for(viewer);
+        Ok(query::run_arrow(
+            self.store.layout().root(),
+            sql,
+            limits,
+            &scope,
+        )?)
+    }
+
+    /// The thread files `viewer` may see, as a query scope.
+    fn scope_for(&self, viewer: Option<&str>) -> query::Scope {
+        let Some(who) = viewer else {
+            return query::Scope::All;
+        };
+        let directory = directory::Directory::load(&self.store);
+        let root = self.store.layout().root();
+        let (listed, _) = self.store.list(&State::ALL, true);
+        query::Scope::Threads(
+            listed
+                .into_iter()
+                .filter(|(env, _, _)| access::visible_to(who, env, &directory))
+                .filter_map(|(_, _, path)| path.strip_prefix(root).ok().map(|p| p.to_owned()))
+                .collect(),
+        )
     }
 
     /// Problems in config.yaml, registrations, routing rules and the capability catalog, one

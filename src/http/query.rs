@@ -32,18 +32,18 @@ const MAX_LIMIT: usize = 10_000;
 /// `GET /query?sql=&format=&limit=`.
 pub async fn get(
     State(state): State<AppState>,
-    _caller: Caller,
+    Caller(caller): Caller,
     params: Result<Query<QueryParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(params) = params.map_err(|e| ApiError::malformed(e.body_text()))?;
-    run(state, params).await
+    run(state, caller.id, params).await
 }
 
 /// `POST /query`: the statement as the body (plain text), or a JSON object
 /// `{"sql", "format", "limit"}`; query-string parameters fill what the body leaves out.
 pub async fn post(
     State(state): State<AppState>,
-    _caller: Caller,
+    Caller(caller): Caller,
     headers: HeaderMap,
     params: Result<Query<QueryParams>, QueryRejection>,
     request: Body,
@@ -63,10 +63,11 @@ pub async fn post(
     } else if !text.trim().is_empty() {
         params.sql = Some(text);
     }
-    run(state, params).await
+    run(state, caller.id, params).await
 }
 
-async fn run(state: AppState, params: QueryParams) -> Result<Response, ApiError> {
+/// Runs the query as `viewer`, who sees only the threads they may see.
+async fn run(state: AppState, viewer: String, params: QueryParams) -> Result<Response, ApiError> {
     let sql = params
         .sql
         .filter(|s| !s.trim().is_empty())
@@ -80,7 +81,7 @@ async fn run(state: AppState, params: QueryParams) -> Result<Response, ApiError>
     match format.as_str() {
         "json" | "csv" => {
             let result = state
-                .blocking(move || ex.query(&sql, &limits))
+                .blocking(move || ex.query(&sql, &limits, Some(&viewer)))
                 .await?
                 .map_err(query_error(&state.exchange))?;
             let (kind, text) = if format == "csv" {
@@ -99,7 +100,7 @@ async fn run(state: AppState, params: QueryParams) -> Result<Response, ApiError>
         }
         "arrow" => {
             let result = state
-                .blocking(move || ex.query_arrow(&sql, &limits))
+                .blocking(move || ex.query_arrow(&sql, &limits, Some(&viewer)))
                 .await?
                 .map_err(query_error(&state.exchange))?;
             let mut bytes = Vec::new();

@@ -353,7 +353,10 @@ impl MessMcp {
         };
         let ex = self.exchange.clone();
         let sql = a.sql;
-        let outcome = tokio::task::spawn_blocking(move || ex.query(&sql, &limits)).await;
+        // A key holder (over /mcp) sees only its threads; the local operator sees the home.
+        let viewer = self.who.role.map(|_| self.who.id.clone());
+        let outcome =
+            tokio::task::spawn_blocking(move || ex.query(&sql, &limits, viewer.as_deref())).await;
         let result = match outcome {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Ok(self.failure(&e)),

@@ -564,20 +564,25 @@ fn the_query_endpoint_answers_in_json_csv_and_arrow_and_refuses_the_rest() {
     }
     let (status, body) = q("/query?sql=SELECT%201&format=xml");
     assert_eq!((status, error_code(&body).as_str()), (422, "invalid"));
-    // A broken thread file is named relative to the home, never by its server path.
+    // Files are named relative to the home, never by their server path; a broken file is
+    // nobody's thread, so a key holder's query does not see it at all.
     std::fs::write(
         home.path()
             .join("state=received/2026-01-01-001.messe-af.yaml"),
         "ref: [\n",
     )
     .unwrap();
-    let (status, body) = q("/query?sql=SELECT%20*%20FROM%20threads");
-    assert_eq!(status / 100, 4, "{body}");
-    let message = json(&body)["error"]["message"].as_str().unwrap().to_owned();
+    let (status, body) = q("/query?sql=SELECT%20filename%20FROM%20threads%20ORDER%20BY%201");
+    assert_eq!(status, 200, "{body}");
     assert!(
-        message.contains("<home>/state=received/2026-01-01-001"),
-        "{message}"
+        body.contains("\"filename\":\"state=received/2026-"),
+        "{body}"
     );
+    assert!(
+        !body.contains(&home.path().to_string_lossy().to_string()),
+        "{body}"
+    );
+    assert!(!body.contains("2026-01-01-001"), "{body}");
 }
 
 /// Polls the agent's view of thread `r` until `done` holds for its JSON (at most 10 s).
@@ -774,4 +779,55 @@ fn the_server_expires_overdue_requests_on_time_and_stops_with_streams_open() {
         "mess serve did not stop within 5 s with /events open"
     );
     stream.join().unwrap();
+}
+
+#[test]
+fn a_key_holders_queries_see_only_their_threads_and_no_contact_details() {
+    let home = Home::with_config(
+        "executors:\n  teague-phone:\n    capabilities: [take-photo]\n    notify:\n      sms: '+15550100'\n",
+    );
+    let alice = key(&home, "agent", "alice");
+    let carol = key(&home, "agent", "carol");
+    let server = Server::start(&home);
+    let (status, body) = server.post_yaml(
+        &alice,
+        "MESS:\n  - request:\n      intent: the safe code is 1234\n      requires: [take-photo]\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let query = |who: &str, sql: &str| {
+        let (status, body) = server.send(
+            "POST",
+            "/query",
+            &[("Authorization", &format!("Bearer {who}"))],
+            sql.as_bytes(),
+        );
+        (status, body)
+    };
+    let (status, body) = query(&alice, "SELECT count(*) AS n FROM messages");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"n\":2"),
+        "the requestor sees its thread: {body}"
+    );
+    for sql in [
+        "SELECT count(*) AS n FROM messages",
+        "SELECT count(*) AS n FROM threads",
+        "SELECT count(*) AS n FROM read_yaml_auto('state=*/*.yaml', allow_empty := true)",
+    ] {
+        let (status, body) = query(&carol, sql);
+        assert_eq!(status, 200, "{sql}: {body}");
+        assert!(body.contains("\"n\":0"), "{sql}: {body}");
+    }
+    let (status, body) = query(&carol, "SELECT * FROM executors");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("teague-phone") && !body.contains("15550100"),
+        "{body}"
+    );
+    let (status, body) = query(&carol, "SELECT * FROM read_yaml_auto('config.yaml')");
+    assert_eq!(
+        status, 422,
+        "config.yaml is not there for a key holder: {body}"
+    );
+    assert!(!body.contains("15550100"), "{body}");
 }

@@ -344,7 +344,7 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
             )))
             .await;
         assert!(refused.is_err(), "{refused:?}");
-        // A file that does not parse is reported without the server's paths.
+        // A file that does not parse is nobody's thread, and nothing names the server's paths.
         std::fs::write(
             home.path()
                 .join("state=received/2026-01-01-900.messe-af.yaml"),
@@ -366,9 +366,6 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
                 .await
                 .unwrap();
             let t = text(&r);
-            if tool == "mess_query" {
-                assert!(t.contains("<home>/state=received/2026-01-01-900"), "{t}");
-            }
             assert!(
                 !t.contains(&home.path().to_string_lossy().to_string()),
                 "{tool}: {t}"

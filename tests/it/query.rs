@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::copy_dir;
+use crate::support::{Home, copy_dir};
 use tempfile::TempDir;
 
 /// A HOME whose `.mess` is a copy of the fixture home, plus the spec's alternative flat
@@ -239,4 +239,31 @@ fn anything_but_reading_the_exchange_is_refused() {
         "{err}"
     );
     assert!(!Path::new("/tmp/mess-copy.csv").exists());
+}
+
+#[test]
+fn query_errors_and_filenames_are_relative_to_the_home() {
+    let home = Home::with_config("agent_id: claude-agent\n");
+    home.ok(&["request", "look around"]);
+    std::fs::write(
+        home.path()
+            .join("state=received/2026-01-01-001.messe-af.yaml"),
+        "ref: [\n",
+    )
+    .unwrap();
+    let err = home.fails(&["query", "SELECT * FROM threads"], 1);
+    assert!(
+        err.contains("state=received/2026-01-01-001.messe-af.yaml: document 1"),
+        "{err}"
+    );
+    let server_path = home.path().to_string_lossy().to_string();
+    assert!(!err.contains(&server_path), "{err}");
+    std::fs::remove_file(
+        home.path()
+            .join("state=received/2026-01-01-001.messe-af.yaml"),
+    )
+    .unwrap();
+    let out = home.ok(&["query", "--format", "csv", "SELECT filename FROM threads"]);
+    assert!(out.contains("state=received/"), "{out}");
+    assert!(!out.contains(&server_path), "{out}");
 }

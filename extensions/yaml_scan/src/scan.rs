@@ -159,8 +159,28 @@ impl Plan {
     /// Expands `patterns`, parses (or reuses) every file and infers the schema. With `root`
     /// (the locked-down query instance), relative patterns are taken from the root, and a
     /// pattern that reaches outside it or into its hidden folders is refused before any folder
-    /// is listed.
-    pub fn bind(patterns: &[String], opts: &Options, root: Option<&Path>) -> Result<Plan, String> {
+    /// is listed; with `only` as well, files outside that set (relative to the root) are
+    /// skipped as if absent.
+    pub fn bind(
+        patterns: &[String],
+        opts: &Options,
+        root: Option<&Path>,
+        only: Option<&HashSet<PathBuf>>,
+    ) -> Result<Plan, String> {
+        let planned = Plan::bind_paths(patterns, opts, root, only);
+        match root.and_then(|r| r.canonicalize().ok()) {
+            // Errors of a confined scan name files relative to the root, as its rows do.
+            Some(root) => planned.map_err(|e| e.replace(&format!("{}/", root.display()), "")),
+            None => planned,
+        }
+    }
+
+    fn bind_paths(
+        patterns: &[String],
+        opts: &Options,
+        root: Option<&Path>,
+        only: Option<&HashSet<PathBuf>>,
+    ) -> Result<Plan, String> {
         let mut paths: Vec<PathBuf> = Vec::new();
         let mut seen = HashSet::new();
         let defining = DEFINING.with(Cell::get);
@@ -176,7 +196,15 @@ impl Plan {
                 Some(root) => confine_pattern(pattern, root)?,
                 None => pattern.clone(),
             };
-            let matched = glob::expand(&pattern);
+            let mut matched = glob::expand(&pattern);
+            if let (Some(root), Some(only)) = (&root, only) {
+                matched.retain(|p| {
+                    p.canonicalize()
+                        .ok()
+                        .and_then(|real| real.strip_prefix(root).ok().map(Path::to_path_buf))
+                        .is_some_and(|rel| only.contains(&rel))
+                });
+            }
             if matched.is_empty() && !opts.allow_empty {
                 return Err(format!(
                     "No files found that match the pattern \"{pattern}\""
@@ -206,8 +234,14 @@ impl Plan {
             {
                 return Err(format!("{}: document {}: {why}", path.display(), i + 1));
             }
+            // A confined scan names files relative to its root: the root is the server's
+            // business, and the relative path is what the caller can use.
+            let shown = match &root {
+                Some(root) => path.strip_prefix(root).unwrap_or(&path).to_string_lossy(),
+                None => path.to_string_lossy(),
+            };
             files.push(File {
-                shown: path.to_string_lossy().into_owned(),
+                shown: shown.into_owned(),
                 hive: hive_parts(&path),
                 parsed,
             });

@@ -1,8 +1,9 @@
 //! The DuckDB table function `read_yaml_auto`: argument and option parsing in bind, projection
 //! in init, and batches of at most 2048 rows in func.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{
@@ -18,11 +19,41 @@ const CHUNK: usize = 2048;
 /// The `read_yaml_auto` table function.
 pub struct ReadYaml;
 
-/// Where a locked-down instance lets `read_yaml_auto` read; registered as extra info.
+/// Where a locked-down instance lets `read_yaml_auto` read; registered as extra info. Clones
+/// share the narrowing, so the registering code can narrow it after setting up.
 #[derive(Debug, Clone)]
 pub struct Confinement {
     /// Only files under this folder may be read.
     pub root: PathBuf,
+    /// When set, only these files (relative to the root) exist for the function: others a
+    /// pattern matches are skipped as if absent, so their names do not leak either.
+    only: Arc<Mutex<Option<Arc<HashSet<PathBuf>>>>>,
+}
+
+impl Confinement {
+    /// Reading anything under `root`.
+    pub fn new(root: PathBuf) -> Confinement {
+        Confinement {
+            root,
+            only: Arc::default(),
+        }
+    }
+
+    /// From now on, only `files` (paths relative to the root) are readable.
+    pub fn narrow(&self, files: HashSet<PathBuf>) {
+        *self.lock() = Some(Arc::new(files));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<HashSet<PathBuf>>>> {
+        match self.only.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn only(&self) -> Option<Arc<HashSet<PathBuf>>> {
+        self.lock().clone()
+    }
 }
 
 /// The bound scan.
@@ -91,7 +122,13 @@ impl ReadYaml {
     ) -> Result<Bound, Box<dyn std::error::Error>> {
         let paths = paths_of(bind)?;
         let opts = options_of(bind)?;
-        let plan = Plan::bind(&paths, &opts, confinement.map(|c| c.root.as_path()))?;
+        let only = confinement.and_then(Confinement::only);
+        let plan = Plan::bind(
+            &paths,
+            &opts,
+            confinement.map(|c| c.root.as_path()),
+            only.as_deref(),
+        )?;
         for (name, ty) in plan.schema() {
             bind.add_result_column(&name, to_duckdb_logical_type(&ty)?);
         }
@@ -194,8 +231,13 @@ pub fn register(con: &duckdb::Connection) -> duckdb::Result<()> {
 /// Registers `read_yaml_auto` so that it reads only under `root` (for untrusted queries:
 /// DuckDB's own file-access settings do not cover this function).
 pub fn register_confined(con: &duckdb::Connection, root: PathBuf) -> duckdb::Result<()> {
+    register_within(con, &Confinement::new(root))
+}
+
+/// Registers `read_yaml_auto` within `confinement`, which the caller may narrow later.
+pub fn register_within(con: &duckdb::Connection, confinement: &Confinement) -> duckdb::Result<()> {
     con.register_table_function_with_extra_info::<ReadYaml, Confinement>(
         "read_yaml_auto",
-        &Confinement { root },
+        confinement,
     )
 }
