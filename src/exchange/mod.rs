@@ -71,19 +71,11 @@ impl Settings {
 
     /// The configured link secret, if any.
     pub fn link_secret(&self) -> Option<&str> {
-        self.link_secret.as_ref().map(|s| s.0.as_str())
+        self.link_secret.as_ref().map(Secret::expose)
     }
 }
 
-/// A secret setting: its `Debug` output never shows it.
-#[derive(Clone)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
+pub use crate::notify::Secret;
 
 /// Envelopes with their locations, and the files that could not be read.
 pub type Listing = (Vec<(Envelope, Location)>, Vec<StoreError>);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use notify::{EventKind, RecursiveMode, Watcher as _};
+use ::notify::{EventKind, RecursiveMode, Watcher as _};
 
 use crate::exchange::{Error, Exchange, ThreadChange};
 use crate::protocol::envelope::Envelope;
@@ -49,7 +49,7 @@ impl Announced {
 
 /// A running watch of the home; it stops when dropped.
 pub struct HomeWatch {
-    _watcher: notify::RecommendedWatcher,
+    _watcher: ::notify::RecommendedWatcher,
 }
 
 impl std::fmt::Debug for HomeWatch {
@@ -65,7 +65,7 @@ impl Exchange {
         self.store().init()?;
         let ex = self.clone();
         let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            ::notify::recommended_watcher(move |event: ::notify::Result<::notify::Event>| {
                 let Ok(event) = event else { return };
                 if !matches!(
                     event.kind,
@@ -115,7 +115,7 @@ impl Exchange {
     }
 }
 
-fn watch_error(e: &notify::Error) -> Error {
+fn watch_error(e: &::notify::Error) -> Error {
     Error::Store(crate::store::error::StoreError::Io {
         path: std::path::PathBuf::from("state=*"),
         source: std::io::Error::other(format!("watching the home: {e}")),

@@ -48,6 +48,12 @@ pub enum StoreError {
         /// The ref.
         thread: String,
     },
+    /// Anything else, said in words.
+    #[error("{message}")]
+    Other {
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl StoreError {

@@ -9,6 +9,7 @@ pub(crate) mod fsio;
 pub(crate) mod index;
 pub mod keys;
 pub mod layout;
+pub mod outbox;
 pub(crate) mod lock;
 pub(crate) mod refs;
 pub mod registry;

@@ -1,0 +1,56 @@
+//! ntfy: a message on the executor's topic, its priority mapped from the request's, tapping it
+//! opens the presigned link. Every notice of one thread shares a sequence id, so a server that
+//! supports updates (ntfy 2.16 and later) replaces the message when the thread is taken.
+
+use crate::notify::{Notice, NoticeKind, NotifyError, NtfySettings, Sent, json_of};
+
+/// ntfy's priority (1 min .. 5 max) for a request's.
+fn priority(p: &str) -> &'static str {
+    match p {
+        "low" => "2",
+        "high" => "4",
+        "critical" => "5",
+        _ => "3",
+    }
+}
+
+pub(crate) async fn send(
+    http: &reqwest::Client,
+    settings: &NtfySettings,
+    topic: &str,
+    notice: &Notice,
+) -> Result<Sent, NotifyError> {
+    let what = "ntfy";
+    let sequence = format!("mess-{}", notice.thread);
+    let url = format!("{}/{topic}", settings.base_url.trim_end_matches('/'));
+    let mut body = notice.details().join("\n");
+    let mut request = http
+        .post(url)
+        .header("x-title", notice.headline())
+        .header("x-sequence-id", &sequence);
+    match &notice.kind {
+        NoticeKind::Taken { .. } => {
+            request = request.header("x-priority", "2").header("x-tags", "white_check_mark");
+        }
+        _ => {
+            request = request.header("x-priority", priority(&notice.priority));
+            if let Some(link) = &notice.link {
+                request = request.header("x-click", link.as_str());
+                body.push_str("\nRespond: ");
+                body.push_str(link);
+            }
+        }
+    }
+    if let Some(token) = &settings.token {
+        request = request.bearer_auth(token.expose());
+    }
+    let response = request
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| NotifyError::from_reqwest(what, &e))?;
+    json_of(what, response).await?;
+    Ok(Sent {
+        provider_ref: Some(sequence),
+    })
+}

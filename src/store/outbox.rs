@@ -1,0 +1,251 @@
+//! The durable delivery queue under `.mess/outbox/`: one small YAML file per notification to
+//! send, moved between shelves as it goes (`queue/` to send, `sent/` waiting for the thread to
+//! be taken so the message can be updated, `done/`, `failed/`). Every move is a crash-safe
+//! write before a removal, so a restart finds each delivery on at least one shelf and loses none.
+
+use std::path::PathBuf;
+
+use crate::protocol::emit;
+use crate::protocol::time::{self, Timestamp};
+use crate::protocol::value::{Map, Value};
+use crate::store::FileStore;
+use crate::store::error::StoreError;
+use crate::store::fsio;
+use crate::store::thread::parse_yaml_file;
+
+/// One notification of one executor on one channel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// `<thread>.<executor>.<channel>.<kind>`: the same notice is never queued twice.
+    pub id: String,
+    /// The thread it is about.
+    pub thread: String,
+    /// The executor notified.
+    pub executor: String,
+    /// The channel (`webhook`, `slack`, `telegram`, `sms`, `ntfy`, `email`, `mail`).
+    pub channel: String,
+    /// The executor's `notify:` entry for the channel (an address, or a map with one).
+    pub target: Value,
+    /// `new` (please take this), `taken` (someone else took it), `escalated`.
+    pub kind: String,
+    /// When it was queued.
+    pub created: Timestamp,
+    /// When it is next tried.
+    pub due: Timestamp,
+    /// Failed attempts so far, oldest first.
+    pub attempts: Vec<Attempt>,
+    /// What the channel calls the message sent (a Slack `ts`), to update it later.
+    pub provider_ref: Option<String>,
+    /// The provider ref of the earlier message this one updates.
+    pub previous: Option<String>,
+    /// How it ended (`sent`, `moot: ...`, the last error).
+    pub outcome: Option<String>,
+}
+
+/// One failed attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    /// When.
+    pub at: Timestamp,
+    /// What went wrong (no secrets: channel errors are built without them).
+    pub error: String,
+}
+
+/// Where a delivery is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shelf {
+    /// To be sent (when due).
+    Queue,
+    /// Sent; kept until its thread is taken, to update or follow up the message.
+    Sent,
+    /// Finished.
+    Done,
+    /// Given up after the last retry.
+    Failed,
+}
+
+impl Shelf {
+    const ALL: [Shelf; 4] = [Shelf::Queue, Shelf::Sent, Shelf::Done, Shelf::Failed];
+
+    fn dir_name(self) -> &'static str {
+        match self {
+            Shelf::Queue => "queue",
+            Shelf::Sent => "sent",
+            Shelf::Done => "done",
+            Shelf::Failed => "failed",
+        }
+    }
+}
+
+impl Delivery {
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id", Value::str(&self.id));
+        m.insert("thread", Value::str(&self.thread));
+        m.insert("executor", Value::str(&self.executor));
+        m.insert("channel", Value::str(&self.channel));
+        m.insert("target", self.target.clone());
+        m.insert("kind", Value::str(&self.kind));
+        m.insert("created", Value::str(time::format_timestamp(&self.created)));
+        m.insert("due", Value::str(time::format_timestamp(&self.due)));
+        if !self.attempts.is_empty() {
+            m.insert(
+                "attempts",
+                Value::Seq(
+                    self.attempts
+                        .iter()
+                        .map(|a| {
+                            let mut e = Map::new();
+                            e.insert("at", Value::str(time::format_timestamp(&a.at)));
+                            e.insert("error", Value::str(&a.error));
+                            Value::Map(e)
+                        })
+                        .collect(),
+                ),
+            );
+        }
+        m.insert_opt("provider_ref", self.provider_ref.as_deref().map(Value::str));
+        m.insert_opt("previous", self.previous.as_deref().map(Value::str));
+        m.insert_opt("outcome", self.outcome.as_deref().map(Value::str));
+        Value::Map(m)
+    }
+
+    fn from_value(v: &Value) -> Option<Delivery> {
+        let m = v.as_map()?;
+        let text = |k: &str| m.get(k).and_then(Value::scalar_text);
+        let at = |k: &str| text(k).and_then(|t| time::parse_timestamp(&t).ok());
+        Some(Delivery {
+            id: text("id")?,
+            thread: text("thread")?,
+            executor: text("executor")?,
+            channel: text("channel")?,
+            target: m.get("target").cloned().unwrap_or(Value::Null),
+            kind: text("kind")?,
+            created: at("created")?,
+            due: at("due")?,
+            attempts: m
+                .get("attempts")
+                .and_then(Value::as_seq)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|a| {
+                    let a = a.as_map()?;
+                    Some(Attempt {
+                        at: time::parse_timestamp(&a.get("at")?.scalar_text()?).ok()?,
+                        error: a.get("error")?.scalar_text()?,
+                    })
+                })
+                .collect(),
+            provider_ref: text("provider_ref"),
+            previous: text("previous"),
+            outcome: text("outcome"),
+        })
+    }
+}
+
+/// Whether `id` is safe as a file name (it is built from a ref, an executor id and two words).
+fn usable_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+}
+
+impl FileStore {
+    fn shelf_dir(&self, shelf: Shelf) -> PathBuf {
+        self.layout()
+            .internal_dir()
+            .join("outbox")
+            .join(shelf.dir_name())
+    }
+
+    fn delivery_path(&self, shelf: Shelf, id: &str) -> PathBuf {
+        self.shelf_dir(shelf).join(format!("{id}.yaml"))
+    }
+
+    /// Queues `delivery` unless a delivery with its id is already on any shelf; returns
+    /// whether it was queued.
+    pub fn enqueue(&self, delivery: &Delivery) -> Result<bool, StoreError> {
+        if !usable_id(&delivery.id) {
+            return Err(StoreError::Other {
+                message: format!("unusable delivery id {:?}", delivery.id),
+            });
+        }
+        if Shelf::ALL
+            .iter()
+            .any(|s| self.delivery_path(*s, &delivery.id).exists())
+        {
+            return Ok(false);
+        }
+        let dir = self.shelf_dir(Shelf::Queue);
+        fsio::ensure_dir(&dir)?;
+        let text = emit::to_yaml(&delivery.to_value());
+        match fsio::create_atomic(&self.delivery_path(Shelf::Queue, &delivery.id), text.as_bytes())
+        {
+            Ok(()) => Ok(true),
+            Err(StoreError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The deliveries on `shelf`, in id order, with the files that could not be read.
+    pub fn deliveries(&self, shelf: Shelf) -> (Vec<Delivery>, Vec<StoreError>) {
+        let dir = self.shelf_dir(shelf);
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return (out, errors);
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "yaml")
+                    && !p.to_string_lossy().contains(fsio::TEMP_MARK)
+            })
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                // Moved to another shelf meanwhile.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    errors.push(StoreError::io(&path, e));
+                    continue;
+                }
+            };
+            match parse_yaml_file(&path, &text).map(|v| Delivery::from_value(&v)) {
+                Ok(Some(d)) => out.push(d),
+                Ok(None) => errors.push(StoreError::Other {
+                    message: format!("{}: not a delivery record", path.display()),
+                }),
+                Err(e) => errors.push(e),
+            }
+        }
+        (out, errors)
+    }
+
+    /// Rewrites a queued delivery (after a failed attempt, with its next due time).
+    pub fn requeue(&self, delivery: &Delivery) -> Result<(), StoreError> {
+        let text = emit::to_yaml(&delivery.to_value());
+        fsio::write_atomic(
+            &self.delivery_path(Shelf::Queue, &delivery.id),
+            text.as_bytes(),
+        )
+    }
+
+    /// Moves `delivery` from shelf `from` to shelf `to`, as it is now: written to its new
+    /// shelf first, then removed from the old one.
+    pub fn shelve(&self, delivery: &Delivery, from: Shelf, to: Shelf) -> Result<(), StoreError> {
+        fsio::ensure_dir(&self.shelf_dir(to))?;
+        let text = emit::to_yaml(&delivery.to_value());
+        fsio::write_atomic(&self.delivery_path(to, &delivery.id), text.as_bytes())?;
+        fsio::remove_durable(&self.delivery_path(from, &delivery.id))
+    }
+}
