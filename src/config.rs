@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::exchange::{Secret, Settings};
+use crate::notify;
+use crate::protocol::time;
 use crate::protocol::value::Value;
 use crate::protocol::yaml::{self, Limits};
 
@@ -18,6 +20,8 @@ pub struct Config {
     pub agent_id: Option<String>,
     /// The exchange's slice.
     pub exchange: Settings,
+    /// The notification channels' settings (`dispatch:`).
+    pub notify: notify::Settings,
 }
 
 /// A configuration problem, reported before any work starts.
@@ -42,12 +46,19 @@ impl Config {
             home: home.clone(),
             agent_id: None,
             exchange: Settings::defaults(),
+            notify: notify::Settings::defaults(),
         };
         // A secret belongs in the environment, never on a command line where `ps` shows it.
         config.exchange.link_secret = std::env::var("MESS_SECRET")
             .ok()
             .filter(|s| !s.trim().is_empty())
             .map(Secret);
+        let public_url = std::env::var("MESS_PUBLIC_URL")
+            .ok()
+            .filter(|s| !s.trim().is_empty());
+        if let Some(url) = &public_url {
+            config.exchange.dispatch.public_url = url.trim_end_matches('/').to_owned();
+        }
         let path = home.join("config.yaml");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -92,8 +103,138 @@ impl Config {
                 }
             }
         }
+        if let Some(dispatch) = map.get("dispatch") {
+            read_dispatch(dispatch, &mut config).map_err(err)?;
+            if let Some(url) = public_url {
+                // The environment outranks the file.
+                config.exchange.dispatch.public_url = url.trim_end_matches('/').to_owned();
+            }
+        }
         Ok(config)
     }
+}
+
+/// Reads `dispatch:` (channels, links, retries, escalation) into `config`.
+fn read_dispatch(v: &Value, config: &mut Config) -> Result<(), String> {
+    let Some(d) = v.as_map() else {
+        return match v {
+            Value::Null => Ok(()),
+            other => Err(format!(
+                "dispatch must be a mapping, found {}",
+                other.kind()
+            )),
+        };
+    };
+    let section = |name: &str| -> Result<Option<&crate::protocol::value::Map>, String> {
+        match d.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Map(m)) => Ok(Some(m)),
+            Some(other) => Err(format!(
+                "dispatch.{name} must be a mapping, found {}",
+                other.kind()
+            )),
+        }
+    };
+    // `${VAR}` of an unset variable reads as empty: the same as not set.
+    let text = |m: &crate::protocol::value::Map, key: &str| {
+        m.get(key)
+            .and_then(Value::scalar_text)
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let secret = |m: &crate::protocol::value::Map, key: &str| text(m, key).map(Secret);
+    let duration = |key: &str, raw: &str| {
+        time::parse_any_duration(raw)
+            .map_err(|e| format!("dispatch.{key}: {e}"))
+            .and_then(|d| {
+                d.length
+                    .to_std()
+                    .map_err(|_| format!("dispatch.{key}: must be positive"))
+            })
+    };
+    let ex = &mut config.exchange.dispatch;
+    if let Some(url) = text(d, "public_url") {
+        ex.public_url = url.trim_end_matches('/').to_owned();
+    }
+    if let Some(raw) = text(d, "link_ttl") {
+        ex.link_ttl_seconds = duration("link_ttl", &raw)?.as_secs() as i64;
+    }
+    match d.get("escalate_after") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(false)) => ex.escalate_after = None,
+        Some(v) => {
+            let raw = v.scalar_text().unwrap_or_default();
+            ex.escalate_after = Some(duration("escalate_after", &raw)?);
+        }
+    }
+    if let Some(r) = section("retry")? {
+        if let Some(n) = r.get("attempts") {
+            match n {
+                Value::Int(n) if *n >= 1 => ex.attempts = *n as u32,
+                _ => return Err("dispatch.retry.attempts must be a positive integer".to_owned()),
+            }
+        }
+        if let Some(raw) = text(r, "first") {
+            ex.first_retry = duration("retry.first", &raw)?;
+        }
+        if let Some(raw) = text(r, "max") {
+            ex.max_retry = duration("retry.max", &raw)?;
+        }
+    }
+    let n = &mut config.notify;
+    if let Some(raw) = text(d, "timeout") {
+        n.timeout = duration("timeout", &raw)?;
+    }
+    if let Some(w) = section("webhook")? {
+        n.webhook_secret = secret(w, "secret");
+    }
+    if let Some(s) = section("slack")? {
+        n.slack.bot_token = secret(s, "bot_token");
+        if let Some(u) = text(s, "base_url") {
+            n.slack.base_url = u;
+        }
+    }
+    if let Some(t) = section("telegram")? {
+        n.telegram.bot_token = secret(t, "bot_token");
+        if let Some(u) = text(t, "base_url") {
+            n.telegram.base_url = u;
+        }
+    }
+    if let Some(t) = section("twilio")? {
+        n.twilio.account_sid = text(t, "account_sid");
+        n.twilio.auth_token = secret(t, "auth_token");
+        n.twilio.from = text(t, "from");
+        if let Some(u) = text(t, "base_url") {
+            n.twilio.base_url = u;
+        }
+    }
+    if let Some(t) = section("ntfy")? {
+        n.ntfy.token = secret(t, "token");
+        if let Some(u) = text(t, "base_url") {
+            n.ntfy.base_url = u;
+        }
+    }
+    if let Some(e) = section("email")? {
+        n.email.smtp_host = text(e, "smtp_host");
+        if let Some(p) = e.get("smtp_port") {
+            match p {
+                Value::Int(p) if (1..=65535).contains(p) => n.email.smtp_port = *p as u16,
+                _ => return Err("dispatch.email.smtp_port must be a port number".to_owned()),
+            }
+        }
+        if let Some(sec) = text(e, "security") {
+            if !matches!(sec.as_str(), "starttls" | "tls" | "none") {
+                return Err(format!(
+                    "dispatch.email.security: {sec:?} is not one of starttls, tls, none"
+                ));
+            }
+            n.email.security = sec;
+        }
+        n.email.from = text(e, "from");
+        n.email.username = text(e, "username");
+        n.email.password = secret(e, "password");
+    }
+    Ok(())
 }
 
 fn default_home() -> PathBuf {

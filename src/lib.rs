@@ -13,7 +13,7 @@ pub mod db;
 pub mod exchange;
 pub mod http;
 pub mod links;
-pub mod notify;
 pub mod mcp;
+pub mod notify;
 pub mod protocol;
 pub mod store;

@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::cli::{CliError, Context, output};
-use crate::exchange::{dispatch, sweep};
+use crate::exchange::{deliver, dispatch, sweep};
+use crate::notify::Notifier;
 
 /// How often the dispatcher looks again at every pending thread nobody could take yet
 /// (`MESS_DISPATCH_RETRY_MS` overrides it).
@@ -72,6 +73,9 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         let stop = tokio_util::sync::CancellationToken::new();
         let dispatcher = dispatch::run((*exchange).clone(), stop.clone(), dispatch_retry());
         let sweeper = sweep::run((*exchange).clone(), stop.clone());
+        let notifier = Notifier::new(cx.config.notify.clone())
+            .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
+        let deliveries = deliver::run((*exchange).clone(), notifier, stop.clone());
         let app = crate::http::app(exchange, stop.clone());
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -84,6 +88,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         // A pass in flight finishes its writes before the process exits.
         let _ = dispatcher.await;
         let _ = sweeper.await;
+        let _ = deliveries.await;
         Ok(())
     })
 }

@@ -85,6 +85,10 @@ impl Exchange {
                 pass.waiting.push(thread);
                 continue;
             }
+            // Notices first (a notice about a thread taken meanwhile is dropped as moot), so a
+            // crash never leaves a routed thread nobody was told about.
+            let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
+            self.queue_notices(&thread, &executors, "new", now)?;
             let recorded = self.store().modify(&thread, |t| -> Result<_, Error> {
                 if !waits_for_routing(&t.envelope, now) {
                     return Ok((None, false));

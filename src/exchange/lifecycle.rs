@@ -244,6 +244,14 @@ pub(crate) fn record_dispatch(
             return false;
         }
     };
+    if !routed.is_empty() {
+        let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
+        // Queued before the thread is written: a crash in between leaves notices about a
+        // thread that never was, which the worker drops, never a routed thread unannounced.
+        if let Err(e) = ex.queue_notices(&env.thread_ref, &executors, "new", now) {
+            tracing::warn!(thread = %env.thread_ref, error = %e, "cannot queue the notices");
+        }
+    }
     record_routed(env, &routed, now)
 }
 

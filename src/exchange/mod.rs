@@ -8,6 +8,7 @@
 pub mod access;
 pub mod auth;
 pub mod clock;
+pub mod deliver;
 pub mod demo;
 pub mod directory;
 pub mod dispatch;
@@ -53,6 +54,8 @@ pub struct Settings {
     pub max_message_bytes: usize,
     /// The key that signs presigned links (`MESS_SECRET`); `None` uses the home's generated one.
     pub link_secret: Option<Secret>,
+    /// Notification policy: links, retries, escalation.
+    pub dispatch: DispatchSettings,
     /// Whether new requests are routed by a background dispatcher ([`dispatch`]) instead of
     /// before their create is acknowledged (a server turns this on; one-shot commands route
     /// at once, as nobody else would).
@@ -65,6 +68,7 @@ impl Settings {
         Settings {
             max_message_bytes: 16 * 1024 * 1024,
             link_secret: None,
+            dispatch: DispatchSettings::defaults(),
             route_in_background: false,
         }
     }
@@ -76,6 +80,40 @@ impl Settings {
 }
 
 pub use crate::notify::Secret;
+
+/// How the exchange notifies executors (`dispatch:` in config.yaml, beside the channels'
+/// settings that `notify` takes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchSettings {
+    /// The exchange's address as executors' browsers reach it, for links (`MESS_PUBLIC_URL`).
+    pub public_url: String,
+    /// How long a link in a notification works.
+    pub link_ttl_seconds: i64,
+    /// Attempts before a delivery is given up (and recorded in the thread).
+    pub attempts: u32,
+    /// Wait after the first failure; it doubles with each further failure (with jitter).
+    pub first_retry: std::time::Duration,
+    /// The longest wait between attempts.
+    pub max_retry: std::time::Duration,
+    /// After this long without a claim, a routed request is offered to the `default` rule's
+    /// executors too (`None`: never).
+    pub escalate_after: Option<std::time::Duration>,
+}
+
+impl DispatchSettings {
+    /// The documented defaults: links to `http://127.0.0.1:8420` valid 24 h, 8 attempts from
+    /// 2 s up to 10 min apart, escalation after 15 min.
+    pub fn defaults() -> DispatchSettings {
+        DispatchSettings {
+            public_url: "http://127.0.0.1:8420".to_owned(),
+            link_ttl_seconds: 24 * 3600,
+            attempts: 8,
+            first_retry: std::time::Duration::from_secs(2),
+            max_retry: std::time::Duration::from_secs(600),
+            escalate_after: Some(std::time::Duration::from_secs(900)),
+        }
+    }
+}
 
 /// Envelopes with their locations, and the files that could not be read.
 pub type Listing = (Vec<(Envelope, Location)>, Vec<StoreError>);
@@ -127,6 +165,8 @@ pub struct Exchange {
     announced: Arc<watch::Announced>,
     /// API key records, re-read only when the keys file changes.
     keys: Arc<auth::KeyCache>,
+    /// Wakes this process's delivery worker when a delivery is queued.
+    deliveries: Arc<tokio::sync::Notify>,
 }
 
 /// A thread this process changed: written and durable before it is announced.
@@ -143,13 +183,16 @@ pub struct ThreadChange {
 }
 
 impl ThreadChange {
-    /// Whether the change only recorded the exchange's routing decision (status and messages
-    /// as before): the requestor has nothing new to read.
+    /// Whether the change only recorded the exchange's own bookkeeping (a routing decision,
+    /// an escalation, a notification that failed), with status and messages as before: the
+    /// requestor has nothing new to read.
     pub fn is_routing(&self) -> bool {
-        self.envelope
-            .history
-            .last()
-            .is_some_and(|h| h.action == "dispatched")
+        self.envelope.history.last().is_some_and(|h| {
+            matches!(
+                h.action.as_str(),
+                "dispatched" | "escalated" | "notify_failed"
+            )
+        })
     }
 }
 
@@ -183,6 +226,7 @@ impl Exchange {
             changes,
             announced,
             keys: Arc::new(auth::KeyCache::default()),
+            deliveries: Arc::new(tokio::sync::Notify::new()),
         }
     }
 

@@ -49,23 +49,16 @@ pub(crate) async fn send(
         _ => builder.tls(Tls::Required(tls()?)),
     };
     if let (Some(user), Some(password)) = (&settings.username, &settings.password) {
-        builder = builder.credentials(Credentials::new(
-            user.clone(),
-            password.expose().to_owned(),
-        ));
+        builder = builder.credentials(Credentials::new(user.clone(), password.expose().to_owned()));
     }
-    let response = builder
-        .build()
-        .send(message)
-        .await
-        .map_err(|e| {
-            let message = format!("email via {host}: {e}");
-            if e.is_permanent() {
-                NotifyError::Fail { message }
-            } else {
-                NotifyError::Retry { message }
-            }
-        })?;
+    let response = builder.build().send(message).await.map_err(|e| {
+        let message = format!("email via {host}: {e}");
+        if e.is_permanent() {
+            NotifyError::Fail { message }
+        } else {
+            NotifyError::Retry { message }
+        }
+    })?;
     Ok(Sent {
         provider_ref: response.message().next().map(str::to_owned),
     })

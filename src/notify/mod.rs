@@ -70,7 +70,7 @@ pub struct Notice {
     pub thread: String,
     /// The request's intent.
     pub intent: String,
-    /// `low`, `normal`, `high` or `critical`.
+    /// `background`, `normal`, `elevated` or `urgent`.
     pub priority: String,
     /// When it is needed by (RFC 3339), if anyone said.
     pub needed_by: Option<String>,
@@ -426,8 +426,12 @@ impl Notifier {
                 telegram::send(&self.http, &self.settings.telegram, to, notice).await
             }
             Channel::Sms(to) => sms::send(&self.http, &self.settings.twilio, to, notice).await,
-            Channel::Ntfy(topic) => ntfy::send(&self.http, &self.settings.ntfy, topic, notice).await,
-            Channel::Email(to) => email::send(&self.settings.email, self.settings.timeout, to, notice).await,
+            Channel::Ntfy(topic) => {
+                ntfy::send(&self.http, &self.settings.ntfy, topic, notice).await
+            }
+            Channel::Email(to) => {
+                email::send(&self.settings.email, self.settings.timeout, to, notice).await
+            }
             Channel::Mail(_) => Err(NotifyError::Fail {
                 message: "mail is delivered by the exchange, not sent".to_owned(),
             }),
@@ -436,7 +440,10 @@ impl Notifier {
 }
 
 /// Reads a JSON response body, classifying failures.
-async fn json_of(what: &str, response: reqwest::Response) -> Result<serde_json::Value, NotifyError> {
+async fn json_of(
+    what: &str,
+    response: reqwest::Response,
+) -> Result<serde_json::Value, NotifyError> {
     let status = response.status();
     let body = response
         .text()

@@ -4,12 +4,13 @@
 
 use crate::notify::{Notice, NoticeKind, NotifyError, NtfySettings, Sent, json_of};
 
-/// ntfy's priority (1 min .. 5 max) for a request's.
+/// ntfy's priority (1 min .. 5 max) for a request's (`background`, `normal`, `elevated`,
+/// `urgent`).
 fn priority(p: &str) -> &'static str {
     match p {
-        "low" => "2",
-        "high" => "4",
-        "critical" => "5",
+        "background" => "2",
+        "elevated" => "4",
+        "urgent" => "5",
         _ => "3",
     }
 }
@@ -30,7 +31,9 @@ pub(crate) async fn send(
         .header("x-sequence-id", &sequence);
     match &notice.kind {
         NoticeKind::Taken { .. } => {
-            request = request.header("x-priority", "2").header("x-tags", "white_check_mark");
+            request = request
+                .header("x-priority", "2")
+                .header("x-tags", "white_check_mark");
         }
         _ => {
             request = request.header("x-priority", priority(&notice.priority));

@@ -31,11 +31,13 @@ pub(crate) async fn send(
         }]}));
     }
     // A taken notice updates the message it follows, when there is one.
-    let (method, mut body) = match (&notice.kind, notice.previous.as_deref().and_then(|p| p.split_once(':'))) {
-        (NoticeKind::Taken { .. }, Some((channel, ts))) => (
-            "chat.update",
-            json!({"channel": channel, "ts": ts}),
-        ),
+    let (method, mut body) = match (
+        &notice.kind,
+        notice.previous.as_deref().and_then(|p| p.split_once(':')),
+    ) {
+        (NoticeKind::Taken { .. }, Some((channel, ts))) => {
+            ("chat.update", json!({"channel": channel, "ts": ts}))
+        }
         _ => ("chat.postMessage", json!({"channel": to})),
     };
     body["text"] = json!(notice.headline());
@@ -50,7 +52,10 @@ pub(crate) async fn send(
         .map_err(|e| NotifyError::from_reqwest(what, &e))?;
     let answer = json_of(what, response).await?;
     if answer["ok"] != json!(true) {
-        let error = answer["error"].as_str().unwrap_or("unknown error").to_owned();
+        let error = answer["error"]
+            .as_str()
+            .unwrap_or("unknown error")
+            .to_owned();
         let message = format!("slack {method}: {error}");
         return Err(if error == "ratelimited" || error.starts_with("internal") {
             NotifyError::Retry { message }

@@ -24,7 +24,11 @@ pub(crate) async fn send(
     let response = http
         .post(url)
         .basic_auth(sid, Some(token.expose()))
-        .form(&[("To", to), ("From", from.as_str()), ("Body", &notice.plain_text())])
+        .form(&[
+            ("To", to),
+            ("From", from.as_str()),
+            ("Body", &notice.plain_text()),
+        ])
         .send()
         .await
         .map_err(|e| NotifyError::from_reqwest(what, &e))?;

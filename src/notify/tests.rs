@@ -42,7 +42,10 @@ fn notify_entries_parse_into_channels_and_name_what_is_wrong() {
         ]
     );
     assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems[0].contains("notify.pager: unknown channel"), "{problems:?}");
+    assert!(
+        problems[0].contains("notify.pager: unknown channel"),
+        "{problems:?}"
+    );
     assert!(problems[1].contains("notify.sms: expected a non-empty string"));
     assert!(Channel::Slack(String::new()).updates_in_place());
     assert!(!Channel::Sms(String::new()).updates_in_place());
@@ -69,7 +72,11 @@ fn signatures_bind_the_secret_the_time_and_the_body() {
     let s = sign(b"secret", 100, b"body");
     assert!(s.starts_with("sha256=") && s.len() == 7 + 64, "{s}");
     assert_eq!(s, sign(b"secret", 100, b"body"));
-    assert_ne!(s, sign(b"secret", 101, b"body"), "a replay with a new time fails");
+    assert_ne!(
+        s,
+        sign(b"secret", 101, b"body"),
+        "a replay with a new time fails"
+    );
     assert_ne!(s, sign(b"secret", 100, b"bodY"));
     assert_ne!(s, sign(b"other", 100, b"body"));
     assert_eq!(format!("{:?}", Secret("x".to_owned())), "Secret(..)");

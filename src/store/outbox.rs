@@ -181,8 +181,10 @@ impl FileStore {
         let dir = self.shelf_dir(Shelf::Queue);
         fsio::ensure_dir(&dir)?;
         let text = emit::to_yaml(&delivery.to_value());
-        match fsio::create_atomic(&self.delivery_path(Shelf::Queue, &delivery.id), text.as_bytes())
-        {
+        match fsio::create_atomic(
+            &self.delivery_path(Shelf::Queue, &delivery.id),
+            text.as_bytes(),
+        ) {
             Ok(()) => Ok(true),
             Err(StoreError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::AlreadyExists =>

@@ -6,6 +6,7 @@
 mod cli;
 mod concurrency;
 mod crash;
+mod dispatch;
 mod duckdb_cli;
 mod http;
 mod inspector;

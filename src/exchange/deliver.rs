@@ -1,0 +1,393 @@
+//! Notifying executors: routing decisions become deliveries in the durable outbox (one per
+//! executor and `notify:` channel), and a server's delivery worker sends them with retries,
+//! exponential backoff and jitter, records a final failure in the thread's history, and tells
+//! the other notified executors when someone takes the thread (where the channel can update
+//! its message). Deliveries are files, so a restart resumes them all.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use crate::exchange::directory::Directory;
+use crate::exchange::{Error, Exchange};
+use crate::links::Action;
+use crate::notify::{Channel, Notice, NoticeKind, Notifier, NotifyError, Sent};
+use crate::protocol::envelope::EXCHANGE;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::status::Status;
+use crate::protocol::time::{self, Timestamp};
+use crate::protocol::value::Value;
+use crate::store::Edit;
+use crate::store::error::StoreError;
+use crate::store::outbox::{Attempt, Delivery, Shelf};
+
+/// Deliveries in flight at once.
+const PARALLEL: usize = 16;
+/// How often the worker looks at the outbox even when nothing woke it (deliveries queued by
+/// other processes, such as a `mess request` on the command line).
+const LOOK_AGAIN: Duration = Duration::from_secs(2);
+
+impl Exchange {
+    /// Queues a `kind` notice (`new`, `escalated`) of `thread` for each of `executors` on each
+    /// of their `notify:` channels; returns how many were queued (a notice queued before is
+    /// not queued again).
+    pub fn queue_notices(
+        &self,
+        thread: &ThreadRef,
+        executors: &[String],
+        kind: &str,
+        now: Timestamp,
+    ) -> Result<usize, Error> {
+        let directory = Directory::load(self.store());
+        let mut queued = 0;
+        for id in executors {
+            let Some(spec) = directory.executor(id) else {
+                continue;
+            };
+            let Some(notify) = spec.extra.get("notify") else {
+                continue;
+            };
+            let (channels, problems) = Channel::all_of(notify);
+            for p in problems {
+                tracing::warn!(executor = %id, problem = %p, "notify entry skipped");
+            }
+            for channel in channels {
+                if matches!(channel, Channel::Mail(_)) {
+                    tracing::warn!(executor = %id, "the mail channel is not available yet; skipped");
+                    continue;
+                }
+                let name = channel.name();
+                let target = notify
+                    .as_map()
+                    .and_then(|m| m.get(name))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let delivery = Delivery {
+                    id: format!("{thread}.{id}.{name}.{kind}"),
+                    thread: thread.to_string(),
+                    executor: id.clone(),
+                    channel: name.to_owned(),
+                    target,
+                    kind: kind.to_owned(),
+                    created: now,
+                    due: now,
+                    attempts: Vec::new(),
+                    provider_ref: None,
+                    previous: None,
+                    outcome: None,
+                };
+                if self.store().enqueue(&delivery)? {
+                    queued += 1;
+                }
+            }
+        }
+        if queued > 0 {
+            self.deliveries.notify_one();
+        }
+        Ok(queued)
+    }
+
+    /// The link a notice carries: the thread, for this executor, with every action.
+    fn link_for(&self, thread: &ThreadRef, executor: &str) -> Option<String> {
+        let d = &self.settings().dispatch;
+        match self.mint_link(thread, executor, &Action::ALL, d.link_ttl_seconds) {
+            Ok(token) => Some(format!("{}/thread/{thread}?token={token}", d.public_url)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no link in the notice");
+                None
+            }
+        }
+    }
+
+    /// What to send for `delivery` now, or `None` when it is moot (the thread is gone, or a
+    /// `new` notice for a thread no longer pending), in which case it is shelved as done.
+    fn prepare(&self, delivery: &Delivery) -> Result<Option<(Channel, Notice)>, Error> {
+        let moot = |why: String| -> Result<Option<(Channel, Notice)>, Error> {
+            let mut d = delivery.clone();
+            d.outcome = Some(format!("moot: {why}"));
+            self.store().shelve(&d, Shelf::Queue, Shelf::Done)?;
+            Ok(None)
+        };
+        let Ok(thread) = ThreadRef::parse(&delivery.thread) else {
+            return moot("not a thread".to_owned());
+        };
+        let file = match self.store().read(&thread) {
+            Ok(f) => f,
+            // A one-shot command queues its notices just before it writes the thread.
+            Err(StoreError::NotFound { .. })
+                if self.now() - delivery.created < chrono::TimeDelta::seconds(30) =>
+            {
+                let mut d = delivery.clone();
+                d.due = self.now() + chrono::TimeDelta::seconds(1);
+                self.store().requeue(&d)?;
+                return Ok(None);
+            }
+            Err(StoreError::NotFound { .. }) => return moot("the thread is gone".to_owned()),
+            Err(e) => return Err(e.into()),
+        };
+        let env = &file.envelope;
+        let kind = match delivery.kind.as_str() {
+            "taken" => NoticeKind::Taken {
+                by: env.executor.clone().unwrap_or_else(|| "someone".to_owned()),
+            },
+            "escalated" => NoticeKind::Escalated,
+            _ => NoticeKind::New,
+        };
+        if !matches!(kind, NoticeKind::Taken { .. }) && env.status != Status::Pending {
+            return moot(format!("the thread is {}", env.status));
+        }
+        let channel = match Channel::parse(&delivery.channel, &delivery.target) {
+            Ok(c) => c,
+            Err(p) => return moot(p),
+        };
+        let link = match kind {
+            NoticeKind::Taken { .. } => None,
+            _ => self.link_for(&thread, &delivery.executor),
+        };
+        let notice = Notice {
+            delivery: delivery.id.clone(),
+            kind,
+            thread: thread.to_string(),
+            intent: env.intent.clone(),
+            priority: env.priority.as_str().to_owned(),
+            needed_by: env.needed_by.map(|t| time::format_timestamp(&t)),
+            requires: env.requires.clone(),
+            link,
+            thread_yaml: file.text().to_owned(),
+            previous: delivery.previous.clone(),
+            at: self.now().timestamp(),
+        };
+        Ok(Some((channel, notice)))
+    }
+
+    /// Records how an attempt went: shelves a sent delivery (on `sent/` while a taken notice
+    /// may follow), requeues a retryable failure with backoff, or gives up and says so in the
+    /// thread's history.
+    fn record_attempt(
+        &self,
+        delivery: &Delivery,
+        channel: &Channel,
+        outcome: Result<Sent, NotifyError>,
+    ) -> Result<(), Error> {
+        let now = self.now();
+        let mut d = delivery.clone();
+        match outcome {
+            Ok(sent) => {
+                d.provider_ref = sent.provider_ref;
+                d.outcome = Some("sent".to_owned());
+                let follow = d.kind != "taken" && channel.updates_in_place();
+                let shelf = if follow { Shelf::Sent } else { Shelf::Done };
+                self.store().shelve(&d, Shelf::Queue, shelf)?;
+            }
+            Err(e) => {
+                d.attempts.push(Attempt {
+                    at: now,
+                    error: e.to_string(),
+                });
+                let tries = d.attempts.len() as u32;
+                let policy = &self.settings().dispatch;
+                if matches!(e, NotifyError::Retry { .. }) && tries < policy.attempts {
+                    d.due = now + self.backoff(tries);
+                    self.store().requeue(&d)?;
+                    return Ok(());
+                }
+                d.outcome = Some(e.to_string());
+                self.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
+                self.record_failure(&d, tries, &e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The wait after the `tries`-th failure: the first retry delay doubled per failure, at
+    /// most the maximum, less up to a quarter at random so retries of many deliveries spread.
+    fn backoff(&self, tries: u32) -> chrono::TimeDelta {
+        let policy = &self.settings().dispatch;
+        let doubled = policy
+            .first_retry
+            .saturating_mul(1u32 << tries.saturating_sub(1).min(20));
+        let wait = doubled.min(policy.max_retry);
+        let noise = self
+            .store()
+            .random_bytes(2)
+            .map(|b| f64::from(u16::from_le_bytes([b[0], b[1]])) / f64::from(u16::MAX))
+            .unwrap_or(0.5);
+        let jittered = wait.mul_f64(1.0 - 0.25 * noise);
+        chrono::TimeDelta::from_std(jittered).unwrap_or(chrono::TimeDelta::seconds(1))
+    }
+
+    /// Writes a `notify_failed` history entry into the delivery's thread.
+    fn record_failure(&self, d: &Delivery, tries: u32, e: &NotifyError) -> Result<(), Error> {
+        let Ok(thread) = ThreadRef::parse(&d.thread) else {
+            return Ok(());
+        };
+        let now = self.now();
+        let note = format!(
+            "{} to {} failed after {tries} attempt{}: {e}",
+            d.channel,
+            d.executor,
+            if tries == 1 { "" } else { "s" }
+        );
+        let written = self.store().modify(&thread, |t| -> Result<_, Error> {
+            let mut envelope = t.envelope.clone();
+            envelope.record("notify_failed", now, EXCHANGE, Some(note.clone()));
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: Vec::new(),
+                }),
+                (),
+            ))
+        });
+        match written {
+            Ok(()) | Err(Error::Store(StoreError::NotFound { .. })) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// For every sent notice whose thread is no longer pending: queues a `taken` notice to
+    /// update it (unless its executor took the thread) and moves it to `done/`. Returns how
+    /// many were settled.
+    pub fn follow_up_sent(&self) -> Result<usize, Error> {
+        let now = self.now();
+        let (sent, _) = self.store().deliveries(Shelf::Sent);
+        let mut settled = 0;
+        for d in sent {
+            let status = ThreadRef::parse(&d.thread)
+                .ok()
+                .and_then(|t| self.store().envelope(&t).ok())
+                .map(|(env, _)| env);
+            if status
+                .as_ref()
+                .is_some_and(|env| env.status == Status::Pending)
+            {
+                continue;
+            }
+            let taker = status.as_ref().and_then(|env| env.executor.clone());
+            if status.is_some() && taker.as_deref() != Some(d.executor.as_str()) {
+                let follow = Delivery {
+                    id: format!("{}.{}.{}.taken", d.thread, d.executor, d.channel),
+                    kind: "taken".to_owned(),
+                    created: now,
+                    due: now,
+                    attempts: Vec::new(),
+                    previous: d.provider_ref.clone(),
+                    provider_ref: None,
+                    outcome: None,
+                    ..d.clone()
+                };
+                if self.store().enqueue(&follow)? {
+                    self.deliveries.notify_one();
+                }
+            }
+            self.store().shelve(&d, Shelf::Sent, Shelf::Done)?;
+            settled += 1;
+        }
+        Ok(settled)
+    }
+}
+
+/// Runs the delivery worker until `stop`: sends due deliveries (at most [`PARALLEL`] at once),
+/// wakes when deliveries are queued in this process, when the next one falls due, and every
+/// [`LOOK_AGAIN`]; follows up sent notices when threads change.
+pub fn run(
+    ex: Exchange,
+    notifier: Notifier,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let notifier = Arc::new(notifier);
+        let mut changes = ex.subscribe();
+        let mut in_flight: HashSet<String> = HashSet::new();
+        let mut tasks: tokio::task::JoinSet<String> = tokio::task::JoinSet::new();
+        let mut follow = true;
+        loop {
+            if follow {
+                follow = false;
+                let worker = ex.clone();
+                match tokio::task::spawn_blocking(move || worker.follow_up_sent()).await {
+                    Ok(Err(e)) => tracing::warn!(error = %e, "following up sent notices failed"),
+                    Err(e) => tracing::error!(error = %e, "following up sent notices panicked"),
+                    Ok(Ok(_)) => {}
+                }
+            }
+            let worker = ex.clone();
+            let queued =
+                tokio::task::spawn_blocking(move || worker.store().deliveries(Shelf::Queue))
+                    .await
+                    .map(|(q, _)| q)
+                    .unwrap_or_default();
+            let now = ex.now();
+            let mut next = tokio::time::Instant::now() + LOOK_AGAIN;
+            for d in queued {
+                if in_flight.contains(&d.id) {
+                    continue;
+                }
+                if d.due > now {
+                    let ahead = (d.due - now).to_std().unwrap_or(Duration::ZERO);
+                    next = next.min(tokio::time::Instant::now() + ahead);
+                    continue;
+                }
+                if in_flight.len() >= PARALLEL {
+                    break;
+                }
+                in_flight.insert(d.id.clone());
+                let (ex, notifier) = (ex.clone(), notifier.clone());
+                tasks.spawn(async move {
+                    attempt(&ex, &notifier, &d).await;
+                    d.id
+                });
+            }
+            tokio::select! {
+                () = stop.cancelled() => break,
+                done = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Some(Ok(id)) = done {
+                        in_flight.remove(&id);
+                    }
+                }
+                () = ex.deliveries.notified() => {}
+                () = tokio::time::sleep_until(next) => {}
+                change = changes.recv() => match change {
+                    Ok(c) if c.status != Status::Pending => follow = true,
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => follow = true,
+                    Err(RecvError::Closed) => break,
+                },
+            }
+        }
+        // Attempts in flight finish (each is bounded by the channel timeout) and record.
+        while tasks.join_next().await.is_some() {}
+    })
+}
+
+/// One attempt of one delivery: prepare and record off the async workers, send on them.
+async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) {
+    let (worker, delivery) = (ex.clone(), d.clone());
+    let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
+    let (channel, notice) = match prepared {
+        Ok(Ok(Some(p))) => p,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => {
+            tracing::warn!(delivery = %d.id, error = %e, "cannot prepare the notice");
+            return;
+        }
+        Err(e) => {
+            tracing::error!(delivery = %d.id, error = %e, "preparing the notice panicked");
+            return;
+        }
+    };
+    let outcome = notifier.send(&channel, &notice).await;
+    if let Err(e) = &outcome {
+        tracing::info!(delivery = %d.id, error = %e, "delivery attempt failed");
+    }
+    let (worker, delivery) = (ex.clone(), d.clone());
+    let recorded =
+        tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, &channel, outcome))
+            .await;
+    if let Ok(Err(e)) = recorded {
+        tracing::warn!(delivery = %d.id, error = %e, "cannot record the delivery");
+    }
+}

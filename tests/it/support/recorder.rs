@@ -1,0 +1,228 @@
+//! Local stand-ins for the outbound services: an HTTP server on `127.0.0.1:0` that records
+//! every request and answers in each API's shape (Slack, Telegram, Twilio, ntfy, webhooks),
+//! with scripted failures and delays, and an SMTP server that records each message.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+
+/// One request the recorder received.
+#[derive(Debug, Clone)]
+pub(crate) struct Hit {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) headers: HashMap<String, String>,
+    pub(crate) body: String,
+}
+
+/// What to do with the next requests to paths starting with a prefix.
+#[derive(Debug, Clone)]
+pub(crate) enum Script {
+    /// Answer with this status (and an error body).
+    Status(u16),
+    /// Wait this long before answering normally.
+    Delay(Duration),
+}
+
+#[derive(Default)]
+struct State {
+    hits: Vec<Hit>,
+    scripts: Vec<(String, Script)>,
+}
+
+/// The HTTP recorder; it runs until the test process ends.
+#[derive(Clone)]
+pub(crate) struct Recorder {
+    pub(crate) url: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl Recorder {
+    pub(crate) fn start() -> Recorder {
+        let state = Arc::new(Mutex::new(State::default()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(listener.local_addr().unwrap().port()).unwrap();
+                let app = axum::Router::new().fallback(
+                    move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                        let state = shared.clone();
+                        async move { answer(&state, method, uri, headers, body).await }
+                    },
+                );
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        let port = rx.recv().unwrap();
+        Recorder {
+            url: format!("http://127.0.0.1:{port}"),
+            state,
+        }
+    }
+
+    /// The next requests to paths starting with `prefix` follow `scripts`, one each.
+    pub(crate) fn script(&self, prefix: &str, scripts: Vec<Script>) {
+        let mut s = self.state.lock().unwrap();
+        for script in scripts {
+            s.scripts.push((prefix.to_owned(), script));
+        }
+    }
+
+    /// Every request so far.
+    pub(crate) fn hits(&self) -> Vec<Hit> {
+        self.state.lock().unwrap().hits.clone()
+    }
+
+    /// Waits up to `within` until `done` holds for the requests so far; returns them.
+    pub(crate) fn wait_for(&self, within: Duration, done: impl Fn(&[Hit]) -> bool) -> Vec<Hit> {
+        let until = Instant::now() + within;
+        loop {
+            let hits = self.hits();
+            if done(&hits) || Instant::now() > until {
+                return hits;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+async fn answer(
+    state: &Mutex<State>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+    let path = uri.path().to_owned();
+    let script = {
+        let mut s = state.lock().unwrap();
+        s.hits.push(Hit {
+            method: method.to_string(),
+            path: path.clone(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
+                .collect(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        let found = s.scripts.iter().position(|(p, _)| path.starts_with(p));
+        found.map(|i| s.scripts.remove(i).1)
+    };
+    match script {
+        Some(Script::Status(code)) => {
+            return (
+                StatusCode::from_u16(code).unwrap(),
+                [("content-type", "application/json")],
+                "{\"ok\":false,\"error\":\"scripted\"}".to_owned(),
+            );
+        }
+        Some(Script::Delay(d)) => tokio::time::sleep(d).await,
+        None => {}
+    }
+    let json = if path.contains("/chat.postMessage") || path.contains("/chat.update") {
+        "{\"ok\":true,\"channel\":\"C0123\",\"ts\":\"1769882400.000100\"}".to_owned()
+    } else if path.contains("/sendMessage") || path.contains("/editMessageText") {
+        "{\"ok\":true,\"result\":{\"message_id\":42,\"chat\":{\"id\":777}}}".to_owned()
+    } else if path.contains("/Messages.json") {
+        "{\"sid\":\"SM0001\",\"status\":\"queued\"}".to_owned()
+    } else {
+        "{\"id\":\"n0001\"}".to_owned()
+    };
+    (StatusCode::OK, [("content-type", "application/json")], json)
+}
+
+/// One message the SMTP recorder accepted.
+#[derive(Debug, Clone)]
+pub(crate) struct Mail {
+    pub(crate) from: String,
+    pub(crate) to: Vec<String>,
+    pub(crate) data: String,
+}
+
+/// A minimal SMTP server (no TLS, no auth) that accepts and records every message.
+#[derive(Clone)]
+pub(crate) struct SmtpRecorder {
+    pub(crate) port: u16,
+    mails: Arc<Mutex<Vec<Mail>>>,
+}
+
+impl SmtpRecorder {
+    pub(crate) fn start() -> SmtpRecorder {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mails: Arc<Mutex<Vec<Mail>>> = Arc::default();
+        let shared = mails.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    let _ = session(stream, &shared);
+                });
+            }
+        });
+        SmtpRecorder { port, mails }
+    }
+
+    pub(crate) fn mails(&self) -> Vec<Mail> {
+        self.mails.lock().unwrap().clone()
+    }
+}
+
+fn session(stream: std::net::TcpStream, mails: &Mutex<Vec<Mail>>) -> std::io::Result<()> {
+    let mut out = stream.try_clone()?;
+    let mut lines = BufReader::new(stream);
+    out.write_all(b"220 recorder ready\r\n")?;
+    let (mut from, mut to) = (String::new(), Vec::new());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if lines.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let upper = line.to_ascii_uppercase();
+        if upper.starts_with("EHLO") || upper.starts_with("HELO") {
+            out.write_all(b"250-recorder\r\n250 8BITMIME\r\n")?;
+        } else if upper.starts_with("MAIL FROM:") {
+            from = line[10..].trim().to_owned();
+            out.write_all(b"250 ok\r\n")?;
+        } else if upper.starts_with("RCPT TO:") {
+            to.push(line[8..].trim().to_owned());
+            out.write_all(b"250 ok\r\n")?;
+        } else if upper.starts_with("DATA") {
+            out.write_all(b"354 go ahead\r\n")?;
+            let mut data = String::new();
+            loop {
+                line.clear();
+                if lines.read_line(&mut line)? == 0 {
+                    return Ok(());
+                }
+                if line == ".\r\n" || line == ".\n" {
+                    break;
+                }
+                data.push_str(&line);
+            }
+            mails.lock().unwrap().push(Mail {
+                from: std::mem::take(&mut from),
+                to: std::mem::take(&mut to),
+                data,
+            });
+            out.write_all(b"250 queued\r\n")?;
+        } else if upper.starts_with("QUIT") {
+            out.write_all(b"221 bye\r\n")?;
+            return Ok(());
+        } else {
+            out.write_all(b"250 ok\r\n")?;
+        }
+    }
+}
