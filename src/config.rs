@@ -328,4 +328,20 @@ routing:
 # Limits on incoming messages.
 limits:
   max_message_bytes: 16777216
+
+# Notifications: `mess serve` tells routed executors on their `notify:` channels (webhook,
+# slack, telegram, sms, ntfy, email). Tokens come from the environment through ${NAME}; never
+# write them here. Every base_url can point elsewhere (a proxy, a local test server).
+dispatch:
+  public_url: http://127.0.0.1:8420   # how executors' browsers reach this exchange (MESS_PUBLIC_URL)
+  link_ttl: 24h                       # how long the link in a notification works
+  escalate_after: 15m                 # unclaimed that long: offer it to the default rule's executors too
+  retry: { attempts: 8, first: 2s, max: 10m }
+  timeout: 10s
+  webhook: { secret: "${MESS_WEBHOOK_SECRET}" }   # HMAC-SHA256 signing key for webhooks
+  slack: { bot_token: "${SLACK_BOT_TOKEN}" }
+  telegram: { bot_token: "${TELEGRAM_BOT_TOKEN}" }
+  twilio: { account_sid: "${TWILIO_ACCOUNT_SID}", auth_token: "${TWILIO_AUTH_TOKEN}", from: "${TWILIO_FROM}" }
+  ntfy: { base_url: https://ntfy.sh, token: "${NTFY_TOKEN}" }
+  email: { smtp_host: "${SMTP_HOST}", smtp_port: 587, security: starttls, from: "${SMTP_FROM}", username: "${SMTP_USER}", password: "${SMTP_PASSWORD}" }
 "#;

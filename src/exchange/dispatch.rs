@@ -12,10 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::RouteWanted;
 use crate::db::error::DbError;
+use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, lifecycle, plan};
-use crate::protocol::envelope::Envelope;
+use crate::protocol::envelope::{EXCHANGE, Envelope};
 use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::Prefer;
 use crate::protocol::status::{State, Status};
 use crate::protocol::time::Timestamp;
 use crate::store::Edit;
@@ -112,6 +114,83 @@ impl Exchange {
         Ok(pass)
     }
 
+    /// Offers every pending thread that was routed more than `dispatch.escalate_after` ago and
+    /// is still unclaimed to the `default` routing rule's executors (those able to take it),
+    /// once: an `escalated` history entry names them and each gets an `escalated` notice. The
+    /// deadline is read from the thread's own history, so a restart keeps it. Returns the
+    /// threads escalated.
+    pub fn escalate_due(&self) -> Result<Vec<ThreadRef>, Error> {
+        let Some(after) = self.settings().dispatch.escalate_after else {
+            return Ok(Vec::new());
+        };
+        let Ok(after) = chrono::TimeDelta::from_std(after) else {
+            return Ok(Vec::new());
+        };
+        let now = self.now();
+        let directory = Directory::load(self.store());
+        let fallback: Vec<String> = directory
+            .rules
+            .iter()
+            .filter(|r| r.matcher.is_none())
+            .flat_map(|r| match &r.prefer {
+                Prefer::Executors(ids) => ids.clone(),
+                Prefer::Strategy(_) => Vec::new(),
+            })
+            .collect();
+        if fallback.is_empty() {
+            return Ok(Vec::new());
+        }
+        let due = |env: &Envelope| {
+            env.status == Status::Pending
+                && !env.history.iter().any(|h| h.action == "escalated")
+                && env
+                    .history
+                    .iter()
+                    .find(|h| h.action == "dispatched")
+                    .is_some_and(|h| h.at + after <= now)
+        };
+        let (pending, _) = self.store().list(&[State::Received], false);
+        let mut escalated = Vec::new();
+        for (env, _, _) in pending.into_iter().filter(|(env, _, _)| due(env)) {
+            let able: Vec<String> = fallback
+                .iter()
+                .filter(|id| {
+                    directory
+                        .executor(id)
+                        .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
+                })
+                .cloned()
+                .collect();
+            let thread = env.thread_ref.clone();
+            self.queue_notices(&thread, &able, "escalated", now)?;
+            let note = if able.is_empty() {
+                "unclaimed; no executor of the default rule can take it".to_owned()
+            } else {
+                format!("unclaimed; offered to {}", able.join(", "))
+            };
+            let written = self.store().modify(&thread, |t| -> Result<_, Error> {
+                if !due(&t.envelope) {
+                    return Ok((None, false));
+                }
+                let mut envelope = t.envelope.clone();
+                envelope.record("escalated", now, EXCHANGE, Some(note.clone()));
+                Ok((
+                    Some(Edit {
+                        envelope,
+                        append: Vec::new(),
+                    }),
+                    true,
+                ))
+            });
+            match written {
+                Ok(true) => escalated.push(thread),
+                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(escalated)
+    }
+
     /// The routing input of `thread` if it is pending, not yet routed, not overdue, and every
     /// dependency has completed.
     fn waiting_request(
@@ -179,7 +258,16 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                 full = false;
                 let worker = ex.clone();
                 let started = Instant::now();
-                match tokio::task::spawn_blocking(move || worker.dispatch_waiting(scope)).await {
+                let escalate = matches!(scope, Scope::All);
+                match tokio::task::spawn_blocking(move || {
+                    let pass = worker.dispatch_waiting(scope)?;
+                    if escalate {
+                        worker.escalate_due()?;
+                    }
+                    Ok::<_, Error>(pass)
+                })
+                .await
+                {
                     Ok(Ok(pass)) if !pass.routed.is_empty() => {
                         tracing::debug!(
                             routed = pass.routed.len(),

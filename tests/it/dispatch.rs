@@ -352,3 +352,61 @@ fn a_restart_in_the_middle_of_retries_loses_no_delivery() {
     );
     assert!(!queued.exists());
 }
+
+#[test]
+fn an_unclaimed_request_is_escalated_to_the_default_rule_once() {
+    let services = Recorder::start();
+    let smtp = SmtpRecorder::start();
+    let url = &services.url;
+    let text = config(
+        url,
+        smtp.port,
+        &format!(
+            "  roomba-kitchen:
+    capabilities: [vacuum-floor]
+    notify:
+      webhook: {url}/roomba
+  teague-phone:
+    capabilities: [vacuum-floor, take-photo]
+    notify:
+      webhook: {url}/teague
+routing:
+  - match: {{capability: vacuum-floor}}
+    prefer: [roomba-kitchen]
+  - default:
+    prefer: [teague-phone]
+"
+        ),
+        "{attempts: 3, first: 0.1s}",
+    )
+    .replace("  timeout: 1s\n", "  timeout: 1s\n  escalate_after: 1s\n");
+    let home = Home::with_config(&text);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let r = create(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: vacuum the hall\n      requires: [vacuum-floor]\n",
+    );
+    let hits = services.wait_for(Duration::from_secs(10), |h| !find(h, "/teague").is_empty());
+    assert_eq!(find(&hits, "/roomba").len(), 1, "{hits:#?}");
+    let teague = find(&hits, "/teague");
+    assert_eq!(teague.len(), 1, "{hits:#?}");
+    assert_eq!(teague[0].headers["x-mess-event"], "escalated");
+    // The notice is queued before the history entry is written: wait for both.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let thread = loop {
+        let t = home.ok(&["show", &r]);
+        if t.contains("action: escalated") || std::time::Instant::now() > until {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    assert!(
+        thread.contains("action: escalated")
+            && thread.contains("unclaimed; offered to teague-phone"),
+        "{thread}"
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(find(&services.hits(), "/teague").len(), 1, "escalated once");
+}
