@@ -13,6 +13,7 @@ pub mod db;
 pub mod exchange;
 pub mod http;
 pub mod links;
+pub mod mail;
 pub mod mcp;
 pub mod notify;
 pub mod protocol;
