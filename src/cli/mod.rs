@@ -9,6 +9,7 @@ mod demo;
 mod fsck;
 mod init;
 mod link;
+mod mail;
 mod mcp;
 mod output;
 mod query;
@@ -93,6 +94,8 @@ enum Command {
     Token(token::TokenArgs),
     /// Print a presigned link to the human client for one executor on one thread
     Link(link::LinkArgs),
+    /// Agent mail: send, list, read, mark read and archive messages in .mail/ mailboxes
+    Mail(mail::MailArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -275,6 +278,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Demo(a) => demo::run(&cx, a),
         Command::Token(a) => token::run(&cx, a),
         Command::Link(a) => link::run(&cx, a),
+        Command::Mail(a) => mail::run(&cx, a),
     }
 }
 

@@ -291,8 +291,9 @@ impl Exchange {
 }
 
 /// Runs the delivery worker until `stop`: sends due deliveries (at most [`PARALLEL`] at once),
-/// wakes when deliveries are queued in this process, when the next one falls due, and every
-/// [`LOOK_AGAIN`]; follows up sent notices when threads change.
+/// reads the queue again when deliveries are queued in this process, when a retry is
+/// requeued, and every [`LOOK_AGAIN`] (for other processes' deliveries), and follows up sent
+/// notices when threads change.
 pub fn run(
     ex: Exchange,
     notifier: Notifier,
@@ -302,8 +303,10 @@ pub fn run(
         let notifier = Arc::new(notifier);
         let mut changes = ex.subscribe();
         let mut in_flight: HashSet<String> = HashSet::new();
-        let mut tasks: tokio::task::JoinSet<String> = tokio::task::JoinSet::new();
-        let mut follow = true;
+        let mut tasks: tokio::task::JoinSet<(String, bool)> = tokio::task::JoinSet::new();
+        let mut waiting: Vec<Delivery> = Vec::new();
+        let (mut follow, mut reload) = (true, true);
+        let mut looked = tokio::time::Instant::now();
         loop {
             if follow {
                 follow = false;
@@ -314,41 +317,50 @@ pub fn run(
                     Ok(Ok(_)) => {}
                 }
             }
-            let worker = ex.clone();
-            let queued =
-                tokio::task::spawn_blocking(move || worker.store().deliveries(Shelf::Queue))
-                    .await
-                    .map(|(q, _)| q)
-                    .unwrap_or_default();
+            if reload || looked.elapsed() >= LOOK_AGAIN {
+                reload = false;
+                looked = tokio::time::Instant::now();
+                let worker = ex.clone();
+                waiting =
+                    tokio::task::spawn_blocking(move || worker.store().deliveries(Shelf::Queue))
+                        .await
+                        .map(|(q, _)| q)
+                        .unwrap_or_default();
+                waiting.retain(|d| !in_flight.contains(&d.id));
+            }
             let now = ex.now();
-            let mut next = tokio::time::Instant::now() + LOOK_AGAIN;
-            for d in queued {
-                if in_flight.contains(&d.id) {
-                    continue;
-                }
+            let mut next = looked + LOOK_AGAIN;
+            let mut later = Vec::with_capacity(waiting.len());
+            for d in waiting.drain(..) {
                 if d.due > now {
                     let ahead = (d.due - now).to_std().unwrap_or(Duration::ZERO);
                     next = next.min(tokio::time::Instant::now() + ahead);
+                    later.push(d);
                     continue;
                 }
+                // Due, but the slots are full: it goes when a task finishes.
                 if in_flight.len() >= PARALLEL {
-                    break;
+                    later.push(d);
+                    continue;
                 }
                 in_flight.insert(d.id.clone());
                 let (ex, notifier) = (ex.clone(), notifier.clone());
                 tasks.spawn(async move {
-                    attempt(&ex, &notifier, &d).await;
-                    d.id
+                    let requeued = attempt(&ex, &notifier, &d).await;
+                    (d.id, requeued)
                 });
             }
+            waiting = later;
             tokio::select! {
                 () = stop.cancelled() => break,
                 done = tasks.join_next(), if !tasks.is_empty() => {
-                    if let Some(Ok(id)) = done {
+                    if let Some(Ok((id, requeued))) = done {
                         in_flight.remove(&id);
+                        // A retry was written back with a new due time.
+                        reload |= requeued;
                     }
                 }
-                () = ex.deliveries.notified() => {}
+                () = ex.deliveries.notified() => reload = true,
                 () = tokio::time::sleep_until(next) => {}
                 change = changes.recv() => match change {
                     Ok(c) if c.status != Status::Pending => follow = true,
@@ -364,22 +376,25 @@ pub fn run(
 }
 
 /// One attempt of one delivery: prepare and record off the async workers, send on them.
-async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) {
+/// Returns whether the delivery went back to the queue (a retry, or a thread not yet written).
+async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> bool {
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
     let (channel, notice) = match prepared {
         Ok(Ok(Some(p))) => p,
-        Ok(Ok(None)) => return,
+        // Moot (shelved), or requeued to wait for its thread.
+        Ok(Ok(None)) => return true,
         Ok(Err(e)) => {
             tracing::warn!(delivery = %d.id, error = %e, "cannot prepare the notice");
-            return;
+            return false;
         }
         Err(e) => {
             tracing::error!(delivery = %d.id, error = %e, "preparing the notice panicked");
-            return;
+            return false;
         }
     };
     let outcome = notifier.send(&channel, &notice).await;
+    let failed = outcome.is_err();
     if let Err(e) = &outcome {
         tracing::info!(delivery = %d.id, error = %e, "delivery attempt failed");
     }
@@ -390,4 +405,5 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) {
     if let Ok(Err(e)) = recorded {
         tracing::warn!(delivery = %d.id, error = %e, "cannot record the delivery");
     }
+    failed
 }

@@ -2,6 +2,7 @@
 //! each adapter maps once (HTTP status, MCP tool error, CLI exit).
 
 use crate::db::error::DbError;
+use crate::mail::MailError;
 use crate::protocol::error::{ProtocolError, Refusal};
 use crate::store::error::StoreError;
 
@@ -17,6 +18,9 @@ pub enum Error {
     /// A read-model problem (SQL queries).
     #[error(transparent)]
     Db(#[from] DbError),
+    /// An agent mail problem.
+    #[error(transparent)]
+    Mail(#[from] MailError),
     /// A reference that names no thread the sender can see.
     #[error("{message}")]
     NotFound {
@@ -93,6 +97,10 @@ impl Error {
             Error::Db(DbError::Refused { .. }) => ErrorKind::Forbidden,
             Error::Db(DbError::Failed { .. } | DbError::Timeout { .. }) => ErrorKind::Invalid,
             Error::Db(DbError::Duckdb { .. }) => ErrorKind::Internal,
+            Error::Mail(MailError::Invalid { .. }) => ErrorKind::Invalid,
+            Error::Mail(MailError::NotFound { .. }) => ErrorKind::NotFound,
+            Error::Mail(MailError::Claimed { .. }) => ErrorKind::Conflict,
+            Error::Mail(MailError::Store(_)) => ErrorKind::Internal,
         }
     }
 

@@ -284,6 +284,11 @@ impl Exchange {
         &self.settings
     }
 
+    /// The agent mailboxes of this home.
+    pub fn mail(&self) -> crate::mail::Mail {
+        crate::mail::Mail::open(self.store.layout().root())
+    }
+
     /// The store underneath.
     pub fn store(&self) -> &FileStore {
         &self.store

@@ -204,3 +204,55 @@ pub fn either(re: &str, alias: &str) -> String {
         re.trim().to_owned()
     }
 }
+
+/// `mess_mail_send`: leave a message in an agent mailbox.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MailSendArgs {
+    /// The recipient mailbox: a session name, a tag shared by several agents, or __broadcast.
+    pub to: String,
+    /// The Markdown body.
+    pub body: String,
+    /// status (default), alert, task, question, response, report or handoff.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// urgent, normal (default) or low.
+    #[serde(default)]
+    pub priority: String,
+    /// Tags for filtering (task ids, topics).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Whether you expect a reply.
+    #[serde(default)]
+    pub needs_response: bool,
+    /// The file name of the message this answers (empty: none).
+    #[serde(default)]
+    pub in_reply_to: String,
+    /// A conversation id grouping related messages (empty: none).
+    #[serde(default)]
+    pub thread_id: String,
+}
+
+/// `mess_mail_list`: the messages of a mailbox.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MailListArgs {
+    /// The mailbox (empty: your own).
+    #[serde(default)]
+    pub mailbox: String,
+    /// unread (default), read or archive.
+    #[serde(default)]
+    pub folder: String,
+}
+
+/// `mess_mail_read` and `mess_mail_archive`: one message.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MailFileArgs {
+    /// The message's file name, as mess_mail_list shows it.
+    pub file: String,
+    /// The mailbox (empty: your own).
+    #[serde(default)]
+    pub mailbox: String,
+    /// mess_mail_read only: also claim it (move it to read/; of several readers of a shared
+    /// mailbox exactly one succeeds).
+    #[serde(default)]
+    pub mark_read: bool,
+}

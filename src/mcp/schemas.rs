@@ -126,3 +126,51 @@ pub(crate) fn wait() -> Arc<JsonObject> {
         "required": ["updated", "waited_s", "timed_out"]
     }))
 }
+
+fn mail_fields() -> Value {
+    json!({
+        "file": {"type": "string"},
+        "mailbox": {"type": "string"},
+        "folder": {"type": "string"},
+        "from": {"type": "string"},
+        "to": {"type": "string"},
+        "type": {"type": "string"},
+        "timestamp": {"type": "string"},
+        "priority": {"type": "string"},
+        "needs_response": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "thread_id": {"type": "string"},
+        "in_reply_to": {"type": "string"},
+        "body": {"type": "string"}
+    })
+}
+
+/// Where a sent message landed.
+pub(crate) fn mail_sent() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {"mailbox": {"type": "string"}, "file": {"type": "string"}},
+        "required": ["mailbox", "file"]
+    }))
+}
+
+/// A mailbox's messages.
+pub(crate) fn mail_list() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "messages": {"type": "array", "items": {"type": "object", "properties": mail_fields(), "required": ["file", "from", "type"]}},
+            "unreadable": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["messages"]
+    }))
+}
+
+/// One message.
+pub(crate) fn mail_message() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": mail_fields(),
+        "required": ["file", "mailbox", "folder", "from", "type"]
+    }))
+}

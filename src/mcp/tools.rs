@@ -13,8 +13,9 @@ use crate::exchange::view::{self, ThreadView};
 use crate::exchange::{Exchange, Sender};
 use crate::mcp::MessMcp;
 use crate::mcp::args::{
-    AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, FetchArgs, MessArgs, ObserveArgs, QueryArgs,
-    ReplyArgs, RequestArgs, StatusArgs, WaitArgs, either,
+    AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, FetchArgs, MailFileArgs, MailListArgs,
+    MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, StatusArgs, WaitArgs,
+    either,
 };
 use crate::mcp::{resources, schemas};
 use crate::protocol::error::ProtocolError;
@@ -95,6 +96,50 @@ pub(crate) fn open_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
         Value::Seq(list.iter().map(view::thread_summary).collect()),
     );
     Ok(Value::Map(out))
+}
+
+/// The mailbox a mail tool acts on: the caller's own when empty. A key holder (over /mcp)
+/// reaches only its own mailbox and the broadcast one; the local operator any.
+fn mailbox_for(who: &Sender, mailbox: &str) -> Result<String, Error> {
+    let mailbox = if mailbox.trim().is_empty() {
+        who.id.clone()
+    } else {
+        mailbox.trim().to_owned()
+    };
+    if who.role.is_some() && mailbox != who.id && mailbox != crate::mail::BROADCAST {
+        return Err(Error::Forbidden {
+            message: format!(
+                "{} may read only its own mailbox and {}",
+                who.id,
+                crate::mail::BROADCAST
+            ),
+        });
+    }
+    Ok(mailbox)
+}
+
+fn found_value(f: &crate::mail::Found, with_body: bool) -> Value {
+    let l = &f.letter;
+    let mut m = Map::new();
+    m.insert("file", Value::str(&f.file));
+    m.insert("mailbox", Value::str(&f.mailbox));
+    m.insert("folder", Value::str(f.folder.as_str()));
+    m.insert("from", Value::str(&l.from));
+    m.insert("to", Value::str(&l.to));
+    m.insert("type", Value::str(&l.kind));
+    m.insert(
+        "timestamp",
+        Value::str(crate::protocol::time::format_timestamp(&l.timestamp)),
+    );
+    m.insert("priority", Value::str(&l.priority));
+    m.insert("needs_response", Value::Bool(l.needs_response));
+    m.insert("tags", Value::Seq(l.tags.iter().map(Value::str).collect()));
+    m.insert_opt("thread_id", l.thread_id.as_deref().map(Value::str));
+    m.insert_opt("in_reply_to", l.in_reply_to.as_deref().map(Value::str));
+    if with_body {
+        m.insert("body", Value::str(&l.body));
+    }
+    Value::Map(m)
 }
 
 #[tool_router(vis = "pub(crate)")]
@@ -417,6 +462,121 @@ impl MessMcp {
                 "failed unexpectedly: {e}"
             ))]),
         })
+    }
+
+    #[tool(
+        description = "Leave a message in an agent mailbox (.mail/<to>/): a session name, a tag several agents share, or __broadcast. For handoffs, reports and questions to agents that may be offline; it persists until read.",
+        output_schema = schemas::mail_sent(),
+        annotations(destructive_hint = false, open_world_hint = false)
+    )]
+    async fn mess_mail_send(
+        &self,
+        Parameters(a): Parameters<MailSendArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        Ok(self
+            .call(move |ex, who| {
+                let or = |s: &str, d: &str| {
+                    if s.trim().is_empty() {
+                        d.to_owned()
+                    } else {
+                        s.trim().to_owned()
+                    }
+                };
+                let opt = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+                let letter = crate::mail::Letter {
+                    from: who.id.clone(),
+                    to: a.to.trim().to_owned(),
+                    kind: or(&a.kind, "status"),
+                    timestamp: ex.now(),
+                    needs_response: a.needs_response,
+                    priority: or(&a.priority, "normal"),
+                    tags: a.tags.clone(),
+                    in_reply_to: opt(&a.in_reply_to),
+                    thread_id: opt(&a.thread_id),
+                    expires: None,
+                    read_at: None,
+                    body: a.body.clone(),
+                };
+                let file = ex.mail().send(&letter)?;
+                let mut m = Map::new();
+                m.insert("mailbox", Value::str(&letter.to));
+                m.insert("file", Value::str(file));
+                Ok(Value::Map(m))
+            })
+            .await)
+    }
+
+    #[tool(
+        description = "List the messages of a mailbox (yours by default), oldest first: file, from, type, priority, timestamp. Read one with mess_mail_read.",
+        output_schema = schemas::mail_list(),
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn mess_mail_list(
+        &self,
+        Parameters(a): Parameters<MailListArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        Ok(self
+            .call(move |ex, who| {
+                let mailbox = mailbox_for(who, &a.mailbox)?;
+                let folder = crate::mail::Folder::parse(a.folder.trim())?;
+                let (found, problems) = ex.mail().list(&mailbox, folder)?;
+                let mut m = Map::new();
+                m.insert(
+                    "messages",
+                    Value::Seq(found.iter().map(|f| found_value(f, false)).collect()),
+                );
+                if !problems.is_empty() {
+                    m.insert(
+                        "unreadable",
+                        Value::Seq(problems.iter().map(Value::str).collect()),
+                    );
+                }
+                Ok(Value::Map(m))
+            })
+            .await)
+    }
+
+    #[tool(
+        description = "Read one message (with mark_read: also claim it by moving it to read/; in a shared mailbox exactly one reader gets it, the others are told it was claimed).",
+        output_schema = schemas::mail_message(),
+        annotations(destructive_hint = false, open_world_hint = false)
+    )]
+    async fn mess_mail_read(
+        &self,
+        Parameters(a): Parameters<MailFileArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        Ok(self
+            .call(move |ex, who| {
+                let mailbox = mailbox_for(who, &a.mailbox)?;
+                let found = if a.mark_read {
+                    ex.mail().mark_read(&mailbox, a.file.trim(), ex.now())?
+                } else {
+                    ex.mail().read(&mailbox, a.file.trim())?
+                };
+                Ok(found_value(&found, true))
+            })
+            .await)
+    }
+
+    #[tool(
+        description = "Move a message (read or unread) to the mailbox's archive/.",
+        output_schema = schemas::mail_message(),
+        annotations(destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn mess_mail_archive(
+        &self,
+        Parameters(a): Parameters<MailFileArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        Ok(self
+            .call(move |ex, who| {
+                let mailbox = mailbox_for(who, &a.mailbox)?;
+                ex.mail().archive(&mailbox, a.file.trim())?;
+                Ok(found_value(
+                    &ex.mail().read(&mailbox, a.file.trim())?,
+                    false,
+                ))
+            })
+            .await)
     }
 
     #[tool(

@@ -1,0 +1,201 @@
+//! `mess mail`: agent mail (send, list, read, mark read, archive) in the home's `.mail/`
+//! mailboxes, acting as --as / MESS_AGENT_ID / agent_id.
+
+use std::io::Read;
+
+use crate::cli::{CliError, Context, output};
+use crate::mail::{Folder, Found, Letter, TYPES};
+use crate::protocol::time;
+
+/// Arguments of `mess mail`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct MailArgs {
+    #[command(subcommand)]
+    command: MailCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum MailCommand {
+    /// Write a message into a mailbox (a session name, a tag, or __broadcast)
+    Send {
+        /// The recipient mailbox
+        #[arg(long)]
+        to: String,
+        /// The message type: status, alert, task, question, response, report, handoff
+        #[arg(long = "type", default_value = "status")]
+        kind: String,
+        /// The Markdown body (read from stdin when absent)
+        #[arg(long)]
+        body: Option<String>,
+        /// urgent, normal or low
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        /// Tags, comma-separated
+        #[arg(long, value_delimiter = ',')]
+        tags: Vec<String>,
+        /// The sender expects a reply
+        #[arg(long)]
+        needs_response: bool,
+        /// The file name of the message this answers
+        #[arg(long)]
+        in_reply_to: Option<String>,
+        /// Groups messages into a conversation
+        #[arg(long)]
+        thread: Option<String>,
+    },
+    /// List the messages of a mailbox (yours by default), oldest first
+    List {
+        /// The mailbox (default: your own)
+        mailbox: Option<String>,
+        /// unread (default), read or archive
+        #[arg(long, default_value = "unread")]
+        folder: String,
+    },
+    /// Print one message
+    Read {
+        /// Its file name
+        file: String,
+        /// The mailbox (default: your own)
+        #[arg(long)]
+        mailbox: Option<String>,
+    },
+    /// Claim an unread message: move it to read/ (of several readers exactly one succeeds)
+    MarkRead {
+        /// Its file name
+        file: String,
+        /// The mailbox (default: your own)
+        #[arg(long)]
+        mailbox: Option<String>,
+    },
+    /// Move a message to archive/
+    Archive {
+        /// Its file name
+        file: String,
+        /// The mailbox (default: your own)
+        #[arg(long)]
+        mailbox: Option<String>,
+    },
+}
+
+fn show(found: &Found) {
+    let l = &found.letter;
+    output::line(&format!(
+        "file      {}/{} ({})",
+        found.mailbox,
+        found.file,
+        found.folder.as_str()
+    ));
+    output::line(&format!("from      {}", l.from));
+    output::line(&format!("to        {}", l.to));
+    output::line(&format!("type      {}", l.kind));
+    output::line(&format!(
+        "timestamp {}",
+        time::format_timestamp(&l.timestamp)
+    ));
+    output::line(&format!("priority  {}", l.priority));
+    if !l.tags.is_empty() {
+        output::line(&format!("tags      {}", l.tags.join(", ")));
+    }
+    output::line("");
+    output::line(&l.body);
+}
+
+pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
+    let mail = cx.exchange.mail();
+    let mine = |mailbox: Option<String>| -> Result<String, CliError> {
+        match mailbox {
+            Some(m) => Ok(m),
+            None => cx.identity(),
+        }
+    };
+    match args.command {
+        MailCommand::Send {
+            to,
+            kind,
+            body,
+            priority,
+            tags,
+            needs_response,
+            in_reply_to,
+            thread,
+        } => {
+            let body = match body {
+                Some(b) => b,
+                None => {
+                    let mut text = String::new();
+                    std::io::stdin().read_to_string(&mut text).map_err(|e| {
+                        CliError::new(format!("cannot read the body from stdin: {e}"))
+                    })?;
+                    text
+                }
+            };
+            if !TYPES.contains(&kind.as_str()) {
+                return Err(CliError::usage(
+                    format!("--type: {kind:?} is not a message type"),
+                    format!("use one of {}", TYPES.join(", ")),
+                ));
+            }
+            let letter = Letter {
+                from: cx.identity()?,
+                to,
+                kind,
+                timestamp: cx.exchange.now(),
+                needs_response,
+                priority,
+                tags,
+                in_reply_to,
+                thread_id: thread,
+                expires: None,
+                read_at: None,
+                body,
+            };
+            let file = mail
+                .send(&letter)
+                .map_err(crate::exchange::error::Error::from)?;
+            output::line(&format!("{}/{file}", letter.to));
+        }
+        MailCommand::List { mailbox, folder } => {
+            let mailbox = mine(mailbox)?;
+            let folder = Folder::parse(&folder).map_err(crate::exchange::error::Error::from)?;
+            let (found, problems) = mail
+                .list(&mailbox, folder)
+                .map_err(crate::exchange::error::Error::from)?;
+            for p in problems {
+                output::warn(&p);
+            }
+            for f in found {
+                output::line(&format!(
+                    "{}  {:<8} {:<9} {:<7} {}",
+                    f.file,
+                    f.letter.kind,
+                    f.letter.from,
+                    f.letter.priority,
+                    f.letter
+                        .body
+                        .lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("")
+                ));
+            }
+        }
+        MailCommand::Read { file, mailbox } => {
+            let found = mail
+                .read(&mine(mailbox)?, &file)
+                .map_err(crate::exchange::error::Error::from)?;
+            show(&found);
+        }
+        MailCommand::MarkRead { file, mailbox } => {
+            let mailbox = mine(mailbox)?;
+            mail.mark_read(&mailbox, &file, cx.exchange.now())
+                .map_err(crate::exchange::error::Error::from)?;
+            output::line(&format!("{mailbox}/read/{file}"));
+        }
+        MailCommand::Archive { file, mailbox } => {
+            let mailbox = mine(mailbox)?;
+            mail.archive(&mailbox, &file)
+                .map_err(crate::exchange::error::Error::from)?;
+            output::line(&format!("{mailbox}/archive/{file}"));
+        }
+    }
+    Ok(())
+}
