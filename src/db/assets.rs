@@ -54,6 +54,7 @@ pub const ASSETS: &[(&str, &str)] = &[
         "sql/180_executor_stats.sql",
         include_str!("../../sql/180_executor_stats.sql"),
     ),
+    ("sql/190_mail.sql", include_str!("../../sql/190_mail.sql")),
     (
         "macros/210_executor_availability_at.sql",
         include_str!("../../macros/210_executor_availability_at.sql"),

@@ -79,7 +79,9 @@ const SNAPSHOTS: &[(&str, &str)] = &[
 
 /// Opens the locked-down instance over `home`, seeing what `scope` allows.
 fn locked(home: &Path, scope: &Scope) -> Result<Connection, DbError> {
-    let confinement = yaml_scan::Confinement::new(home.to_owned());
+    // Agent mail is exchange data too (the `mail` view); `.mess/` (locks, keys, the outbox)
+    // stays out of reach.
+    let confinement = yaml_scan::Confinement::new(home.to_owned()).opening(".mail");
     let con = open_instance(home, Some(&confinement))?;
     if let Scope::Threads(files) = scope {
         for (view, select) in SNAPSHOTS {

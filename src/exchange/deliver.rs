@@ -55,10 +55,6 @@ impl Exchange {
                 tracing::warn!(executor = %id, problem = %p, "notify entry skipped");
             }
             for channel in channels {
-                if matches!(channel, Channel::Mail(_)) {
-                    tracing::warn!(executor = %id, "the mail channel is not available yet; skipped");
-                    continue;
-                }
                 let name = channel.name();
                 let target = notify
                     .as_map()
@@ -248,6 +244,53 @@ impl Exchange {
         }
     }
 
+    /// Delivers `notice` as agent mail into `mailbox`: a `task` from `exchange` with the thread
+    /// as tag and conversation id, the details and the link as its body.
+    fn mail_notice(&self, mailbox: &str, notice: &Notice) -> Result<Sent, NotifyError> {
+        let mut body = format!(
+            "## {}\n\n{}",
+            notice.headline(),
+            notice.details().join("\n")
+        );
+        if let Some(link) = &notice.link {
+            body.push_str(&format!("\n\nRespond: {link}"));
+        }
+        let letter = crate::mail::Letter {
+            from: EXCHANGE.to_owned(),
+            to: mailbox.to_owned(),
+            kind: match notice.kind {
+                NoticeKind::Taken { .. } => "status",
+                _ => "task",
+            }
+            .to_owned(),
+            timestamp: self.now(),
+            needs_response: !matches!(notice.kind, NoticeKind::Taken { .. }),
+            priority: match notice.priority.as_str() {
+                "urgent" | "elevated" => "urgent",
+                "background" => "low",
+                _ => "normal",
+            }
+            .to_owned(),
+            tags: vec![notice.thread.clone()],
+            in_reply_to: None,
+            thread_id: Some(notice.thread.clone()),
+            expires: None,
+            read_at: None,
+            body,
+        };
+        match self.mail().send(&letter) {
+            Ok(file) => Ok(Sent {
+                provider_ref: Some(format!("{mailbox}/{file}")),
+            }),
+            Err(crate::mail::MailError::Invalid { message }) => Err(NotifyError::Fail {
+                message: format!("mail: {message}"),
+            }),
+            Err(e) => Err(NotifyError::Retry {
+                message: format!("mail: {e}"),
+            }),
+        }
+    }
+
     /// For every sent notice whose thread is no longer pending: queues a `taken` notice to
     /// update it (unless its executor took the thread) and moves it to `done/`. Returns how
     /// many were settled.
@@ -393,7 +436,20 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> bool {
             return false;
         }
     };
-    let outcome = notifier.send(&channel, &notice).await;
+    let outcome = match &channel {
+        // Agent mail is a file in this home, written like any other.
+        Channel::Mail(mailbox) => {
+            let (worker, mailbox, letter) = (ex.clone(), mailbox.clone(), notice.clone());
+            tokio::task::spawn_blocking(move || worker.mail_notice(&mailbox, &letter))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(NotifyError::Retry {
+                        message: format!("mail: {e}"),
+                    })
+                })
+        }
+        _ => notifier.send(&channel, &notice).await,
+    };
     let failed = outcome.is_err();
     if let Err(e) = &outcome {
         tracing::info!(delivery = %d.id, error = %e, "delivery attempt failed");

@@ -234,17 +234,25 @@ fn waits_for_routing(env: &Envelope, now: Timestamp) -> bool {
         && env.expires.or(env.needed_by).is_none_or(|t| t > now)
 }
 
+/// Routing time a burst of passes may take back to back before the dispatcher rests.
+const BURST: Duration = Duration::from_millis(250);
+
 /// Runs the dispatcher until `stop`: a pass over every pending thread at start and every
 /// `retry`, and in between a pass over the threads each batch of changes names. Changes that
 /// arrive during a pass wait for the next one, so under load each pass routes many threads;
-/// after each pass the dispatcher rests as long as the pass took, so routing never takes more
-/// than half of one core from the requests themselves.
+/// beyond a short burst, the dispatcher rests so that routing takes at most half of one core
+/// from the requests themselves.
 pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut changes = ex.subscribe();
         let mut full = true;
         let mut named: BTreeSet<ThreadRef> = BTreeSet::new();
         let mut next_full = Instant::now();
+        // Routing time owed: each pass adds its duration, wall time pays it back at half
+        // speed, and passes wait while more than a burst's worth is owed. A lone request is
+        // routed at once; under sustained load routing keeps to half of one core.
+        let mut owed = Duration::ZERO;
+        let mut settled = Instant::now();
         let mut rested = Instant::now();
         loop {
             if full || (!named.is_empty() && Instant::now() >= rested) {
@@ -281,7 +289,10 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                     }
                     Err(e) => tracing::error!(error = %e, "dispatch pass panicked"),
                 }
-                rested = Instant::now() + started.elapsed();
+                let now = Instant::now();
+                owed = owed.saturating_sub((now - settled) / 2) + started.elapsed();
+                settled = now;
+                rested = now + owed.saturating_sub(BURST) * 2;
             }
             let wake = if named.is_empty() {
                 next_full

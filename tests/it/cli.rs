@@ -455,3 +455,90 @@ fn tokens_and_links_from_the_shell() {
         1,
     );
 }
+
+#[test]
+fn agent_mail_from_the_command_line_and_in_sql() {
+    let home = Home::with_config("");
+    let sent = home.ok(&[
+        "--as",
+        "worker-1",
+        "mail",
+        "send",
+        "--to",
+        "orchestrator",
+        "--type",
+        "status",
+        "--tags",
+        "BUG-1,fugue",
+        "--body",
+        "## Done\n\nFixed it.",
+    ]);
+    let (mailbox, file) = sent.trim().split_once('/').unwrap();
+    assert_eq!(mailbox, "orchestrator");
+    assert!(file.ends_with("_worker-1_status.md"), "{file}");
+    let list = home.ok(&["--as", "orchestrator", "mail", "list"]);
+    assert!(
+        list.contains(file) && list.contains("worker-1") && list.contains("## Done"),
+        "{list}"
+    );
+    let read = home.ok(&["--as", "orchestrator", "mail", "read", file]);
+    assert!(
+        read.contains("Fixed it.") && read.contains("tags      BUG-1, fugue"),
+        "{read}"
+    );
+
+    let rows = home.ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT mailbox, folder, \"from\", \"type\", tags FROM mail",
+    ]);
+    assert!(
+        rows.contains("orchestrator,unread,worker-1,status,\"[BUG-1, fugue]\""),
+        "{rows}"
+    );
+
+    home.ok(&["--as", "orchestrator", "mail", "mark-read", file]);
+    let again = home.fails(&["--as", "orchestrator", "mail", "mark-read", file], 1);
+    assert!(again.contains("already read"), "{again}");
+    let rows = home.ok(&["query", "--format", "csv", "SELECT folder FROM mail"]);
+    assert!(rows.contains("read"), "{rows}");
+    home.ok(&["--as", "orchestrator", "mail", "archive", file]);
+    let archived = home.ok(&[
+        "--as",
+        "orchestrator",
+        "mail",
+        "list",
+        "--folder",
+        "archive",
+    ]);
+    assert!(archived.contains(file), "{archived}");
+
+    home.ok(&[
+        "--as",
+        "nexus",
+        "mail",
+        "send",
+        "--to",
+        "__broadcast",
+        "--type",
+        "report",
+        "--body",
+        "all hands",
+    ]);
+    assert!(
+        home.ok(&["mail", "list", "__broadcast"])
+            .contains("all hands")
+    );
+    let bad = home.fails(
+        &["--as", "x", "mail", "send", "--to", "../etc", "--body", "b"],
+        1,
+    );
+    assert!(bad.contains("not a usable mailbox name"), "{bad}");
+    // SQL still cannot reach the exchange's internals.
+    let refused = home.fails(
+        &["query", "SELECT * FROM read_yaml_auto('.mess/keys.yaml')"],
+        1,
+    );
+    assert!(refused.contains("hidden folder"), "{refused}");
+}

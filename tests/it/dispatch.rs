@@ -410,3 +410,57 @@ routing:
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(find(&services.hits(), "/teague").len(), 1, "escalated once");
 }
+
+#[test]
+fn the_mail_channel_leaves_a_task_in_the_executors_mailbox() {
+    let services = Recorder::start();
+    let smtp = SmtpRecorder::start();
+    let home = Home::with_config(&config(
+        &services.url,
+        smtp.port,
+        "  scribe-agent:\n    capabilities: [summarise]\n    notify:\n      mail: scribe\n",
+        "{attempts: 3, first: 0.1s}",
+    ));
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let r = create(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: summarise the week\n      requires: [summarise]\n      priority: urgent\n",
+    );
+    let mailbox = home.path().join(".mail/scribe");
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let file = loop {
+        let found = std::fs::read_dir(&mailbox)
+            .ok()
+            .and_then(|mut d| d.find_map(|e| e.ok().filter(|e| e.path().is_file())));
+        if let Some(f) = found {
+            break f.path();
+        }
+        assert!(std::time::Instant::now() < until, "no mail arrived");
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    assert!(
+        file.to_string_lossy().ends_with("_exchange_task.md"),
+        "{file:?}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.starts_with("---\nfrom: exchange\nto: scribe\ntype: task\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("priority: urgent") && text.contains(&format!("thread_id: {r}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("## MESS request: summarise the week"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("Respond: https://mess.example/thread/{r}?token=")),
+        "{text}"
+    );
+    let listed = home.ok(&["--as", "scribe", "mail", "list"]);
+    assert!(listed.contains("exchange"), "{listed}");
+}

@@ -166,8 +166,9 @@ impl Plan {
         opts: &Options,
         root: Option<&Path>,
         only: Option<&HashSet<PathBuf>>,
+        open: &[String],
     ) -> Result<Plan, String> {
-        let planned = Plan::bind_paths(patterns, opts, root, only);
+        let planned = Plan::bind_paths(patterns, opts, root, only, open);
         match root.and_then(|r| r.canonicalize().ok()) {
             // Errors of a confined scan name files relative to the root, as its rows do.
             Some(root) => planned.map_err(|e| e.replace(&format!("{}/", root.display()), "")),
@@ -180,6 +181,7 @@ impl Plan {
         opts: &Options,
         root: Option<&Path>,
         only: Option<&HashSet<PathBuf>>,
+        open: &[String],
     ) -> Result<Plan, String> {
         let mut paths: Vec<PathBuf> = Vec::new();
         let mut seen = HashSet::new();
@@ -193,7 +195,7 @@ impl Plan {
         };
         for pattern in patterns.iter().filter(|_| !defining) {
             let pattern = match &root {
-                Some(root) => confine_pattern(pattern, root)?,
+                Some(root) => confine_pattern(pattern, root, open)?,
                 None => pattern.clone(),
             };
             let mut matched = glob::expand(&pattern);
@@ -217,7 +219,7 @@ impl Plan {
             }
         }
         if let Some(root) = &root {
-            confine(&paths, root)?;
+            confine(&paths, root, open)?;
         }
         let need_all = opts.mode != Mode::First;
         let parsed = load(&paths, need_all, opts.ignore_errors)?;
@@ -423,11 +425,19 @@ impl Plan {
     }
 }
 
-/// Refuses paths whose real location is outside `root`.
+/// Whether `rel` (relative to the root) passes through a hidden folder, other than a top-level
+/// one the confinement opens (`open`).
+fn hidden(rel: &Path, open: &[String]) -> bool {
+    rel.components().enumerate().any(|(i, c)| {
+        let name = c.as_os_str().to_string_lossy();
+        name.starts_with('.') && !(i == 0 && open.iter().any(|o| *o == name))
+    })
+}
+
 /// The pattern a confined scan walks: from the root when relative, refused when it could leave
 /// the root (`..`, a start outside it) or names a hidden folder of it (`.mess/` holds locks and
 /// indexes, `.mail/` the mail spool: neither is exchange data).
-fn confine_pattern(pattern: &str, root: &Path) -> Result<String, String> {
+fn confine_pattern(pattern: &str, root: &Path, open: &[String]) -> Result<String, String> {
     let expanded = glob::expand_home(pattern);
     let absolute = if expanded.starts_with('/') {
         expanded
@@ -448,10 +458,7 @@ fn confine_pattern(pattern: &str, root: &Path) -> Result<String, String> {
     let Ok(within) = start.strip_prefix(root) else {
         return refuse("is outside the exchange home");
     };
-    if within
-        .components()
-        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-    {
+    if hidden(within, open) {
         return refuse("reads a hidden folder of the exchange home");
     }
     Ok(absolute)
@@ -459,7 +466,7 @@ fn confine_pattern(pattern: &str, root: &Path) -> Result<String, String> {
 
 /// Checks every matched file against the root after links are resolved, without naming files
 /// outside it (the error must not become a way to list other folders).
-fn confine(paths: &[PathBuf], root: &Path) -> Result<(), String> {
+fn confine(paths: &[PathBuf], root: &Path, open: &[String]) -> Result<(), String> {
     for p in paths {
         let real = p
             .canonicalize()
@@ -470,10 +477,7 @@ fn confine(paths: &[PathBuf], root: &Path) -> Result<(), String> {
                     .to_owned(),
             );
         };
-        if rel
-            .components()
-            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-        {
+        if hidden(rel, open) {
             return Err(
                 "read_yaml_auto may only read the exchange's files here; the pattern matches files in a hidden folder of the exchange home"
                     .to_owned(),

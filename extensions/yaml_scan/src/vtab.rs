@@ -28,6 +28,8 @@ pub struct Confinement {
     /// When set, only these files (relative to the root) exist for the function: others a
     /// pattern matches are skipped as if absent, so their names do not leak either.
     only: Arc<Mutex<Option<Arc<HashSet<PathBuf>>>>>,
+    /// Hidden top-level folders of the root that may be read all the same.
+    open: Vec<String>,
 }
 
 impl Confinement {
@@ -36,7 +38,14 @@ impl Confinement {
         Confinement {
             root,
             only: Arc::default(),
+            open: Vec::new(),
         }
+    }
+
+    /// The same, also reading the hidden top-level folder `name` (`.mail`, say).
+    pub fn opening(mut self, name: &str) -> Confinement {
+        self.open.push(name.to_owned());
+        self
     }
 
     /// From now on, only `files` (paths relative to the root) are readable.
@@ -128,6 +137,7 @@ impl ReadYaml {
             &opts,
             confinement.map(|c| c.root.as_path()),
             only.as_deref(),
+            confinement.map_or(&[], |c| c.open.as_slice()),
         )?;
         for (name, ty) in plan.schema() {
             bind.add_result_column(&name, to_duckdb_logical_type(&ty)?);
