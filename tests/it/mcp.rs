@@ -335,6 +335,16 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
             .await
             .unwrap();
         assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        // Nor read its mailbox.
+        let r = intruder
+            .call_tool(
+                CallToolRequestParams::new("mess_mail_list")
+                    .with_arguments(args(serde_json::json!({"mailbox": "claude-agent"}))),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        assert!(text(&r).contains("only its own mailbox"), "{}", text(&r));
         // Nor can they subscribe to it (and so learn when it changes); the legacy call is the
         // one that names a URI up front.
         #[allow(deprecated)]
@@ -375,5 +385,66 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
         client.cancel().await.unwrap();
         // No key, no session.
         assert!(connect("mess_nope".into()).await.is_err());
+    });
+}
+
+#[test]
+fn agent_mail_through_mcp_tools() {
+    let home = Home::with_config(CONFIG);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", home.path())
+            .env("MESS_AGENT_ID", "claude-agent");
+        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let call = |name: &'static str, a: serde_json::Value| {
+            let client = &client;
+            async move {
+                client
+                    .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
+                    .await
+                    .unwrap()
+            }
+        };
+        let r = call(
+            "mess_mail_send",
+            serde_json::json!({"to": "worker", "type": "task", "body": "## Review\n\nPlease review BUG-7.", "tags": ["BUG-7"], "needs_response": true}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let file = r.structured_content.unwrap()["file"].as_str().unwrap().to_owned();
+        assert!(file.ends_with("_claude-agent_task.md"), "{file}");
+
+        let r = call("mess_mail_list", serde_json::json!({"mailbox": "worker"})).await;
+        let listed = r.structured_content.unwrap();
+        assert_eq!(listed["messages"][0]["file"], file.as_str());
+        assert_eq!(listed["messages"][0]["needs_response"], true);
+
+        let r = call(
+            "mess_mail_read",
+            serde_json::json!({"mailbox": "worker", "file": file, "mark_read": true}),
+        )
+        .await;
+        let read = r.structured_content.unwrap();
+        assert_eq!((read["folder"].as_str(), read["tags"][0].as_str()), (Some("read"), Some("BUG-7")));
+        assert!(read["body"].as_str().unwrap().contains("Please review"));
+        let r = call(
+            "mess_mail_read",
+            serde_json::json!({"mailbox": "worker", "file": file, "mark_read": true}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(true));
+        assert!(text(&r).contains("already read"), "{}", text(&r));
+        let r = call(
+            "mess_mail_archive",
+            serde_json::json!({"mailbox": "worker", "file": file}),
+        )
+        .await;
+        assert_eq!(r.structured_content.unwrap()["folder"], "archive");
+        let r = call("mess_mail_send", serde_json::json!({"to": "../x", "body": "b"})).await;
+        assert_eq!(r.is_error, Some(true));
+        assert!(text(&r).contains("not a usable mailbox name"), "{}", text(&r));
+        client.cancel().await.unwrap();
     });
 }
