@@ -3,13 +3,19 @@
 -- running it). `reqs` is a list of structs {ref, requires (VARCHAR[]), precision, urgency};
 -- each is routed exactly as route_for routes it alone. Columns: i (1-based position in `reqs`),
 -- ref, executor, rank, rule, reason; ordered by i, then rank.
--- Depends on: executors, executor_availability_at, routing_rules, match_capabilities,
--- capability_id.
+-- Eligibility is match_capabilities over the executors' capability ids, written as
+-- list_has_all.
+-- Depends on: executors, executor_availability_at, routing_rules, capability_id.
 CREATE OR REPLACE MACRO route_batch(reqs, instant) AS TABLE
 WITH wanted AS (
-    SELECT i, w.ref AS ref, coalesce(w.requires, []::VARCHAR[]) AS requires,
-           w.precision AS prec, w.urgency AS urg
-    FROM (SELECT unnest(reqs) AS w, generate_subscripts(reqs, 1) AS i)
+    -- Capability ids once per request (`executors` already holds ids): every later test is
+    -- plain list logic, which keeps this statement cheap to bind.
+    SELECT i, ref, requires, list_transform(requires, lambda needed: capability_id(needed)) AS req_ids, want_precision, want_urgency
+    FROM (
+        SELECT i, w.ref AS ref, coalesce(w.requires, []::VARCHAR[]) AS requires,
+               w.precision AS want_precision, w.urgency AS want_urgency
+        FROM (SELECT unnest(reqs) AS w, generate_subscripts(reqs, 1) AS i)
+    )
 ),
 available AS (
     SELECT e.id, e.capabilities, a.active_claims
@@ -19,7 +25,7 @@ available AS (
 eligible AS (
     SELECT w.i, x.id, x.active_claims
     FROM wanted w, available x
-    WHERE match_capabilities(w.requires, x.capabilities)
+    WHERE list_has_all(coalesce(x.capabilities, []::VARCHAR[]), w.req_ids)
 ),
 matching AS (
     SELECT w.i, r.position, r.is_default, r.prefer, r.strategy,
@@ -30,9 +36,9 @@ matching AS (
     WHERE r.is_default
        OR (len(r.match_unsupported) = 0
            AND (r.match_capability IS NULL
-            OR list_contains(list_transform(w.requires, lambda needed: capability_id(needed)), r.match_capability))
-           AND (r.match_urgency IS NULL OR r.match_urgency = w.urg)
-           AND (r.match_precision IS NULL OR r.match_precision = w.prec))
+            OR list_contains(w.req_ids, r.match_capability))
+           AND (r.match_urgency IS NULL OR r.match_urgency = w.want_urgency)
+           AND (r.match_precision IS NULL OR r.match_precision = w.want_precision))
 ),
 preferred AS (
     SELECT i, position, is_default, what, strategy, unnest(prefer) AS id, generate_subscripts(prefer, 1) AS pref
@@ -63,7 +69,7 @@ by_capability AS (
            row_number() OVER (PARTITION BY e.i ORDER BY e.active_claims, e.id) AS rank,
            NULL::BIGINT AS rule,
            CASE WHEN len(w.requires) = 0 THEN 'no capability required'
-                ELSE 'holds ' || array_to_string(list_transform(w.requires, lambda needed: capability_id(needed)), ', ') END AS reason
+                ELSE 'holds ' || array_to_string(w.req_ids, ', ') END AS reason
     FROM eligible e JOIN wanted w ON w.i = e.i
     WHERE e.i NOT IN (SELECT i FROM winner)
 )
