@@ -3,22 +3,8 @@
 -- on_demand executors are; schedule ones when the schedule allows `instant`; any other
 -- availability never is), active_claims
 -- (threads in state=executing it claimed).
--- Depends on: executors, schedule_allows, read_yaml_auto.
+-- Depends on: executors, schedule_allows, active_claims.
 CREATE OR REPLACE MACRO executor_availability_at(instant) AS TABLE
-WITH template AS (
-    SELECT NULL::VARCHAR AS executor, NULL::VARCHAR AS filename WHERE false
-),
-working AS (
-    SELECT executor, count(*) AS active
-    FROM (
-        SELECT * FROM template
-        UNION ALL BY NAME
-        SELECT * FROM read_yaml_auto('{{home}}/state=executing/*.messe-af.yaml', multi_document := 'first', ignore_errors := true,
-                                     hive_partitioning := false, filename := true, allow_empty := true)
-    )
-    WHERE executor IS NOT NULL
-    GROUP BY executor
-)
 SELECT e.id, e.availability, e.schedule,
        CASE e.availability
            WHEN 'schedule' THEN schedule_allows(schedule_fields(e.schedule), instant)
@@ -28,5 +14,5 @@ SELECT e.id, e.availability, e.schedule,
            ELSE false
        END AS available,
        coalesce(w.active, 0) AS active_claims
-FROM executors e LEFT JOIN working w ON w.executor = e.id
+FROM executors e LEFT JOIN active_claims() w ON w.executor = e.id
 ORDER BY e.id;

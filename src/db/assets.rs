@@ -56,6 +56,10 @@ pub const ASSETS: &[(&str, &str)] = &[
     ),
     ("sql/190_mail.sql", include_str!("../../sql/190_mail.sql")),
     (
+        "macros/205_active_claims.sql",
+        include_str!("../../macros/205_active_claims.sql"),
+    ),
+    (
         "macros/210_executor_availability_at.sql",
         include_str!("../../macros/210_executor_availability_at.sql"),
     ),

@@ -5,6 +5,7 @@
 pub mod assets;
 pub mod error;
 pub mod query;
+mod snapshot;
 
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,8 @@ pub struct RouteWanted {
 pub struct Db {
     con: Mutex<Connection>,
     home: PathBuf,
+    /// What the routing snapshot was taken from.
+    snapshot: Mutex<Option<snapshot::Key>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -86,6 +89,7 @@ impl Db {
         Ok(Db {
             con: Mutex::new(open_instance(home, None)?),
             home: home.to_owned(),
+            snapshot: Mutex::new(None),
         })
     }
 
@@ -148,9 +152,8 @@ impl Db {
         wanted: &[RouteWanted],
         at: &Timestamp,
     ) -> Result<Vec<Vec<Routed>>, DbError> {
-        let mut routed = vec![Vec::new(); wanted.len()];
         if wanted.is_empty() {
-            return Ok(routed);
+            return Ok(Vec::new());
         }
         let reqs: Vec<serde_json::Value> = wanted
             .iter()
@@ -165,6 +168,33 @@ impl Db {
             .collect();
         let reqs = serde_json::Value::Array(reqs).to_string();
         let con = self.lock();
+        let key = snapshot::key(&self.home, at);
+        let mut taken = match self.snapshot.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if taken.as_ref() != Some(&key) {
+            *taken = None;
+            snapshot::refresh(&con, at)?;
+            *taken = Some(key);
+        }
+        drop(taken);
+        con.execute_batch("SET search_path = 'snap,main'")
+            .map_err(|e| DbError::duckdb("routing", e))?;
+        let routed = Self::run_route_batch(&con, &reqs, at, wanted.len());
+        // Every other statement on this connection reads the live views.
+        con.execute_batch("SET search_path = 'main'")
+            .map_err(|e| DbError::duckdb("routing", e))?;
+        routed
+    }
+
+    fn run_route_batch(
+        con: &Connection,
+        reqs: &str,
+        at: &Timestamp,
+        count: usize,
+    ) -> Result<Vec<Vec<Routed>>, DbError> {
+        let mut routed = vec![Vec::new(); count];
         let mut stmt = con
             .prepare(
                 "SELECT i, executor, reason FROM route_batch(from_json(?::JSON, \

@@ -589,3 +589,43 @@ fn routing_follows_changes_to_executors_and_claims_between_requests() {
     .unwrap();
     assert_eq!(route(), ["b"]);
 }
+
+#[test]
+fn the_routing_snapshot_follows_config_edits_and_live_claims() {
+    let dir = TempDir::new().unwrap();
+    let home = dir.path();
+    std::fs::write(
+        home.join("config.yaml"),
+        "executors:\n  alpha:\n    capabilities: [dig]\n  beta:\n    capabilities: [dig]\n",
+    )
+    .unwrap();
+    let db = Db::open(home).unwrap();
+    let noon = time::parse_timestamp("2026-01-31T12:00:00Z").unwrap();
+    let route = |req: &str| {
+        db.route(&[req.to_owned()], None, None, &noon)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.executor)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(route("dig"), ["alpha", "beta"]);
+    assert!(route("fly").is_empty());
+    // A new executor in config.yaml counts at once (the file is replaced, as editors do).
+    std::fs::write(
+        home.join("config.yaml.new"),
+        "executors:\n  alpha:\n    capabilities: [dig]\n  beta:\n    capabilities: [dig]\n  gull:\n    capabilities: [fly]\n",
+    )
+    .unwrap();
+    std::fs::rename(home.join("config.yaml.new"), home.join("config.yaml")).unwrap();
+    assert_eq!(route("fly"), ["gull"]);
+    // Claims are read live: alpha busy, beta first.
+    std::fs::create_dir_all(home.join("state=executing")).unwrap();
+    std::fs::write(
+        home.join("state=executing/2026-01-31-001.messe-af.yaml"),
+        "ref: 2026-01-31-001\nrequestor: a\nexecutor: alpha\nstatus: claimed\ncreated: 2026-01-31T10:00:00Z\nupdated: 2026-01-31T10:00:00Z\nintent: x\n",
+    )
+    .unwrap();
+    assert_eq!(route("dig"), ["beta", "alpha"]);
+    // Other statements on the connection still see the live views.
+    assert_eq!(flat(&db, "SELECT count(*) FROM executors"), ["3"]);
+}
