@@ -103,6 +103,28 @@ impl Config {
                 }
             }
         }
+        // Executors' own webhook keys, read here where `${ENV}` is expanded (the exchange reads
+        // executors from the raw file, and must not sign with an unexpanded reference).
+        if let Some(execs) = map.get("executors").and_then(Value::as_map) {
+            for (id, e) in execs.iter() {
+                let secret = e
+                    .as_map()
+                    .and_then(|e| e.get("notify"))
+                    .and_then(Value::as_map)
+                    .and_then(|n| n.get("webhook"))
+                    .and_then(Value::as_map)
+                    .and_then(|w| w.get("secret"))
+                    .and_then(Value::scalar_text)
+                    .filter(|s| !s.trim().is_empty());
+                if let Some(secret) = secret {
+                    config
+                        .exchange
+                        .dispatch
+                        .webhook_secrets
+                        .insert(id.to_owned(), Secret(secret));
+                }
+            }
+        }
         if let Some(dispatch) = map.get("dispatch") {
             read_dispatch(dispatch, &mut config).map_err(err)?;
             if let Some(url) = public_url {

@@ -56,11 +56,15 @@ impl Exchange {
             }
             for channel in channels {
                 let name = channel.name();
-                let target = notify
+                let mut target = notify
                     .as_map()
                     .and_then(|m| m.get(name))
                     .cloned()
                     .unwrap_or(Value::Null);
+                // Signing keys stay in the configuration; the delivery file names the address.
+                if let Value::Map(m) = &mut target {
+                    m.remove("secret");
+                }
                 let delivery = Delivery {
                     id: format!("{thread}.{id}.{name}.{kind}"),
                     thread: thread.to_string(),
@@ -95,6 +99,34 @@ impl Exchange {
                 tracing::warn!(error = %e, "no link in the notice");
                 None
             }
+        }
+    }
+
+    /// The executor's own webhook signing key: config.yaml's (with `${ENV}` expanded, from the
+    /// settings), else its registration's; `None` falls back to `dispatch.webhook.secret`.
+    fn webhook_secret(&self, executor: &str) -> Result<Option<crate::notify::Secret>, Error> {
+        if let Some(s) = self.settings().dispatch.webhook_secrets.get(executor) {
+            return Ok(Some(s.clone()));
+        }
+        let directory = Directory::load(self.store());
+        let registered = directory
+            .executor(executor)
+            .and_then(|e| e.extra.get("notify"))
+            .and_then(Value::as_map)
+            .and_then(|n| n.get("webhook"))
+            .and_then(Value::as_map)
+            .and_then(|w| w.get("secret"))
+            .and_then(Value::scalar_text)
+            .filter(|s| !s.trim().is_empty());
+        match registered {
+            // config.yaml's reference whose variable the server did not have.
+            Some(s) if s.contains("${") => Err(Error::Misconfigured {
+                message: format!(
+                    "the webhook secret of {executor} is an unexpanded {s}: set the variable for mess serve"
+                ),
+            }),
+            Some(s) => Ok(Some(crate::notify::Secret(s))),
+            None => Ok(None),
         }
     }
 
@@ -136,6 +168,10 @@ impl Exchange {
             return moot(format!("the thread is {}", env.status));
         }
         let channel = match Channel::parse(&delivery.channel, &delivery.target) {
+            Ok(Channel::Webhook { url, .. }) => Channel::Webhook {
+                secret: self.webhook_secret(&delivery.executor)?,
+                url,
+            },
             Ok(c) => c,
             Err(p) => return moot(p),
         };
@@ -161,22 +197,23 @@ impl Exchange {
 
     /// Records how an attempt went: shelves a sent delivery (on `sent/` while a taken notice
     /// may follow), requeues a retryable failure with backoff, or gives up and says so in the
-    /// thread's history.
+    /// thread's history. Returns the delivery as requeued when it goes back for another try.
     fn record_attempt(
         &self,
         delivery: &Delivery,
-        channel: &Channel,
+        updatable: bool,
         outcome: Result<Sent, NotifyError>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<Delivery>, Error> {
         let now = self.now();
         let mut d = delivery.clone();
         match outcome {
             Ok(sent) => {
                 d.provider_ref = sent.provider_ref;
-                d.outcome = Some("sent".to_owned());
-                let follow = d.kind != "taken" && channel.updates_in_place();
+                d.outcome = Some(format!("sent {}", time::format_timestamp(&now)));
+                let follow = !matches!(d.kind.as_str(), "taken" | "closed") && updatable;
                 let shelf = if follow { Shelf::Sent } else { Shelf::Done };
                 self.store().shelve(&d, Shelf::Queue, shelf)?;
+                Ok(None)
             }
             Err(e) => {
                 d.attempts.push(Attempt {
@@ -188,14 +225,16 @@ impl Exchange {
                 if matches!(e, NotifyError::Retry { .. }) && tries < policy.attempts {
                     d.due = now + self.backoff(tries);
                     self.store().requeue(&d)?;
-                    return Ok(());
+                    return Ok(Some(d));
                 }
                 d.outcome = Some(e.to_string());
-                self.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
+                // The thread hears of it first: a crash in between retries the delivery once
+                // more rather than losing the note.
                 self.record_failure(&d, tries, &e)?;
+                self.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
+                Ok(None)
             }
         }
-        Ok(())
     }
 
     /// The wait after the `tries`-th failure: the first retry delay doubled per failure, at
@@ -346,7 +385,7 @@ pub fn run(
         let notifier = Arc::new(notifier);
         let mut changes = ex.subscribe();
         let mut in_flight: HashSet<String> = HashSet::new();
-        let mut tasks: tokio::task::JoinSet<(String, bool)> = tokio::task::JoinSet::new();
+        let mut tasks: tokio::task::JoinSet<(String, Attempted)> = tokio::task::JoinSet::new();
         let mut waiting: Vec<Delivery> = Vec::new();
         let (mut follow, mut reload) = (true, true);
         let mut looked = tokio::time::Instant::now();
@@ -389,18 +428,26 @@ pub fn run(
                 in_flight.insert(d.id.clone());
                 let (ex, notifier) = (ex.clone(), notifier.clone());
                 tasks.spawn(async move {
-                    let requeued = attempt(&ex, &notifier, &d).await;
-                    (d.id, requeued)
+                    let attempted = attempt(&ex, &notifier, &d).await;
+                    (d.id, attempted)
                 });
             }
             waiting = later;
             tokio::select! {
                 () = stop.cancelled() => break,
                 done = tasks.join_next(), if !tasks.is_empty() => {
-                    if let Some(Ok((id, requeued))) = done {
-                        in_flight.remove(&id);
-                        // A retry was written back with a new due time.
-                        reload |= requeued;
+                    // A sent notice may have landed on sent/ after its thread was taken.
+                    follow = true;
+                    match done {
+                        Some(Ok((id, Attempted::Finished))) => {
+                            in_flight.remove(&id);
+                        }
+                        Some(Ok((id, Attempted::Requeued(d)))) => {
+                            in_flight.remove(&id);
+                            waiting.push(*d);
+                        }
+                        // Stuck ones (and panicked tasks) stay in flight until a restart.
+                        _ => {}
                     }
                 }
                 () = ex.deliveries.notified() => reload = true,
@@ -418,48 +465,76 @@ pub fn run(
     })
 }
 
+/// How one attempt ended, for the worker's bookkeeping.
+enum Attempted {
+    /// Shelved (sent, moot or failed): nothing more to do.
+    Finished,
+    /// Back in the queue, as written (a retry, or a notice waiting for its thread).
+    Requeued(Box<Delivery>),
+    /// Sent, or perhaps sent, but not recorded: not tried again by this process, so a broken
+    /// disk cannot turn one notice into a message every few seconds.
+    Stuck,
+}
+
 /// One attempt of one delivery: prepare and record off the async workers, send on them.
-/// Returns whether the delivery went back to the queue (a retry, or a thread not yet written).
-async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> bool {
+async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
-    let (channel, notice) = match prepared {
-        Ok(Ok(Some(p))) => p,
-        // Moot (shelved), or requeued to wait for its thread.
-        Ok(Ok(None)) => return true,
+    let (channel, outcome) = match prepared {
+        Ok(Ok(Some((channel, notice)))) => {
+            let outcome = match &channel {
+                // Agent mail is a file in this home, written like any other.
+                Channel::Mail(mailbox) => {
+                    let (worker, mailbox, letter) = (ex.clone(), mailbox.clone(), notice.clone());
+                    tokio::task::spawn_blocking(move || worker.mail_notice(&mailbox, &letter))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(NotifyError::Retry {
+                                message: format!("mail: {e}"),
+                            })
+                        })
+                }
+                _ => notifier.send(&channel, &notice).await,
+            };
+            (Some(channel), outcome)
+        }
+        // Shelved as moot, or requeued to wait for its thread: the worker rereads the queue.
+        Ok(Ok(None)) => return Attempted::Finished,
+        // The notice could not be prepared: an attempt that failed, with backoff.
         Ok(Err(e)) => {
-            tracing::warn!(delivery = %d.id, error = %e, "cannot prepare the notice");
-            return false;
+            // Thread history is read by the requestor: no server paths in it.
+            let message = ex.scrub_home(&e.to_string());
+            let failure = if e.kind() == crate::exchange::error::ErrorKind::Internal {
+                NotifyError::Fail { message }
+            } else {
+                NotifyError::Retry { message }
+            };
+            (None, Err(failure))
         }
         Err(e) => {
             tracing::error!(delivery = %d.id, error = %e, "preparing the notice panicked");
-            return false;
+            return Attempted::Stuck;
         }
     };
-    let outcome = match &channel {
-        // Agent mail is a file in this home, written like any other.
-        Channel::Mail(mailbox) => {
-            let (worker, mailbox, letter) = (ex.clone(), mailbox.clone(), notice.clone());
-            tokio::task::spawn_blocking(move || worker.mail_notice(&mailbox, &letter))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(NotifyError::Retry {
-                        message: format!("mail: {e}"),
-                    })
-                })
-        }
-        _ => notifier.send(&channel, &notice).await,
-    };
-    let failed = outcome.is_err();
+    let sent = outcome.is_ok();
     if let Err(e) = &outcome {
         tracing::info!(delivery = %d.id, error = %e, "delivery attempt failed");
     }
+    let updatable = channel.as_ref().is_some_and(Channel::updates_in_place);
     let (worker, delivery) = (ex.clone(), d.clone());
     let recorded =
-        tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, &channel, outcome))
+        tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, updatable, outcome))
             .await;
-    if let Ok(Err(e)) = recorded {
-        tracing::warn!(delivery = %d.id, error = %e, "cannot record the delivery");
+    match recorded {
+        Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
+        Ok(Ok(None)) => Attempted::Finished,
+        Ok(Err(e)) => {
+            tracing::error!(delivery = %d.id, sent, error = %e, "cannot record the delivery; it waits for a restart");
+            Attempted::Stuck
+        }
+        Err(e) => {
+            tracing::error!(delivery = %d.id, error = %e, "recording the delivery panicked");
+            Attempted::Stuck
+        }
     }
-    failed
 }

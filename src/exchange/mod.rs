@@ -98,6 +98,9 @@ pub struct DispatchSettings {
     /// After this long without a claim, a routed request is offered to the `default` rule's
     /// executors too (`None`: never).
     pub escalate_after: Option<std::time::Duration>,
+    /// Webhook signing keys of executors declared in config.yaml (`notify: {webhook: {secret:
+    /// ...}}`, with `${ENV}` expanded), by executor id.
+    pub webhook_secrets: std::collections::HashMap<String, Secret>,
 }
 
 impl DispatchSettings {
@@ -111,6 +114,7 @@ impl DispatchSettings {
             first_retry: std::time::Duration::from_secs(2),
             max_retry: std::time::Duration::from_secs(600),
             escalate_after: Some(std::time::Duration::from_secs(900)),
+            webhook_secrets: std::collections::HashMap::new(),
         }
     }
 }

@@ -135,6 +135,12 @@ fn invalid(message: impl Into<String>) -> MailError {
 
 /// Whether `name` is usable as a mailbox or sender name (also in file names).
 fn check_name(what: &str, name: &str) -> Result<(), MailError> {
+    // A sender's name sits between underscores in file names, so it has none itself.
+    if what == "from" && name.contains('_') {
+        return Err(invalid(format!(
+            "from {name:?} contains '_', which separates the parts of mail file names"
+        )));
+    }
     let ok = !name.is_empty()
         && name.len() <= 128
         && !name.starts_with('.')
@@ -316,18 +322,24 @@ impl Mail {
         letter.check()?;
         let dir = self.dir(&letter.to, Folder::Unread);
         fsio::ensure_dir(&dir)?;
-        let stamp = letter
-            .timestamp
-            .with_timezone(&chrono::Utc)
-            .format("%Y%m%dT%H%M%SZ");
         let text = letter.to_text();
-        for n in 1..1000 {
-            let suffix = if n == 1 {
-                String::new()
-            } else {
-                format!("-{n}")
-            };
-            let file = format!("{stamp}_{}_{}{suffix}.md", letter.from, letter.kind);
+        // A name is used once in a mailbox, whatever folder holds it; a second message with
+        // the same second, sender and type takes the next free second in its name (the
+        // frontmatter keeps the true time), so `*_<type>.md` globs still find it.
+        for n in 0..1000 {
+            let at = letter.timestamp + chrono::TimeDelta::seconds(n);
+            let file = format!(
+                "{}_{}_{}.md",
+                at.with_timezone(&chrono::Utc).format("%Y%m%dT%H%M%SZ"),
+                letter.from,
+                letter.kind
+            );
+            if Folder::ALL
+                .iter()
+                .any(|f| self.dir(&letter.to, *f).join(&file).exists())
+            {
+                continue;
+            }
             match fsio::create_atomic(&dir.join(&file), text.as_bytes()) {
                 Ok(()) => return Ok(file),
                 Err(StoreError::Io { source, .. })
@@ -336,7 +348,7 @@ impl Mail {
             }
         }
         Err(invalid(
-            "too many messages with the same name in one second",
+            "too many messages with the same sender and type in a row",
         ))
     }
 
@@ -413,14 +425,21 @@ impl Mail {
         let to_dir = self.dir(mailbox, Folder::Read);
         fsio::ensure_dir(&to_dir)?;
         let to = to_dir.join(file);
-        if to.exists() {
-            return Err(MailError::Claimed {
-                message: format!("{mailbox}/{file} was already read"),
-            });
-        }
-        // The rename is the claim: atomic, and it fails for everyone after the first.
-        match std::fs::rename(&from, &to) {
-            Ok(()) => {}
+        // The link is the claim: it fails for every reader after the first (a rename would
+        // replace), and the unread copy goes once the link holds.
+        match std::fs::hard_link(&from, &to) {
+            Ok(()) => {
+                if let Err(e) = std::fs::remove_file(&from)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    return Err(StoreError::io(&from, e).into());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(MailError::Claimed {
+                    message: format!("{mailbox}/{file} was already read"),
+                });
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(if self.read(mailbox, file).is_ok() {
                     MailError::Claimed {
@@ -454,19 +473,22 @@ impl Mail {
         check_file(file)?;
         let to_dir = self.dir(mailbox, Folder::Archive);
         fsio::ensure_dir(&to_dir)?;
-        for folder in [Folder::Read, Folder::Unread] {
-            let from = self.dir(mailbox, folder).join(file);
-            match std::fs::rename(&from, to_dir.join(file)) {
-                Ok(()) => {
-                    fsio::sync_parent(&from)?;
-                    return fsio::sync_dir(&to_dir).map_err(Into::into);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io(&from, e).into()),
-            }
-        }
         if to_dir.join(file).exists() {
             return Ok(());
+        }
+        for folder in [Folder::Read, Folder::Unread] {
+            let from = self.dir(mailbox, folder).join(file);
+            // Linked, never renamed over: an archived message is never replaced.
+            match std::fs::hard_link(&from, to_dir.join(file)) {
+                Ok(()) => {
+                    fsio::sync_dir(&to_dir)?;
+                    fsio::remove_durable(&from)?;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+                Err(e) => return Err(StoreError::io(&from, e).into()),
+            }
         }
         Err(MailError::NotFound {
             message: format!("no message {file} in mailbox {mailbox}"),

@@ -254,6 +254,11 @@ impl NotifyError {
             "timed out"
         } else if e.is_connect() {
             "could not connect"
+        } else if e.is_builder() {
+            // A request that cannot be built will not build next time either.
+            return NotifyError::Fail {
+                message: format!("{what}: the request cannot be built (a bad address or header)"),
+            };
         } else {
             "request failed"
         };
@@ -262,9 +267,10 @@ impl NotifyError {
         }
     }
 
-    fn from_status(what: &str, status: reqwest::StatusCode, body: &str) -> NotifyError {
-        let excerpt: String = body.chars().take(200).collect();
-        let message = format!("{what}: HTTP {} {}", status.as_u16(), excerpt.trim());
+    fn from_status(what: &str, status: reqwest::StatusCode, _body: &str) -> NotifyError {
+        // Only the status: the body comes from wherever a notify address points, and the
+        // message ends up in thread history that others read.
+        let message = format!("{what}: HTTP {}", status.as_u16());
         if status.is_server_error()
             || status == reqwest::StatusCode::TOO_MANY_REQUESTS
             || status == reqwest::StatusCode::REQUEST_TIMEOUT

@@ -25,9 +25,22 @@ pub(crate) async fn send(
     let sequence = format!("mess-{}", notice.thread);
     let url = format!("{}/{topic}", settings.base_url.trim_end_matches('/'));
     let mut body = notice.details().join("\n");
+    // Header values are one line of visible ASCII; other titles go in the body, under a
+    // plain one.
+    let headline: String = notice
+        .headline()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let title = if headline.is_ascii() {
+        headline
+    } else {
+        body = format!("{headline}\n{body}");
+        "MESS".to_owned()
+    };
     let mut request = http
         .post(url)
-        .header("x-title", notice.headline())
+        .header("x-title", title)
         .header("x-sequence-id", &sequence);
     match &notice.kind {
         NoticeKind::Taken { .. } => {

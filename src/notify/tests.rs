@@ -2,6 +2,9 @@
 //! local servers in `tests/it/dispatch.rs`.
 
 use crate::notify::{Channel, Notice, NoticeKind, Secret, sign};
+
+/// Python: hmac.new(b"secret", b"100.r.a.webhook.new.body", hashlib.sha256).hexdigest()
+const EXPECTED: &str = "1acbb62aca0357e2d6e97c2d8f26ddba553f24ffb30d247f81baa08b1aa38411";
 use crate::protocol::value::{Map, Value};
 
 fn notice(kind: NoticeKind) -> Notice {
@@ -68,16 +71,28 @@ fn notices_read_well_and_taken_ones_carry_no_link() {
 }
 
 #[test]
-fn signatures_bind_the_secret_the_time_and_the_body() {
-    let s = sign(b"secret", 100, b"body");
+fn signatures_bind_the_secret_the_time_the_delivery_and_the_body() {
+    let id = "r.a.webhook.new";
+    let s = sign(b"secret", 100, id, b"body");
     assert!(s.starts_with("sha256=") && s.len() == 7 + 64, "{s}");
-    assert_eq!(s, sign(b"secret", 100, b"body"));
+    // HMAC-SHA256 of "100.r.a.webhook.new.body" under "secret", computed independently.
+    assert_eq!(s, format!("sha256={EXPECTED}"));
     assert_ne!(
         s,
-        sign(b"secret", 101, b"body"),
+        sign(b"secret", 101, id, b"body"),
         "a replay with a new time fails"
     );
-    assert_ne!(s, sign(b"secret", 100, b"bodY"));
-    assert_ne!(s, sign(b"other", 100, b"body"));
+    assert_ne!(
+        s,
+        sign(b"secret", 100, "r.b.webhook.new", b"body"),
+        "nor to another receiver"
+    );
+    assert_ne!(
+        s,
+        sign(b"secret", 100, "r.a.webhook.escalated", b"body"),
+        "nor as another event"
+    );
+    assert_ne!(s, sign(b"secret", 100, id, b"bodY"));
+    assert_ne!(s, sign(b"other", 100, id, b"body"));
     assert_eq!(format!("{:?}", Secret("x".to_owned())), "Secret(..)");
 }

@@ -144,7 +144,12 @@ fn routed_executors_hear_on_every_channel_and_the_others_learn_when_it_is_taken(
     let stamp: i64 = w.headers["x-mess-timestamp"].parse().unwrap();
     assert_eq!(
         w.headers["x-mess-signature"],
-        mess::notify::sign(WEBHOOK_SECRET.as_bytes(), stamp, w.body.as_bytes()),
+        mess::notify::sign(
+            WEBHOOK_SECRET.as_bytes(),
+            stamp,
+            &w.headers["x-mess-delivery"],
+            w.body.as_bytes()
+        ),
         "the signature checks out"
     );
     assert_eq!(
