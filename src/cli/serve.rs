@@ -41,6 +41,17 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::new(format!("cannot start the server runtime: {e}")))?;
+    let _one_server = cx
+        .exchange
+        .store()
+        .serve_lock()
+        .map_err(|e| CliError::new(format!("cannot take the server lock: {e}")))?
+        .ok_or_else(|| {
+            CliError::with_hint(
+                "another mess serve runs on this home",
+                "stop it first: two servers would each send every notification",
+            )
+        })?;
     let exchange = Arc::new(cx.exchange.clone().with_background_routing());
     // Changes written by other processes (the CLI, tools) reach /events and waits too.
     let _watch = match cx.exchange.watch_home() {

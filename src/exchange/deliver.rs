@@ -162,9 +162,12 @@ impl Exchange {
                 by: env.executor.clone().unwrap_or_else(|| "someone".to_owned()),
             },
             "escalated" => NoticeKind::Escalated,
+            "closed" => NoticeKind::Closed {
+                status: env.status.to_string(),
+            },
             _ => NoticeKind::New,
         };
-        if !matches!(kind, NoticeKind::Taken { .. }) && env.status != Status::Pending {
+        if !kind.is_update() && env.status != Status::Pending {
             return moot(format!("the thread is {}", env.status));
         }
         let channel = match Channel::parse(&delivery.channel, &delivery.target) {
@@ -175,9 +178,10 @@ impl Exchange {
             Ok(c) => c,
             Err(p) => return moot(p),
         };
-        let link = match kind {
-            NoticeKind::Taken { .. } => None,
-            _ => self.link_for(&thread, &delivery.executor),
+        let link = if kind.is_update() {
+            None
+        } else {
+            self.link_for(&thread, &delivery.executor)
         };
         let notice = Notice {
             delivery: delivery.id.clone(),
@@ -298,12 +302,12 @@ impl Exchange {
             from: EXCHANGE.to_owned(),
             to: mailbox.to_owned(),
             kind: match notice.kind {
-                NoticeKind::Taken { .. } => "status",
+                NoticeKind::Taken { .. } | NoticeKind::Closed { .. } => "status",
                 _ => "task",
             }
             .to_owned(),
             timestamp: self.now(),
-            needs_response: !matches!(notice.kind, NoticeKind::Taken { .. }),
+            needs_response: !notice.kind.is_update(),
             priority: match notice.priority.as_str() {
                 "urgent" | "elevated" => "urgent",
                 "background" => "low",
@@ -349,10 +353,17 @@ impl Exchange {
                 continue;
             }
             let taker = status.as_ref().and_then(|env| env.executor.clone());
-            if status.is_some() && taker.as_deref() != Some(d.executor.as_str()) {
+            // Taken by someone else, or ended untaken: the message is updated; the taker's own
+            // message stays as it is.
+            let kind = match (&status, &taker) {
+                (Some(_), Some(t)) if *t != d.executor => Some("taken"),
+                (Some(_), None) => Some("closed"),
+                _ => None,
+            };
+            if let Some(kind) = kind {
                 let follow = Delivery {
-                    id: format!("{}.{}.{}.taken", d.thread, d.executor, d.channel),
-                    kind: "taken".to_owned(),
+                    id: format!("{}.update", d.id),
+                    kind: kind.to_owned(),
                     created: now,
                     due: now,
                     attempts: Vec::new(),
@@ -403,11 +414,10 @@ pub fn run(
                 reload = false;
                 looked = tokio::time::Instant::now();
                 let worker = ex.clone();
-                waiting =
-                    tokio::task::spawn_blocking(move || worker.store().deliveries(Shelf::Queue))
-                        .await
-                        .map(|(q, _)| q)
-                        .unwrap_or_default();
+                waiting = tokio::task::spawn_blocking(move || worker.store().queued())
+                    .await
+                    .map(|(q, _)| q)
+                    .unwrap_or_default();
                 waiting.retain(|d| !in_flight.contains(&d.id));
             }
             let now = ex.now();

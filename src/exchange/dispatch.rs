@@ -65,10 +65,15 @@ impl Exchange {
         let mut seen = HashSet::new();
         let mut wanted = Vec::new();
         for thread in candidates {
-            if seen.insert(thread.clone())
-                && let Some(w) = self.waiting_request(&thread, now)?
-            {
-                wanted.push(w);
+            if !seen.insert(thread.clone()) {
+                continue;
+            }
+            // One unreadable thread (a broken message document, a dependency that cannot be
+            // read) waits for `mess fsck`; it does not hold up the others.
+            match self.waiting_request(&thread, now) {
+                Ok(Some(w)) => wanted.push(w),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(thread = %thread, error = %e, "cannot route this thread"),
             }
         }
         let mut pass = Pass::default();

@@ -249,7 +249,9 @@ pub(crate) fn record_dispatch(
         // Queued before the thread is written: a crash in between leaves notices about a
         // thread that never was, which the worker drops, never a routed thread unannounced.
         if let Err(e) = ex.queue_notices(&env.thread_ref, &executors, "new", now) {
-            tracing::warn!(thread = %env.thread_ref, error = %e, "cannot queue the notices");
+            // Not recorded as routed, so a server's dispatcher routes (and notifies) it later.
+            tracing::warn!(thread = %env.thread_ref, error = %e, "cannot queue the notices; the request waits undispatched");
+            return false;
         }
     }
     record_routed(env, &routed, now)

@@ -118,6 +118,20 @@ fn mailbox_for(who: &Sender, mailbox: &str) -> Result<String, Error> {
     Ok(mailbox)
 }
 
+/// A key holder reads the broadcast mailbox but does not move its messages, which would hide
+/// them from every other session.
+fn shared_stays(who: &Sender, mailbox: &str, what: &str) -> Result<(), Error> {
+    if who.role.is_some() && mailbox == crate::mail::BROADCAST {
+        return Err(Error::Forbidden {
+            message: format!(
+                "{} messages are for every session: read them, do not {what} them",
+                crate::mail::BROADCAST
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn found_value(f: &crate::mail::Found, with_body: bool) -> Value {
     let l = &f.letter;
     let mut m = Map::new();
@@ -548,6 +562,9 @@ impl MessMcp {
         Ok(self
             .call(move |ex, who| {
                 let mailbox = mailbox_for(who, &a.mailbox)?;
+                if a.mark_read {
+                    shared_stays(who, &mailbox, "claim")?;
+                }
                 let found = if a.mark_read {
                     ex.mail().mark_read(&mailbox, a.file.trim(), ex.now())?
                 } else {
@@ -570,6 +587,7 @@ impl MessMcp {
         Ok(self
             .call(move |ex, who| {
                 let mailbox = mailbox_for(who, &a.mailbox)?;
+                shared_stays(who, &mailbox, "archive")?;
                 ex.mail().archive(&mailbox, a.file.trim())?;
                 Ok(found_value(
                     &ex.mail().read(&mailbox, a.file.trim())?,

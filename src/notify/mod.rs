@@ -46,14 +46,26 @@ pub enum NoticeKind {
     },
     /// Nobody took it in time; the executor is asked as a fallback.
     Escalated,
+    /// It ended before anyone took it (cancelled, expired, failed): the earlier message is
+    /// updated to say so.
+    Closed {
+        /// The status it ended with.
+        status: String,
+    },
 }
 
 impl NoticeKind {
+    /// Whether it updates an earlier message rather than asking for work (no link, no button).
+    pub fn is_update(&self) -> bool {
+        matches!(self, NoticeKind::Taken { .. } | NoticeKind::Closed { .. })
+    }
+
     /// The kind's name in delivery ids and webhook headers.
     pub fn as_str(&self) -> &'static str {
         match self {
             NoticeKind::New => "new",
             NoticeKind::Taken { .. } => "taken",
+            NoticeKind::Closed { .. } => "closed",
             NoticeKind::Escalated => "escalated",
         }
     }
@@ -93,6 +105,9 @@ impl Notice {
             NoticeKind::New => format!("MESS request: {}", self.intent),
             NoticeKind::Taken { by } => format!("Taken by {by}: {}", self.intent),
             NoticeKind::Escalated => format!("Still waiting for someone: {}", self.intent),
+            NoticeKind::Closed { status } => {
+                format!("No longer needed ({status}): {}", self.intent)
+            }
         }
     }
 
@@ -115,7 +130,7 @@ impl Notice {
             text.push('\n');
             text.push_str(&line);
         }
-        if let (Some(link), false) = (&self.link, matches!(self.kind, NoticeKind::Taken { .. })) {
+        if let (Some(link), false) = (&self.link, self.kind.is_update()) {
             text.push_str("\nRespond: ");
             text.push_str(link);
         }

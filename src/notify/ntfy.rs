@@ -43,7 +43,7 @@ pub(crate) async fn send(
         .header("x-title", title)
         .header("x-sequence-id", &sequence);
     match &notice.kind {
-        NoticeKind::Taken { .. } => {
+        NoticeKind::Taken { .. } | NoticeKind::Closed { .. } => {
             request = request
                 .header("x-priority", "2")
                 .header("x-tags", "white_check_mark");

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::notify::{Notice, NoticeKind, NotifyError, Sent, SlackSettings, json_of};
+use crate::notify::{Notice, NotifyError, Sent, SlackSettings, json_of};
 
 pub(crate) async fn send(
     http: &reqwest::Client,
@@ -19,10 +19,7 @@ pub(crate) async fn send(
         json!({"type": "section", "text": {"type": "plain_text", "text": notice.headline()}}),
         json!({"type": "context", "elements": [{"type": "plain_text", "text": notice.details().join(" · ")}]}),
     ];
-    if let (Some(link), false) = (
-        &notice.link,
-        matches!(notice.kind, NoticeKind::Taken { .. }),
-    ) {
+    if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
         blocks.push(json!({"type": "actions", "elements": [{
             "type": "button",
             "text": {"type": "plain_text", "text": "Respond"},
@@ -35,7 +32,7 @@ pub(crate) async fn send(
         &notice.kind,
         notice.previous.as_deref().and_then(|p| p.split_once(':')),
     ) {
-        (NoticeKind::Taken { .. }, Some((channel, ts))) => {
+        (kind, Some((channel, ts))) if kind.is_update() => {
             ("chat.update", json!({"channel": channel, "ts": ts}))
         }
         _ => ("chat.postMessage", json!({"channel": to})),

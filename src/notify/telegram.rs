@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::notify::{Notice, NoticeKind, NotifyError, Sent, TelegramSettings, json_of};
+use crate::notify::{Notice, NotifyError, Sent, TelegramSettings, json_of};
 
 pub(crate) async fn send(
     http: &reqwest::Client,
@@ -20,17 +20,14 @@ pub(crate) async fn send(
         &notice.kind,
         notice.previous.as_deref().and_then(|p| p.rsplit_once(':')),
     ) {
-        (NoticeKind::Taken { .. }, Some((chat, id))) => (
+        (kind, Some((chat, id))) if kind.is_update() => (
             "editMessageText",
             json!({"chat_id": chat, "message_id": id.parse::<i64>().unwrap_or_default()}),
         ),
         _ => ("sendMessage", json!({"chat_id": chat})),
     };
     body["text"] = json!(text);
-    if let (Some(link), false) = (
-        &notice.link,
-        matches!(notice.kind, NoticeKind::Taken { .. }),
-    ) {
+    if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
         body["reply_markup"] = json!({"inline_keyboard": [[{"text": "Respond", "url": link}]]});
     }
     // The token is part of the path: errors below never include the URL.

@@ -55,6 +55,12 @@ impl std::fmt::Debug for FileStore {
     }
 }
 
+/// The one-server-per-home lock, held while it lives.
+#[derive(Debug)]
+pub struct ServeLock {
+    _held: lock::Lock,
+}
+
 /// An exclusive hold on one sender's request creation, across processes; released on drop.
 #[derive(Debug)]
 pub struct SenderGuard {
@@ -92,6 +98,13 @@ impl FileStore {
     }
 
     /// Where things live.
+    /// Holds the home's server lock while the returned guard lives; `None` when another
+    /// process holds it (one server per home: two would each send every notification).
+    pub fn serve_lock(&self) -> Result<Option<ServeLock>, StoreError> {
+        Ok(lock::try_acquire(&self.layout.locks_dir(), "serve.lock")?
+            .map(|held| ServeLock { _held: held }))
+    }
+
     pub fn layout(&self) -> &Layout {
         &self.layout
     }

@@ -195,6 +195,22 @@ impl FileStore {
         }
     }
 
+    /// The deliveries to send: the queue, less any a crash left behind after it was already
+    /// written to a later shelf (a move writes the new shelf before it removes the old).
+    pub fn queued(&self) -> (Vec<Delivery>, Vec<StoreError>) {
+        let (mut queued, errors) = self.deliveries(Shelf::Queue);
+        queued.retain(|d| {
+            let moved = [Shelf::Sent, Shelf::Done, Shelf::Failed]
+                .iter()
+                .any(|s| self.delivery_path(*s, &d.id).exists());
+            if moved {
+                let _ = fsio::remove_durable(&self.delivery_path(Shelf::Queue, &d.id));
+            }
+            !moved
+        });
+        (queued, errors)
+    }
+
     /// The deliveries on `shelf`, in id order, with the files that could not be read.
     pub fn deliveries(&self, shelf: Shelf) -> (Vec<Delivery>, Vec<StoreError>) {
         let dir = self.shelf_dir(shelf);

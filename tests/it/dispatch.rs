@@ -469,3 +469,37 @@ fn the_mail_channel_leaves_a_task_in_the_executors_mailbox() {
     let listed = home.ok(&["--as", "scribe", "mail", "list"]);
     assert!(listed.contains("exchange"), "{listed}");
 }
+
+#[test]
+fn a_request_cancelled_before_anyone_took_it_updates_the_messages_to_say_so() {
+    let services = Recorder::start();
+    let smtp = SmtpRecorder::start();
+    let home = Home::with_config(&config(
+        &services.url,
+        smtp.port,
+        "  teague-phone:\n    capabilities: [take-photo]\n    notify:\n      slack: U0TEAGUE\n",
+        "{attempts: 3, first: 0.1s}",
+    ));
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let r = create(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: photo of the porch\n      requires: [take-photo]\n",
+    );
+    services.wait_for(Duration::from_secs(10), |h| {
+        !find(h, "/chat.postMessage").is_empty()
+    });
+    let (status, body) = server.post_yaml(&agent, &format!("MESS:\n  - cancel:\n      re: {r}\n"));
+    assert_eq!(status, 200, "{body}");
+    let hits = services.wait_for(Duration::from_secs(10), |h| {
+        !find(h, "/chat.update").is_empty()
+    });
+    let update = find(&hits, "/chat.update");
+    assert_eq!(update.len(), 1, "{hits:#?}");
+    let u: Value = serde_json::from_str(&update[0].body).unwrap();
+    assert_eq!(
+        u["text"], "No longer needed (cancelled): photo of the porch",
+        "{u}"
+    );
+}

@@ -762,6 +762,13 @@ fn the_server_expires_overdue_requests_on_time_and_stops_with_streams_open() {
     let text = std::fs::read_to_string(&expired).expect("expired by the server's sweeper");
     assert!(text.contains("status: expired"), "{text}");
 
+    // One server per home: a second one would send every notification twice.
+    let second = home.fails(&["serve", "--addr", "127.0.0.1:0"], 1);
+    assert!(
+        second.contains("another mess serve runs on this home"),
+        "{second}"
+    );
+
     // An open event stream does not hold the server up when it is told to stop.
     let port = server.port;
     let stream = std::thread::spawn(move || {
