@@ -1,5 +1,6 @@
 //! Dispatch benchmark: how soon a routed executor's webhook hears of a new request, measured
-//! from just before `POST /mess` to the webhook's receipt (a local server in this process),
+//! from just before `POST /mess` to the webhook's receipt (a local server in this process;
+//! requests 50 ms apart),
 //! against the bare round trip of posting to that same webhook server; then how fast
 //! `mess serve` drains 1,000 queued notifications, and what the queue costs on disk and in
 //! the server's memory.
@@ -122,7 +123,7 @@ fn main() {
     let (webhook, seen) = receiver(&runtime);
     let http = reqwest::Client::new();
     println!(
-        "mess dispatch benchmark: {requests} requests one at a time, then {queued} queued notifications; webhook receiver in this process on loopback"
+        "mess dispatch benchmark: {requests} requests one at a time, 50 ms apart, then {queued} queued notifications; webhook receiver in this process on loopback"
     );
 
     // Latency: request creation to the webhook's receipt, one request at a time.
@@ -179,6 +180,9 @@ fn main() {
                 .await
                 .unwrap();
             floor.push(t.elapsed());
+            // Requests arrive apart, as they do: back to back they would be sustained load,
+            // where the dispatcher deliberately keeps routing to half a core.
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         (latency, acks, floor)
     });
