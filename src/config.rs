@@ -110,12 +110,7 @@ impl Config {
                 let secret = e
                     .as_map()
                     .and_then(|e| e.get("notify"))
-                    .and_then(Value::as_map)
-                    .and_then(|n| n.get("webhook"))
-                    .and_then(Value::as_map)
-                    .and_then(|w| w.get("secret"))
-                    .and_then(Value::scalar_text)
-                    .filter(|s| !s.trim().is_empty());
+                    .and_then(notify::Channel::webhook_secret_in);
                 if let Some(secret) = secret {
                     config
                         .exchange

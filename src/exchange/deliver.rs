@@ -112,12 +112,7 @@ impl Exchange {
         let registered = directory
             .executor(executor)
             .and_then(|e| e.extra.get("notify"))
-            .and_then(Value::as_map)
-            .and_then(|n| n.get("webhook"))
-            .and_then(Value::as_map)
-            .and_then(|w| w.get("secret"))
-            .and_then(Value::scalar_text)
-            .filter(|s| !s.trim().is_empty());
+            .and_then(Channel::webhook_secret_in);
         match registered {
             // config.yaml's reference whose variable the server did not have.
             Some(s) if s.contains("${") => Err(Error::Misconfigured {

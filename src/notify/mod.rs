@@ -221,6 +221,17 @@ impl Channel {
         })
     }
 
+    /// The webhook signing key in an executor's `notify:` map (`webhook: {url, secret}`).
+    pub fn webhook_secret_in(notify: &Value) -> Option<String> {
+        notify
+            .as_map()
+            .and_then(|n| n.get("webhook"))
+            .and_then(Value::as_map)
+            .and_then(|w| w.get("secret"))
+            .and_then(Value::scalar_text)
+            .filter(|s| !s.trim().is_empty())
+    }
+
     /// Every channel of an executor's `notify:` map, with the entries that could not be read.
     pub fn all_of(notify: &Value) -> (Vec<Channel>, Vec<String>) {
         let mut channels = Vec::new();

@@ -503,3 +503,51 @@ fn a_request_cancelled_before_anyone_took_it_updates_the_messages_to_say_so() {
         "{u}"
     );
 }
+
+#[test]
+fn an_executors_own_webhook_key_comes_from_the_environment_and_stays_out_of_the_outbox() {
+    let services = Recorder::start();
+    let smtp = SmtpRecorder::start();
+    let url = &services.url;
+    let home = Home::with_config(&config(
+        url,
+        smtp.port,
+        &format!(
+            "  robot:\n    capabilities: [vacuum-floor]\n    notify:\n      webhook: {{url: {url}/robot, secret: \"${{ROBOT_HOOK_KEY}}\"}}\n"
+        ),
+        "{attempts: 3, first: 0.1s}",
+    ));
+    let agent = key(&home, "agent", "claude-agent");
+    let own_key = "the-robots-own-signing-key-0123456789";
+    let server = Server::start_with(&home, &[("ROBOT_HOOK_KEY", own_key)]);
+    let r = create(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: vacuum\n      requires: [vacuum-floor]\n",
+    );
+    let hits = services.wait_for(Duration::from_secs(10), |h| !find(h, "/robot").is_empty());
+    let w = find(&hits, "/robot")[0];
+    let stamp: i64 = w.headers["x-mess-timestamp"].parse().unwrap();
+    assert_eq!(
+        w.headers["x-mess-signature"],
+        mess::notify::sign(
+            own_key.as_bytes(),
+            stamp,
+            &w.headers["x-mess-delivery"],
+            w.body.as_bytes()
+        ),
+        "signed with the expanded key, not the shared one nor the literal reference"
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let done = home
+        .path()
+        .join(format!(".mess/outbox/done/{r}.robot.webhook.new.yaml"));
+    while !done.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let record = std::fs::read_to_string(&done).unwrap();
+    assert!(
+        !record.contains("secret") && !record.contains(own_key),
+        "{record}"
+    );
+}
