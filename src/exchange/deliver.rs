@@ -26,6 +26,11 @@ use crate::store::outbox::{Attempt, Delivery, Shelf};
 
 /// Deliveries in flight at once.
 const PARALLEL: usize = 16;
+/// How long records of finished deliveries are kept in `done/`.
+const KEEP_DONE: Duration = Duration::from_secs(14 * 24 * 3600);
+/// How often old records are swept.
+const SWEEP_DONE: Duration = Duration::from_secs(3600);
+
 /// How often the worker looks at the outbox even when nothing woke it (deliveries queued by
 /// other processes, such as a `mess request` on the command line).
 const LOOK_AGAIN: Duration = Duration::from_secs(2);
@@ -395,7 +400,14 @@ pub fn run(
         let mut waiting: Vec<Delivery> = Vec::new();
         let (mut follow, mut reload) = (true, true);
         let mut looked = tokio::time::Instant::now();
+        let mut swept: Option<tokio::time::Instant> = None;
         loop {
+            if swept.is_none_or(|t| t.elapsed() >= SWEEP_DONE) {
+                swept = Some(tokio::time::Instant::now());
+                let worker = ex.clone();
+                let _ =
+                    tokio::task::spawn_blocking(move || worker.store().prune_done(KEEP_DONE)).await;
+            }
             if follow {
                 follow = false;
                 let worker = ex.clone();

@@ -249,6 +249,31 @@ impl FileStore {
         (out, errors)
     }
 
+    /// Removes records of finished deliveries (`done/`) last written more than `older_than`
+    /// ago; returns how many. Failed ones stay for people to look at.
+    pub fn prune_done(&self, older_than: std::time::Duration) -> usize {
+        let dir = self.shelf_dir(Shelf::Done);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.filter_map(Result::ok) {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > older_than);
+            if old && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            let _ = fsio::sync_dir(&dir);
+        }
+        removed
+    }
+
     /// Rewrites a queued delivery (after a failed attempt, with its next due time).
     pub fn requeue(&self, delivery: &Delivery) -> Result<(), StoreError> {
         let text = emit::to_yaml(&delivery.to_value());
@@ -265,5 +290,74 @@ impl FileStore {
         let text = emit::to_yaml(&delivery.to_value());
         fsio::write_atomic(&self.delivery_path(to, &delivery.id), text.as_bytes())?;
         fsio::remove_durable(&self.delivery_path(from, &delivery.id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tempfile::TempDir;
+
+    use crate::protocol::time;
+    use crate::protocol::value::Value;
+    use crate::store::FileStore;
+    use crate::store::outbox::{Delivery, Shelf};
+
+    fn delivery(id: &str) -> Delivery {
+        let at = time::parse_timestamp("2026-01-31T12:00:00Z").unwrap();
+        Delivery {
+            id: id.to_owned(),
+            thread: "2026-01-31-001".to_owned(),
+            executor: "robot".to_owned(),
+            channel: "webhook".to_owned(),
+            target: Value::str("http://127.0.0.1:9/robot"),
+            kind: "new".to_owned(),
+            created: at,
+            due: at,
+            attempts: Vec::new(),
+            provider_ref: None,
+            previous: None,
+            outcome: None,
+        }
+    }
+
+    #[test]
+    fn a_delivery_is_queued_once_moves_between_shelves_and_survives_a_torn_move() {
+        let dir = TempDir::new().unwrap();
+        let store = FileStore::open(dir.path());
+        let d = delivery("2026-01-31-001.robot.webhook.new");
+        assert!(store.enqueue(&d).unwrap());
+        assert!(!store.enqueue(&d).unwrap(), "queued twice is queued once");
+        assert_eq!(store.queued().0, vec![d.clone()]);
+        assert!(store.enqueue(&delivery("../escape")).is_err());
+
+        // A crash between writing the new shelf and removing the old one: the queue copy is
+        // dropped on load, not sent again.
+        let done = dir
+            .path()
+            .join(".mess/outbox/done/2026-01-31-001.robot.webhook.new.yaml");
+        std::fs::create_dir_all(done.parent().unwrap()).unwrap();
+        std::fs::copy(
+            dir.path()
+                .join(".mess/outbox/queue/2026-01-31-001.robot.webhook.new.yaml"),
+            &done,
+        )
+        .unwrap();
+        assert!(store.queued().0.is_empty());
+        assert!(
+            !store.enqueue(&d).unwrap(),
+            "a finished delivery is not queued again"
+        );
+
+        // Old records of finished deliveries are swept; recent ones stay.
+        assert_eq!(store.prune_done(std::time::Duration::from_secs(3600)), 0);
+        let month_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(30 * 86_400);
+        std::fs::File::options()
+            .write(true)
+            .open(&done)
+            .unwrap()
+            .set_modified(month_ago)
+            .unwrap();
+        assert_eq!(store.prune_done(std::time::Duration::from_secs(3600)), 1);
+        assert!(store.deliveries(Shelf::Done).0.is_empty());
     }
 }
