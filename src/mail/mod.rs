@@ -441,9 +441,12 @@ impl Mail {
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(if self.read(mailbox, file).is_ok() {
+                return Err(if let Ok(found) = self.read(mailbox, file) {
                     MailError::Claimed {
-                        message: format!("{mailbox}/{file} was claimed by another reader"),
+                        message: format!(
+                            "{mailbox}/{file} was already read (it is in {})",
+                            found.folder.as_str()
+                        ),
                     }
                 } else {
                     MailError::NotFound {
