@@ -220,6 +220,13 @@ impl Directory {
                 s.id
             )),
             Ok(s) => {
+                if let Some(notify) = s.extra.get("notify") {
+                    let (_, problems) = crate::notify::Channel::all_of(notify);
+                    for p in problems {
+                        self.problems
+                            .push(format!("executor {}: {p}; that entry is skipped", s.id));
+                    }
+                }
                 self.executors.retain(|e| e.id != s.id);
                 self.origins.retain(|(id, _)| id != &s.id);
                 self.origins.push((s.id.clone(), origin));

@@ -1383,7 +1383,7 @@ fn a_request_that_is_already_stale_is_refused() {
 #[test]
 fn config_problems_are_reported_not_fatal() {
     let f = fixture(
-        "executors:\n  good:\n    capabilities: [a]\n  \"../bad\":\n    capabilities: [a]\nrouting:\n  - match: {capability: a}\n    prefer: [nobody]\n  - match: {intent: x}\n    prefer: [good]\n",
+        "executors:\n  good:\n    capabilities: [a]\n    notify: {pager: '555'}\n  \"../bad\":\n    capabilities: [a]\nrouting:\n  - match: {capability: a}\n    prefer: [nobody]\n  - match: {intent: x}\n    prefer: [good]\n",
     );
     let problems = f.ex.config_problems();
     assert!(
@@ -1398,6 +1398,12 @@ fn config_problems_are_reported_not_fatal() {
     );
     assert!(
         problems.iter().any(|p| p.contains("prefers nobody")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("executor good: notify.pager: unknown channel")),
         "{problems:?}"
     );
     let r = f.request("claude-agent", "intent: x\nrequires: [a]");
