@@ -383,9 +383,9 @@ impl Exchange {
     }
 }
 
-/// Runs the delivery worker until `stop`: sends due deliveries (at most [`PARALLEL`] at once),
+/// Runs the delivery worker until `stop`: sends due deliveries (at most `PARALLEL` at once),
 /// reads the queue again when deliveries are queued in this process, when a retry is
-/// requeued, and every [`LOOK_AGAIN`] (for other processes' deliveries), and follows up sent
+/// requeued, and every `LOOK_AGAIN` (for other processes' deliveries), and follows up sent
 /// notices when threads change.
 pub fn run(
     ex: Exchange,

@@ -31,7 +31,7 @@ impl Exchange {
 }
 
 /// Runs the sweeper until `stop`: a sweep at start, then at each next deadline (at most
-/// [`MOST`] apart), and again when a change brings a pending thread with a sooner deadline.
+/// `MOST` apart), and again when a change brings a pending thread with a sooner deadline.
 pub fn run(ex: Exchange, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut changes = ex.subscribe();
