@@ -48,6 +48,9 @@ impl Config {
             exchange: Settings::defaults(),
             notify: notify::Settings::defaults(),
         };
+        // Values the exchange reads from config.yaml later (an executor's webhook key) are
+        // expanded with the same environment.
+        config.exchange.dispatch.expand = interpolate;
         // A secret belongs in the environment, never on a command line where `ps` shows it.
         config.exchange.link_secret = std::env::var("MESS_SECRET")
             .ok()
@@ -100,23 +103,6 @@ impl Config {
                     return Err(err(
                         "limits.max_message_bytes must be a positive integer".to_owned()
                     ));
-                }
-            }
-        }
-        // Executors' own webhook keys, read here where `${ENV}` is expanded (the exchange reads
-        // executors from the raw file, and must not sign with an unexpanded reference).
-        if let Some(execs) = map.get("executors").and_then(Value::as_map) {
-            for (id, e) in execs.iter() {
-                let secret = e
-                    .as_map()
-                    .and_then(|e| e.get("notify"))
-                    .and_then(notify::Channel::webhook_secret_in);
-                if let Some(secret) = secret {
-                    config
-                        .exchange
-                        .dispatch
-                        .webhook_secrets
-                        .insert(id.to_owned(), Secret(secret));
                 }
             }
         }

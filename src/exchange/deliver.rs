@@ -107,27 +107,27 @@ impl Exchange {
         }
     }
 
-    /// The executor's own webhook signing key: config.yaml's (with `${ENV}` expanded, from the
-    /// settings), else its registration's; `None` falls back to `dispatch.webhook.secret`.
+    /// The executor's own webhook signing key, from the entry in effect (config.yaml's or its
+    /// registration), with `${ENV}` expanded now; `None` falls back to
+    /// `dispatch.webhook.secret`.
     fn webhook_secret(&self, executor: &str) -> Result<Option<crate::notify::Secret>, Error> {
-        if let Some(s) = self.settings().dispatch.webhook_secrets.get(executor) {
-            return Ok(Some(s.clone()));
-        }
         let directory = Directory::load(self.store());
-        let registered = directory
+        let Some(raw) = directory
             .executor(executor)
             .and_then(|e| e.extra.get("notify"))
-            .and_then(Channel::webhook_secret_in);
-        match registered {
-            // config.yaml's reference whose variable the server did not have.
-            Some(s) if s.contains("${") => Err(Error::Misconfigured {
+            .and_then(Channel::webhook_secret_in)
+        else {
+            return Ok(None);
+        };
+        let secret = (self.settings().dispatch.expand)(&raw);
+        if secret.trim().is_empty() || secret.contains("${") {
+            return Err(Error::Misconfigured {
                 message: format!(
-                    "the webhook secret of {executor} is an unexpanded {s}: set the variable for mess serve"
+                    "the webhook secret of {executor} ({raw}) is empty once expanded: set the variable for mess serve"
                 ),
-            }),
-            Some(s) => Ok(Some(crate::notify::Secret(s))),
-            None => Ok(None),
+            });
         }
+        Ok(Some(crate::notify::Secret(secret)))
     }
 
     /// What to send for `delivery` now, or `None` when it is moot (the thread is gone, or a
@@ -282,7 +282,13 @@ impl Exchange {
             ))
         });
         match written {
-            Ok(()) | Err(Error::Store(StoreError::NotFound { .. })) => Ok(()),
+            // A thread that is gone or cannot be read (fsck's business) gets no note.
+            Ok(())
+            | Err(Error::Store(
+                StoreError::NotFound { .. }
+                | StoreError::Malformed { .. }
+                | StoreError::Torn { .. },
+            )) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -334,12 +340,15 @@ impl Exchange {
         }
     }
 
-    /// For every sent notice whose thread is no longer pending: queues a `taken` notice to
+    /// For every sent notice (of the threads in `only`, or all) whose thread is no longer pending: queues a `taken` notice to
     /// update it (unless its executor took the thread) and moves it to `done/`. Returns how
     /// many were settled.
-    pub fn follow_up_sent(&self) -> Result<usize, Error> {
+    pub fn follow_up_sent(&self, only: Option<&HashSet<String>>) -> Result<usize, Error> {
         let now = self.now();
-        let (sent, _) = self.store().deliveries(Shelf::Sent);
+        let (sent, _) = self.store().deliveries_where(Shelf::Sent, |id| {
+            // Delivery ids start with the thread's ref, which holds no dot.
+            only.is_none_or(|threads| id.split('.').next().is_some_and(|t| threads.contains(t)))
+        });
         let mut settled = 0;
         for d in sent {
             let status = ThreadRef::parse(&d.thread)
@@ -397,8 +406,15 @@ pub fn run(
         let mut changes = ex.subscribe();
         let mut in_flight: HashSet<String> = HashSet::new();
         let mut tasks: tokio::task::JoinSet<(String, Attempted)> = tokio::task::JoinSet::new();
+        let mut ids: std::collections::HashMap<tokio::task::Id, String> =
+            std::collections::HashMap::new();
         let mut waiting: Vec<Delivery> = Vec::new();
-        let (mut follow, mut reload) = (true, true);
+        let (mut follow_all, mut reload) = (true, true);
+        // Threads whose sent notices may need an update.
+        let mut follow: HashSet<String> = HashSet::new();
+        // Deliveries this process will not try again (sent but unrecorded, or panicked);
+        // they take no slot, so they cannot stall the others.
+        let mut stuck: HashSet<String> = HashSet::new();
         let mut looked = tokio::time::Instant::now();
         let mut swept: Option<tokio::time::Instant> = None;
         loop {
@@ -408,10 +424,14 @@ pub fn run(
                 let _ =
                     tokio::task::spawn_blocking(move || worker.store().prune_done(KEEP_DONE)).await;
             }
-            if follow {
-                follow = false;
+            if follow_all || !follow.is_empty() {
+                let only = (!follow_all).then(|| std::mem::take(&mut follow));
+                follow_all = false;
+                follow.clear();
                 let worker = ex.clone();
-                match tokio::task::spawn_blocking(move || worker.follow_up_sent()).await {
+                match tokio::task::spawn_blocking(move || worker.follow_up_sent(only.as_ref()))
+                    .await
+                {
                     Ok(Err(e)) => tracing::warn!(error = %e, "following up sent notices failed"),
                     Err(e) => tracing::error!(error = %e, "following up sent notices panicked"),
                     Ok(Ok(_)) => {}
@@ -425,7 +445,7 @@ pub fn run(
                     .await
                     .map(|(q, _)| q)
                     .unwrap_or_default();
-                waiting.retain(|d| !in_flight.contains(&d.id));
+                waiting.retain(|d| !in_flight.contains(&d.id) && !stuck.contains(&d.id));
             }
             let now = ex.now();
             let mut next = looked + LOOK_AGAIN;
@@ -444,35 +464,49 @@ pub fn run(
                 }
                 in_flight.insert(d.id.clone());
                 let (ex, notifier) = (ex.clone(), notifier.clone());
-                tasks.spawn(async move {
+                let id = d.id.clone();
+                let task = tasks.spawn(async move {
                     let attempted = attempt(&ex, &notifier, &d).await;
                     (d.id, attempted)
                 });
+                ids.insert(task.id(), id);
             }
             waiting = later;
             tokio::select! {
                 () = stop.cancelled() => break,
-                done = tasks.join_next(), if !tasks.is_empty() => {
+                done = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                    let (id, attempted) = match done {
+                        Some(Ok((task, (id, attempted)))) => {
+                            ids.remove(&task);
+                            (id, attempted)
+                        }
+                        Some(Err(e)) => {
+                            tracing::error!(error = %e, "a delivery task panicked; it waits for a restart");
+                            (ids.remove(&e.id()).unwrap_or_default(), Attempted::Stuck)
+                        }
+                        None => continue,
+                    };
+                    in_flight.remove(&id);
                     // A sent notice may have landed on sent/ after its thread was taken.
-                    follow = true;
-                    match done {
-                        Some(Ok((id, Attempted::Finished))) => {
-                            in_flight.remove(&id);
+                    if let Some(thread) = id.split('.').next() {
+                        follow.insert(thread.to_owned());
+                    }
+                    match attempted {
+                        Attempted::Finished => {}
+                        Attempted::Requeued(d) => waiting.push(*d),
+                        Attempted::Stuck => {
+                            stuck.insert(id);
                         }
-                        Some(Ok((id, Attempted::Requeued(d)))) => {
-                            in_flight.remove(&id);
-                            waiting.push(*d);
-                        }
-                        // Stuck ones (and panicked tasks) stay in flight until a restart.
-                        _ => {}
                     }
                 }
                 () = ex.deliveries.notified() => reload = true,
                 () = tokio::time::sleep_until(next) => {}
                 change = changes.recv() => match change {
-                    Ok(c) if c.status != Status::Pending => follow = true,
+                    Ok(c) if c.status != Status::Pending => {
+                        follow.insert(c.thread.to_string());
+                    }
                     Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => follow = true,
+                    Err(RecvError::Lagged(_)) => follow_all = true,
                     Err(RecvError::Closed) => break,
                 },
             }
@@ -521,7 +555,8 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
         Ok(Err(e)) => {
             // Thread history is read by the requestor: no server paths in it.
             let message = ex.scrub_home(&e.to_string());
-            let failure = if e.kind() == crate::exchange::error::ErrorKind::Internal {
+            // Only the operator can fix a misconfiguration; anything else may pass.
+            let failure = if matches!(e, Error::Misconfigured { .. }) {
                 NotifyError::Fail { message }
             } else {
                 NotifyError::Retry { message }

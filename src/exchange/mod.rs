@@ -83,7 +83,7 @@ pub use crate::notify::Secret;
 
 /// How the exchange notifies executors (`dispatch:` in config.yaml, beside the channels'
 /// settings that `notify` takes).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct DispatchSettings {
     /// The exchange's address as executors' browsers reach it, for links (`MESS_PUBLIC_URL`).
     pub public_url: String,
@@ -98,9 +98,9 @@ pub struct DispatchSettings {
     /// After this long without a claim, a routed request is offered to the `default` rule's
     /// executors too (`None`: never).
     pub escalate_after: Option<std::time::Duration>,
-    /// Webhook signing keys of executors declared in config.yaml (`notify: {webhook: {secret:
-    /// ...}}`, with `${ENV}` expanded), by executor id.
-    pub webhook_secrets: std::collections::HashMap<String, Secret>,
+    /// Expands `${ENV}` references in configuration values read at use time (an executor's
+    /// webhook key); the configuration layer supplies it, as only it reads the environment.
+    pub expand: fn(&str) -> String,
 }
 
 impl DispatchSettings {
@@ -114,7 +114,7 @@ impl DispatchSettings {
             first_retry: std::time::Duration::from_secs(2),
             max_retry: std::time::Duration::from_secs(600),
             escalate_after: Some(std::time::Duration::from_secs(900)),
-            webhook_secrets: std::collections::HashMap::new(),
+            expand: str::to_owned,
         }
     }
 }

@@ -316,24 +316,29 @@ impl Mail {
         }
     }
 
-    /// Writes `letter` into its recipient's mailbox; returns the file name. Two messages
-    /// with the same second, sender and type get `-2`, `-3`, ... (creation is exclusive).
+    /// Writes `letter` into its recipient's mailbox; returns the file name. A second message
+    /// with the same second, sender and type gets `-2`, `-3`, ... after the sender's name
+    /// (creation is exclusive, and a name is never reused in any folder of the mailbox).
     pub fn send(&self, letter: &Letter) -> Result<String, MailError> {
         letter.check()?;
         let dir = self.dir(&letter.to, Folder::Unread);
         fsio::ensure_dir(&dir)?;
         let text = letter.to_text();
-        // A name is used once in a mailbox, whatever folder holds it; a second message with
-        // the same second, sender and type takes the next free second in its name (the
-        // frontmatter keeps the true time), so `*_<type>.md` globs still find it.
-        for n in 0..1000 {
-            let at = letter.timestamp + chrono::TimeDelta::seconds(n);
-            let file = format!(
-                "{}_{}_{}.md",
-                at.with_timezone(&chrono::Utc).format("%Y%m%dT%H%M%SZ"),
-                letter.from,
-                letter.kind
-            );
+        // A name is used once in a mailbox, whatever folder holds it. A second message with
+        // the same second, sender and type gets `-2`, `-3`, ... after the sender, so the type
+        // stays last and `*_<type>.md` globs still find it.
+        let stamp = letter
+            .timestamp
+            .with_timezone(&chrono::Utc)
+            .format("%Y%m%dT%H%M%SZ")
+            .to_string();
+        for n in 1..10_000 {
+            let from = if n == 1 {
+                letter.from.clone()
+            } else {
+                format!("{}-{n}", letter.from)
+            };
+            let file = format!("{stamp}_{from}_{}.md", letter.kind);
             if Folder::ALL
                 .iter()
                 .any(|f| self.dir(&letter.to, *f).join(&file).exists())
@@ -348,7 +353,7 @@ impl Mail {
             }
         }
         Err(invalid(
-            "too many messages with the same sender and type in a row",
+            "too many messages with the same sender and type in one second",
         ))
     }
 
@@ -436,6 +441,9 @@ impl Mail {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // An unread copy beside a read one is what a crash between the link and the
+                // unlink leaves: the claim stands, the copy goes.
+                let _ = fsio::remove_durable(&from);
                 return Err(MailError::Claimed {
                     message: format!("{mailbox}/{file} was already read"),
                 });

@@ -41,7 +41,7 @@ fn messages_are_written_as_the_format_says_and_read_back() {
     let again = mail
         .send(&letter("worker-bug-069", "orchestrator", "status"))
         .unwrap();
-    assert_eq!(again, "20260128T153001Z_worker-bug-069_status.md");
+    assert_eq!(again, "20260128T153000Z_worker-bug-069-2_status.md");
 
     let (unread, problems) = mail.list("orchestrator", Folder::Unread).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
@@ -88,7 +88,7 @@ fn messages_are_written_as_the_format_says_and_read_back() {
     let third = mail
         .send(&letter("worker-bug-069", "orchestrator", "status"))
         .unwrap();
-    assert_eq!(third, "20260128T153002Z_worker-bug-069_status.md");
+    assert_eq!(third, "20260128T153000Z_worker-bug-069-3_status.md");
     mail.send(&letter("nexus", BROADCAST, "report")).unwrap();
     assert_eq!(mail.list(BROADCAST, Folder::Unread).unwrap().0.len(), 1);
 }

@@ -213,6 +213,16 @@ impl FileStore {
 
     /// The deliveries on `shelf`, in id order, with the files that could not be read.
     pub fn deliveries(&self, shelf: Shelf) -> (Vec<Delivery>, Vec<StoreError>) {
+        self.deliveries_where(shelf, |_| true)
+    }
+
+    /// The deliveries on `shelf` whose id `wanted` accepts (decided from the file name, before
+    /// anything is read), in id order, with the files that could not be read.
+    pub fn deliveries_where(
+        &self,
+        shelf: Shelf,
+        wanted: impl Fn(&str) -> bool,
+    ) -> (Vec<Delivery>, Vec<StoreError>) {
         let dir = self.shelf_dir(shelf);
         let mut out = Vec::new();
         let mut errors = Vec::new();
@@ -225,6 +235,8 @@ impl FileStore {
             .filter(|p| {
                 p.extension().is_some_and(|x| x == "yaml")
                     && !p.to_string_lossy().contains(fsio::TEMP_MARK)
+                    && p.file_stem()
+                        .is_some_and(|id| wanted(&id.to_string_lossy()))
             })
             .collect();
         paths.sort();
