@@ -23,7 +23,7 @@ pub struct Token {
     token: Option<String>,
 }
 
-fn decode(
+pub(crate) fn decode(
     reference: Result<Path<String>, PathRejection>,
     token: Result<Query<Token>, QueryRejection>,
 ) -> Result<(ThreadRef, String), ApiError> {

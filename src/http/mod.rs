@@ -57,6 +57,7 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
         .route("/threads", get(threads::list))
         .route("/threads/{ref}", get(threads::one))
         .route("/thread/{ref}", get(link::read).post(link::post))
+        .route("/thread/{ref}/events", get(events::thread_events))
         .route("/events", get(events::events))
         .route("/mcp", axum::routing::any(mcp::mcp))
         .route("/query", get(query::get).post(query::post))

@@ -838,3 +838,87 @@ fn a_key_holders_queries_see_only_their_threads_and_no_contact_details() {
     );
     assert!(!body.contains("15550100"), "{body}");
 }
+
+#[test]
+fn a_link_holder_hears_of_its_thread_and_nothing_else() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let create = |intent: &str| {
+        let (_, body) = server.post_yaml(
+            &agent,
+            &format!(
+                "MESS:\n  - request:\n      intent: {intent}\n      requires: [vacuum-floor]\n"
+            ),
+        );
+        json(&body)["MESS"][0]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let mine = create("vacuum the hall");
+    let other = create("vacuum the stairs");
+    let link = home.ok(&["link", &mine, "--executor", "roomba-kitchen"]);
+    let token = link.trim().rsplit("token=").next().unwrap().to_owned();
+    let other_link = home.ok(&["link", &other, "--executor", "roomba-kitchen"]);
+    let other_token = other_link
+        .trim()
+        .rsplit("token=")
+        .next()
+        .unwrap()
+        .to_owned();
+
+    let (status, body) = server.send(
+        "GET",
+        &format!("/thread/{mine}/events?token=nope"),
+        &[],
+        b"",
+    );
+    assert_eq!((status, error_code(&body).as_str()), (401, "unauthorized"));
+    let (status, _) = server.send(
+        "GET",
+        &format!("/thread/{mine}/events?token={other_token}"),
+        &[],
+        b"",
+    );
+    assert_eq!(status / 100, 4, "a link works only for its own thread");
+
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .write_all(
+            format!("GET /thread/{mine}/events?token={token} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+    }
+    // The other thread changes first, then ours (the agent replies).
+    server.post_yaml(&agent, &format!("MESS:\n  - cancel:\n      re: {other}\n"));
+    server.post_yaml(
+        &agent,
+        &format!("MESS:\n  - reply:\n      re: {mine}\n      message: the hall is upstairs\n"),
+    );
+    let mut data = None;
+    while data.is_none() {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if let Some(d) = line.trim().strip_prefix("data:") {
+            data = Some(json(d.trim()));
+        }
+    }
+    let data = data.unwrap();
+    assert_eq!(data["ref"], mine.as_str(), "only its own thread: {data}");
+}
