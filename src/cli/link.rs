@@ -48,10 +48,9 @@ pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
     let token =
         cx.exchange
             .mint_link(&thread, &args.executor, &actions, ttl.length.num_seconds())?;
-    // The thread endpoint of the seed's human client: GET reads the thread, POST sends a
-    // MESS message as the link's executor.
+    // The human client's page; the same token works on /thread/{ref}?token= for programs.
     output::line(&format!(
-        "{}/thread/{thread}?token={token}",
+        "{}/respond?ref={thread}&token={token}",
         args.base_url.trim_end_matches('/')
     ));
     Ok(())

@@ -95,11 +95,14 @@ impl Exchange {
         Ok(queued)
     }
 
-    /// The link a notice carries: the thread, for this executor, with every action.
+    /// The link a notice carries: the web page for this thread and executor, with every action.
     fn link_for(&self, thread: &ThreadRef, executor: &str) -> Option<String> {
         let d = &self.settings().dispatch;
         match self.mint_link(thread, executor, &Action::ALL, d.link_ttl_seconds) {
-            Ok(token) => Some(format!("{}/thread/{thread}?token={token}", d.public_url)),
+            Ok(token) => Some(format!(
+                "{}/respond?ref={thread}&token={token}",
+                d.public_url
+            )),
             Err(e) => {
                 tracing::warn!(error = %e, "no link in the notice");
                 None

@@ -11,6 +11,7 @@ pub mod link;
 pub mod mcp;
 pub mod query;
 pub mod threads;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -58,6 +59,9 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
         .route("/threads/{ref}", get(threads::one))
         .route("/thread/{ref}", get(link::read).post(link::post))
         .route("/thread/{ref}/events", get(events::thread_events))
+        .route("/respond", get(web::page))
+        .route("/respond/app.js", get(web::script))
+        .route("/respond/app.css", get(web::style))
         .route("/events", get(events::events))
         .route("/mcp", axum::routing::any(mcp::mcp))
         .route("/query", get(query::get).post(query::post))

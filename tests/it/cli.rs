@@ -430,7 +430,7 @@ fn tokens_and_links_from_the_shell() {
         "https://mess.example/",
     ]);
     assert!(
-        link.starts_with(&format!("https://mess.example/thread/{r}?token=ey")),
+        link.starts_with(&format!("https://mess.example/respond?ref={r}&token=ey")),
         "{link}"
     );
     let err = home.fails(

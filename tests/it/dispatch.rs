@@ -83,7 +83,7 @@ fn routed_executors_hear_on_every_channel_and_the_others_learn_when_it_is_taken(
         "MESS:\n  - request:\n      intent: photo of the fridge shelves\n      requires: [take-photo]\n      priority: elevated\n",
     );
     let hits = services.wait_for(Duration::from_secs(10), |h| h.len() >= 8);
-    let link = format!("https://mess.example/thread/{r}?token=ey");
+    let link = format!("https://mess.example/respond?ref={r}&token=ey");
 
     let slack = find(&hits, "/slack/chat.postMessage");
     assert_eq!(slack.len(), 2, "{hits:#?}");
@@ -118,7 +118,7 @@ fn routed_executors_hear_on_every_channel_and_the_others_learn_when_it_is_taken(
     assert!(
         sms[0]
             .body
-            .contains("https%3A%2F%2Fmess.example%2Fthread%2F"),
+            .contains("https%3A%2F%2Fmess.example%2Frespond%3Fref%3D"),
         "{}",
         sms[0].body
     );
@@ -173,7 +173,7 @@ fn routed_executors_hear_on_every_channel_and_the_others_learn_when_it_is_taken(
     assert!(
         mails[0]
             .data
-            .contains("Respond: https://mess.example/thread/")
+            .contains("Respond: https://mess.example/respond?ref=")
     );
 
     // Teague takes it: Sam's Slack and Telegram messages are edited, Sam's ntfy message
@@ -463,7 +463,9 @@ fn the_mail_channel_leaves_a_task_in_the_executors_mailbox() {
         "{text}"
     );
     assert!(
-        text.contains(&format!("Respond: https://mess.example/thread/{r}?token=")),
+        text.contains(&format!(
+            "Respond: https://mess.example/respond?ref={r}&token="
+        )),
         "{text}"
     );
     let listed = home.ok(&["--as", "scribe", "mail", "list"]);

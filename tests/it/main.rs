@@ -16,3 +16,4 @@ mod notebooks;
 mod query;
 mod support;
 mod tidy;
+mod web;

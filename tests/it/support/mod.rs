@@ -5,6 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 use tempfile::TempDir;
 
+pub(crate) mod browser;
 pub(crate) mod recorder;
 pub(crate) mod server;
 
