@@ -148,4 +148,22 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
         browser.text("main")
     );
     browser.screenshot("4-bad-link");
+    // A link to one thread opens no other.
+    let (_, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: another\n      requires: [take-photo]\n",
+    );
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let other = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+    browser.open(&format!(
+        "http://127.0.0.1:{}/respond?ref={other}&token={token}",
+        server.port
+    ));
+    assert!(
+        browser
+            .wait_text("main", "another request")
+            .contains("This link is for another request."),
+        "{}",
+        browser.text("main")
+    );
 }
