@@ -98,10 +98,18 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     assert_eq!(thread_file(&home, &r), before, "a page load writes nothing");
 
     // Claim with an estimate.
-    browser.type_into("#estimate", "PT15M");
+    browser.type_into("#estimate", "20m");
     browser.click("#claim");
     assert_eq!(browser.wait_text("#status", "claimed"), "claimed");
-    assert!(thread_file(&home, &r).contains("status: claimed"));
+    let claimed = thread_file(&home, &r);
+    assert!(
+        claimed.contains("status: claimed") && claimed.contains("estimate: PT20M"),
+        "{claimed}"
+    );
+    // A reload (or a phone discarding the tab) keeps working without the token in the URL.
+    browser.run("location.reload(); return null");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(browser.wait_text("#status", "claimed"), "claimed");
 
     // Ask a question; the agent's reply arrives on its own (server-sent events).
     browser.run("document.getElementById('question-form').open = true; return null");

@@ -7,12 +7,23 @@
   var params = new URLSearchParams(location.search);
   var ref = params.get('ref') || '';
   var token = params.get('token') || '';
+  // Kept for this tab only, so a reload still works; no script from the thread can run here
+  // (the page's policy allows only this file).
+  try {
+    if (token) sessionStorage.setItem('mess-token:' + ref, token);
+    else token = sessionStorage.getItem('mess-token:' + ref) || '';
+  } catch (e) { /* storage disabled: the link must be opened again after a reload */ }
   // The token leaves the address bar (and with it copied links and the history).
   history.replaceState(null, '', location.pathname + '?ref=' + encodeURIComponent(ref));
   var api = '/thread/' + encodeURIComponent(ref);
   var withToken = '?token=' + encodeURIComponent(token);
   var app = document.getElementById('app');
   var thread = null;
+  var recorder = null;
+
+  function stopRecording() {
+    if (recorder && recorder.state !== 'inactive') recorder.stop();
+  }
 
   function el(tag, text, cls) {
     var node = document.createElement(tag);
@@ -111,8 +122,17 @@
       add(con, el('h2', 'Constraints'));
       add(con, el('pre', JSON.stringify(req.constraints, null, 2)));
     }
-    if (req.response_hint) add(app, el('p', 'wanted: ' + [].concat(req.response_hint).join(', '), 'meta')).id = 'hint';
-    var so = add(app, el('section')); so.id = 'history';
+    if (req.response_hint) add(app, el('p', 'wanted: ' + [].concat(req.response_hint).map(function (h) {
+      return typeof h === 'string' ? h : Object.keys(h).map(function (k) { return k + ' (' + h[k] + ')'; }).join(', ');
+    }).join(', '), 'meta')).id = 'hint';
+    add(app, historyNode(t));
+    var out = add(app, el('div')); out.id = 'result';
+    actions(env);
+  }
+
+  // The thread so far, as a detached section.
+  function historyNode(t) {
+    var so = el('section'); so.id = 'history';
     add(so, el('h2', 'So far'));
     t.messages.forEach(function (m) {
       var box = add(so, el('div', null, 'message'));
@@ -123,12 +143,12 @@
         var body = p[kind];
         if (kind === 'response' && isObj(body) && body.content) body.content.forEach(function (c) { add(box, entryNode(c)); });
         if (kind === 'status' && isObj(body) && body.questions) body.questions.forEach(function (q) {
-          add(box, el('div', '? ' + q.question + (q.options ? ' (' + q.options.join(' / ') + ')' : ''), 'entry'));
+          var opts = (q.options || []).map(function (o) { return typeof o === 'string' ? o : JSON.stringify(o); });
+          add(box, el('div', '? ' + q.question + (opts.length ? ' (' + opts.join(' / ') + ')' : ''), 'entry'));
         });
       });
     });
-    var out = add(app, el('div')); out.id = 'result';
-    actions(env);
+    return so;
   }
 
   function form(title, id) {
@@ -163,8 +183,9 @@
       var take = add(app, el('section')); take.id = 'take';
       add(take, el('h2', 'Take it'));
       field(take, 'How long will it take? (e.g. PT20M, optional)', 'text', 'estimate');
-      button(take, 'Claim', function () { send([status('claimed', { estimate: value('estimate') })]); }).id = 'claim';
+      button(take, 'Claim', function () { send([status('claimed', { estimate: isoDuration(value('estimate')) })]); }).id = 'claim';
       var no = form('Decline', 'decline-form');
+      add(no, el('p', 'Declining ends this request for everyone it was offered to; if it is just not for you, leave it.', 'meta'));
       field(no, 'Why not?', 'text', 'decline-reason');
       button(no, 'Decline', function () {
         send([status('claimed'), status('declined', { reason: value('decline-reason') || 'declined' })]);
@@ -205,21 +226,23 @@
     var done = add(app, el('section')); done.id = 'complete';
     add(done, el('h2', 'Done'));
     field(done, 'Answer', 'textarea', 'answer-text');
-    var photos = field(done, 'Photos', 'file', 'photos');
-    photos.accept = 'image/*'; photos.multiple = true; photos.setAttribute('capture', 'environment');
+    var camera = field(done, 'Take a photo', 'file', 'camera');
+    camera.accept = 'image/*'; camera.setAttribute('capture', 'environment');
+    var photos = field(done, 'Photos from the phone', 'file', 'photos');
+    photos.accept = 'image/*'; photos.multiple = true;
     var files = field(done, 'Files', 'file', 'files');
     files.multiple = true;
     var audio = null;
     if (window.MediaRecorder && navigator.mediaDevices) {
-      var rec = null, chunks = [];
+      var chunks = [];
       var rb = button(done, 'Record audio', function () {
-        if (rec) { rec.stop(); return; }
+        if (recorder) { recorder.stop(); return; }
         navigator.mediaDevices.getUserMedia({ audio: true }).then(function (stream) {
-          chunks = []; rec = new MediaRecorder(stream);
+          chunks = []; var rec = new MediaRecorder(stream); recorder = rec;
           rec.ondataavailable = function (e) { chunks.push(e.data); };
           rec.onstop = function () {
             stream.getTracks().forEach(function (tr) { tr.stop(); });
-            audio = new Blob(chunks, { type: rec.mimeType || 'audio/webm' }); rec = null; rb.textContent = 'Record again';
+            audio = new Blob(chunks, { type: rec.mimeType || 'audio/webm' }); recorder = null; rb.textContent = 'Record again';
           };
           rec.start(); rb.textContent = 'Stop recording';
         }).catch(function (e) { note('No microphone: ' + e.message, true); });
@@ -239,7 +262,8 @@
     button(done, 'Complete', function () {
       var content = [];
       if (value('answer-text')) content.push(value('answer-text'));
-      Promise.all([].map.call(photos.files, function (f) { return media('image', f); })
+      Promise.all([].map.call(camera.files, function (f) { return media('image', f); })
+        .concat([].map.call(photos.files, function (f) { return media('image', f); }))
         .concat([].map.call(files.files, function (f) { return media('file', f); }))
         .concat(audio ? [media('audio', audio)] : [])).then(function (items) {
         content = content.concat(items);
@@ -255,9 +279,17 @@
     button(f, 'Report failure', function () { send([status('failed', { reason: value('fail-reason') || 'failed' })]); }, 'danger').id = 'fail';
   }
 
+  // "20m", "1h", "90 min" as ISO 8601 (PT20M); anything else is sent as typed.
+  function isoDuration(text) {
+    var m = /^(\d+)\s*(m|min|mins|minutes?|h|hr|hrs|hours?)$/i.exec(text);
+    if (!m) return text;
+    return 'PT' + m[1] + (m[2].charAt(0).toLowerCase() === 'h' ? 'H' : 'M');
+  }
+
   function media(kind, blob) {
     return new Promise(function (resolve) {
       var r = new FileReader();
+      r.onerror = function () { resolve({ text: 'could not read ' + (blob.name || kind) }); };
       r.onload = function () {
         var entry = {}; entry[kind] = { uri: r.result, mime: blob.type || 'application/octet-stream' };
         if (blob.name) entry[kind].name = blob.name;
@@ -274,17 +306,27 @@
     add(out, el('p', text, bad ? 'error' : 'notice'));
   }
 
+  function busy(on) {
+    [].forEach.call(document.querySelectorAll('button'), function (b) { b.disabled = on; });
+  }
+
   function send(payloads) {
+    var body = JSON.stringify({ MESS: payloads });
+    if (body.length > 15 * 1024 * 1024) {
+      note('That is more than the exchange takes at once (16 MiB); send fewer or smaller files.', true);
+      return Promise.resolve();
+    }
+    busy(true);
     return fetch(api + withToken, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', 'Accept': 'application/json' },
-      body: JSON.stringify({ MESS: payloads })
+      body: body
     }).then(function (r) {
       return r.json().then(function (body) {
-        if (!r.ok) { note((body.error && body.error.message) || ('failed: HTTP ' + r.status), true); return; }
+        if (!r.ok) { busy(false); note((body.error && body.error.message) || ('failed: HTTP ' + r.status), true); return; }
         return load().then(function () { note('Sent.'); });
       });
-    }).catch(function (e) { note('Could not send: ' + e.message, true); });
+    }).catch(function (e) { busy(false); note('Could not send: ' + e.message, true); });
   }
 
   function load() {
@@ -292,7 +334,7 @@
       return r.json().then(function (body) {
         if (!r.ok) {
           fail(r.status === 401 ? 'The link has expired or is not valid. Ask for a new one.'
-            : r.status === 403 ? 'This link is for another request.'
+            : r.status === 403 && body.error && /another thread/.test(body.error.message) ? 'This link is for another request.'
             : (body.error && body.error.message) || ('HTTP ' + r.status));
           return;
         }
@@ -301,15 +343,29 @@
     }).catch(function (e) { fail('The exchange cannot be reached: ' + e.message); });
   }
 
+  // A change while the executor may be halfway through a form: the history and the status
+  // badge are redrawn in place, the forms (typed text, chosen files, a recording) stay; only a
+  // new status, which changes the actions, redraws the page.
+  function refresh() {
+    var before = thread && thread.envelope.status;
+    return fetch(api + withToken, { headers: { 'Accept': 'application/json' } }).then(function (r) {
+      if (!r.ok) return load();
+      return r.json().then(function (t) {
+        if (!thread || t.envelope.status !== before) { stopRecording(); render(t); return; }
+        thread = t;
+        var old = document.getElementById('history');
+        if (old) old.replaceWith(historyNode(t));
+      });
+    }).catch(function () { /* the next event tries again */ });
+  }
+
   if (!ref || !token) { fail('The link is incomplete: it needs a ref and a token.'); return; }
   load().then(function () {
     if (!thread || !window.EventSource) return;
     // The agent's replies (and any change) arrive as they happen.
     var events = new EventSource(api + '/events' + withToken);
-    events.addEventListener('thread', function () {
-      var open = document.activeElement && ['INPUT', 'TEXTAREA'].indexOf(document.activeElement.tagName) >= 0;
-      if (!open) load();
-      else note('The request changed; finish what you are typing, then it refreshes.');
-    });
+    events.addEventListener('thread', refresh);
+    events.addEventListener('lagged', refresh);
+    events.addEventListener('open', refresh);
   });
 })();
