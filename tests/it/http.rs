@@ -424,6 +424,43 @@ fn a_presigned_link_acts_only_on_its_thread_and_only_as_allowed() {
     assert!(body.contains("expired"), "{body}");
 }
 
+/// Opens a server-sent event stream with `head` (the request line and headers, without the
+/// blank line); returns it past the response headers.
+fn open_events(server: &Server, head: &str) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::{BufRead, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .write_all(format!("{head}Host: 127.0.0.1\r\n\r\n").as_bytes())
+        .unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            return reader;
+        }
+    }
+}
+
+/// The next event's data, as JSON.
+fn next_data(reader: &mut std::io::BufReader<std::net::TcpStream>) -> Value {
+    use std::io::BufRead;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if let Some(d) = line.trim().strip_prefix("data:") {
+            return json(d.trim());
+        }
+    }
+}
+
 #[test]
 fn events_stream_the_changes_the_caller_may_see_as_they_happen() {
     use std::io::{BufRead, BufReader, Write};
@@ -841,7 +878,6 @@ fn a_key_holders_queries_see_only_their_threads_and_no_contact_details() {
 
 #[test]
 fn a_link_holder_hears_of_its_thread_and_nothing_else() {
-    use std::io::{BufRead, BufReader, Write};
     let home = Home::with_config(CONFIG);
     let agent = key(&home, "agent", "claude-agent");
     let server = Server::start(&home);
@@ -884,41 +920,16 @@ fn a_link_holder_hears_of_its_thread_and_nothing_else() {
     );
     assert_eq!(status / 100, 4, "a link works only for its own thread");
 
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    stream
-        .write_all(
-            format!("GET /thread/{mine}/events?token={token} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
-    loop {
-        line.clear();
-        reader.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            break;
-        }
-    }
+    let mut reader = open_events(
+        &server,
+        &format!("GET /thread/{mine}/events?token={token} HTTP/1.1\r\n"),
+    );
     // The other thread changes first, then ours (the agent replies).
     server.post_yaml(&agent, &format!("MESS:\n  - cancel:\n      re: {other}\n"));
     server.post_yaml(
         &agent,
         &format!("MESS:\n  - reply:\n      re: {mine}\n      message: the hall is upstairs\n"),
     );
-    let mut data = None;
-    while data.is_none() {
-        line.clear();
-        reader.read_line(&mut line).unwrap();
-        if let Some(d) = line.trim().strip_prefix("data:") {
-            data = Some(json(d.trim()));
-        }
-    }
-    let data = data.unwrap();
+    let data = next_data(&mut reader);
     assert_eq!(data["ref"], mine.as_str(), "only its own thread: {data}");
 }
