@@ -58,6 +58,20 @@ pub async fn read(
             let file = ex.thread(thread.as_str(), &grant.executor)?;
             let mut out = Map::new();
             out.insert("envelope", file.envelope.to_value());
+            // Who the link acts as and what it allows, so a page offers only what can work.
+            let mut link = Map::new();
+            link.insert("executor", Value::str(&grant.executor));
+            link.insert(
+                "actions",
+                Value::Seq(
+                    grant
+                        .actions
+                        .iter()
+                        .map(|a| Value::str(a.as_str()))
+                        .collect(),
+                ),
+            );
+            out.insert("link", Value::Map(link));
             out.insert(
                 "messages",
                 Value::Seq(file.messages()?.iter().map(|m| m.to_value()).collect()),

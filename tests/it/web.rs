@@ -13,6 +13,8 @@ const CONFIG: &str = "agent_id: claude-agent
 executors:
   teague-phone:
     capabilities: [take-photo]
+  sam-phone:
+    capabilities: [take-photo]
 ";
 
 /// A 1x1 PNG.
@@ -156,6 +158,28 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
         browser.text("main")
     );
     browser.screenshot("4-bad-link");
+    // A thread someone else took shows who took it, and no actions.
+    let (_, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: taken elsewhere\n      requires: [take-photo]\n",
+    );
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let taken = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+    home.ok(&["claim", &taken, "--as", "sam-phone"]);
+    let link = home.ok(&["link", &taken, "--executor", "teague-phone"]);
+    let taken_token = link.trim().rsplit("token=").next().unwrap().to_owned();
+    browser.open(&format!(
+        "http://127.0.0.1:{}/respond?ref={taken}&token={taken_token}",
+        server.port
+    ));
+    assert_eq!(
+        browser.wait_text("#taken", "sam-phone"),
+        "Taken by sam-phone; nothing more to do here."
+    );
+    assert_eq!(
+        browser.run("return document.querySelectorAll('button').length"),
+        Value::from(0)
+    );
     // A link to one thread opens no other.
     let (_, body) = server.post_yaml(
         &agent,

@@ -177,9 +177,19 @@
     return { status: s };
   }
 
+  function allows(action) {
+    return !thread.link || (thread.link.actions || []).indexOf(action) >= 0;
+  }
+
   function actions(env) {
     var s = env.status;
+    var me = thread.link && thread.link.executor;
+    if (me && env.executor && env.executor !== me) {
+      add(app, el('p', 'Taken by ' + env.executor + '; nothing more to do here.', 'notice')).id = 'taken';
+      return;
+    }
     if (s === 'pending') {
+      if (!allows('claim')) { add(app, el('p', 'This link lets you look, not take it.', 'notice')).id = 'read-only'; return; }
       var take = add(app, el('section')); take.id = 'take';
       add(take, el('h2', 'Take it'));
       field(take, 'How long will it take? (e.g. PT20M, optional)', 'text', 'estimate');
