@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rmcp::ServiceExt;
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, Context, output};
 use crate::exchange::Sender;
 use crate::mcp::MessMcp;
 
@@ -15,25 +15,14 @@ pub(crate) struct McpArgs {}
 
 pub(crate) fn run(cx: &Context, _args: McpArgs) -> Result<(), CliError> {
     let who = cx.identity()?;
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MESS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .try_init();
+    output::start_logging("warn");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::new(format!("cannot start the MCP runtime: {e}")))?;
     let mut server = MessMcp::new(Arc::new(cx.exchange.clone()), Sender::new(who, "mcp"));
-    if let Some(ms) = std::env::var("MESS_MCP_HEARTBEAT_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|ms| *ms > 0)
-    {
-        server = server.with_heartbeat(std::time::Duration::from_millis(ms));
+    if let Some(every) = output::env_millis("MESS_MCP_HEARTBEAT_MS") {
+        server = server.with_heartbeat(every);
     }
     // Executors answer through other processes; the file system tells this one.
     let _watch = match cx.exchange.watch_home() {

@@ -132,3 +132,26 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
     out.push('…');
     out
 }
+
+/// Logs to stderr at `default` level unless `MESS_LOG` says otherwise (long-running commands
+/// only; stdout stays for their answers). Colour only on a terminal.
+pub(crate) fn start_logging(default: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MESS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+        )
+        .try_init();
+}
+
+/// A positive number of milliseconds from the environment variable `name` (tuning knobs that
+/// tests shorten), if set.
+pub(crate) fn env_millis(name: &str) -> Option<std::time::Duration> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map(std::time::Duration::from_millis)
+}

@@ -12,11 +12,7 @@ use crate::notify::Notifier;
 const DISPATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 
 fn dispatch_retry() -> std::time::Duration {
-    std::env::var("MESS_DISPATCH_RETRY_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|ms| *ms > 0)
-        .map_or(DISPATCH_RETRY, std::time::Duration::from_millis)
+    output::env_millis("MESS_DISPATCH_RETRY_MS").unwrap_or(DISPATCH_RETRY)
 }
 
 /// Arguments of `mess serve`.
@@ -29,14 +25,7 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MESS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
+    output::start_logging("info");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -18,16 +18,35 @@ fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// `mess mcp` on the test home as claude-agent, with rmcp's client over stdio.
+async fn stdio_client(home: &Home) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+    cmd.arg("mcp")
+        .env("MESS_HOME", home.path())
+        .env("MESS_AGENT_ID", "claude-agent");
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+/// Calls tool `name` with arguments `a`.
+async fn tool(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &'static str,
+    a: serde_json::Value,
+) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
+        .await
+        .unwrap()
+}
+
 #[test]
 fn an_agent_session_over_stdio() {
     let home = Home::with_config(CONFIG);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
-        cmd.arg("mcp")
-            .env("MESS_HOME", home.path())
-            .env("MESS_AGENT_ID", "claude-agent");
-        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let client = stdio_client(&home).await;
         let tools = client.list_all_tools().await.unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         for want in [
@@ -43,15 +62,7 @@ fn an_agent_session_over_stdio() {
         ] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
-        let call = |name: &'static str, a: serde_json::Value| {
-            let client = &client;
-            async move {
-                client
-                    .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
-                    .await
-                    .unwrap()
-            }
-        };
+        let call = |name: &'static str, a: serde_json::Value| tool(&client, name, a);
 
         let r = call(
             "mess_do",
@@ -150,20 +161,8 @@ fn waits_wake_on_changes_from_other_processes_and_resources_read_back() {
     let home = Home::with_config(CONFIG);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
-        cmd.arg("mcp")
-            .env("MESS_HOME", home.path())
-            .env("MESS_AGENT_ID", "claude-agent");
-        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
-        let call = |name: &'static str, a: serde_json::Value| {
-            let client = &client;
-            async move {
-                client
-                    .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
-                    .await
-                    .unwrap()
-            }
-        };
+        let client = stdio_client(&home).await;
+        let call = |name: &'static str, a: serde_json::Value| tool(&client, name, a);
         let r = call(
             "mess_observe",
             serde_json::json!({"intent": "photo of the porch"}),
@@ -393,20 +392,8 @@ fn agent_mail_through_mcp_tools() {
     let home = Home::with_config(CONFIG);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
-        cmd.arg("mcp")
-            .env("MESS_HOME", home.path())
-            .env("MESS_AGENT_ID", "claude-agent");
-        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
-        let call = |name: &'static str, a: serde_json::Value| {
-            let client = &client;
-            async move {
-                client
-                    .call_tool(CallToolRequestParams::new(name).with_arguments(args(a)))
-                    .await
-                    .unwrap()
-            }
-        };
+        let client = stdio_client(&home).await;
+        let call = |name: &'static str, a: serde_json::Value| tool(&client, name, a);
         let r = call(
             "mess_mail_send",
             serde_json::json!({"to": "worker", "type": "task", "body": "## Review\n\nPlease review BUG-7.", "tags": ["BUG-7"], "needs_response": true}),
