@@ -29,9 +29,14 @@ SELECT ref,
        "from",
        received,
        channel,
-       flatten(list_transform("MESS", lambda payload: list_filter(
-           json_keys(to_json(payload)),
-           lambda payload_key: json_type(to_json(payload), '$."' || payload_key || '"') <> 'NULL'))) AS kinds,
+       -- Keys as map entries, never pasted into a JSON path (a payload type from a foreign
+       -- file may hold any character).
+       flatten(list_transform("MESS", lambda payload: CASE WHEN json_type(to_json(payload)) = 'OBJECT'
+           THEN list_transform(list_filter(
+               map_entries(from_json(to_json(payload), '"MAP(VARCHAR, JSON)"')),
+               lambda payload_kv: payload_kv.value IS NOT NULL AND json_type(payload_kv.value) <> 'NULL'),
+               lambda payload_kv: payload_kv.key)
+           ELSE []::VARCHAR[] END)) AS kinds,
        "MESS",
        coalesce(state, CASE WHEN status IN ('completed', 'partial') THEN 'finished' ELSE 'canceled' END) AS state,
        archived,

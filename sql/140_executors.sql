@@ -10,8 +10,10 @@ WITH config_file AS (
     FROM read_yaml_auto('{{home}}/config.yaml', allow_empty := true, filename := true) c
 ),
 from_config AS (
-    SELECT id, json_extract(j, '$.executors."' || id || '"') AS e, 'config' AS source, 2 AS rank
-    FROM (SELECT j, unnest(json_keys(j, '$.executors')) AS id FROM config_file
+    -- Entries as map entries, so no id is ever pasted into a JSON path.
+    SELECT exec_kv.key AS id, exec_kv.value AS e, 'config' AS source, 2 AS rank
+    FROM (SELECT unnest(map_entries(from_json(json_extract(j, '$.executors'), '"MAP(VARCHAR, JSON)"'))) AS exec_kv
+          FROM config_file
           WHERE json_type(j, '$.executors') = 'OBJECT')
 ),
 from_list AS (
@@ -51,8 +53,9 @@ SELECT id,
        map_from_entries(list_filter(
            list_transform(caps, lambda cap_entry: {
                'k': capability_id(cap_entry),
-               'v': CASE WHEN starts_with(trim(cap_entry), '{') THEN
-                        json_extract(cap_entry::JSON, '$."' || capability_id(cap_entry) || '"')
+               'v': CASE WHEN starts_with(trim(cap_entry), '{') AND json_valid(cap_entry)
+                              AND json_type(cap_entry::JSON) = 'OBJECT' THEN
+                        from_json(cap_entry::JSON, '"MAP(VARCHAR, JSON)"')[capability_id(cap_entry)]
                     END}),
            -- Metadata only, and the first entry of an id listed twice (map keys are unique).
            lambda meta_entry, i: meta_entry.v IS NOT NULL AND json_type(meta_entry.v) <> 'NULL'

@@ -47,10 +47,11 @@ SELECT position,
        r ->> '$.match.capability' AS match_capability,
        r ->> '$.match.urgency' AS match_urgency,
        r ->> '$.match.precision' AS match_precision,
-       CASE WHEN is_default THEN []::VARCHAR[] ELSE list_filter(
-           json_keys(r, '$.match'),
-           lambda match_key: match_key NOT IN ('capability', 'urgency', 'precision')
-               AND json_type(r, '$.match."' || match_key || '"') <> 'NULL') END AS match_unsupported,
+       CASE WHEN is_default THEN []::VARCHAR[] ELSE list_transform(list_filter(
+           map_entries(from_json(json_extract(r, '$.match'), '"MAP(VARCHAR, JSON)"')),
+           lambda match_kv: match_kv.key NOT IN ('capability', 'urgency', 'precision')
+               AND match_kv.value IS NOT NULL AND json_type(match_kv.value) <> 'NULL'),
+           lambda match_kv: match_kv.key) END AS match_unsupported,
        CASE WHEN json_type(p) = 'ARRAY' THEN from_json(p, '["VARCHAR"]')
             WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') NOT IN ('lower_latency', 'higher_precision') THEN [p ->> '$']
             ELSE []::VARCHAR[] END AS prefer,

@@ -7,20 +7,39 @@ use rmcp::ServiceExt;
 
 use crate::cli::{CliError, Context, output};
 use crate::exchange::Sender;
+use crate::exchange::auth::{Principal, Role};
 use crate::mcp::MessMcp;
 
-/// Arguments of `mess mcp` (none: the identity comes from --as, MESS_AGENT_ID or agent_id).
+/// Arguments of `mess mcp` (the identity comes from --as, MESS_AGENT_ID or agent_id).
 #[derive(Debug, clap::Args)]
-pub(crate) struct McpArgs {}
+pub(crate) struct McpArgs {
+    /// Act as the exchange's operator: change routing rules, register any executor and see
+    /// the whole home through SQL (without it, the session is the agent it is started as)
+    #[arg(long)]
+    operator: bool,
+}
 
-pub(crate) fn run(cx: &Context, _args: McpArgs) -> Result<(), CliError> {
+pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
     let who = cx.identity()?;
     output::start_logging("warn");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::new(format!("cannot start the MCP runtime: {e}")))?;
-    let mut server = MessMcp::new(Arc::new(cx.exchange.clone()), Sender::new(who, "mcp"));
+    // An agent host hands the session to a model: it acts as the agent it is started as,
+    // within that role, unless the operator says otherwise on the command line.
+    let sender = if args.operator {
+        Sender::new(who, "mcp")
+    } else {
+        Sender::principal(
+            &Principal {
+                id: who,
+                role: Role::Agent,
+            },
+            "mcp",
+        )
+    };
+    let mut server = MessMcp::new(Arc::new(cx.exchange.clone()), sender);
     if let Some(every) = output::env_millis("MESS_MCP_HEARTBEAT_MS") {
         server = server.with_heartbeat(every);
     }

@@ -136,14 +136,52 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 /// Logs to stderr at `default` level unless `MESS_LOG` says otherwise (long-running commands
 /// only; stdout stays for their answers). Colour only on a terminal.
 pub(crate) fn start_logging(default: &str) {
+    // Logged values come from callers (paths, ids, messages): no colour codes, and every control
+    // character escaped, so no value can start a line of its own or move a terminal's cursor.
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(|| EscapedLines(std::io::stderr()))
+        .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MESS_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .try_init();
+}
+
+/// A writer that keeps each log event on one line: the formatter writes an event at once, ending
+/// in a line break; every other control character in it is written escaped (`\n`, `\u{1b}`).
+struct EscapedLines<W: std::io::Write>(W);
+
+impl<W: std::io::Write> std::io::Write for EscapedLines<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        let mut out = String::with_capacity(buf.len() + 8);
+        out.push_str(&escape_controls(body));
+        if body.len() < text.len() {
+            out.push('\n');
+        }
+        self.0.write_all(out.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// `text` with every control character but the tab written as an escape.
+pub(crate) fn escape_controls(text: &str) -> String {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| match c {
+            '\t' => c.to_string(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// A positive number of milliseconds from the environment variable `name` (tuning knobs that

@@ -41,6 +41,15 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
                 "stop it first: two servers would each send every notification",
             )
         })?;
+    // Under the server lock, what writers that died (a crash, a kill) left half-written goes
+    // before anything else runs, so `mess fsck` is clean after a restart.
+    match cx.exchange.store().sweep_temp_files() {
+        Ok(0) => {}
+        Ok(n) => output::warn(&format!(
+            "removed {n} temp file(s) of writes interrupted before this start"
+        )),
+        Err(e) => output::warn(&format!("cannot sweep interrupted writes: {e}")),
+    }
     let exchange = Arc::new(cx.exchange.clone().with_background_routing());
     // Changes written by other processes (the CLI, tools) reach /events and waits too.
     let _watch = match cx.exchange.watch_home() {
@@ -77,14 +86,17 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
         let deliveries = deliver::run((*exchange).clone(), notifier, stop.clone());
         let app = crate::http::app(exchange, stop.clone());
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown().await;
-                // Open MCP streams end, so the server can finish.
-                stop.cancel();
-            })
-            .await
-            .map_err(|e| CliError::new(format!("the server stopped: {e}")))?;
+        let signalled = stop.clone();
+        tokio::spawn(async move {
+            shutdown().await;
+            // Streams (events, MCP) end and requests in flight finish.
+            signalled.cancel();
+        });
+        let mut limits = crate::http::serve::Limits::defaults();
+        if let Some(t) = output::env_millis("MESS_HEADER_TIMEOUT_MS") {
+            limits.header_timeout = t;
+        }
+        crate::http::serve::serve(listener, app, limits, stop).await;
         // A pass in flight finishes its writes before the process exits.
         let _ = dispatcher.await;
         let _ = sweeper.await;

@@ -23,6 +23,10 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/040_schedule_allows.sql"),
     ),
     (
+        "macros/045_available_at.sql",
+        include_str!("../../macros/045_available_at.sql"),
+    ),
+    (
         "sql/110_threads.sql",
         include_str!("../../sql/110_threads.sql"),
     ),

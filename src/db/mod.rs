@@ -40,6 +40,51 @@ pub struct RouteWanted {
     pub urgency: Option<String>,
 }
 
+/// An executor as routing reads it: checked by the exchange, so nothing in it can make a
+/// routing statement fail.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ExecutorRow {
+    /// The executor id.
+    pub id: String,
+    /// The capability ids it offers.
+    pub capabilities: Vec<String>,
+    /// `always`, `schedule` or `on_demand`.
+    pub availability: String,
+    /// The cron schedule, when availability is `schedule`.
+    pub schedule: Option<String>,
+}
+
+/// A routing rule as routing reads it (the columns of the `routing_rules` view).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RuleRow {
+    /// 1-based position in the rule list.
+    pub position: i64,
+    /// The `default` rule (no `match`).
+    pub is_default: bool,
+    /// `match.capability`.
+    pub match_capability: Option<String>,
+    /// `match.urgency`.
+    pub match_urgency: Option<String>,
+    /// `match.precision`.
+    pub match_precision: Option<String>,
+    /// Other `match` keys (such a rule never matches).
+    pub match_unsupported: Vec<String>,
+    /// Preferred executor ids, in order.
+    pub prefer: Vec<String>,
+    /// A strategy word instead of executor ids.
+    pub strategy: Option<String>,
+}
+
+/// What routing decides over: the executors and rules in effect, as the exchange read and
+/// checked them (entries with problems are left out and reported there).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoutingDirectory {
+    /// The executors.
+    pub executors: Vec<ExecutorRow>,
+    /// The rules, in order.
+    pub rules: Vec<RuleRow>,
+}
+
 /// A DuckDB instance with every view and macro over one home.
 pub struct Db {
     con: Mutex<Connection>,
@@ -127,13 +172,14 @@ impl Db {
     }
 
     /// The executors a new request goes to (`route_for`, the body of `route_request`), best
-    /// first.
+    /// first, over `directory` (or, without one, the directory views).
     pub fn route(
         &self,
         requires: &[String],
         precision: Option<&str>,
         urgency: Option<&str>,
         at: &Timestamp,
+        directory: Option<&RoutingDirectory>,
     ) -> Result<Vec<Routed>, DbError> {
         let wanted = RouteWanted {
             thread: String::new(),
@@ -141,16 +187,22 @@ impl Db {
             precision: precision.map(str::to_owned),
             urgency: urgency.map(str::to_owned),
         };
-        Ok(self.route_batch(&[wanted], at)?.pop().unwrap_or_default())
+        Ok(self
+            .route_batch(&[wanted], at, directory)?
+            .pop()
+            .unwrap_or_default())
     }
 
     /// Routes many requests in one statement (`route_batch`): binding the routing SQL costs
     /// tens of milliseconds, running it for one more request almost nothing. Returns each
-    /// request's executors, best first, in the order of `wanted`.
+    /// request's executors, best first, in the order of `wanted`. Routing reads `directory`
+    /// when given (the exchange passes the executors and rules it checked, so no entry can
+    /// make the statement fail), else the directory views as they are.
     pub fn route_batch(
         &self,
         wanted: &[RouteWanted],
         at: &Timestamp,
+        directory: Option<&RoutingDirectory>,
     ) -> Result<Vec<Vec<Routed>>, DbError> {
         if wanted.is_empty() {
             return Ok(Vec::new());
@@ -168,14 +220,14 @@ impl Db {
             .collect();
         let reqs = serde_json::Value::Array(reqs).to_string();
         let con = self.lock();
-        let key = snapshot::key(&self.home, at);
+        let key = snapshot::key(&self.home, at, directory);
         let mut taken = match self.snapshot.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
         if taken.as_ref() != Some(&key) {
             *taken = None;
-            snapshot::refresh(&con, at)?;
+            snapshot::refresh(&con, at, directory)?;
             *taken = Some(key);
         }
         drop(taken);

@@ -379,7 +379,7 @@ fn route_batch_routes_each_request_as_route_for_does_alone() {
             urgency: urg.map(str::to_owned),
         })
         .collect();
-    let batch = db.route_batch(&wanted, &noon).unwrap();
+    let batch = db.route_batch(&wanted, &noon, None).unwrap();
     assert_eq!(batch.len(), cases.len());
     for ((req, prec, urg), got) in cases.iter().zip(&batch) {
         let quote = |o: &Option<&str>| o.map_or("NULL".to_owned(), |v| format!("'{v}'"));
@@ -400,7 +400,7 @@ fn route_batch_routes_each_request_as_route_for_does_alone() {
         assert_eq!(got, alone, "{req:?}");
     }
     assert!(batch[3].is_empty() && !batch[0].is_empty());
-    assert!(db.route_batch(&[], &noon).unwrap().is_empty());
+    assert!(db.route_batch(&[], &noon, None).unwrap().is_empty());
 }
 
 #[test]
@@ -410,7 +410,7 @@ fn routing_covers_rules_capabilities_availability_and_metadata() {
     let night = time::parse_timestamp("2026-01-31T21:00:00Z").unwrap();
     let route = |req: &[&str], prec: Option<&str>, at| {
         let req: Vec<String> = req.iter().map(|s| s.to_string()).collect();
-        db.route(&req, prec, None, at)
+        db.route(&req, prec, None, at, None)
             .unwrap()
             .into_iter()
             .map(|r| format!("{}: {}", r.executor, r.reason))
@@ -525,7 +525,7 @@ routing:
     let sunday = time::parse_timestamp("2026-11-29T10:00:00Z").unwrap();
     let route = |req: &[&str], urg: Option<&str>| {
         let req: Vec<String> = req.iter().map(|s| s.to_string()).collect();
-        db.route(&req, None, urg, &sunday)
+        db.route(&req, None, urg, &sunday, None)
             .unwrap()
             .into_iter()
             .map(|r| format!("{}: {}", r.executor, r.reason))
@@ -558,7 +558,7 @@ fn routing_follows_changes_to_executors_and_claims_between_requests() {
     let db = Db::open(dir.path()).unwrap();
     let at = time::parse_timestamp("2026-11-26T12:00:00Z").unwrap();
     let route = || -> Vec<String> {
-        db.route(&["x".to_owned()], None, None, &at)
+        db.route(&["x".to_owned()], None, None, &at, None)
             .unwrap()
             .into_iter()
             .map(|r| r.executor)
@@ -602,7 +602,7 @@ fn the_routing_snapshot_follows_config_edits_and_live_claims() {
     let db = Db::open(home).unwrap();
     let noon = time::parse_timestamp("2026-01-31T12:00:00Z").unwrap();
     let route = |req: &str| {
-        db.route(&[req.to_owned()], None, None, &noon)
+        db.route(&[req.to_owned()], None, None, &noon, None)
             .unwrap()
             .into_iter()
             .map(|r| r.executor)

@@ -1,46 +1,116 @@
-//! Who may see a thread: its requestor, the executor that claimed it, and, while it is pending,
-//! every registered executor that holds what it requires. The API and MCP filter by this, so
-//! nobody reads threads they have no part in.
+//! Who may see and do what: the one place that decides it. A thread is seen by its requestor,
+//! the executor that claimed it, and, while it is pending, every registered executor that holds
+//! what it requires; messages, dependencies, suggestions, presigned links and mailboxes each
+//! have their rule here. `http`, `mcp` and `cli` ask these functions and never decide
+//! themselves (a tidy test keeps it so), and whatever a caller may not see answers exactly
+//! like something that does not exist.
 
+use crate::exchange::auth::Role;
 use crate::exchange::directory::Directory;
-use crate::exchange::{Error, Exchange};
+use crate::exchange::{Error, Exchange, Sender};
+use crate::links::{Action, Grant};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::{State, Status};
 use crate::store::thread::ThreadFile;
 
+/// Whether `who` is a party to the thread of `env`: its requestor or its claimant.
+pub fn party(who: &str, env: &Envelope) -> bool {
+    env.requestor == who || env.executor.as_deref() == Some(who)
+}
+
+/// Whether `who` is a registered executor holding every capability the thread requires.
+fn eligible(who: &str, env: &Envelope, directory: &Directory) -> bool {
+    directory
+        .executor(who)
+        .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
+}
+
 /// Whether `who` may see the thread of `env`, given the executors in effect.
 pub fn visible_to(who: &str, env: &Envelope, directory: &Directory) -> bool {
-    if env.requestor == who || env.executor.as_deref() == Some(who) {
-        return true;
+    party(who, env) || (env.status == Status::Pending && eligible(who, env, directory))
+}
+
+/// What can be said about a change without reading the directory: `Some` when the answer is
+/// known from the envelope alone (a party sees it; nobody else sees a thread that is no longer
+/// pending), `None` when it depends on the executors in effect.
+pub fn quick_verdict(who: &str, env: &Envelope) -> Option<bool> {
+    if party(who, env) {
+        Some(true)
+    } else if env.status != Status::Pending {
+        Some(false)
+    } else {
+        None
     }
-    env.status == Status::Pending
-        && directory
-            .executor(who)
-            .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
 }
 
 /// Whether `who` may address a message to the thread of `env` and hear why it is refused: a
 /// party to it, or an executor able to take it whatever its status (one that lost a claim race
-/// learns who won, as contract section 2 promises it a conflict, not silence).
+/// learns that it lost, as contract section 2 promises it a conflict, not silence).
 pub fn may_address(who: &str, env: &Envelope, directory: &Directory) -> bool {
-    env.requestor == who
-        || env.executor.as_deref() == Some(who)
-        || directory
-            .executor(who)
-            .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
+    party(who, env) || eligible(who, env, directory)
+}
+
+/// Whether `who` may act on the thread of `env` now as an executor (a suggestion): its
+/// claimant while it holds it, or, while the thread is pending, an executor able to take it.
+pub fn may_act_now(who: &str, env: &Envelope, directory: &Directory) -> bool {
+    if env.status == Status::Pending {
+        return eligible(who, env, directory);
+    }
+    env.executor.as_deref() == Some(who) && !env.status.is_terminal()
+}
+
+/// Whether a request may depend on the thread of `env`: only on threads its sender may see.
+pub fn may_depend_on(who: &str, env: &Envelope, directory: &Directory) -> bool {
+    visible_to(who, env, directory)
+}
+
+/// Whether the holder of a link for `executor` may still read the thread of `env`: while
+/// nobody has taken it, and afterwards only if `executor` is the one who took it.
+pub fn link_reads(executor: &str, env: &Envelope) -> bool {
+    env.executor
+        .as_deref()
+        .is_none_or(|taker| taker == executor)
+}
+
+/// Which of the threads a caller may see a listing returns (`GET /threads`).
+#[derive(Debug, Clone)]
+pub struct ThreadFilter {
+    /// Only this status.
+    pub status: Option<Status>,
+    /// Only these folders (all when `None`).
+    pub states: Option<Vec<State>>,
+    /// Only threads claimed by this executor.
+    pub executor: Option<String>,
+    /// Only threads of this requestor.
+    pub requestor: Option<String>,
+    /// Only threads requiring this capability.
+    pub capability: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// What a mail tool does with a mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MailUse {
+    /// List or read without moving anything.
+    Read,
+    /// Claim a message (move it to `read/`).
+    Claim,
+    /// Move a message to `archive/`.
+    Archive,
 }
 
 impl Exchange {
     /// The thread `reference` names for `who`, if `who` may see it; a thread they may not see
-    /// is reported as not found, so its existence does not leak.
+    /// is reported exactly as one that does not exist.
     pub fn thread_for(&self, reference: &str, who: &str) -> Result<ThreadFile, Error> {
         let thread = self.thread(reference, who)?;
         let directory = Directory::load(self.store());
         if visible_to(who, &thread.envelope, &directory) {
             Ok(thread)
         } else {
-            Err(Error::not_found(format!("no thread {reference}")))
+            Err(Error::no_thread(reference))
         }
     }
 
@@ -61,16 +131,135 @@ impl Exchange {
         Ok(out)
     }
 
-    /// Whether `who` may see the thread of `env` (for filtering change events).
+    /// The envelopes `who` may see that match `filter`, newest `updated` first, at most
+    /// `filter.limit` of them.
+    pub fn threads_matching(
+        &self,
+        who: &str,
+        filter: &ThreadFilter,
+    ) -> Result<Vec<Envelope>, Error> {
+        let folders = filter.states.clone().unwrap_or_else(|| State::ALL.to_vec());
+        Ok(self
+            .threads_for(who, &folders)?
+            .into_iter()
+            .filter(|e| filter.status.is_none_or(|s| e.status == s))
+            .filter(|e| {
+                filter
+                    .executor
+                    .as_deref()
+                    .is_none_or(|x| e.executor.as_deref() == Some(x))
+            })
+            .filter(|e| filter.requestor.as_deref().is_none_or(|r| e.requestor == r))
+            .filter(|e| {
+                filter
+                    .capability
+                    .as_deref()
+                    .is_none_or(|c| e.requires.iter().any(|r| r == c))
+            })
+            .take(filter.limit)
+            .collect())
+    }
+
+    /// Whether `who` may see the thread of `env` (for filtering change events); callers with
+    /// an async context ask [`quick_verdict`] first and call this off the async workers only
+    /// when it has no answer.
     pub fn sees(&self, who: &str, env: &Envelope) -> bool {
-        visible_to(who, env, &Directory::load(self.store()))
+        quick_verdict(who, env)
+            .unwrap_or_else(|| visible_to(who, env, &Directory::load(self.store())))
     }
 
     /// Whether `who` may see `thread` (for filtering change events).
     pub fn may_see(&self, who: &str, thread: &ThreadRef) -> bool {
-        let directory = Directory::load(self.store());
         self.store()
             .envelope(thread)
-            .is_ok_and(|(env, _)| visible_to(who, &env, &directory))
+            .is_ok_and(|(env, _)| self.sees(who, &env))
+    }
+
+    /// Checks a presigned link for reading `thread`: valid, allowing `read`, and its executor
+    /// still one who may read the thread (nobody else took it). A link whose executor may no
+    /// longer read answers like a thread that does not exist.
+    pub fn link_for_reading(&self, token: &str, thread: &ThreadRef) -> Result<Grant, Error> {
+        let grant = self.check_link(token, thread)?;
+        if !grant.allows(Action::Read) {
+            return Err(Error::Forbidden {
+                message: "this link does not allow read".to_owned(),
+            });
+        }
+        let (env, _) = self.store().envelope(thread)?;
+        if !link_reads(&grant.executor, &env) {
+            return Err(Error::no_thread(thread.as_str()));
+        }
+        Ok(grant)
+    }
+
+    /// The thread a presigned link reads, with what the link grants (see
+    /// [`Exchange::link_for_reading`]).
+    pub fn read_with_link(
+        &self,
+        token: &str,
+        thread: &ThreadRef,
+    ) -> Result<(ThreadFile, Grant), Error> {
+        let grant = self.link_for_reading(token, thread)?;
+        let file = self.thread(thread.as_str(), &grant.executor)?;
+        // Settling on read may have changed hands; look again at what was read.
+        if !link_reads(&grant.executor, &file.envelope) {
+            return Err(Error::no_thread(thread.as_str()));
+        }
+        Ok((file, grant))
+    }
+
+    /// Whether the holder of a link for `executor` may still follow `env`'s thread (its event
+    /// stream ends when this turns false).
+    pub fn link_follows(&self, executor: &str, env: &Envelope) -> bool {
+        link_reads(executor, env)
+    }
+
+    /// The mailbox a mail tool acts on for `who` (its own when `mailbox` is empty). A principal
+    /// with a role (a key, or `mess mcp` started as an agent) reaches only its own mailbox and
+    /// reads the broadcast one, whose messages are for every session and so are not claimed or
+    /// archived by one of them; the operator reaches every mailbox. A mailbox `who` may not
+    /// reach is refused with a reason: mailbox names are not secret, their messages are.
+    pub fn mailbox_for(&self, who: &Sender, mailbox: &str, use_: MailUse) -> Result<String, Error> {
+        let mailbox = if mailbox.trim().is_empty() {
+            who.id.clone()
+        } else {
+            mailbox.trim().to_owned()
+        };
+        let Some(role) = who.role else {
+            return Ok(mailbox);
+        };
+        let broadcast = crate::mail::BROADCAST;
+        if mailbox != who.id && mailbox != broadcast {
+            return Err(Error::Forbidden {
+                message: format!(
+                    "{} ({role}) may read only its own mailbox and {broadcast}",
+                    who.id
+                ),
+            });
+        }
+        if mailbox == broadcast && use_ != MailUse::Read {
+            let what = match use_ {
+                MailUse::Claim => "claim",
+                _ => "archive",
+            };
+            return Err(Error::Forbidden {
+                message: format!(
+                    "{broadcast} messages are for every session: read them, do not {what} them"
+                ),
+            });
+        }
+        Ok(mailbox)
+    }
+
+    /// Whether `who` acts as the exchange's operator (local, no role): it alone sees the whole
+    /// home through SQL and changes routing and other executors.
+    pub fn is_operator(who: &Sender) -> bool {
+        who.role.is_none()
+    }
+
+    /// The viewer a query runs as: nobody for the operator (who sees the whole home), else the
+    /// principal, who sees only its threads.
+    pub fn query_viewer(who: &Sender) -> Option<&str> {
+        who.role.map(|_: Role| who.id.as_str())
     }
 }

@@ -2,6 +2,7 @@
 //! each use case so `config` messages and edits to config.yaml apply at once; plus eligibility
 //! and the routing decision for a new request.
 
+use crate::db::{ExecutorRow, RoutingDirectory, RuleRow};
 use crate::protocol::message::{ExecutorSpec, Prefer, RoutingRule};
 use crate::protocol::request::{Precision, Request, Urgency};
 use crate::protocol::value::{Map, Value};
@@ -14,6 +15,9 @@ pub struct Directory {
     pub executors: Vec<ExecutorSpec>,
     /// Routing rules: routing.yaml's if a config message set them, else config.yaml's.
     pub rules: Vec<RoutingRule>,
+    /// Each rule's 1-based position in its file's list (rules that cannot be read are left
+    /// out of `rules` but keep their place, so positions match the `routing_rules` view).
+    pub rule_positions: Vec<usize>,
     /// The capability catalog (capabilities.yaml).
     pub catalog: Vec<CatalogEntry>,
     /// Where each executor was declared.
@@ -151,7 +155,10 @@ impl Directory {
             };
             for (i, item) in items.into_iter().enumerate() {
                 match RoutingRule::from_value(item, &format!("{origin}[{i}]")) {
-                    Ok(rule) => dir.rules.push(rule),
+                    Ok(rule) => {
+                        dir.rules.push(rule);
+                        dir.rule_positions.push(i + 1);
+                    }
                     Err(e) => dir.problems.push(e.to_string()),
                 }
             }
@@ -220,6 +227,12 @@ impl Directory {
                 s.id
             )),
             Ok(s) => {
+                // An entry routing could not evaluate (a capability id with quotes or braces,
+                // a cron schedule with a zero step) is skipped and reported; the rest routes on.
+                if let Err(e) = s.check(&format!("executor {}", s.id)) {
+                    self.problems.push(format!("{e}; that executor is skipped"));
+                    return;
+                }
                 if let Some(notify) = s.extra.get("notify") {
                     let (_, problems) = crate::notify::Channel::all_of(notify);
                     for p in problems {
@@ -234,6 +247,56 @@ impl Directory {
             }
             Err(e) => self.problems.push(e.to_string()),
         }
+    }
+
+    /// The executors and rules routing decides over: only entries that passed their checks,
+    /// so nothing in them can make the routing statement fail.
+    pub fn routing(&self) -> RoutingDirectory {
+        let executors = self
+            .executors
+            .iter()
+            .map(|e| ExecutorRow {
+                id: e.id.clone(),
+                capabilities: e.capability_ids().into_iter().map(str::to_owned).collect(),
+                availability: e
+                    .availability
+                    .clone()
+                    .unwrap_or_else(|| "always".to_owned()),
+                schedule: e.schedule.clone(),
+            })
+            .collect();
+        let rules = self
+            .rules
+            .iter()
+            .zip(&self.rule_positions)
+            .map(|(rule, position)| {
+                let (prefer, strategy) = match &rule.prefer {
+                    Prefer::Executors(ids) => (ids.clone(), None),
+                    Prefer::Strategy(word) => (Vec::new(), Some(word.clone())),
+                };
+                let matcher = rule.matcher.as_ref();
+                RuleRow {
+                    position: *position as i64,
+                    is_default: matcher.is_none(),
+                    match_capability: matcher.and_then(|m| m.capability.clone()),
+                    match_urgency: matcher.and_then(|m| m.urgency.map(|u| u.as_str().to_owned())),
+                    match_precision: matcher
+                        .and_then(|m| m.precision.map(|p| p.as_str().to_owned())),
+                    match_unsupported: matcher
+                        .map(|m| {
+                            m.extra
+                                .iter()
+                                .filter(|(_, v)| !v.is_null())
+                                .map(|(k, _)| k.clone())
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    prefer,
+                    strategy,
+                }
+            })
+            .collect();
+        RoutingDirectory { executors, rules }
     }
 
     /// Where the executor `id` was declared.

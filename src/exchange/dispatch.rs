@@ -64,26 +64,58 @@ impl Exchange {
         };
         let mut seen = HashSet::new();
         let mut wanted = Vec::new();
+        let mut pass = Pass::default();
         for thread in candidates {
             if !seen.insert(thread.clone()) {
                 continue;
             }
-            // One unreadable thread (a broken message document, a dependency that cannot be
-            // read) waits for `mess fsck`; it does not hold up the others.
+            // One thread that cannot be routed (a broken message document, a required
+            // capability no id can match) waits, and says why; it does not hold up the others.
             match self.waiting_request(&thread, now) {
                 Ok(Some(w)) => wanted.push(w),
                 Ok(None) => {}
-                Err(e) => tracing::warn!(thread = %thread, error = %e, "cannot route this thread"),
+                Err(e) => {
+                    tracing::warn!(thread = %thread, error = %e, "cannot route this thread");
+                    self.note_unroutable(&thread, &unroutable_reason(&e), now);
+                    pass.waiting.push(thread);
+                }
             }
         }
-        let mut pass = Pass::default();
         if wanted.is_empty() {
             return Ok(pass);
         }
         let db = self
             .db()
             .map_err(|message| Error::Db(DbError::Failed { message }))?;
-        let decisions = db.route_batch(&wanted, &now)?;
+        // Routing reads the executors and rules as checked here, so no registration can make
+        // the statement fail for everyone.
+        let directory = Directory::load(self.store()).routing();
+        let decisions = match db.route_batch(&wanted, &now, Some(&directory)) {
+            Ok(d) => d,
+            Err(e) => {
+                // Whatever made the batch fail, route each thread alone: the others go on, the
+                // one at fault waits with its reason.
+                tracing::warn!(error = %e, "a routing batch failed; routing its threads one by one");
+                let mut one_by_one = Vec::with_capacity(wanted.len());
+                for w in &wanted {
+                    match db.route_batch(std::slice::from_ref(w), &now, Some(&directory)) {
+                        Ok(mut d) => one_by_one.push(d.pop().unwrap_or_default()),
+                        Err(e) => {
+                            if let Ok(thread) = ThreadRef::parse(&w.thread) {
+                                tracing::warn!(thread = %thread, error = %e, "cannot route this thread");
+                                self.note_unroutable(
+                                    &thread,
+                                    "the routing statement failed for it (the server log has the details)",
+                                    now,
+                                );
+                            }
+                            one_by_one.push(Vec::new());
+                        }
+                    }
+                }
+                one_by_one
+            }
+        };
         for (w, routed) in wanted.iter().zip(decisions) {
             let Ok(thread) = ThreadRef::parse(&w.thread) else {
                 continue;
@@ -196,6 +228,31 @@ impl Exchange {
         Ok(escalated)
     }
 
+    /// Records in `thread`'s history why it cannot be routed (an `unroutable` entry), once per
+    /// reason, so `mess status` and `mess fsck` can say why it waits; a thread that changed
+    /// meanwhile, or already says so, is left alone.
+    fn note_unroutable(&self, thread: &ThreadRef, reason: &str, now: Timestamp) {
+        let written = self.store().modify(thread, |t| -> Result<_, Error> {
+            let env = &t.envelope;
+            let said = env.unroutable() == Some(reason);
+            if env.status != Status::Pending || said {
+                return Ok((None, ()));
+            }
+            let mut envelope = env.clone();
+            envelope.record("unroutable", now, EXCHANGE, Some(reason.to_owned()));
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: Vec::new(),
+                }),
+                (),
+            ))
+        });
+        if let Err(e) = written {
+            tracing::warn!(thread = %thread, error = %e, "cannot record why this thread waits");
+        }
+    }
+
     /// The routing input of `thread` if it is pending, not yet routed, not overdue, and every
     /// dependency has completed.
     fn waiting_request(
@@ -224,12 +281,34 @@ impl Exchange {
             Err(e) => return Err(e.into()),
         };
         let input = lifecycle::route_input(&file)?;
+        // Requests from before capability ids were checked at the door (or files written by
+        // hand) may require an id routing cannot match safely.
+        for id in &input.requires {
+            crate::protocol::ids::check_capability_id(id).map_err(|why| {
+                Error::from(crate::protocol::error::ProtocolError::invalid(
+                    "requires", why,
+                ))
+            })?;
+        }
         Ok(Some(RouteWanted {
             thread: thread.to_string(),
             requires: input.requires,
             precision: input.precision.map(|p| p.as_str().to_owned()),
             urgency: input.urgency.map(|u| u.as_str().to_owned()),
         }))
+    }
+}
+
+/// What a thread's history says when it cannot be routed: the problem when it is the thread's
+/// own (an invalid requirement, an unreadable message), a pointer to the log otherwise (a
+/// store or database failure may name server paths).
+fn unroutable_reason(e: &Error) -> String {
+    match e.kind() {
+        crate::exchange::error::ErrorKind::Invalid | crate::exchange::error::ErrorKind::Malformed => {
+            format!("cannot be routed: {e}")
+        }
+        _ => "cannot be routed: its request could not be read (the server log and `mess fsck` have the details)"
+            .to_owned(),
     }
 }
 

@@ -109,4 +109,13 @@ impl Error {
             message: message.into(),
         }
     }
+
+    /// The one answer for a thread reference that names nothing the caller may see, whether
+    /// the thread does not exist or belongs to others: the same words in every route, payload
+    /// and tool, so the answer cannot tell the two apart.
+    pub fn no_thread(reference: &str) -> Error {
+        Error::NotFound {
+            message: format!("no thread {reference:?}"),
+        }
+    }
 }

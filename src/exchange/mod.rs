@@ -22,6 +22,8 @@ pub mod view;
 pub mod watch;
 
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::{Arc, OnceLock};
@@ -171,6 +173,62 @@ pub struct Exchange {
     keys: Arc<auth::KeyCache>,
     /// Wakes this process's delivery worker when a delivery is queued.
     deliveries: Arc<tokio::sync::Notify>,
+    /// Bounds the memory all message parsing in this process takes at once.
+    parsing: Arc<ParseGate>,
+}
+
+/// Memory all message parsing of one process may take at once.
+const PARSE_BUDGET: usize = 384 * 1024 * 1024;
+
+/// What parsing a message of `len` bytes may cost at most (the multiple measured by the parse
+/// benchmark, with room to spare): the budget each parse holds while it runs.
+fn parse_cost(len: usize) -> usize {
+    len.saturating_mul(10).saturating_add(4 * 1024 * 1024)
+}
+
+/// A counting gate over [`PARSE_BUDGET`]: a parse waits until its cost fits beside the parses
+/// in flight, so many large messages at once queue instead of exhausting memory.
+#[derive(Debug, Default)]
+struct ParseGate {
+    used: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl ParseGate {
+    /// Waits for room for `cost` and holds it until the guard drops; a cost over the whole
+    /// budget waits for the gate to be empty.
+    fn enter(&self, cost: usize) -> ParseGuard<'_> {
+        let cost = cost.min(PARSE_BUDGET);
+        let mut used = match self.used.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        while *used + cost > PARSE_BUDGET {
+            used = match self.freed.wait(used) {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+        }
+        *used += cost;
+        ParseGuard { gate: self, cost }
+    }
+}
+
+/// Room held in the [`ParseGate`].
+struct ParseGuard<'a> {
+    gate: &'a ParseGate,
+    cost: usize,
+}
+
+impl Drop for ParseGuard<'_> {
+    fn drop(&mut self) {
+        let mut used = match self.gate.used.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *used = used.saturating_sub(self.cost);
+        self.gate.freed.notify_all();
+    }
 }
 
 /// A thread this process changed: written and durable before it is announced.
@@ -194,7 +252,7 @@ impl ThreadChange {
         self.envelope.history.last().is_some_and(|h| {
             matches!(
                 h.action.as_str(),
-                "dispatched" | "escalated" | "notify_failed"
+                "dispatched" | "escalated" | "notify_failed" | "unroutable"
             )
         })
     }
@@ -231,6 +289,7 @@ impl Exchange {
             announced,
             keys: Arc::new(auth::KeyCache::default()),
             deliveries: Arc::new(tokio::sync::Notify::new()),
+            parsing: Arc::new(ParseGate::default()),
         }
     }
 
@@ -323,7 +382,8 @@ impl Exchange {
             }
             .into());
         }
-        let docs: Vec<_> = yaml::parse_documents(text, &Limits::DEFAULT)
+        let _room = self.parsing.enter(parse_cost(text.len()));
+        let docs: Vec<_> = yaml::parse_documents(text, &Limits::message(text.len()))
             .map_err(ProtocolError::from)?
             .into_iter()
             .filter(|d| !d.is_null())
@@ -347,6 +407,30 @@ impl Exchange {
             return Err(ProtocolError::invalid("MESS", "the input holds no message").into());
         }
         Ok(messages)
+    }
+
+    /// Parses a JSON text (RFC 8259) holding exactly one MESS message, as the API reads bodies
+    /// sent as `application/json`: strict JSON, not YAML, so every escape JSON allows (surrogate
+    /// pairs included) reads as JSON means it, and an error gives the line and column.
+    pub fn parse_json(&self, text: &str) -> Result<Message, Error> {
+        if text.len() > self.settings.max_message_bytes {
+            return Err(ProtocolError::TooLarge {
+                size: text.len(),
+                limit: self.settings.max_message_bytes,
+            }
+            .into());
+        }
+        let malformed = |e: serde_json::Error| {
+            Error::from(ProtocolError::from(yaml::YamlError {
+                message: format!("invalid JSON: {e}"),
+            }))
+        };
+        let _room = self.parsing.enter(parse_cost(text.len()));
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let value =
+            yaml::value_from(&mut reader, &Limits::json_message(text.len())).map_err(malformed)?;
+        reader.end().map_err(malformed)?;
+        Ok(Message::from_value(value)?)
     }
 
     /// Parses YAML (or JSON) text holding exactly one MESS message, as the API takes one per

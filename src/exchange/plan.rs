@@ -2,9 +2,9 @@
 //! suggestion) into checked per-thread groups: reference resolution, roles, and the rules each
 //! payload must pass against the thread's current state.
 
-use crate::exchange::Exchange;
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
+use crate::exchange::{Exchange, Sender, access};
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -51,20 +51,42 @@ pub(crate) fn resolve(ex: &Exchange, reference: &str, sender: &str) -> Result<Th
         }
     }
     if ThreadRef::looks_assigned(reference) {
-        return Err(Error::not_found(format!(
-            "no thread {reference}: no such ref in this exchange"
-        )));
+        return Err(Error::no_thread(reference));
     }
+    // Client ids resolve among the sender's own requests only, so this says nothing of others.
     Err(Error::not_found(format!(
         "no thread {reference:?}: not a ref, and not a client id of a request by {sender}"
     )))
 }
 
-/// Groups thread-directed payloads by the thread they name, keeping message order.
+/// Resolves a reference for `sender` and checks that `rule` (one of `access`'s) lets it reach
+/// the thread; a thread it may not reach is reported exactly as one that does not exist. The
+/// operator (no role) reaches every thread.
+pub(crate) fn resolve_for(
+    ex: &Exchange,
+    reference: &str,
+    sender: &Sender,
+    directory: &Directory,
+    rule: fn(&str, &Envelope, &Directory) -> bool,
+) -> Result<ThreadRef, Error> {
+    let thread = resolve(ex, reference, &sender.id)?;
+    if sender.role.is_none() {
+        return Ok(thread);
+    }
+    match ex.store().envelope(&thread) {
+        Ok((env, _)) if rule(&sender.id, &env, directory) => Ok(thread),
+        Ok(_) | Err(StoreError::NotFound { .. }) => Err(Error::no_thread(reference)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Groups thread-directed payloads by the thread they name, keeping message order; a key
+/// holder reaches only the threads `access::may_address` lets it address.
 pub(crate) fn group(
     ex: &Exchange,
     payloads: &[(usize, Payload)],
-    sender: &str,
+    sender: &Sender,
+    directory: &Directory,
 ) -> Result<Vec<Group>, Error> {
     let mut groups: Vec<Group> = Vec::new();
     for (i, payload) in payloads {
@@ -87,12 +109,14 @@ pub(crate) fn group(
             .into());
         }
         for item in items {
-            let thread = resolve(ex, item, sender).map_err(|e| match e {
-                Error::NotFound { message } => Error::NotFound {
-                    message: format!("MESS[{i}].{}.re: {message}", payload.kind()),
+            let thread = resolve_for(ex, item, sender, directory, access::may_address).map_err(
+                |e| match e {
+                    Error::NotFound { message } => Error::NotFound {
+                        message: format!("MESS[{i}].{}.re: {message}", payload.kind()),
+                    },
+                    other => other,
                 },
-                other => other,
-            })?;
+            )?;
             if reached.contains(&thread) {
                 continue;
             }
@@ -192,19 +216,12 @@ pub(crate) fn check_group(
                 )?;
             }
             Payload::Suggestion(_) => {
-                if cx.directory.executor(cx.sender).is_none()
-                    && running.executor.as_deref() != Some(cx.sender)
-                {
+                // Only an executor that may act on the thread now: its claimant, or while it
+                // is pending one able to take it. The refusal names no status and no other
+                // executor, so it tells an outsider nothing of who holds the thread.
+                if !access::may_act_now(cx.sender, &running, cx.directory) {
                     return Err(ProtocolError::forbidden(format!(
-                        "cannot suggest on {thread}: {} is not a registered executor",
-                        cx.sender
-                    ))
-                    .into());
-                }
-                if running.status.is_terminal() {
-                    return Err(ProtocolError::conflict(format!(
-                        "cannot suggest on {thread}: it is {}, which is final",
-                        running.status
+                        "cannot suggest on {thread}: suggestions come from its claimant, or while it waits for someone from an executor able to take it"
                     ))
                     .into());
                 }

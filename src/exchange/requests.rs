@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use crate::exchange::directory::RouteInput;
+use crate::exchange::directory::{Directory, RouteInput};
 use crate::exchange::error::Error;
-use crate::exchange::{Exchange, Sender, lifecycle, plan};
+use crate::exchange::{Exchange, Sender, access, lifecycle, plan};
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -42,9 +42,14 @@ pub(crate) fn check(
     ex: &Exchange,
     incoming: &[Incoming],
     sender: &Sender,
+    directory: &Directory,
     now: Timestamp,
 ) -> Result<Dependencies, Error> {
     let mut siblings: HashMap<&str, usize> = HashMap::new();
+    for req in incoming {
+        req.request
+            .check_requires(&format!("MESS[{}].request", req.index))?;
+    }
     for req in incoming {
         if let Some(at) = req.request.expires_at(now)
             && at <= now
@@ -105,7 +110,10 @@ pub(crate) fn check(
                 targets.push(Target::Sibling(target));
                 continue;
             }
-            let thread = plan::resolve(ex, dep, &sender.id).map_err(|e| match e {
+            // Only threads the sender may see: another's ref answers like one that does not
+            // exist.
+            let thread = plan::resolve_for(ex, dep, sender, directory, access::may_depend_on)
+                .map_err(|e| match e {
                 Error::NotFound { .. } => Error::from(ProtocolError::invalid(
                     path,
                     format!("unknown request {dep:?} (not a ref, a sibling id, or one of your client ids)"),

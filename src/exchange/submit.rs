@@ -1,7 +1,6 @@
 //! Submitting one MESS message: config first, then requests, then the payloads directed at
 //! existing threads (checked all together before any is written), then queries.
 
-use crate::exchange::access::may_address;
 use crate::exchange::auth::Role;
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
@@ -134,19 +133,16 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
 
     // Check the directed payloads against their threads before writing anything, so a bad
     // payload late in the message leaves nothing half-applied.
-    let groups = plan::group(ex, &directed, &sender.id)?;
+    // A key holder hears of a thread only if it is a party to it (or may take it): to anyone
+    // else it does not exist, so refusals cannot reveal it or its requestor.
+    let mut directory = Directory::load(ex.store());
+    let groups = plan::group(ex, &directed, sender, &directory)?;
     for g in &groups {
         lifecycle::expire_if_due(ex, &g.thread, now)?;
     }
-    let mut directory = Directory::load(ex.store());
     let mut checked = Vec::with_capacity(groups.len());
     for g in groups {
         let (env, _) = ex.store().envelope(&g.thread)?;
-        // A key holder hears of a thread only if it is a party to it (or may take it): to
-        // anyone else it does not exist, so refusals cannot reveal it or its requestor.
-        if sender.role.is_some() && !may_address(&sender.id, &env, &directory) {
-            return Err(Error::not_found(format!("no thread {}", g.thread)));
-        }
         let deps = plan::dependency_statuses(ex, &env)?;
         let cx = Context {
             sender: &sender.id,
@@ -158,7 +154,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         checked.push((g, env, deps));
     }
 
-    let deps = requests::check(ex, &requests, sender, now)?;
+    let deps = requests::check(ex, &requests, sender, &directory, now)?;
     for (index, config) in &configs {
         view::check_config(config, *index, &sender.id, &directory)?;
     }
@@ -194,7 +190,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         )?);
     }
     for q in &queries {
-        answer.push(view::answer_query(ex, q, &sender.id, &directory)?);
+        answer.push(view::answer_query(ex, q, sender, &directory)?);
     }
     Ok(Message::new(answer))
 }

@@ -8,6 +8,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use tempfile::TempDir;
 
 use crate::exchange::clock::FixedClock;
+use crate::exchange::directory::Directory;
 use crate::exchange::dispatch::{Pass, Scope};
 use crate::exchange::error::{Error, ErrorKind};
 use crate::exchange::view::ThreadView;
@@ -1672,4 +1673,61 @@ fn a_weak_link_secret_is_the_operators_problem_not_the_callers() {
         f.ex.public_message(&e),
         "the exchange could not complete this; the server log has the details"
     );
+}
+
+#[test]
+fn routing_over_the_checked_directory_decides_as_the_views_do() {
+    let f = fixture(
+        "
+executors:
+  teague-phone:
+    capabilities: [take-photo, {check-visual: {camera: rear}}]
+  roomba-kitchen:
+    capabilities: [vacuum-floor]
+    availability: schedule
+    schedule: '0 8-22 * * 1-5'
+  night-robot:
+    capabilities: [vacuum-floor, mop-floor]
+    availability: schedule
+    schedule: '0 0-7,23 * * *'
+  helper:
+    capabilities: [vacuum-floor, take-photo]
+    availability: on_demand
+routing:
+  - match: { capability: vacuum-floor, urgency: now }
+    prefer: lower_latency
+  - match: { capability: take-photo }
+    prefer: [helper, teague-phone]
+  - match: { capability: mop-floor, colour: red }
+    prefer: [night-robot]
+  - default:
+    prefer: [teague-phone]
+",
+    );
+    let db = f.ex.db().unwrap();
+    let directory = Directory::load(f.ex.store()).routing();
+    assert_eq!(directory.executors.len(), 4);
+    for instant in [
+        "2026-01-30T12:00:00Z",
+        "2026-01-31T12:00:00Z",
+        "2026-01-31T23:30:00Z",
+    ] {
+        let now = time::parse_timestamp(instant).unwrap();
+        for (requires, urgency) in [
+            (vec!["vacuum-floor"], None),
+            (vec!["vacuum-floor"], Some("now")),
+            (vec!["take-photo"], None),
+            (vec!["check-visual"], None),
+            (vec!["mop-floor"], None),
+            (vec![], None),
+            (vec!["flight"], None),
+        ] {
+            let requires: Vec<String> = requires.iter().map(|s| s.to_string()).collect();
+            let views = db.route(&requires, None, urgency, &now, None).unwrap();
+            let checked = db
+                .route(&requires, None, urgency, &now, Some(&directory))
+                .unwrap();
+            assert_eq!(checked, views, "{requires:?} {urgency:?} at {instant}");
+        }
+    }
 }

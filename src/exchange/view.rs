@@ -1,9 +1,9 @@
 //! Read views of threads (what `status` shows: the envelope plus the latest response, open
 //! questions or pending confirmation) and the answers to `query` and `config` messages.
 
-use crate::exchange::Exchange;
 use crate::exchange::directory::{self, Directory, Origin};
 use crate::exchange::error::Error;
+use crate::exchange::{Exchange, Sender, access, plan};
 use crate::protocol::content::{ContentEntry, unmet_hints};
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
@@ -96,6 +96,9 @@ impl ThreadView {
             );
         }
         m.insert("messages", Value::Int(self.messages as i64));
+        if let Some(why) = self.envelope.unroutable() {
+            m.insert("waiting_because", Value::str(why));
+        }
         Value::Map(m)
     }
 }
@@ -193,6 +196,7 @@ pub(crate) fn check_config(
     let Some(exec) = &config.executor else {
         return Ok(());
     };
+    exec.check(&format!("MESS[{index}].config.executor"))?;
     let path = format!("MESS[{index}].config.executor.id");
     if crate::protocol::ids::ThreadRef::parse(&exec.id).is_err() {
         return Err(ProtocolError::invalid(
@@ -269,7 +273,7 @@ fn structured_response(data: Value) -> Payload {
 pub(crate) fn answer_query(
     ex: &Exchange,
     q: &Query,
-    sender: &str,
+    sender: &Sender,
     dir: &Directory,
 ) -> Result<Payload, Error> {
     let mut data = Map::new();
@@ -279,14 +283,17 @@ pub(crate) fn answer_query(
             let mut only = Vec::new();
             if let Some(re) = &f.re {
                 for item in re.items() {
-                    only.push(ex.resolve(item, sender)?);
+                    // A thread the sender is no party to answers like one that does not exist.
+                    only.push(plan::resolve_for(ex, item, sender, dir, |who, env, _| {
+                        access::party(who, env)
+                    })?);
                 }
             }
             let (items, _) = ex.list(&State::ALL, true)?;
             let threads: Vec<Value> = items
                 .into_iter()
                 .map(|(e, _)| e)
-                .filter(|e| e.requestor == sender || e.executor.as_deref() == Some(sender))
+                .filter(|e| access::party(&sender.id, e))
                 .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
                 .filter(|e| f.status.is_empty() || f.status.contains(&e.status))
                 .filter(|e| {

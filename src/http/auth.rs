@@ -24,10 +24,11 @@ impl FromRequestParts<AppState> for Caller {
                     "an API key is required (Authorization: Bearer <key>; `mess token` makes one)",
                 )
             })?;
+        // RFC 7235: the scheme is case-insensitive; one or more blanks separate it.
         let key = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .map(str::trim)
+            .split_once([' ', '\t'])
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, key)| key.trim())
             .filter(|k| !k.is_empty())
             .ok_or_else(|| {
                 ApiError::unauthorized("the Authorization header must be `Bearer <key>`")

@@ -38,6 +38,20 @@ impl Format {
     }
 }
 
+/// Whether a request body was sent as JSON (`Content-Type: application/json`, or any `+json`
+/// type): such a body is read as strict JSON; anything else as YAML, of which JSON is mostly a
+/// subset.
+pub fn sent_as_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| {
+            let v = v.trim().to_ascii_lowercase();
+            v == "application/json" || v.ends_with("+json")
+        })
+}
+
 /// Writes `value` with `status` in `format`.
 pub fn render(format: Format, status: StatusCode, value: &Value) -> Response {
     match format {
@@ -56,10 +70,62 @@ pub fn render(format: Format, status: StatusCode, value: &Value) -> Response {
     }
 }
 
-/// Reads a text body of at most `limit` bytes.
-pub async fn text(body: Body, limit: usize) -> Result<String, ApiError> {
+/// Bytes of request bodies the server holds at once, across all requests.
+pub const BODY_BUDGET: usize = 256 * 1024 * 1024;
+
+/// How long a request waits for room in the body budget before it is told to retry.
+const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A body read into memory, holding its share of the server's body budget until dropped.
+#[derive(Debug)]
+pub struct Text {
+    /// The body.
+    pub text: String,
+    _share: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Takes a body's share of `budget` (one permit per KiB of its declared length, or of `limit`
+/// when it declares none), refusing at once a body declared over `limit`, and telling the
+/// client to retry when no room comes free within a few seconds.
+pub async fn share(
+    headers: &HeaderMap,
+    limit: usize,
+    budget: &std::sync::Arc<tokio::sync::Semaphore>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::too_large(limit));
+    }
+    let weight = declared.map_or(limit, |n| n as usize).div_ceil(1024).max(1);
+    let weight = u32::try_from(weight).unwrap_or(u32::MAX);
+    tokio::time::timeout(BODY_WAIT, budget.clone().acquire_many_owned(weight))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(ApiError::busy)
+}
+
+/// Reads a text body of at most `limit` bytes. A body declared larger is refused before a
+/// byte of it is read, and every body takes its share of `budget` (one permit per KiB) for as
+/// long as it is held, so many large bodies at once wait, or are told to come back, instead of
+/// exhausting memory.
+pub async fn text(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    budget: &std::sync::Arc<tokio::sync::Semaphore>,
+) -> Result<Text, ApiError> {
+    let share = share(headers, limit, budget).await?;
     let bytes = axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| ApiError::too_large(limit))?;
-    String::from_utf8(bytes.to_vec()).map_err(|_| ApiError::malformed("the body is not UTF-8 text"))
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| ApiError::malformed("the body is not UTF-8 text"))?;
+    Ok(Text {
+        text,
+        _share: share,
+    })
 }

@@ -44,6 +44,16 @@ impl ApiError {
         )
     }
 
+    /// 503: the server is at a limit (memory for bodies); the client retries a little later
+    /// (`Retry-After`).
+    pub fn busy() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "the server is handling as many large requests as it holds at once; retry shortly",
+        )
+    }
+
     /// 500, after logging what went wrong.
     pub fn internal(what: &str) -> ApiError {
         tracing::error!(error = %what, "internal error");
@@ -86,6 +96,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
         let mut response = (self.status, axum::Json(body)).into_response();
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

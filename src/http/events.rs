@@ -13,15 +13,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::exchange::error::Error;
-use crate::exchange::{Exchange, ThreadChange};
+use crate::exchange::{Exchange, ThreadChange, access};
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::http::link::{Token, decode};
-use crate::links::Action;
 use crate::protocol::envelope::Envelope;
-use crate::protocol::status::Status;
 use crate::protocol::time;
 
 /// Events a slow client may fall behind by before the stream drops it.
@@ -34,7 +31,13 @@ pub async fn events(State(state): State<AppState>, Caller(caller): Caller) -> im
     let who = caller.id;
     stream(state, None, move |ex, change| {
         let (ex, who, env) = (ex.clone(), who.clone(), change.envelope.clone());
-        async move { sees(&ex, &who, &env).await }
+        async move {
+            if sees(&ex, &who, &env).await {
+                Verdict::Send
+            } else {
+                Verdict::Skip
+            }
+        }
     })
 }
 
@@ -49,25 +52,36 @@ pub async fn thread_events(
     let ex = state.exchange.clone();
     let checked = thread.clone();
     let grant = state
-        .blocking(move || -> Result<_, Error> {
-            let grant = ex.check_link(&token, &checked)?;
-            if !grant.allows(Action::Read) {
-                return Err(Error::Forbidden {
-                    message: "this link does not allow read".to_owned(),
-                });
-            }
-            Ok(grant)
-        })
+        .blocking(move || ex.link_for_reading(&token, &checked))
         .await??;
     let left = u64::try_from(grant.exp - state.exchange.now().timestamp()).unwrap_or(0);
+    let executor = grant.executor;
     Ok(stream(
         state,
         Some(Duration::from_secs(left)),
-        move |_, change| {
-            let mine = change.thread == thread;
-            async move { mine }
+        move |ex, change| {
+            let verdict = if change.thread != thread {
+                Verdict::Skip
+            } else if ex.link_follows(&executor, &change.envelope) {
+                Verdict::Send
+            } else {
+                // Taken by someone else: this change is the last the link hears of it.
+                Verdict::SendAndEnd
+            };
+            async move { verdict }
         },
     ))
+}
+
+/// What a stream does with one change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Not for this caller.
+    Skip,
+    /// Sent.
+    Send,
+    /// Sent, and the stream ends after it (the caller may not follow the thread any more).
+    SendAndEnd,
 }
 
 /// Server-sent events of the changes `keep` lets through, until the client leaves, the server
@@ -75,7 +89,7 @@ pub async fn thread_events(
 fn stream<F, Fut>(state: AppState, limit: Option<Duration>, keep: F) -> impl IntoResponse
 where
     F: Fn(&Arc<Exchange>, &ThreadChange) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = bool> + Send,
+    Fut: std::future::Future<Output = Verdict> + Send,
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(BUFFER);
     let mut changes = state.exchange.subscribe();
@@ -91,10 +105,13 @@ where
                 () = tokio::time::sleep_until(until) => break,
                 change = changes.recv() => change,
             };
+            let mut last = false;
             let event = match change {
                 Ok(change) => {
-                    if !keep(&ex, &change).await {
-                        continue;
+                    match keep(&ex, &change).await {
+                        Verdict::Skip => continue,
+                        Verdict::Send => {}
+                        Verdict::SendAndEnd => last = true,
                     }
                     let data = serde_json::json!({
                         "ref": change.thread.as_str(),
@@ -108,7 +125,7 @@ where
                     .data(format!("{{\"missed\":{n}}}")),
                 Err(RecvError::Closed) => break,
             };
-            if tx.send(Ok(event)).await.is_err() {
+            if tx.send(Ok(event)).await.is_err() || last {
                 break;
             }
         }
@@ -116,14 +133,11 @@ where
     Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
-/// Whether `who` may see the thread of `env`: parties at once; others only while it is
-/// pending and they are eligible, which reads the executors in effect off the async workers.
+/// Whether `who` may see the thread of `env`: answered from the envelope when it can be, else
+/// off the async workers (it reads the executors in effect).
 async fn sees(ex: &Arc<Exchange>, who: &str, env: &Arc<Envelope>) -> bool {
-    if env.requestor == who || env.executor.as_deref() == Some(who) {
-        return true;
-    }
-    if env.status != Status::Pending {
-        return false;
+    if let Some(verdict) = access::quick_verdict(who, env) {
+        return verdict;
     }
     let (ex, who, env) = (ex.clone(), who.to_owned(), env.clone());
     tokio::task::spawn_blocking(move || ex.sees(&who, &env))

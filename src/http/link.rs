@@ -13,7 +13,6 @@ use crate::exchange::error::Error;
 use crate::http::AppState;
 use crate::http::body::{self, Format};
 use crate::http::error::ApiError;
-use crate::links::Action;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::value::{Map, Value};
 
@@ -49,13 +48,7 @@ pub async fn read(
     let ex = state.exchange.clone();
     let value = state
         .blocking(move || -> Result<Value, Error> {
-            let grant = ex.check_link(&token, &thread)?;
-            if !grant.allows(Action::Read) {
-                return Err(Error::Forbidden {
-                    message: "this link does not allow read".to_owned(),
-                });
-            }
-            let file = ex.thread(thread.as_str(), &grant.executor)?;
+            let (file, grant) = ex.read_with_link(&token, &thread)?;
             let mut out = Map::new();
             out.insert("envelope", file.envelope.to_value());
             // Who the link acts as and what it allows, so a page offers only what can work.
@@ -92,15 +85,24 @@ pub async fn post(
     request: Body,
 ) -> Result<Response, ApiError> {
     let (thread, token) = decode(reference, token)?;
+    // The token is checked before a byte of the body is read: without a valid link, nobody
+    // makes the server buffer a message.
+    let ex = state.exchange.clone();
+    let grant = state
+        .blocking(move || ex.check_link(&token, &thread))
+        .await??;
+    let json = body::sent_as_json(&headers);
     let limit = state.exchange.settings().max_message_bytes;
-    let text = body::text(request, limit).await?;
+    let body = body::text(&headers, request, limit, &state.bodies).await?;
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, Error> {
-            let grant = ex.check_link(&token, &thread)?;
-            Ok(ex
-                .submit_with_link(ex.parse_one(&text)?, &grant)?
-                .to_value())
+            let message = if json {
+                ex.parse_json(&body.text)?
+            } else {
+                ex.parse_one(&body.text)?
+            };
+            Ok(ex.submit_with_link(message, &grant)?.to_value())
         })
         .await??;
     Ok(body::render(Format::of(&headers), StatusCode::OK, &reply))

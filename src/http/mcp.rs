@@ -16,6 +16,7 @@ use crate::exchange::auth::Principal;
 use crate::exchange::{Exchange, Sender};
 use crate::http::AppState;
 use crate::http::auth::Caller;
+use crate::http::error::ApiError;
 use crate::mcp::MessMcp;
 
 type Service = StreamableHttpService<MessMcp, LocalSessionManager>;
@@ -62,12 +63,23 @@ impl McpServices {
     }
 }
 
-/// Any method on `/mcp`: handed to the caller's MCP service.
+/// Any method on `/mcp`: handed to the caller's MCP service, with its body bounded like any
+/// other: a JSON-RPC call carries at most one message (twice its size for JSON escaping), and
+/// holds its share of the server's body budget while it is read and handled.
 pub async fn mcp(
     State(state): State<AppState>,
     Caller(caller): Caller,
     request: Request,
-) -> Response {
+) -> Result<Response, ApiError> {
+    let limit = state
+        .exchange
+        .settings()
+        .max_message_bytes
+        .saturating_mul(2)
+        .saturating_add(64 * 1024);
+    let (parts, body) = request.into_parts();
+    let _share = crate::http::body::share(&parts.headers, limit, &state.bodies).await?;
+    let request = Request::from_parts(parts, Body::new(http_body_util::Limited::new(body, limit)));
     let service = state.mcp.for_principal(&caller);
-    service.handle(request).await.map(Body::new)
+    Ok(service.handle(request).await.map(Body::new))
 }

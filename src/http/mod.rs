@@ -10,6 +10,7 @@ pub mod events;
 pub mod link;
 pub mod mcp;
 pub mod query;
+pub mod serve;
 pub mod threads;
 pub mod web;
 
@@ -30,6 +31,8 @@ pub struct AppState {
     pub mcp: Arc<mcp::McpServices>,
     /// Cancelled when the server shuts down: long-lived streams end then.
     pub stop: tokio_util::sync::CancellationToken,
+    /// The server's budget for request bodies held in memory (one permit per KiB).
+    pub bodies: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -51,6 +54,7 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
         mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop.clone())),
         exchange,
         stop,
+        bodies: Arc::new(tokio::sync::Semaphore::new(body::BODY_BUDGET / 1024)),
     };
     Router::new()
         .route("/healthz", get(healthz))

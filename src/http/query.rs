@@ -49,7 +49,9 @@ pub async fn post(
     request: Body,
 ) -> Result<Response, ApiError> {
     let Query(mut params) = params.map_err(|e| ApiError::malformed(e.body_text()))?;
-    let text = body::text(request, 1024 * 1024).await?;
+    let text = body::text(&headers, request, 1024 * 1024, &state.bodies)
+        .await?
+        .text;
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

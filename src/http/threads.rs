@@ -9,6 +9,7 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use crate::exchange::Sender;
+use crate::exchange::access::ThreadFilter;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::body::{self, Format};
@@ -26,12 +27,17 @@ pub async fn submit(
     body: Body,
 ) -> Result<Response, ApiError> {
     let format = Format::of(&headers);
+    let json = body::sent_as_json(&headers);
     let limit = state.exchange.settings().max_message_bytes;
-    let text = body::text(body, limit).await?;
+    let body = body::text(&headers, body, limit, &state.bodies).await?;
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, crate::exchange::error::Error> {
-            let message = ex.parse_one(&text)?;
+            let message = if json {
+                ex.parse_json(&body.text)?
+            } else {
+                ex.parse_one(&body.text)?
+            };
             Ok(ex
                 .submit(message, &Sender::principal(&caller, "http"))?
                 .to_value())
@@ -42,7 +48,7 @@ pub async fn submit(
 
 /// Filters of `GET /threads`.
 #[derive(Debug, Deserialize)]
-pub struct ThreadFilter {
+pub struct ListParams {
     status: Option<String>,
     state: Option<String>,
     executor: Option<String>,
@@ -59,7 +65,7 @@ pub async fn list(
     State(state): State<AppState>,
     Caller(caller): Caller,
     headers: HeaderMap,
-    filter: Result<Query<ThreadFilter>, QueryRejection>,
+    filter: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(filter) = filter.map_err(|e| ApiError::malformed(e.body_text()))?;
     let status = match &filter.status {
@@ -72,40 +78,29 @@ pub async fn list(
         })?),
         None => None,
     };
-    let folders: Vec<Folder> = match &filter.state {
-        Some(s) => vec![Folder::parse(s).ok_or_else(|| {
+    let states = match &filter.state {
+        Some(s) => Some(vec![Folder::parse(s).ok_or_else(|| {
             ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid",
                 format!("state: unknown state {s:?} (received, executing, finished, canceled)"),
             )
-        })?],
-        None => Folder::ALL.to_vec(),
+        })?]),
+        None => None,
     };
-    let limit = filter.limit.unwrap_or(100).min(MAX_LIMIT);
+    let wanted = ThreadFilter {
+        status,
+        states,
+        executor: filter.executor,
+        requestor: filter.requestor,
+        capability: filter.capability,
+        limit: filter.limit.unwrap_or(100).min(MAX_LIMIT),
+    };
     let ex = state.exchange.clone();
     let envelopes = state
-        .blocking(move || ex.threads_for(&caller.id, &folders))
+        .blocking(move || ex.threads_matching(&caller.id, &wanted))
         .await??;
-    let items: Vec<Value> = envelopes
-        .into_iter()
-        .filter(|e| status.is_none_or(|s| e.status == s))
-        .filter(|e| {
-            filter
-                .executor
-                .as_deref()
-                .is_none_or(|x| e.executor.as_deref() == Some(x))
-        })
-        .filter(|e| filter.requestor.as_deref().is_none_or(|r| e.requestor == r))
-        .filter(|e| {
-            filter
-                .capability
-                .as_deref()
-                .is_none_or(|c| e.requires.iter().any(|r| r == c))
-        })
-        .take(limit)
-        .map(|e| e.to_value())
-        .collect();
+    let items: Vec<Value> = envelopes.iter().map(|e| e.to_value()).collect();
     let mut out = Map::new();
     out.insert("threads", Value::Seq(items));
     Ok(body::render(

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::exchange::{Exchange, ThreadChange};
+use crate::exchange::{Exchange, ThreadChange, access};
 
 /// Whether a change concerns a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub(crate) fn thread_of(uri: &str) -> Option<&str> {
 /// Whether `change` concerns resource `uri` as `who` sees it.
 pub(crate) fn concerns(uri: &str, change: &ThreadChange, who: &str) -> Concern {
     let env = &change.envelope;
-    let mine = env.requestor == who || env.executor.as_deref() == Some(who);
+    let mine = access::party(who, env);
     let named = match uri {
         "mess://pending" | "mess://history" => mine,
         _ => thread_of(uri).is_some_and(|id| {
@@ -49,6 +49,9 @@ pub(crate) async fn notify(ex: &Exchange, uri: &str, change: &ThreadChange, who:
         Concern::No => false,
         Concern::Yes => true,
         Concern::IfVisible => {
+            if let Some(verdict) = access::quick_verdict(who, &change.envelope) {
+                return verdict;
+            }
             let (ex, env, who) = (ex.clone(), change.envelope.clone(), who.to_owned());
             tokio::task::spawn_blocking(move || ex.sees(&who, &env))
                 .await

@@ -7,6 +7,7 @@ use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router};
 
+use crate::exchange::access::{self, MailUse};
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::view::{self, ThreadView};
@@ -96,40 +97,6 @@ pub(crate) fn open_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
         Value::Seq(list.iter().map(view::thread_summary).collect()),
     );
     Ok(Value::Map(out))
-}
-
-/// The mailbox a mail tool acts on: the caller's own when empty. A key holder (over /mcp)
-/// reaches only its own mailbox and the broadcast one; the local operator any.
-fn mailbox_for(who: &Sender, mailbox: &str) -> Result<String, Error> {
-    let mailbox = if mailbox.trim().is_empty() {
-        who.id.clone()
-    } else {
-        mailbox.trim().to_owned()
-    };
-    if who.role.is_some() && mailbox != who.id && mailbox != crate::mail::BROADCAST {
-        return Err(Error::Forbidden {
-            message: format!(
-                "{} may read only its own mailbox and {}",
-                who.id,
-                crate::mail::BROADCAST
-            ),
-        });
-    }
-    Ok(mailbox)
-}
-
-/// A key holder reads the broadcast mailbox but does not move its messages, which would hide
-/// them from every other session.
-fn shared_stays(who: &Sender, mailbox: &str, what: &str) -> Result<(), Error> {
-    if who.role.is_some() && mailbox == crate::mail::BROADCAST {
-        return Err(Error::Forbidden {
-            message: format!(
-                "{} messages are for every session: read them, do not {what} them",
-                crate::mail::BROADCAST
-            ),
-        });
-    }
-    Ok(())
 }
 
 fn found_value(f: &crate::mail::Found, with_body: bool) -> Value {
@@ -412,8 +379,8 @@ impl MessMcp {
         };
         let ex = self.exchange.clone();
         let sql = a.sql;
-        // A key holder (over /mcp) sees only its threads; the local operator sees the home.
-        let viewer = self.who.role.map(|_| self.who.id.clone());
+        // A principal sees only its threads; the operator sees the home.
+        let viewer = Exchange::query_viewer(&self.who).map(str::to_owned);
         let outcome =
             tokio::task::spawn_blocking(move || ex.query(&sql, &limits, viewer.as_deref())).await;
         let result = match outcome {
@@ -531,7 +498,7 @@ impl MessMcp {
     ) -> Result<CallToolResult, McpError> {
         Ok(self
             .call(move |ex, who| {
-                let mailbox = mailbox_for(who, &a.mailbox)?;
+                let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Read)?;
                 let folder = crate::mail::Folder::parse(a.folder.trim())?;
                 let (found, problems) = ex.mail().list(&mailbox, folder)?;
                 let mut m = Map::new();
@@ -561,10 +528,12 @@ impl MessMcp {
     ) -> Result<CallToolResult, McpError> {
         Ok(self
             .call(move |ex, who| {
-                let mailbox = mailbox_for(who, &a.mailbox)?;
-                if a.mark_read {
-                    shared_stays(who, &mailbox, "claim")?;
-                }
+                let use_ = if a.mark_read {
+                    MailUse::Claim
+                } else {
+                    MailUse::Read
+                };
+                let mailbox = ex.mailbox_for(who, &a.mailbox, use_)?;
                 let found = if a.mark_read {
                     ex.mail().mark_read(&mailbox, a.file.trim(), ex.now())?
                 } else {
@@ -586,8 +555,7 @@ impl MessMcp {
     ) -> Result<CallToolResult, McpError> {
         Ok(self
             .call(move |ex, who| {
-                let mailbox = mailbox_for(who, &a.mailbox)?;
-                shared_stays(who, &mailbox, "archive")?;
+                let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Archive)?;
                 ex.mail().archive(&mailbox, a.file.trim())?;
                 Ok(found_value(
                     &ex.mail().read(&mailbox, a.file.trim())?,
@@ -653,7 +621,7 @@ impl MessMcp {
                     Ok(c) => {
                         let mine = match &target {
                             Some(t) => &c.thread == t,
-                            None => c.envelope.requestor == self.who.id || c.envelope.executor.as_deref() == Some(self.who.id.as_str()),
+                            None => access::party(&self.who.id, &c.envelope),
                         };
                         if mine {
                             updated.push(serde_json::json!({

@@ -455,6 +455,20 @@ impl Envelope {
     pub fn dispatched(&self) -> bool {
         self.history.iter().any(|h| h.action == "dispatched")
     }
+
+    /// Why a pending thread waits when routing could not route it: the note of its last
+    /// routing entry, if that is `unroutable` (not a later `dispatched`).
+    pub fn unroutable(&self) -> Option<&str> {
+        if self.status != Status::Pending {
+            return None;
+        }
+        self.history
+            .iter()
+            .rev()
+            .find(|h| h.action == "unroutable" || h.action == "dispatched")
+            .filter(|h| h.action == "unroutable")
+            .and_then(|h| h.note.as_deref())
+    }
 }
 
 fn reason_note(details: &StatusDetails) -> Option<String> {

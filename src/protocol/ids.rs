@@ -80,3 +80,37 @@ impl std::fmt::Display for ThreadRef {
         f.write_str(&self.0)
     }
 }
+
+/// Longest capability id accepted, in bytes.
+const MAX_CAPABILITY_LEN: usize = 128;
+
+/// Checks a capability id against the character set the exchange accepts from principals:
+/// ASCII letters and digits first, then letters, digits, `-`, `_`, `.`, `:`, `/` and `+`, at
+/// most 128 bytes (the spec's kebab-case ids, `3d-print-fdm`, namespaced `home:kitchen/access`).
+/// Ids reach SQL, file names and notifications, so anything else (quotes, braces, blanks,
+/// control characters) is refused where it comes in; the `Err` says why.
+pub fn check_capability_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("a capability id must not be empty".to_owned());
+    }
+    if id.len() > MAX_CAPABILITY_LEN {
+        return Err(format!(
+            "capability id {:?}… is longer than {MAX_CAPABILITY_LEN} bytes",
+            id.chars().take(20).collect::<String>()
+        ));
+    }
+    if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!(
+            "capability id {id:?} must start with a letter or digit"
+        ));
+    }
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/' | '+')))
+    {
+        return Err(format!(
+            "capability id {id:?} holds {bad:?}; ids use letters, digits, '-', '_', '.', ':', '/' and '+'"
+        ));
+    }
+    Ok(())
+}

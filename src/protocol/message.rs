@@ -512,7 +512,32 @@ impl Reply {
         let re = Re::read(&mut f, true)?.unwrap_or(Re::One(String::new()));
         let answers = match f.take("answers") {
             None => None,
-            Some(Value::Map(m)) => Some(m),
+            Some(Value::Map(m)) => {
+                // An answer says something: null, empty or blank text answers nothing, and an
+                // executor waiting on it would act on nothing.
+                for (field, answer) in m.iter() {
+                    let blank = match answer {
+                        Value::Null => true,
+                        Value::String(s) => s.trim().is_empty(),
+                        Value::Seq(items) => items.is_empty(),
+                        Value::Map(inner) => inner.is_empty(),
+                        _ => false,
+                    };
+                    if blank {
+                        return Err(ProtocolError::invalid(
+                            format!("{}.{field}", f.at("answers")),
+                            "the answer is empty; answer the question, or reply with a reason instead",
+                        ));
+                    }
+                }
+                if m.is_empty() {
+                    return Err(ProtocolError::invalid(
+                        f.at("answers"),
+                        "no answer given; name each question's field with its answer",
+                    ));
+                }
+                Some(m)
+            }
             Some(other) => {
                 return Err(ProtocolError::invalid(
                     f.at("answers"),
@@ -740,6 +765,29 @@ impl ExecutorSpec {
         field::put_str(&mut m, "schedule", &self.schedule);
         m.extend_missing(self.extra.clone());
         Value::Map(m)
+    }
+
+    /// Checks what the exchange takes from a registration or config.yaml before it reaches
+    /// routing: capability ids of the documented character set
+    /// ([`crate::protocol::ids::check_capability_id`]), a cron schedule routing can evaluate
+    /// ([`crate::protocol::cron::check_schedule`]), and a schedule wherever availability says
+    /// `schedule`. `path` names the entry in the error.
+    pub fn check(&self, path: &str) -> Result<()> {
+        for (i, c) in self.capabilities.iter().enumerate() {
+            crate::protocol::ids::check_capability_id(&c.id)
+                .map_err(|why| ProtocolError::invalid(format!("{path}.capabilities[{i}]"), why))?;
+        }
+        if let Some(schedule) = &self.schedule {
+            crate::protocol::cron::check_schedule(schedule)
+                .map_err(|why| ProtocolError::invalid(format!("{path}.schedule"), why))?;
+        }
+        if self.availability.as_deref() == Some("schedule") && self.schedule.is_none() {
+            return Err(ProtocolError::invalid(
+                format!("{path}.availability"),
+                "availability schedule needs a cron `schedule` (e.g. \"0 8-22 * * *\")",
+            ));
+        }
+        Ok(())
     }
 
     /// The capability ids offered.

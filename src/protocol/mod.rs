@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod content;
+pub mod cron;
 pub mod emit;
 pub mod envelope;
 pub mod error;
@@ -20,5 +21,7 @@ pub mod time;
 pub mod value;
 pub mod yaml;
 
+#[cfg(test)]
+mod prop_tests;
 #[cfg(test)]
 mod tests;

@@ -298,6 +298,16 @@ impl Request {
         Value::Map(m)
     }
 
+    /// Checks the required capability ids against the documented character set
+    /// ([`crate::protocol::ids::check_capability_id`]); `path` names the request in the error.
+    pub fn check_requires(&self, path: &str) -> Result<()> {
+        for (i, c) in self.requires.iter().enumerate() {
+            crate::protocol::ids::check_capability_id(&c.id)
+                .map_err(|why| ProtocolError::invalid(format!("{path}.requires[{i}]"), why))?;
+        }
+        Ok(())
+    }
+
     /// The capability ids the request requires, in order, without duplicates.
     pub fn required_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = Vec::new();

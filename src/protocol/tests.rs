@@ -207,6 +207,7 @@ fn the_node_budget_counts_expanded_aliases() {
     let tight = Limits {
         max_depth: 64,
         max_nodes: 40,
+        estimate_first: false,
     };
     let err = yaml::parse_document(text, &tight).unwrap_err();
     assert!(

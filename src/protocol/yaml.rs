@@ -16,16 +16,53 @@ use crate::protocol::value::{Map, Value};
 pub struct Limits {
     /// Deepest nesting of mappings and sequences accepted.
     pub max_depth: usize,
-    /// Most nodes accepted in one document, counted after aliases are expanded.
+    /// Most nodes accepted in one text (all its documents), counted after aliases are expanded.
     pub max_nodes: usize,
+    /// Whether to refuse, before parsing, a text that may hold more than `max_nodes` values:
+    /// the YAML parser buffers every event of a document before the tree is built, so only a
+    /// check ahead of it keeps the parser's own memory in bounds.
+    pub estimate_first: bool,
 }
 
+/// Values any message may hold, whatever its size.
+pub const MESSAGE_BASE_NODES: usize = 16_384;
+/// Bytes of YAML per value beyond [`MESSAGE_BASE_NODES`]: parsing costs about 190 bytes per
+/// value (the parser's buffered event and the tree node), so one value per 24 bytes keeps a
+/// message's parsing memory under 8 times its size plus about 3 MiB.
+pub const YAML_BYTES_PER_NODE: usize = 24;
+/// Bytes of JSON per value beyond [`MESSAGE_BASE_NODES`]: JSON is read without buffering, at
+/// about 64 bytes per value, so denser data fits in the same memory.
+pub const JSON_BYTES_PER_NODE: usize = 8;
+
 impl Limits {
-    /// Limits for messages and thread files: 64 levels, 4 million nodes.
+    /// Limits for thread files, config and the exchange's own text: 64 levels, 4 million
+    /// nodes.
     pub const DEFAULT: Limits = Limits {
         max_depth: 64,
         max_nodes: 4_000_000,
+        estimate_first: false,
     };
+
+    /// Limits for a YAML message of `len` bytes from a principal: values in proportion to its
+    /// size ([`MESSAGE_BASE_NODES`] plus one per [`YAML_BYTES_PER_NODE`] bytes), checked before
+    /// the parser runs.
+    pub fn message(len: usize) -> Limits {
+        Limits {
+            max_depth: 64,
+            max_nodes: MESSAGE_BASE_NODES + len / YAML_BYTES_PER_NODE,
+            estimate_first: true,
+        }
+    }
+
+    /// Limits for a JSON message of `len` bytes (one value per [`JSON_BYTES_PER_NODE`] bytes
+    /// beyond the base).
+    pub fn json_message(len: usize) -> Limits {
+        Limits {
+            max_depth: 64,
+            max_nodes: MESSAGE_BASE_NODES + len / JSON_BYTES_PER_NODE,
+            estimate_first: false,
+        }
+    }
 }
 
 /// A YAML document that could not be parsed, with the position when the parser knows it.
@@ -57,9 +94,22 @@ pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlEr
         });
     }
     check_flow_depth(text)?;
+    if limits.estimate_first {
+        let most = estimate_events(text);
+        if most > limits.max_nodes {
+            return Err(YamlError {
+                message: format!(
+                    "too many values for a message of {} bytes (up to {most}; at most {} here: {MESSAGE_BASE_NODES} plus one per {YAML_BYTES_PER_NODE} bytes); send bulk data as a file (a data URI) or as JSON",
+                    text.len(),
+                    limits.max_nodes
+                ),
+            });
+        }
+    }
     let mut out = Vec::new();
+    // One budget for the whole text: many small documents cost what one large one does.
+    let budget = Cell::new(limits.max_nodes);
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let budget = Cell::new(limits.max_nodes);
         let seed = Node {
             budget: &budget,
             depth: 0,
@@ -71,6 +121,18 @@ pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlEr
         out.push(value);
     }
     Ok(out)
+}
+
+/// Builds a [`Value`] from any serde deserializer (the API reads JSON bodies with serde_json
+/// through this), under the same limits as YAML: depth and node count, duplicate keys refused.
+pub fn value_from<'de, D: de::Deserializer<'de>>(d: D, limits: &Limits) -> Result<Value, D::Error> {
+    let budget = Cell::new(limits.max_nodes);
+    Node {
+        budget: &budget,
+        depth: 0,
+        limits,
+    }
+    .deserialize(d)
 }
 
 /// Deepest `[`/`{` nesting looked at before parsing. The parser's own cost grows with the square
@@ -113,6 +175,53 @@ fn check_flow_depth(text: &str) -> Result<(), YamlError> {
         prev = '\n';
     }
     Ok(())
+}
+
+/// An upper bound on the parser events of `text` (and so on its values), found without
+/// parsing. Every event begins at the start of a line or right after an indicator (`:`, `-`,
+/// `?`, `,`, `[`, `{`, `*`), and each of these is counted for the most events it can begin (a
+/// `{` opens a mapping, closes it, and may hold a key with an implicit null value; a `:` may
+/// open a block mapping, end it, and carry a value). Quotes and comments are not tracked, so
+/// text that is not YAML structure can only raise the count: the bound holds whatever the text
+/// says. Words of one plain scalar and the characters of a data URI count nothing, so prose and
+/// attachments stay cheap while `[1,1,1,...]` counts every item.
+pub fn estimate_events(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let blank = |i: usize| {
+        bytes
+            .get(i)
+            .is_none_or(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    };
+    // Stream and document starts and ends.
+    let mut count = 8usize;
+    let mut line_start = true;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'\n' => {
+                line_start = true;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => continue,
+            _ => {}
+        }
+        if line_start {
+            line_start = false;
+            count += if bytes[i..].starts_with(b"---") || bytes[i..].starts_with(b"...") {
+                3
+            } else {
+                1
+            };
+        }
+        count += match b {
+            b'{' => 4,
+            b'[' | b':' => 3,
+            b',' => 2,
+            b'-' | b'?' if blank(i + 1) => 2,
+            b'*' => 1,
+            _ => 0,
+        };
+    }
+    count
 }
 
 fn describe(e: &serde_yaml::Error, index: usize) -> String {

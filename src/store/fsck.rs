@@ -154,6 +154,13 @@ impl FileStore {
         }
 
         let mut rewrite = false;
+        if let Some(why) = &best.invalid_last {
+            report.note(
+                &path,
+                format!("the last document is not a MESS message ({why}); kept as it is"),
+                false,
+            );
+        }
         if let Some(torn) = &best.torn {
             report.note(&path, format!("torn last document ({torn})"), repair);
             if repair {
@@ -248,6 +255,9 @@ impl FileStore {
                 fsio::remove_durable(&path)?;
             }
         }
+        if let Some(why) = envelope.unroutable() {
+            report.note(&path, format!("pending and not routed: {why}"), false);
+        }
         best.envelope = Some(envelope);
         gather(thread, &best, facts);
         Ok(())
@@ -271,29 +281,39 @@ impl FileStore {
         }
     }
 
-    /// Temp files left by writers that died between write and rename.
+    /// Removes the temp files of interrupted writes (a server does this at start, so `mess
+    /// fsck` is clean after a crash and a restart); returns how many it removed.
+    pub fn sweep_temp_files(&self) -> Result<usize, StoreError> {
+        let mut report = FsckReport::default();
+        self.check_temp_files(true, &mut report)?;
+        Ok(report.findings.len())
+    }
+
+    /// Temp files left by writers that died between write and rename, anywhere in the home
+    /// (thread folders, the archive, indexes, registrations, the outbox, mailboxes).
     fn check_temp_files(&self, repair: bool, report: &mut FsckReport) -> Result<(), StoreError> {
         let layout = self.layout();
-        let mut dirs: Vec<PathBuf> = State::ALL.iter().map(|s| layout.state_dir(*s)).collect();
-        dirs.push(layout.refs_dir());
-        dirs.push(layout.registrations_dir());
-        dirs.push(layout.root().to_owned());
-        if let Ok(entries) = fs::read_dir(layout.archive_dir()) {
-            dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
-        }
-        if let Ok(entries) = fs::read_dir(layout.index_dir()) {
-            dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
-        }
-        for dir in dirs {
+        let locks = layout.locks_dir();
+        let mut dirs = vec![layout.root().to_owned()];
+        while let Some(dir) = dirs.pop() {
             let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
             };
             for entry in entries.flatten() {
+                let path = entry.path();
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                if kind.is_dir() {
+                    if path != locks {
+                        dirs.push(path);
+                    }
+                    continue;
+                }
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if !(name.starts_with('.') && name.contains(fsio::TEMP_MARK)) {
                     continue;
                 }
-                let path = entry.path();
                 // A temp file with a live writer is work in progress, not a problem.
                 if !self.temp_is_abandoned(&name, &entry)? {
                     continue;
@@ -307,9 +327,22 @@ impl FileStore {
         Ok(())
     }
 
-    /// A thread's temp file is written under the thread's lock, so if the lock is free its
-    /// writer is gone; other temp files are judged by age.
+    /// A temp file's name holds its writer's process id: when that process is gone, so is the
+    /// write. A thread's temp file is written under the thread's lock, so a free lock says the
+    /// same; other temp files of a process that still runs are judged by age.
     fn temp_is_abandoned(&self, name: &str, entry: &fs::DirEntry) -> Result<bool, StoreError> {
+        let writer = name
+            .split(fsio::TEMP_MARK)
+            .nth(1)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = writer
+            && pid != std::process::id()
+            && !Path::new("/proc").join(pid.to_string()).exists()
+            && Path::new("/proc/self").exists()
+        {
+            return Ok(true);
+        }
         let thread = name
             .strip_prefix('.')
             .and_then(|n| n.split(fsio::TEMP_MARK).next())
@@ -418,6 +451,8 @@ struct Loaded {
     kept_len: usize,
     /// Why the last document was dropped, if it was.
     torn: Option<String>,
+    /// Why the last document, whole YAML, is not a message (kept; reported, not repaired).
+    invalid_last: Option<String>,
 }
 
 impl Loaded {
@@ -437,31 +472,29 @@ fn load(path: &Path, text: &str) -> Result<Loaded, String> {
     let mut messages = Vec::new();
     let mut kept_len = text.len();
     let mut torn = None;
+    let mut invalid_last = None;
     let last = spans.len() - 1;
     for (i, span) in spans.iter().enumerate().skip(1) {
         let raw = &text[span.start..span.end];
         if thread::is_empty_doc(raw) {
             continue;
         }
-        let parsed =
-            crate::protocol::yaml::parse_document(raw, &crate::protocol::yaml::Limits::DEFAULT)
-                .map_err(|e| e.message)
-                .and_then(|v| {
-                    MessageDoc::from_value(v, &format!("document {}", i + 1))
-                        .map_err(|e| e.to_string())
-                });
-        let cut_off = i == last && !raw.ends_with('\n');
-        match parsed {
-            Ok(doc) if !cut_off => messages.push(doc),
-            Ok(_) => {
-                torn = Some("the file ends in the middle of a line".to_owned());
-                kept_len = span.start;
-            }
+        // Only bytes that do not parse are torn: a last document without a final line break
+        // (other MESSE-AF writers end files so) that reads as a whole message is a message,
+        // and one that reads as YAML but not as MESS is kept for a person to look at.
+        let yaml =
+            crate::protocol::yaml::parse_document(raw, &crate::protocol::yaml::Limits::DEFAULT);
+        match yaml {
+            Ok(v) => match MessageDoc::from_value(v, &format!("document {}", i + 1)) {
+                Ok(doc) => messages.push(doc),
+                Err(e) if i == last => invalid_last = Some(e.to_string()),
+                Err(e) => return Err(format!("document {} is not a message: {e}", i + 1)),
+            },
             Err(e) if i == last => {
-                torn = Some(e);
+                torn = Some(e.message);
                 kept_len = span.start;
             }
-            Err(e) => return Err(format!("document {} does not parse: {e}", i + 1)),
+            Err(e) => return Err(format!("document {} does not parse: {}", i + 1, e.message)),
         }
     }
     if envelope.is_none() && first.end == text.len() {
@@ -473,6 +506,7 @@ fn load(path: &Path, text: &str) -> Result<Loaded, String> {
         rest_start,
         kept_len: kept_len.max(rest_start),
         torn,
+        invalid_last,
     })
 }
 

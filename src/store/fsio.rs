@@ -3,7 +3,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::store::error::StoreError;
@@ -50,7 +50,9 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<(), StoreError> {
     if let Some(parent) = dir.parent() {
         ensure_dir(parent)?;
     }
-    match fs::create_dir(dir) {
+    // The home holds people's requests, contact details and keys: folders are the owner's
+    // alone (0700), as files are (0600).
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => sync_parent(dir),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(StoreError::io(dir, e)),
@@ -88,7 +90,7 @@ pub(crate) fn random_bytes(n: usize) -> Result<Vec<u8>, StoreError> {
 }
 
 fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
-    write_temp_mode(path, bytes, 0o666)
+    write_temp_mode(path, bytes, 0o600)
 }
 
 fn write_temp_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<PathBuf, StoreError> {

@@ -4,6 +4,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 
 use crate::protocol::ids::ThreadRef;
@@ -104,6 +105,7 @@ pub(crate) fn add_dependent(
     let path = dir.join(dependency.as_str());
     let existed = path.exists();
     let mut file = OpenOptions::new()
+        .mode(0o600)
         .create(true)
         .append(true)
         .open(&path)

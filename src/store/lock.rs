@@ -4,6 +4,7 @@
 //! many threads exist. Two refs can share a stripe, so code never holds two thread locks at once.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use crate::protocol::ids::ThreadRef;
@@ -24,6 +25,7 @@ pub(crate) fn acquire(locks_dir: &Path, name: &str) -> Result<Lock, StoreError> 
     fsio::ensure_dir(locks_dir)?;
     let path = locks_dir.join(name);
     let file = OpenOptions::new()
+        .mode(0o600)
         .create(true)
         .truncate(false)
         .write(true)
@@ -38,6 +40,7 @@ pub(crate) fn try_acquire(locks_dir: &Path, name: &str) -> Result<Option<Lock>, 
     fsio::ensure_dir(locks_dir)?;
     let path = locks_dir.join(name);
     let file = OpenOptions::new()
+        .mode(0o600)
         .create(true)
         .truncate(false)
         .write(true)

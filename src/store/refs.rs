@@ -3,6 +3,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt as _;
 
 use chrono::NaiveDate;
 
@@ -50,6 +51,7 @@ pub(crate) fn allocate(
     }
     let existed = path.exists();
     let file = OpenOptions::new()
+        .mode(0o600)
         .create(true)
         .truncate(false)
         .write(true)

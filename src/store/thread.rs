@@ -104,14 +104,11 @@ impl ThreadFile {
             .map_err(|e| StoreError::malformed(&self.path, e))
     }
 
-    /// Checks that the last document is complete: the file ends with a line break and the last
-    /// message parses. Writers that append in place (`cat >>`) can leave a cut-off document.
+    /// Checks that the last document is complete: the last message parses. Writers that
+    /// append in place (`cat >>`) can leave a cut-off document; a last document that parses
+    /// without a final line break is whole (other MESSE-AF writers end files so), and the next
+    /// rewrite adds the line break.
     pub fn check_tail(&self) -> Result<(), StoreError> {
-        if !self.text.ends_with('\n') {
-            return Err(StoreError::Torn {
-                path: self.path.clone(),
-            });
-        }
         if self.spans.len() > 1 {
             let last = self.spans.len() - 1;
             self.parse_message(last, &self.spans[last])

@@ -193,7 +193,7 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
     let home = Home::with_config(CONFIG);
     let err = home.fails(&["claim", "2026-01-31-999", "--as", "teague-phone"], 1);
     assert!(
-        err.starts_with("error: MESS[0].status.re: no thread 2026-01-31-999: no such ref"),
+        err.starts_with("error: MESS[0].status.re: no thread \"2026-01-31-999\""),
         "{err}"
     );
     assert!(err.lines().nth(1).unwrap().starts_with("hint: "), "{err}");

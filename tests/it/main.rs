@@ -16,4 +16,5 @@ mod notebooks;
 mod query;
 mod support;
 mod tidy;
+mod trust;
 mod web;

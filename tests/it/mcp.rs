@@ -20,8 +20,17 @@ fn text(r: &CallToolResult) -> String {
 
 /// `mess mcp` on the test home as claude-agent, with rmcp's client over stdio.
 async fn stdio_client(home: &Home) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    stdio_client_with(home, &[]).await
+}
+
+/// [`stdio_client`] with extra arguments for `mess mcp` (`--operator`).
+async fn stdio_client_with(
+    home: &Home,
+    extra: &[&str],
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
     cmd.arg("mcp")
+        .args(extra)
         .env("MESS_HOME", home.path())
         .env("MESS_AGENT_ID", "claude-agent");
     ().serve(TokioChildProcess::new(cmd).unwrap())
@@ -392,7 +401,23 @@ fn agent_mail_through_mcp_tools() {
     let home = Home::with_config(CONFIG);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let client = stdio_client(&home).await;
+        // An agent session sends anywhere but reads only its own mailbox (and the broadcast
+        // one); the operator reads every mailbox.
+        let agent = stdio_client(&home).await;
+        let r = tool(
+            &agent,
+            "mess_mail_send",
+            serde_json::json!({"to": "claude-agent", "body": "note to self"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let r = tool(&agent, "mess_mail_list", serde_json::json!({})).await;
+        assert_eq!(r.structured_content.unwrap()["messages"][0]["from"], "claude-agent");
+        let r = tool(&agent, "mess_mail_list", serde_json::json!({"mailbox": "worker"})).await;
+        assert_eq!(r.is_error, Some(true));
+        assert!(text(&r).contains("only its own mailbox"), "{}", text(&r));
+        agent.cancel().await.unwrap();
+        let client = stdio_client_with(&home, &["--operator"]).await;
         let call = |name: &'static str, a: serde_json::Value| tool(&client, name, a);
         let r = call(
             "mess_mail_send",

@@ -61,7 +61,7 @@ fn protocol_stays_pure() {
     ];
     for f in rust_files(&root().join("src/protocol"))
         .into_iter()
-        .filter(|f| !f.ends_with("tests.rs"))
+        .filter(|f| !f.to_string_lossy().ends_with("tests.rs"))
     {
         let text = code_only(&std::fs::read_to_string(&f).unwrap());
         // Module-level imports only; `use Enum::*` inside a function is not a dependency.
@@ -121,6 +121,43 @@ fn banned_calls_stay_in_their_one_place() {
                 !text.contains(ignore) && !text.contains(should_panic),
                 "{}: no ignored or should_panic tests",
                 rel(&f)
+            );
+        }
+    }
+}
+
+/// Who may see and do what is decided in `exchange::access` (and the exchange's use cases),
+/// never in an adapter: the HTTP, MCP and CLI code may ask, not compare principals with a
+/// thread's parties, read roles, check a link's actions or know the shared mailbox.
+#[test]
+fn adapters_do_not_decide_access() {
+    let decisions = [
+        ".requestor ==",
+        "== e.requestor",
+        "executor.as_deref() == Some(",
+        "role.is_some()",
+        "role.is_none()",
+        "role.map(",
+        "Role::Agent =>",
+        "Role::Executor =>",
+        "Action::Read",
+        ".allows(",
+        "BROADCAST",
+        "visible_to(",
+        "may_address(",
+        "link_reads(",
+    ];
+    let adapters = ["src/http/", "src/mcp/", "src/cli/"];
+    for f in rust_files(&root().join("src")) {
+        let name = rel(&f);
+        if !adapters.iter().any(|a| name.starts_with(a)) {
+            continue;
+        }
+        let text = code_only(&std::fs::read_to_string(&f).unwrap());
+        for needle in decisions {
+            assert!(
+                !text.contains(needle),
+                "{name} decides access itself ({needle}); ask exchange::access instead"
             );
         }
     }

@@ -158,7 +158,8 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
         browser.text("main")
     );
     browser.screenshot("4-bad-link");
-    // A thread someone else took shows who took it, and no actions.
+    // A thread someone else took is no longer open to the link: the page says so, names
+    // nobody, and offers nothing.
     let (_, body) = server.post_yaml(
         &agent,
         "MESS:\n  - request:\n      intent: taken elsewhere\n      requires: [take-photo]\n",
@@ -172,10 +173,9 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
         "http://127.0.0.1:{}/respond?ref={taken}&token={taken_token}",
         server.port
     ));
-    assert_eq!(
-        browser.wait_text("#taken", "sam-phone"),
-        "Taken by sam-phone; nothing more to do here."
-    );
+    let said = browser.wait_text("#taken", "no longer open to you");
+    assert!(said.contains("someone else has taken it"), "{said}");
+    assert!(!browser.text("main").contains("sam-phone"));
     assert_eq!(
         browser.run("return document.querySelectorAll('button').length"),
         Value::from(0)

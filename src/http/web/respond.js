@@ -343,6 +343,14 @@
     return fetch(api + withToken, { headers: { 'Accept': 'application/json' } }).then(function (r) {
       return r.json().then(function (body) {
         if (!r.ok) {
+          if (r.status === 404) {
+            // The exchange says no more than that: once someone else takes a request, its
+            // other links stop reading it.
+            app.textContent = '';
+            add(app, el('h1', 'Nothing more to do here'));
+            add(app, el('p', 'This request is no longer open to you: someone else has taken it, or it was withdrawn.', 'notice')).id = 'taken';
+            return;
+          }
           fail(r.status === 401 ? 'The link has expired or is not valid. Ask for a new one.'
             : r.status === 403 && body.error && /another thread/.test(body.error.message) ? 'This link is for another request.'
             : (body.error && body.error.message) || ('HTTP ' + r.status));

@@ -1,0 +1,579 @@
+//! The trust boundary, tried as a hostile or careless user would, against the real binary: data
+//! that would stop routing, answers that would tell hidden threads from absent ones, links and
+//! suggestions past their executor's part, roles, strict wire formats, files from other writers
+//! and crashes, log lines and file modes.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::server::Server;
+use crate::support::{CONFIG, Home};
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+fn key(home: &Home, role: &str, id: &str) -> String {
+    home.ok(&["token", role, id]).trim().to_owned()
+}
+
+fn request(server: &Server, agent: &str, yaml_body: &str) -> String {
+    let (status, body) = server.post_yaml(agent, yaml_body);
+    assert_eq!(status, 200, "{body}");
+    json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Polls `check` every 50 ms until it holds, for at most 10 s; whether it did.
+fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    check()
+}
+
+/// The error message of an error body.
+fn message(body: &str) -> String {
+    json(body)["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn bad_schedules_and_capabilities_are_refused_at_the_door_and_contained_on_disk() {
+    let home = Home::with_config(
+        "executors:
+  teague-phone:
+    capabilities: [vacuum-floor]
+    notify: { mail: teague-phone }
+",
+    );
+    let evil = key(&home, "executor", "evil");
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+
+    // At the door: each is refused with 422 naming the field, and nothing is stored.
+    let register = |body: &str| server.post_yaml(&evil, body);
+    for (body, field) in [
+        (
+            "MESS:\n  - config:\n      executor: {id: evil, capabilities: [vacuum-floor], availability: schedule, schedule: '0 */0 * * *'}\n",
+            "MESS[0].config.executor.schedule",
+        ),
+        (
+            "MESS:\n  - config:\n      executor: {id: evil, capabilities: ['{x']}\n",
+            "MESS[0].config.executor.capabilities[0]",
+        ),
+        (
+            "MESS:\n  - config:\n      executor: {id: evil, capabilities: ['a\"b']}\n",
+            "MESS[0].config.executor.capabilities[0]",
+        ),
+        (
+            "MESS:\n  - config:\n      executor: {id: evil, capabilities: [x], availability: schedule, schedule: '0 25 * * *'}\n",
+            "MESS[0].config.executor.schedule",
+        ),
+    ] {
+        let (status, reply) = register(body);
+        assert_eq!(status, 422, "{body}: {reply}");
+        assert!(message(&reply).starts_with(field), "{field}: {reply}");
+    }
+    assert!(!home.path().join("executors/evil.yaml").exists());
+    let (status, reply) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: x\n      requires: ['{x']\n",
+    );
+    assert_eq!(status, 422, "{reply}");
+    assert!(
+        message(&reply).starts_with("MESS[0].request.requires[0]"),
+        "{reply}"
+    );
+
+    // Already on disk (written by hand or by an older version): skipped, reported, contained.
+    std::fs::create_dir_all(home.path().join("executors")).unwrap();
+    std::fs::write(
+        home.path().join("executors/zero-step.yaml"),
+        "id: zero-step\ncapabilities: [vacuum-floor]\navailability: schedule\nschedule: '0 */0 * * *'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("executors/braces.yaml"),
+        "id: braces\ncapabilities: ['{x', 'a\"b', vacuum-floor]\n",
+    )
+    .unwrap();
+    let stray = "2026-01-02-001";
+    std::fs::create_dir_all(home.path().join("state=received")).unwrap();
+    std::fs::write(
+        home.path().join(format!("state=received/{stray}.messe-af.yaml")),
+        format!(
+            "ref: {stray}\nrequestor: claude-agent\nstatus: pending\ncreated: 2026-01-02T00:00:00Z\nupdated: 2026-01-02T00:00:00Z\nintent: odd\nrequires: ['{{x']\nhistory:\n  - action: created\n    at: 2026-01-02T00:00:00Z\n    by: claude-agent\n---\nfrom: claude-agent\nreceived: 2026-01-02T00:00:00Z\nMESS:\n  - request:\n      intent: odd\n      requires: ['{{x']\n"
+        ),
+    )
+    .unwrap();
+
+    // Routing and notifications for everyone else go on.
+    let r = request(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: vacuum the kitchen\n      requires: [vacuum-floor]\n",
+    );
+    assert!(
+        eventually(|| {
+            let (_, body) = server.get(&format!("/threads/{r}"), &agent);
+            body.contains("routed to teague-phone")
+        }),
+        "the good request was not routed"
+    );
+    let inbox = home.path().join(".mail/teague-phone");
+    assert!(
+        eventually(|| std::fs::read_dir(&inbox).is_ok_and(|d| d.count() > 0)),
+        "no notice reached teague-phone"
+    );
+    // The thread that cannot be routed says why, in its status and in fsck.
+    assert!(
+        eventually(|| {
+            let (_, body) = server.get(&format!("/threads/{stray}"), &agent);
+            body.contains("unroutable")
+        }),
+        "the stray thread does not say why it waits"
+    );
+    let status = home.ok(&["status", stray, "--format", "json"]);
+    assert!(status.contains("waiting_because"), "{status}");
+    let fsck = home.run(&["fsck"]);
+    let said =
+        String::from_utf8_lossy(&fsck.stdout).into_owned() + &String::from_utf8_lossy(&fsck.stderr);
+    for expected in ["pending and not routed", "zero-step", "braces"] {
+        assert!(said.contains(expected), "{expected}: {said}");
+    }
+    let warnings = String::from_utf8_lossy(&home.run(&["status"]).stderr).into_owned();
+    assert!(
+        warnings.contains("zero-step") && warnings.contains("braces"),
+        "{warnings}"
+    );
+
+    // Every key holder's SQL keeps answering.
+    for k in [&agent, &evil] {
+        let (status, body) =
+            server.get("/query?sql=SELECT%20count(*)%20AS%20n%20FROM%20threads", k);
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = server.get("/query?sql=SELECT%20id%20FROM%20executors", k);
+        assert_eq!(status, 200, "{body}");
+    }
+    let out = home.ok(&[
+        "query",
+        "SELECT id, capabilities FROM executors ORDER BY id",
+    ]);
+    assert!(out.contains("teague-phone"), "{out}");
+}
+
+#[test]
+fn hidden_threads_answer_exactly_like_absent_ones_everywhere() {
+    let home = Home::with_config(CONFIG);
+    let alice = key(&home, "agent", "alice");
+    let mallory = key(&home, "agent", "mallory");
+    let server = Server::start(&home);
+    let hidden = request(
+        &server,
+        &alice,
+        "MESS:\n  - request:\n      intent: private errand\n      id: errand\n",
+    );
+    let absent = "2025-01-01-999";
+    let same = |what: &str, with_hidden: (u16, String), with_absent: (u16, String)| {
+        let (s1, b1) = with_hidden;
+        let (s2, b2) = with_absent;
+        assert_eq!(s1, s2, "{what}: {b1} / {b2}");
+        assert_eq!(
+            b1.replace(&hidden, "REF"),
+            b2.replace(absent, "REF"),
+            "{what} tells the two apart"
+        );
+    };
+    same(
+        "GET /threads/{ref}",
+        server.get(&format!("/threads/{hidden}"), &mallory),
+        server.get(&format!("/threads/{absent}"), &mallory),
+    );
+    for payload in [
+        "reply:\n      re: REF\n      reason: hi",
+        "cancel:\n      re: REF",
+        "query:\n      type: status\n      re: REF",
+    ] {
+        let send = |r: &str| {
+            server.post_yaml(
+                &mallory,
+                &format!("MESS:\n  - {}\n", payload.replace("REF", r)),
+            )
+        };
+        same(payload, send(&hidden), send(absent));
+    }
+    let depend = |r: &str| {
+        server.post_yaml(
+            &mallory,
+            &format!(
+                "MESS:\n  - request:\n      intent: after\n      constraints:\n        depends_on: [{r}]\n"
+            ),
+        )
+    };
+    let (status, body) = depend(&hidden);
+    assert_ne!(
+        status, 200,
+        "mallory may not depend on alice's thread: {body}"
+    );
+    same("depends_on", depend(&hidden), depend(absent));
+}
+
+#[test]
+fn suggestions_and_links_stop_at_the_executor_s_part() {
+    let home = Home::with_config(
+        "executors:
+  xavier:
+    capabilities: [vacuum-floor]
+  yvonne:
+    capabilities: [vacuum-floor]
+",
+    );
+    let agent = key(&home, "agent", "claude-agent");
+    let xavier = key(&home, "executor", "xavier");
+    let yvonne = key(&home, "executor", "yvonne");
+    let server = Server::start(&home);
+    let r = request(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: vacuum\n      requires: [vacuum-floor]\n",
+    );
+    let link = home
+        .ok(&["link", &r, "--executor", "xavier"])
+        .trim()
+        .to_owned();
+    let token = link.split("token=").nth(1).unwrap().to_owned();
+    let (status, body) = server.send("GET", &format!("/thread/{r}?token={token}"), &[], b"");
+    assert_eq!(status, 200, "{body}");
+
+    // xavier's link follows the thread's events until someone else takes it.
+    let mut events = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    events
+        .write_all(
+            format!("GET /thread/{r}/events?token={token} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (status, body) = server.post_yaml(
+        &yvonne,
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // The stream ends (the server closes it) after telling of the claim.
+    let mut seen = Vec::new();
+    let ended = {
+        let mut buf = [0u8; 4096];
+        loop {
+            match events.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(_) => break false,
+            }
+        }
+    };
+    let seen = String::from_utf8_lossy(&seen).into_owned();
+    assert!(ended, "the link's event stream did not end: {seen}");
+    assert!(seen.contains("claimed"), "{seen}");
+
+    // The link no longer reads the thread, exactly as for a thread that does not exist.
+    let (status, body) = server.send("GET", &format!("/thread/{r}?token={token}"), &[], b"");
+    assert_eq!(status, 404, "{body}");
+    assert!(!body.contains("yvonne"), "{body}");
+
+    // xavier may not suggest on yvonne's thread, and the refusal tells nothing of her.
+    let (status, body) = server.post_yaml(
+        &xavier,
+        &format!("MESS:\n  - suggestion:\n      re: {r}\n      type: alternative\n      intent: use the mop\n"),
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        !body.contains("yvonne") && !body.contains("claimed"),
+        "{body}"
+    );
+    // yvonne, its claimant, may.
+    let (status, body) = server.post_yaml(
+        &yvonne,
+        &format!("MESS:\n  - suggestion:\n      re: {r}\n      type: alternative\n      intent: use the mop\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn wire_formats_are_strict_and_answers_say_something() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let phone = key(&home, "executor", "teague-phone");
+    let server = Server::start(&home);
+    let post_json = |auth: &str, body: &str| {
+        server.send(
+            "POST",
+            "/mess",
+            &[
+                ("Authorization", auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+    };
+    // The scheme is case-insensitive.
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let (status, body) = server.send(
+            "GET",
+            "/threads",
+            &[("Authorization", &format!("{scheme} {agent}"))],
+            b"",
+        );
+        assert_eq!(status, 200, "{scheme}: {body}");
+    }
+    let auth = format!("Bearer {agent}");
+    // Invalid JSON is a 400 with the position, not read as YAML.
+    let (status, body) = post_json(&auth, "{\"MESS\": [{\"request\": {\"intent\": 'x'}}]}");
+    assert_eq!(status, 400, "{body}");
+    assert!(message(&body).contains("line 1 column"), "{body}");
+    // Valid JSON with a surrogate pair is JSON's meaning of it.
+    let (status, body) = post_json(
+        &auth,
+        r#"{"MESS": [{"request": {"intent": "feed the cat \ud83d\udc31", "requires": ["take-photo"]}}]}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = json(&body)["MESS"][0]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, body) = server.get(&format!("/threads/{r}"), &agent);
+    assert!(body.contains("feed the cat \u{1f431}"), "{body}");
+
+    // A blank answer is refused.
+    let (status, body) = server.post_yaml(
+        &phone,
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server.post_yaml(
+        &phone,
+        &format!(
+            "MESS:\n  - status:\n      re: {r}\n      code: needs_input\n      questions:\n        - {{field: color, question: Which bowl?}}\n"
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    for blank in ["''", "'   '", "null", "[]"] {
+        let (status, body) = server.post_yaml(
+            &agent,
+            &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{color: {blank}}}\n"),
+        );
+        assert_eq!(status, 422, "{blank}: {body}");
+        assert!(message(&body).contains("answers.color"), "{body}");
+    }
+}
+
+#[test]
+fn connections_are_bounded_and_links_are_checked_before_their_body() {
+    let home = Home::with_config(CONFIG);
+    let server = Server::start_with(&home, &[("MESS_HEADER_TIMEOUT_MS", "1500")]);
+    // A thousand connections that never send a request do not keep /healthz from answering.
+    let idle: Vec<TcpStream> = (0..1000)
+        .map(|_| TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    let started = Instant::now();
+    let (status, body) = server.send("GET", "/healthz", &[], b"");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "healthz took {:?}",
+        started.elapsed()
+    );
+    // Connections that send no headers in time are closed by the server.
+    let mut silent = idle.into_iter().next().unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let started = Instant::now();
+    let closed =
+        matches!(silent.read(&mut buf), Ok(0)) || started.elapsed() < Duration::from_secs(9);
+    assert!(closed, "an idle connection stayed open");
+
+    // A link POST with a bad token is refused before the body is read: the server answers at
+    // once although the promised 100 MB never come.
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .write_all(
+            b"POST /thread/2026-01-01-001?token=forged HTTP/1.1\r\nHost: x\r\nContent-Type: application/yaml\r\nContent-Length: 100000000\r\n\r\n",
+        )
+        .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).unwrap_or(0);
+    let head = String::from_utf8_lossy(&head[..n]).into_owned();
+    assert!(head.starts_with("HTTP/1.1 401"), "{head:?}");
+}
+
+#[test]
+fn files_from_other_writers_and_crashes_are_handled_without_loss() {
+    let home = Home::with_config(CONFIG);
+    let made = home.ok(&["request", "check the stove", "--requires", "take-photo"]);
+    let r = made.lines().next().unwrap().trim().to_owned();
+    let file = home
+        .path()
+        .join(format!("state=received/{r}.messe-af.yaml"));
+    // Another writer leaves no final line break.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.trim_end_matches('\n')).unwrap();
+    let before = home.ok(&["show", &r]);
+    let out = home.run(&["fsck", "--repair"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !home.path().join(".mess/quarantine").exists()
+            || std::fs::read_dir(home.path().join(".mess/quarantine"))
+                .unwrap()
+                .count()
+                == 0,
+        "fsck quarantined a whole message"
+    );
+    assert_eq!(home.ok(&["show", &r]), before);
+    home.ok(&["claim", &r, "--as", "teague-phone"]);
+    home.ok(&["complete", &r, "--as", "teague-phone", "--text", "all off"]);
+    let shown = home.ok(&["show", &r]);
+    assert!(shown.contains("intent: check the stove"), "{shown}");
+    assert!(shown.contains("all off"), "{shown}");
+    assert_eq!(
+        shown.matches("\n---").count(),
+        before.matches("\n---").count() + 2,
+        "every message kept: {shown}"
+    );
+
+    // A crash leaves a temp file; a server start removes it and fsck is clean.
+    let stale = home
+        .path()
+        .join(format!("state=finished/.{r}.messe-af.yaml.tmp-999999-1"));
+    std::fs::write(&stale, "half a thread").unwrap();
+    let outbox = home.path().join(".mess/outbox/queue");
+    std::fs::create_dir_all(&outbox).unwrap();
+    let stale_outbox = outbox.join(".x.yaml.tmp-999999-2");
+    std::fs::write(&stale_outbox, "half a delivery").unwrap();
+    let before = home.run(&["fsck"]);
+    assert!(!before.status.success() || !String::from_utf8_lossy(&before.stdout).contains("clean"));
+    drop(Server::start(&home));
+    assert!(!stale.exists() && !stale_outbox.exists());
+    let after = home.run(&["fsck"]);
+    assert!(after.status.success(), "{after:?}");
+}
+
+#[test]
+fn logs_cannot_be_forged_and_the_home_is_private() {
+    let home = Home::with_config(
+        "executors:
+  teague-phone:
+    capabilities: [vacuum-floor]
+",
+    );
+    let evil = key(&home, "executor", "evil");
+    let agent = key(&home, "agent", "claude-agent");
+    let log = home.path().join("server.log");
+    let mut child = home
+        .command(&["serve", "--addr", "127.0.0.1:0"])
+        .env("MESS_LOG", "debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let send = |k: &str, body: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let head = format!(
+            "POST /mess HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {k}\r\nContent-Type: application/yaml\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    };
+    // A notify entry whose name carries a line break reaches the log when the executor is
+    // routed to: it must stay on its line.
+    let reply = send(
+        &evil,
+        "MESS:\n  - config:\n      executor:\n        id: evil\n        capabilities: [vacuum-floor]\n        notify: {\"x\\nFORGED line\": y}\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let reply = send(
+        &agent,
+        "MESS:\n  - request:\n      intent: vacuum\n      requires: [vacuum-floor]\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("FORGED"),
+        "the entry was not logged: {logged}"
+    );
+    assert!(
+        !logged.lines().any(|l| l.starts_with("FORGED")),
+        "a forged line: {logged}"
+    );
+    assert!(!logged.contains('\u{1b}'), "terminal escapes in the log");
+
+    // The home, thread files, mail and registrations are the owner's alone.
+    let fresh = home.path().join("fresh");
+    let run = |args: &[&str]| {
+        let out = home
+            .command(args)
+            .env("MESS_HOME", &fresh)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    run(&["init"]);
+    let r = run(&["request", "x", "--as", "claude-agent"]);
+    let r = r.lines().next().unwrap().trim().to_owned();
+    run(&["--as", "a", "mail", "send", "--to", "b", "--body", "hi"]);
+    let message = home.path().join("register.yaml");
+    std::fs::write(
+        &message,
+        "MESS:\n  - config:\n      executor: {id: robo, capabilities: [vacuum-floor]}\n",
+    )
+    .unwrap();
+    run(&["send", message.to_str().unwrap(), "--as", "robo"]);
+    assert_eq!(mode(&fresh.join("executors/robo.yaml")), 0o600);
+    assert_eq!(mode(&fresh), 0o700);
+    assert_eq!(
+        mode(&fresh.join(format!("state=received/{r}.messe-af.yaml"))),
+        0o600
+    );
+    assert_eq!(mode(&fresh.join("state=received")), 0o700);
+    for entry in std::fs::read_dir(fresh.join(".mail/b")).unwrap().flatten() {
+        if entry.path().is_file() {
+            assert_eq!(mode(&entry.path()), 0o600, "{entry:?}");
+        }
+    }
+}
