@@ -24,12 +24,72 @@ use crate::protocol::time;
 /// Events a slow client may fall behind by before the stream drops it.
 const BUFFER: usize = 256;
 
+/// Event streams one principal (or one link's executor on one thread) may hold open at once.
+pub const MAX_STREAMS: usize = 16;
+
+/// The open event streams, by who holds them.
+#[derive(Debug, Default)]
+pub struct Streams {
+    open: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One open stream, counted until dropped (when its task ends).
+pub struct StreamSlot {
+    streams: Arc<Streams>,
+    holder: String,
+}
+
+impl Streams {
+    fn open(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        match self.open.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// A slot for `holder`, or 429 when it already holds [`MAX_STREAMS`].
+    fn take(self: &Arc<Self>, holder: String) -> Result<StreamSlot, ApiError> {
+        let mut open = self.open();
+        let n = open.entry(holder.clone()).or_insert(0);
+        if *n >= MAX_STREAMS {
+            return Err(ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "busy",
+                format!("at most {MAX_STREAMS} event streams at once; close one first"),
+            ));
+        }
+        *n += 1;
+        Ok(StreamSlot {
+            streams: self.clone(),
+            holder,
+        })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.streams.open();
+        if let Some(n) = open.get_mut(&self.holder) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.holder);
+            }
+        }
+    }
+}
+
 /// The stream of `thread` events (`{"ref", "status", "updated"}`); a `lagged` event says some
 /// were missed and the client should re-read what it watches. The stream ends when the client
 /// goes away or the server shuts down.
-pub async fn events(State(state): State<AppState>, Caller(caller): Caller) -> impl IntoResponse {
+pub async fn events(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+) -> Result<impl IntoResponse, ApiError> {
+    let slot = state
+        .streams
+        .take(format!("{}:{}", caller.role, caller.id))?;
     let who = caller.id;
-    stream(state, None, move |ex, change| {
+    Ok(stream(state, None, slot, move |ex, change| {
         let (ex, who, env) = (ex.clone(), who.clone(), change.envelope.clone());
         async move {
             if sees(&ex, &who, &env).await {
@@ -38,7 +98,7 @@ pub async fn events(State(state): State<AppState>, Caller(caller): Caller) -> im
                 Verdict::Skip
             }
         }
-    })
+    }))
 }
 
 /// `GET /thread/{ref}/events?token=`: the same events for one thread, for the holder of a
@@ -56,9 +116,11 @@ pub async fn thread_events(
         .await??;
     let left = u64::try_from(grant.exp - state.exchange.now().timestamp()).unwrap_or(0);
     let executor = grant.executor;
+    let slot = state.streams.take(format!("link:{executor}:{thread}"))?;
     Ok(stream(
         state,
         Some(Duration::from_secs(left)),
+        slot,
         move |ex, change| {
             let verdict = if change.thread != thread {
                 Verdict::Skip
@@ -86,7 +148,12 @@ enum Verdict {
 
 /// Server-sent events of the changes `keep` lets through, until the client leaves, the server
 /// stops, or `limit` passes.
-fn stream<F, Fut>(state: AppState, limit: Option<Duration>, keep: F) -> impl IntoResponse
+fn stream<F, Fut>(
+    state: AppState,
+    limit: Option<Duration>,
+    slot: StreamSlot,
+    keep: F,
+) -> impl IntoResponse
 where
     F: Fn(&Arc<Exchange>, &ThreadChange) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Verdict> + Send,
@@ -98,6 +165,7 @@ where
     let until =
         tokio::time::Instant::now() + limit.unwrap_or(Duration::from_secs(u64::from(u32::MAX)));
     tokio::spawn(async move {
+        let _slot = slot;
         loop {
             let change = tokio::select! {
                 () = stop.cancelled() => break,

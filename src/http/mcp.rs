@@ -21,11 +21,16 @@ use crate::mcp::MessMcp;
 
 type Service = StreamableHttpService<MessMcp, LocalSessionManager>;
 
-/// The MCP services of the principals that used `/mcp`.
+/// Open MCP sessions one principal may hold (each is a task and its buffers until it ends or
+/// sits idle for five minutes); one more is refused with 429 until one closes.
+pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
+
+/// The MCP services of the principals that used `/mcp`, with each one's session manager (to
+/// count its sessions).
 pub struct McpServices {
     exchange: Arc<Exchange>,
     stop: CancellationToken,
-    by_principal: Mutex<HashMap<String, Service>>,
+    by_principal: Mutex<HashMap<String, (Service, Arc<LocalSessionManager>)>>,
 }
 
 impl McpServices {
@@ -38,7 +43,7 @@ impl McpServices {
         }
     }
 
-    fn for_principal(&self, who: &Principal) -> Service {
+    fn for_principal(&self, who: &Principal) -> (Service, Arc<LocalSessionManager>) {
         let mut map = match self.by_principal.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
@@ -48,16 +53,18 @@ impl McpServices {
             .or_insert_with(|| {
                 let ex = self.exchange.clone();
                 let sender = Sender::principal(who, "mcp");
-                StreamableHttpService::new(
+                let sessions = Arc::new(LocalSessionManager::default());
+                let service = StreamableHttpService::new(
                     move || Ok(MessMcp::new(ex.clone(), sender.clone())),
-                    LocalSessionManager::default().into(),
+                    sessions.clone(),
                     // Every request carries a key, which a page that rebinds DNS to this server
                     // cannot have, so the Host check that guards unauthenticated local servers
                     // would only stop legitimate names.
                     StreamableHttpServerConfig::default()
                         .disable_allowed_hosts()
                         .with_cancellation_token(self.stop.child_token()),
-                )
+                );
+                (service, sessions)
             })
             .clone()
     }
@@ -79,7 +86,20 @@ pub async fn mcp(
         .saturating_add(64 * 1024);
     let (parts, body) = request.into_parts();
     let _share = crate::http::body::share(&parts.headers, limit, &state.bodies).await?;
+    let (service, sessions) = state.mcp.for_principal(&caller);
+    // A request without a session id opens a session: one principal holds a bounded number.
+    let opens =
+        parts.method == axum::http::Method::POST && !parts.headers.contains_key("mcp-session-id");
+    if opens && sessions.sessions.read().await.len() >= MAX_SESSIONS_PER_PRINCIPAL {
+        return Err(ApiError::new(
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "busy",
+            format!(
+                "{} holds {MAX_SESSIONS_PER_PRINCIPAL} open MCP sessions; close one (DELETE /mcp) or let one expire",
+                caller.id
+            ),
+        ));
+    }
     let request = Request::from_parts(parts, Body::new(http_body_util::Limited::new(body, limit)));
-    let service = state.mcp.for_principal(&caller);
     Ok(service.handle(request).await.map(Body::new))
 }

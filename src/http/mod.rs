@@ -33,6 +33,8 @@ pub struct AppState {
     pub stop: tokio_util::sync::CancellationToken,
     /// The server's budget for request bodies held in memory (one permit per KiB).
     pub bodies: Arc<tokio::sync::Semaphore>,
+    /// Open event streams per principal (or link), so one key cannot hold every connection.
+    pub streams: Arc<events::Streams>,
 }
 
 impl AppState {
@@ -55,6 +57,7 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
         exchange,
         stop,
         bodies: Arc::new(tokio::sync::Semaphore::new(body::BODY_BUDGET / 1024)),
+        streams: Arc::default(),
     };
     Router::new()
         .route("/healthz", get(healthz))

@@ -577,3 +577,52 @@ fn logs_cannot_be_forged_and_the_home_is_private() {
         }
     }
 }
+
+#[test]
+fn one_key_cannot_hold_every_stream_or_session() {
+    let home = Home::with_config(CONFIG);
+    let greedy = key(&home, "agent", "greedy");
+    let other = key(&home, "agent", "other");
+    let server = Server::start(&home);
+    let open_events = |k: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        s.write_all(
+            format!("GET /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {k}\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).unwrap();
+        (String::from_utf8_lossy(&head).into_owned(), s)
+    };
+    let held: Vec<_> = (0..16).map(|_| open_events(&greedy)).collect();
+    assert!(held.iter().all(|(h, _)| h.starts_with("HTTP/1.1 200")));
+    let (head, _) = open_events(&greedy);
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    let (head, _) = open_events(&other);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(held);
+
+    // MCP sessions: each initialize opens one; a key holds at most 32.
+    let initialize = |k: &str| {
+        server.send(
+            "POST",
+            "/mcp",
+            &[
+                ("Authorization", &format!("Bearer {k}")),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        )
+    };
+    for _ in 0..32 {
+        let (status, body) = initialize(&greedy);
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = initialize(&greedy);
+    assert_eq!(status, 429, "{body}");
+    let (status, body) = initialize(&other);
+    assert_eq!(status, 200, "{body}");
+}
