@@ -10,9 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mess::protocol::ids::ThreadRef;
@@ -21,7 +19,10 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
-const MESS: &str = env!("CARGO_BIN_EXE_mess");
+mod common;
+
+use common::{MESS, lifecycle, ms, option, peak_rss_kib, percentile, post, serve, terminate};
+
 /// No run goes on longer than this, whatever the counts.
 const TIME_LIMIT: Duration = Duration::from_secs(120);
 const STEPS: [&str; 4] = ["request", "claim", "progress", "complete"];
@@ -30,26 +31,6 @@ struct Options {
     clients: usize,
     lifecycles: usize,
     threads: usize,
-}
-
-fn option(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
-
-fn mess(home: &Path, args: &[&str]) -> String {
-    let out = Command::new(MESS)
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "mess {args:?} failed");
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn main() {
@@ -62,31 +43,7 @@ fn main() {
     let dir = tempfile::TempDir::new().unwrap();
     let home = dir.path();
     let t = Instant::now();
-    mess(home, &["demo", "seed", "--threads", &o.threads.to_string()]);
-    // One executor per client, each the only holder of its own capability, so every client's
-    // requests route to (and are claimed by) its own executor.
-    let mut config = std::fs::read_to_string(home.join("config.yaml")).unwrap();
-    let at = config.find("routing:").unwrap_or(config.len());
-    let mut bench = String::new();
-    for i in 0..o.clients {
-        bench.push_str(&format!(
-            "  bench-{i}:\n    capabilities: [bench-task-{i}]\n"
-        ));
-    }
-    config.insert_str(at, &bench);
-    std::fs::write(home.join("config.yaml"), config).unwrap();
-    let keys: Vec<(String, String)> = (0..o.clients)
-        .map(|i| {
-            (
-                mess(home, &["token", "agent", &format!("bench-agent-{i}")])
-                    .trim()
-                    .to_owned(),
-                mess(home, &["token", "executor", &format!("bench-{i}")])
-                    .trim()
-                    .to_owned(),
-            )
-        })
-        .collect();
+    let keys = common::seeded_home(home, o.threads, o.clients);
     println!(
         "mess load benchmark: {} clients x {} lifecycles against `mess serve` on a home of {} threads (seeded in {:.1} s); 2-core figures in the README",
         o.clients,
@@ -119,41 +76,6 @@ fn main() {
     report(&healthz, &lifecycles, peak);
     println!("{burst}");
     runtime.block_on(mcp_status(home, &lifecycles));
-}
-
-/// Starts `mess serve` on a free port; returns it once it listens.
-fn serve(home: &Path) -> (Child, u16) {
-    let log = std::fs::File::create(home.join("serve.log")).unwrap();
-    let mut child = Command::new(MESS)
-        .arg("--home")
-        .arg(home)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-    (child, port)
-}
-
-/// Asks the server to stop the way an operator would (SIGTERM).
-fn terminate(child: &Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-}
-
-fn peak_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// One finished lifecycle: its thread and each step's latency.
@@ -219,32 +141,7 @@ async fn load(base: &str, keys: &[(String, String)], lifecycles: usize) -> (Run,
         tasks.push(tokio::spawn(async move {
             let mut done = Vec::new();
             for n in 0..lifecycles {
-                let mut steps = [Duration::ZERO; 4];
-                let t = Instant::now();
-                let ack = post(
-                    &client,
-                    &url,
-                    &agent,
-                    format!(
-                        "MESS:\n  - request:\n      intent: bench task {n} of client {i}\n      requires: [bench-task-{i}]\n      response_hint: [text]\n"
-                    ),
-                )
-                .await;
-                steps[0] = t.elapsed();
-                let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
-                let thread = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
-                let bodies = [
-                    format!("MESS:\n  - status:\n      re: {thread}\n      code: claimed\n      estimate: PT5M\n"),
-                    format!("MESS:\n  - status:\n      re: {thread}\n      code: in_progress\n      progress: 50\n"),
-                    format!(
-                        "MESS:\n  - status:\n      re: {thread}\n      code: completed\n  - response:\n      re: {thread}\n      content:\n        - done, task {n} of client {i}\n"
-                    ),
-                ];
-                for (step, body) in steps[1..].iter_mut().zip(bodies) {
-                    let t = Instant::now();
-                    post(&client, &url, &executor, body).await;
-                    *step = t.elapsed();
-                }
+                let (thread, steps) = lifecycle(&client, &url, (&agent, &executor), i, n).await;
                 done.push(Lifecycle { thread, steps });
                 if Instant::now() > deadline {
                     break;
@@ -264,34 +161,6 @@ async fn load(base: &str, keys: &[(String, String)], lifecycles: usize) -> (Run,
             wall: started.elapsed(),
         },
     )
-}
-
-async fn post(client: &reqwest::Client, url: &str, key: &str, body: String) -> String {
-    let r = client
-        .post(url)
-        .bearer_auth(key)
-        .header("content-type", "application/yaml")
-        .header("accept", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    let text = r.text().await.unwrap();
-    assert!(status.is_success(), "{status}: {text}");
-    text
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
 fn report(baseline: &Run, run: &Run, peak_kib: u64) {

@@ -155,6 +155,15 @@ pub(crate) fn check_group(
         match payload {
             Payload::Status(s) => {
                 let actor = actor_for_report(&running, cx)?;
+                // An executor that is not the claimant hears only that it lost the thread: not
+                // its status, not who holds it (another's work is not its business).
+                if actor == Actor::Executor && running.status != Status::Pending {
+                    return Err(ProtocolError::conflict(format!(
+                        "cannot set {thread} to {}: it is no longer open to you (already claimed by another executor, or ended)",
+                        s.code
+                    ))
+                    .into());
+                }
                 machine::check_transition(thread, running.status, s.code, actor)?;
                 if actor == Actor::Executor {
                     check_may_claim(&running, cx)?;
@@ -177,8 +186,7 @@ pub(crate) fn check_group(
                         ))
                     } else {
                         ProtocolError::forbidden(format!(
-                            "cannot respond to {thread}: only {} (who claimed it) may respond",
-                            running.executor.as_deref().unwrap_or("the claimant")
+                            "cannot respond to {thread}: only the executor who claimed it may respond"
                         ))
                     }
                     .into());

@@ -473,11 +473,11 @@ fn exactly_one_executor_wins_a_claim_and_only_it_moves_the_thread_on() {
     let e = f
         .status("kitchen-robot", &r, "code: completed")
         .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Forbidden);
-    assert!(
-        e.to_string().contains("only the executor that claimed it"),
-        "{e}"
-    );
+    // Another executor hears that the thread is no longer open to it, and nothing of whose
+    // it is or where it stands.
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(e.to_string().contains("no longer open to you"), "{e}");
+    assert!(!e.to_string().contains("roomba"), "{e}");
     assert_eq!(f.env(&r).executor.as_deref(), Some("roomba-kitchen"));
     assert_eq!(f.location(&r), Location::State(State::Executing));
 }
@@ -741,7 +741,7 @@ fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
     f.clock.set(at("2026-02-01T00:00:00-08:00"));
     let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
     assert!(
-        e.to_string().contains("already expired"),
+        e.to_string().contains("no longer open"),
         "an overdue thread is never claimable: {e}"
     );
     let thread = f.ex.thread(&never, "claude-agent").unwrap();

@@ -626,3 +626,116 @@ fn one_key_cannot_hold_every_stream_or_session() {
     let (status, body) = initialize(&other);
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn a_message_built_to_exhaust_the_parser_is_refused_before_it_costs_memory() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let dense = format!(
+        "MESS:\n  - request:\n      intent: x\n      data: [{}]\n",
+        vec!["1"; 4 * 1024 * 1024].join(",")
+    );
+    let started = Instant::now();
+    let (status, body) = server.post_yaml(&agent, &dense);
+    assert_eq!(status, 400, "{body}");
+    assert!(message(&body).contains("too many values"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The same bytes as one attachment are a fine message.
+    let attachment = format!(
+        "MESS:\n  - request:\n      intent: look\n      context:\n        - file: data:text/plain;base64,{}\n",
+        "QUJD".repeat(2 * 1024 * 1024)
+    );
+    let (status, body) = server.post_yaml(&agent, &attachment);
+    assert_eq!(status, 200, "{}", &body[..body.len().min(300)]);
+    let peak_kib: u64 = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    assert!(
+        peak_kib < 400 * 1024,
+        "the server peaked at {} MiB reading two 8 MiB messages",
+        peak_kib / 1024
+    );
+}
+
+#[test]
+fn an_agent_session_is_an_agent_unless_the_operator_says_otherwise() {
+    let home = Home::with_config(CONFIG);
+    let alice = key(&home, "agent", "alice");
+    let server = Server::start(&home);
+    let hidden = request(
+        &server,
+        &alice,
+        "MESS:\n  - request:\n      intent: private errand\n",
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        use rmcp::ServiceExt;
+        let start = |operator: bool| {
+            let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+            cmd.arg("mcp").env("MESS_HOME", home.path()).env("MESS_AGENT_ID", "mallory");
+            if operator {
+                cmd.arg("--operator");
+            }
+            async move {
+                ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+                    .await
+                    .unwrap()
+            }
+        };
+        let agent = start(false).await;
+        // Someone else's thread reads exactly like one that does not exist.
+        let (e1, t1) = call(&agent, "mess_status", serde_json::json!({"re": hidden})).await;
+        let (e2, t2) = call(&agent, "mess_status", serde_json::json!({"re": "2025-01-01-999"})).await;
+        assert!(e1 && e2);
+        assert_eq!(t1.replace(&hidden, "REF"), t2.replace("2025-01-01-999", "REF"));
+        // No registering executors, no routing rules.
+        for message in [
+            "MESS:\n  - config:\n      executor: {id: mallory, capabilities: [vacuum-floor]}\n",
+            "MESS:\n  - config:\n      routing:\n        - default:\n          prefer: [mallory]\n",
+        ] {
+            let (refused, text) = call(&agent, "mess", serde_json::json!({"message": message})).await;
+            assert!(refused, "{text}");
+        }
+        assert!(!home.path().join("executors/mallory.yaml").exists());
+        assert!(!home.path().join("routing.yaml").exists());
+        // SQL sees only its own threads.
+        let (_, rows) = call(
+            &agent,
+            "mess_query",
+            serde_json::json!({"sql": "SELECT count(*) AS n FROM threads", "format": "json"}),
+        )
+        .await;
+        assert!(rows.contains("\"n\": 0") || rows.contains("\"n\":0"), "{rows}");
+        drop(agent);
+        let operator = start(true).await;
+        let (refused, text) = call(
+            &operator,
+            "mess",
+            serde_json::json!({"message": "MESS:\n  - config:\n      executor: {id: mallory, capabilities: [vacuum-floor]}\n"}),
+        )
+        .await;
+        assert!(!refused, "{text}");
+        assert!(home.path().join("executors/mallory.yaml").exists());
+    });
+}
+
+/// Calls MCP tool `name` with arguments `a`; whether it failed, and its text.
+async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &'static str,
+    a: Value,
+) -> (bool, String) {
+    let params = rmcp::model::CallToolRequestParams::new(name)
+        .with_arguments(a.as_object().cloned().unwrap_or_default());
+    let r = client.call_tool(params).await.unwrap();
+    let text: String = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    (r.is_error == Some(true), text)
+}

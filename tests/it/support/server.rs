@@ -42,6 +42,11 @@ impl Server {
         Server { child, port }
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends one request; returns the status and the body.
     pub(crate) fn send(
         &self,

@@ -1,0 +1,173 @@
+//! Helpers the server benchmarks share: running the real `mess` binary, starting and stopping
+//! `mess serve`, its peak memory, percentiles, and a `POST /mess`.
+
+// Each benchmark is its own crate and uses only some of these.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const MESS: &str = env!("CARGO_BIN_EXE_mess");
+
+/// `--name N` from the command line, else `default`.
+pub fn option(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `mess --home <home> <args>`; its stdout.
+pub fn mess(home: &Path, args: &[&str]) -> String {
+    let out = Command::new(MESS)
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mess {args:?} failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Starts `mess serve` on a free port (its log in `<home>/serve.log`); returns it once it
+/// listens.
+pub fn serve(home: &Path) -> (Child, u16) {
+    let log = std::fs::File::create(home.join("serve.log")).unwrap();
+    let mut child = Command::new(MESS)
+        .arg("--home")
+        .arg(home)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    (child, port)
+}
+
+/// Asks the server to stop the way an operator would (SIGTERM).
+pub fn terminate(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}
+
+/// A process's peak resident memory (VmHWM), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The `p` quantile of sorted durations.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Milliseconds with two decimals.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// `POST /mess` of a YAML body with a key; the answer, which must be a success.
+pub async fn post(client: &reqwest::Client, url: &str, key: &str, body: String) -> String {
+    let r = client
+        .post(url)
+        .bearer_auth(key)
+        .header("content-type", "application/yaml")
+        .header("accept", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert!(status.is_success(), "{status}: {text}");
+    text
+}
+
+/// A home seeded with `threads` demo threads, plus one executor per client that alone holds
+/// its own capability (so each client's requests route to, and are claimed by, its own
+/// executor); returns each client's agent and executor keys.
+pub fn seeded_home(home: &Path, threads: usize, clients: usize) -> Vec<(String, String)> {
+    mess(home, &["demo", "seed", "--threads", &threads.to_string()]);
+    let mut config = std::fs::read_to_string(home.join("config.yaml")).unwrap();
+    let at = config.find("routing:").unwrap_or(config.len());
+    let mut bench = String::new();
+    for i in 0..clients {
+        bench.push_str(&format!(
+            "  bench-{i}:\n    capabilities: [bench-task-{i}]\n"
+        ));
+    }
+    config.insert_str(at, &bench);
+    std::fs::write(home.join("config.yaml"), config).unwrap();
+    (0..clients)
+        .map(|i| {
+            (
+                mess(home, &["token", "agent", &format!("bench-agent-{i}")])
+                    .trim()
+                    .to_owned(),
+                mess(home, &["token", "executor", &format!("bench-{i}")])
+                    .trim()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// One client's full lifecycle `n` (request; claim with an estimate; progress; complete with
+/// a response): its thread and each step's latency.
+pub async fn lifecycle(
+    client: &reqwest::Client,
+    url: &str,
+    (agent, executor): (&str, &str),
+    i: usize,
+    n: usize,
+) -> (String, [Duration; 4]) {
+    let mut steps = [Duration::ZERO; 4];
+    let t = std::time::Instant::now();
+    let ack = post(
+        client,
+        url,
+        agent,
+        format!(
+            "MESS:\n  - request:\n      intent: bench task {n} of client {i}\n      requires: [bench-task-{i}]\n      response_hint: [text]\n"
+        ),
+    )
+    .await;
+    steps[0] = t.elapsed();
+    let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
+    let thread = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+    let bodies = [
+        format!(
+            "MESS:\n  - status:\n      re: {thread}\n      code: claimed\n      estimate: PT5M\n"
+        ),
+        format!(
+            "MESS:\n  - status:\n      re: {thread}\n      code: in_progress\n      progress: 50\n"
+        ),
+        format!(
+            "MESS:\n  - status:\n      re: {thread}\n      code: completed\n  - response:\n      re: {thread}\n      content:\n        - done, task {n} of client {i}\n"
+        ),
+    ];
+    for (step, body) in steps[1..].iter_mut().zip(bodies) {
+        let t = std::time::Instant::now();
+        post(client, url, executor, body).await;
+        *step = t.elapsed();
+    }
+    (thread, steps)
+}
