@@ -188,8 +188,8 @@ fn main() {
         "mess parse benchmark: peak memory of parsing one message, above the same process with the text loaded (2-core figures in the README)"
     );
     println!(
-        "{:<22} {:>12} {:>12} {:>9}  {}",
-        "shape", "bytes", "peak", "multiple", "outcome"
+        "{:<22} {:>12} {:>12} {:>9}  outcome",
+        "shape", "bytes", "peak", "multiple"
     );
     let me = std::env::current_exe().unwrap();
     let dir = tempfile::TempDir::new().unwrap();

@@ -9,10 +9,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-pub const MESS: &str = env!("CARGO_BIN_EXE_mess");
+pub(crate) const MESS: &str = env!("CARGO_BIN_EXE_mess");
 
 /// `--name N` from the command line, else `default`.
-pub fn option(args: &[String], name: &str, default: usize) -> usize {
+pub(crate) fn option(args: &[String], name: &str, default: usize) -> usize {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
@@ -21,7 +21,7 @@ pub fn option(args: &[String], name: &str, default: usize) -> usize {
 }
 
 /// Runs `mess --home <home> <args>`; its stdout.
-pub fn mess(home: &Path, args: &[&str]) -> String {
+pub(crate) fn mess(home: &Path, args: &[&str]) -> String {
     let out = Command::new(MESS)
         .arg("--home")
         .arg(home)
@@ -35,7 +35,7 @@ pub fn mess(home: &Path, args: &[&str]) -> String {
 
 /// Starts `mess serve` on a free port (its log in `<home>/serve.log`); returns it once it
 /// listens.
-pub fn serve(home: &Path) -> (Child, u16) {
+pub(crate) fn serve(home: &Path) -> (Child, u16) {
     let log = std::fs::File::create(home.join("serve.log")).unwrap();
     let mut child = Command::new(MESS)
         .arg("--home")
@@ -54,14 +54,14 @@ pub fn serve(home: &Path) -> (Child, u16) {
 }
 
 /// Asks the server to stop the way an operator would (SIGTERM).
-pub fn terminate(child: &Child) {
+pub(crate) fn terminate(child: &Child) {
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
 }
 
 /// A process's peak resident memory (VmHWM), in KiB.
-pub fn peak_rss_kib(pid: u32) -> u64 {
+pub(crate) fn peak_rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -71,7 +71,7 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
 }
 
 /// The `p` quantile of sorted durations.
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -80,12 +80,12 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Milliseconds with two decimals.
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
 /// `POST /mess` of a YAML body with a key; the answer, which must be a success.
-pub async fn post(client: &reqwest::Client, url: &str, key: &str, body: String) -> String {
+pub(crate) async fn post(client: &reqwest::Client, url: &str, key: &str, body: String) -> String {
     let r = client
         .post(url)
         .bearer_auth(key)
@@ -104,7 +104,7 @@ pub async fn post(client: &reqwest::Client, url: &str, key: &str, body: String) 
 /// A home seeded with `threads` demo threads, plus one executor per client that alone holds
 /// its own capability (so each client's requests route to, and are claimed by, its own
 /// executor); returns each client's agent and executor keys.
-pub fn seeded_home(home: &Path, threads: usize, clients: usize) -> Vec<(String, String)> {
+pub(crate) fn seeded_home(home: &Path, threads: usize, clients: usize) -> Vec<(String, String)> {
     mess(home, &["demo", "seed", "--threads", &threads.to_string()]);
     let mut config = std::fs::read_to_string(home.join("config.yaml")).unwrap();
     let at = config.find("routing:").unwrap_or(config.len());
@@ -132,7 +132,7 @@ pub fn seeded_home(home: &Path, threads: usize, clients: usize) -> Vec<(String, 
 
 /// One client's full lifecycle `n` (request; claim with an estimate; progress; complete with
 /// a response): its thread and each step's latency.
-pub async fn lifecycle(
+pub(crate) async fn lifecycle(
     client: &reqwest::Client,
     url: &str,
     (agent, executor): (&str, &str),
