@@ -322,11 +322,12 @@ impl Exchange {
     }
 
     /// Writes a `notify_failed` history entry into the delivery's thread. The requestor and the
-    /// executor read it, so a webhook a key holder registered gets one text whatever happened
-    /// (refused, no connection, a timeout, a TLS error, any HTTP status): the note must not
-    /// tell which ports are open or what a host answered. The details stay in the server log
-    /// and the outbox record. The operator's own channels say what happened: the operator
-    /// chose those addresses, and the note helps to fix them.
+    /// executor read it, so a key-made registration's failure gets one text whatever happened
+    /// (refused, no connection, a timeout, a TLS error, any HTTP status, a service's refusal)
+    /// and no attempt count: the note must not tell which ports are open or what a host or a
+    /// service answered. The details stay in the server log and the outbox record. The
+    /// operator's own entries say what happened: the operator chose those addresses, and the
+    /// note helps to fix them (it never holds a token or an answer's body).
     fn record_failure(
         &self,
         d: &Delivery,
@@ -338,16 +339,15 @@ impl Exchange {
             return Ok(());
         };
         let now = self.now();
-        let why = match reach {
-            Reach::KeyHolder if d.channel == "webhook" => UNDELIVERED.to_owned(),
-            _ => e.to_string(),
+        let note = match reach {
+            Reach::KeyHolder => format!("{} to {} failed: {UNDELIVERED}", d.channel, d.executor),
+            Reach::Operator => format!(
+                "{} to {} failed after {tries} attempt{}: {e}",
+                d.channel,
+                d.executor,
+                if tries == 1 { "" } else { "s" }
+            ),
         };
-        let note = format!(
-            "{} to {} failed after {tries} attempt{}: {why}",
-            d.channel,
-            d.executor,
-            if tries == 1 { "" } else { "s" }
-        );
         let written = self.store().modify(&thread, |t| -> Result<_, Error> {
             let mut envelope = t.envelope.clone();
             envelope.record("notify_failed", now, EXCHANGE, Some(note.clone()));
@@ -601,7 +601,7 @@ struct Prepared {
     reach: Reach,
 }
 
-/// The one text a failed webhook of a key-made registration leaves in thread history.
+/// The one text a failed notice of a key-made registration leaves in thread history.
 const UNDELIVERED: &str = "the notice was not delivered (the server log has the details)";
 
 /// Who chose the addresses of an executor declared at `origin`: config.yaml's entries and

@@ -162,16 +162,18 @@ fn a_key_cannot_point_a_webhook_at_private_addresses_but_the_operator_and_the_al
         assert_eq!(status, 422, "{target}: {reply}");
     }
     assert!(!home.path().join("executors/robo.yaml").exists());
-    // A public address is fine for a key.
-    let (status, reply) = register(
-        &server,
+    // A public address is fine for a key; the registration records how it came, whatever
+    // the message claims.
+    let (status, reply) = server.post_yaml(
         &robo,
-        "robo",
-        "{webhook: 'https://93.184.215.14/hook'}",
+        "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [robo-work]\n        registered_with: operator\n        notify: {webhook: 'https://93.184.215.14/hook'}\n",
     );
     assert_eq!(status, 200, "{reply}");
     let stored = std::fs::read_to_string(home.path().join("executors/robo.yaml")).unwrap();
-    assert!(stored.contains("registered_with: key"), "{stored}");
+    assert!(
+        stored.contains("registered_with: key") && !stored.contains("registered_with: operator"),
+        "{stored}"
+    );
 
     // The operator, registering locally without a key, may point anywhere, and it is sent.
     let message_file = home.path().join("register.yaml");
