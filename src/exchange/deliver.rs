@@ -226,14 +226,18 @@ impl Exchange {
         if !kind.is_update() && env.status != Status::Pending {
             return moot(format!("the thread is {}", env.status));
         }
-        let directory = Directory::load(self.store());
-        let reach = reach_of(directory.origin(&delivery.executor));
-        let channel = match Channel::parse(&delivery.channel, &delivery.target) {
-            Ok(Channel::Webhook { url, .. }) => Channel::Webhook {
-                secret: Some(self.webhook_secret(&delivery.executor, &directory)?),
-                url,
-            },
-            Ok(c) => c,
+        // Only a webhook's sending depends on who chose it (and reading the directory costs
+        // milliseconds in a large home, so the other channels skip it).
+        let (channel, reach) = match Channel::parse(&delivery.channel, &delivery.target) {
+            Ok(Channel::Webhook { url, .. }) => {
+                let directory = Directory::load(self.store());
+                let channel = Channel::Webhook {
+                    secret: Some(self.webhook_secret(&delivery.executor, &directory)?),
+                    url,
+                };
+                (channel, reach_of(directory.origin(&delivery.executor)))
+            }
+            Ok(c) => (c, Reach::Operator),
             Err(p) => return moot(p.to_string()),
         };
         let link = if kind.is_update() {
@@ -268,7 +272,6 @@ impl Exchange {
         &self,
         delivery: &Delivery,
         updatable: bool,
-        reach: Reach,
         outcome: Result<Sent, NotifyError>,
     ) -> Result<Option<Delivery>, Error> {
         let now = self.now();
@@ -297,7 +300,7 @@ impl Exchange {
                 d.outcome = Some(e.to_string());
                 // The thread hears of it first: a crash in between retries the delivery once
                 // more rather than losing the note.
-                self.record_failure(&d, tries, reach, &e)?;
+                self.record_failure(&d, tries, &e)?;
                 self.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
                 Ok(None)
             }
@@ -328,17 +331,12 @@ impl Exchange {
     /// service answered. The details stay in the server log and the outbox record. The
     /// operator's own entries say what happened: the operator chose those addresses, and the
     /// note helps to fix them (it never holds a token or an answer's body).
-    fn record_failure(
-        &self,
-        d: &Delivery,
-        tries: u32,
-        reach: Reach,
-        e: &NotifyError,
-    ) -> Result<(), Error> {
+    fn record_failure(&self, d: &Delivery, tries: u32, e: &NotifyError) -> Result<(), Error> {
         let Ok(thread) = ThreadRef::parse(&d.thread) else {
             return Ok(());
         };
         let now = self.now();
+        let reach = reach_of(Directory::load(self.store()).origin(&d.executor));
         let note = match reach {
             Reach::KeyHolder => format!("{} to {} failed: {UNDELIVERED}", d.channel, d.executor),
             Reach::Operator => format!(
@@ -594,7 +592,8 @@ pub fn run(
     })
 }
 
-/// A notice ready to send: where, what, and who chose the address.
+/// A notice ready to send: where, what, and who chose the address (for webhooks; the other
+/// channels send alike whoever chose them).
 struct Prepared {
     channel: Channel,
     notice: Notice,
@@ -629,7 +628,7 @@ enum Attempted {
 async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
-    let (channel, reach, outcome) = match prepared {
+    let (channel, outcome) = match prepared {
         Ok(Ok(Some(Prepared {
             channel,
             notice,
@@ -649,7 +648,7 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
                 }
                 _ => notifier.send(&channel, &notice, reach).await,
             };
-            (Some(channel), reach, outcome)
+            (Some(channel), outcome)
         }
         // Shelved as moot, or requeued to wait for its thread: the worker rereads the queue.
         Ok(Ok(None)) => return Attempted::Finished,
@@ -663,7 +662,7 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
             } else {
                 NotifyError::Retry { message }
             };
-            (None, Reach::Operator, Err(failure))
+            (None, Err(failure))
         }
         Err(e) => {
             tracing::error!(delivery = %d.id, error = %e, "preparing the notice panicked");
@@ -676,10 +675,9 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
     }
     let updatable = channel.as_ref().is_some_and(Channel::updates_in_place);
     let (worker, delivery) = (ex.clone(), d.clone());
-    let recorded = tokio::task::spawn_blocking(move || {
-        worker.record_attempt(&delivery, updatable, reach, outcome)
-    })
-    .await;
+    let recorded =
+        tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, updatable, outcome))
+            .await;
     match recorded {
         Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
         Ok(Ok(None)) => Attempted::Finished,
