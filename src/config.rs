@@ -39,11 +39,10 @@ impl Config {
     pub fn resolve(home: Option<PathBuf>) -> Result<Config, ConfigError> {
         let mut config = Config::read(home)?;
         // The exchange reports executors whose channels cannot send, so it learns which.
-        config.exchange.dispatch.unconfigured =
-            ["webhook", "slack", "telegram", "sms", "ntfy", "email"]
-                .into_iter()
-                .filter_map(|name| config.notify.missing(name).map(|what| (name, what)))
-                .collect();
+        config.exchange.dispatch.unconfigured = notify::Channel::NAMES
+            .into_iter()
+            .filter_map(|name| config.notify.missing(name).map(|what| (name, what)))
+            .collect();
         Ok(config)
     }
 
