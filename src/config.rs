@@ -37,6 +37,17 @@ pub struct ConfigError {
 impl Config {
     /// Resolves the settings for `home` (from `--home`/`MESS_HOME`, else `~/.mess`).
     pub fn resolve(home: Option<PathBuf>) -> Result<Config, ConfigError> {
+        let mut config = Config::read(home)?;
+        // The exchange reports executors whose channels cannot send, so it learns which.
+        config.exchange.dispatch.unconfigured = notify::Channel::NAMES
+            .into_iter()
+            .filter_map(|name| config.notify.missing(name).map(|what| (name, what)))
+            .collect();
+        Ok(config)
+    }
+
+    /// Defaults, then config.yaml, then the environment variables read here.
+    fn read(home: Option<PathBuf>) -> Result<Config, ConfigError> {
         let home = match home {
             Some(h) => expand_home(&h),
             None => default_home(),
@@ -189,7 +200,33 @@ fn read_dispatch(v: &Value, config: &mut Config) -> Result<(), String> {
         n.timeout = duration("timeout", &raw)?;
     }
     if let Some(w) = section("webhook")? {
-        n.webhook_secret = secret(w, "secret");
+        config.exchange.dispatch.webhook_secret = secret(w, "secret");
+        let entries: Vec<String> = match w.get("allow") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Seq(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.scalar_text().ok_or_else(|| {
+                        format!(
+                            "dispatch.webhook.allow[{i}] must be an address, a CIDR or a host name"
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(v) => match v.scalar_text() {
+                Some(one) => vec![one],
+                None => {
+                    return Err(
+                        "dispatch.webhook.allow must be a list of addresses, CIDRs or host names"
+                            .to_owned(),
+                    );
+                }
+            },
+        };
+        let allow = notify::Allow::parse(&entries)?;
+        n.webhook_allow = allow.clone();
+        config.exchange.dispatch.webhook_allow = allow;
     }
     if let Some(s) = section("slack")? {
         n.slack.bot_token = secret(s, "bot_token");
@@ -341,7 +378,10 @@ dispatch:
   escalate_after: 15m                 # unclaimed that long: offer it to the default rule's executors too
   retry: { attempts: 8, first: 2s, max: 10m }
   timeout: 10s
-  webhook: { secret: "${MESS_WEBHOOK_SECRET}" }   # HMAC-SHA256 signing key for webhooks
+  # Webhooks are signed with HMAC-SHA256: with this key, else one generated into .mess/ (print it
+  # with `mess webhook-secret`). Webhooks registered with an API key reach public addresses only,
+  # plus what `allow` lists (addresses, CIDRs, host names); config.yaml's own are not limited.
+  webhook: { secret: "${MESS_WEBHOOK_SECRET}", allow: [] }
   slack: { bot_token: "${SLACK_BOT_TOKEN}" }
   telegram: { bot_token: "${TELEGRAM_BOT_TOKEN}" }
   twilio: { account_sid: "${TWILIO_ACCOUNT_SID}", auth_token: "${TWILIO_AUTH_TOKEN}", from: "${TWILIO_FROM}" }

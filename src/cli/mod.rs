@@ -22,6 +22,7 @@ mod sql;
 mod status;
 mod token;
 mod update;
+mod webhook_secret;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -96,6 +97,9 @@ enum Command {
     Link(link::LinkArgs),
     /// Agent mail: send, list, read, mark read and archive messages in .mail/ mailboxes
     Mail(mail::MailArgs),
+    /// Print the key that signs webhooks when dispatch.webhook.secret is unset (generated into
+    /// .mess/ on first use), for receivers to check the x-mess-signature header with
+    WebhookSecret(webhook_secret::WebhookSecretArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -279,6 +283,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Token(a) => token::run(&cx, a),
         Command::Link(a) => link::run(&cx, a),
         Command::Mail(a) => mail::run(&cx, a),
+        Command::WebhookSecret(a) => webhook_secret::run(&cx, a),
     }
 }
 

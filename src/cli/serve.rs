@@ -50,6 +50,10 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         )),
         Err(e) => output::warn(&format!("cannot sweep interrupted writes: {e}")),
     }
+    // A channel without its settings would fail every delivery: say so now.
+    for problem in cx.exchange.channel_problems() {
+        output::warn(&problem);
+    }
     let exchange = Arc::new(cx.exchange.clone().with_background_routing());
     // Changes written by other processes (the CLI, tools) reach /events and waits too.
     let _watch = match cx.exchange.watch_home() {

@@ -11,10 +11,10 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use crate::exchange::directory::Directory;
+use crate::exchange::directory::{Directory, Origin};
 use crate::exchange::{Error, Exchange};
 use crate::links::Action;
-use crate::notify::{Channel, Notice, NoticeKind, Notifier, NotifyError, Sent};
+use crate::notify::{Channel, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent};
 use crate::protocol::envelope::EXCHANGE;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::Status;
@@ -110,33 +110,86 @@ impl Exchange {
         }
     }
 
-    /// The executor's own webhook signing key, from the entry in effect (config.yaml's or its
-    /// registration), with `${ENV}` expanded now; `None` falls back to
-    /// `dispatch.webhook.secret`.
-    fn webhook_secret(&self, executor: &str) -> Result<Option<crate::notify::Secret>, Error> {
-        let directory = Directory::load(self.store());
-        let Some(raw) = directory
+    /// The key that signs `executor`'s webhooks: its own (`webhook: {url, secret}`), else
+    /// `dispatch.webhook.secret`, else the home's generated key. `${ENV}` in its own key is
+    /// expanded only in config.yaml's entries: a registration's value is literal, or a key
+    /// holder could make the server sign with (and so reveal) its environment's secrets.
+    fn webhook_secret(
+        &self,
+        executor: &str,
+        directory: &Directory,
+    ) -> Result<crate::notify::Secret, Error> {
+        let own = directory
             .executor(executor)
             .and_then(|e| e.extra.get("notify"))
-            .and_then(Channel::webhook_secret_in)
-        else {
-            return Ok(None);
-        };
-        let secret = (self.settings().dispatch.expand)(&raw);
-        if secret.trim().is_empty() || secret.contains("${") {
-            return Err(Error::Misconfigured {
-                message: format!(
-                    "the webhook secret of {executor} ({raw}) is empty once expanded: set the variable for mess serve"
-                ),
-            });
+            .and_then(Channel::webhook_secret_in);
+        if let Some(raw) = own {
+            if directory.origin(executor) != Some(&Origin::ConfigFile) {
+                return Ok(crate::notify::Secret(raw));
+            }
+            let secret = (self.settings().dispatch.expand)(&raw);
+            if secret.trim().is_empty() || secret.contains("${") {
+                return Err(Error::Misconfigured {
+                    message: format!(
+                        "the webhook secret of {executor} ({raw}) is empty once expanded: set the variable for mess serve"
+                    ),
+                });
+            }
+            return Ok(crate::notify::Secret(secret));
         }
-        Ok(Some(crate::notify::Secret(secret)))
+        if let Some(shared) = &self.settings().dispatch.webhook_secret {
+            return Ok(shared.clone());
+        }
+        let generated = self.store().webhook_secret()?;
+        Ok(crate::notify::Secret(
+            String::from_utf8_lossy(&generated).into_owned(),
+        ))
+    }
+
+    /// The key that signs webhooks without their own key when `dispatch.webhook.secret` is
+    /// unset: the home's generated key (made now if it does not exist yet), for the operator to
+    /// give to receivers. `None` when the configured key signs instead.
+    pub fn generated_webhook_secret(&self) -> Result<Option<String>, Error> {
+        if self.settings().dispatch.webhook_secret.is_some() {
+            return Ok(None);
+        }
+        let key = self.store().webhook_secret()?;
+        Ok(Some(String::from_utf8_lossy(&key).into_owned()))
+    }
+
+    /// Executors whose `notify:` names a channel that lacks its settings, one line each: the
+    /// delivery would fail, so `mess serve`, `mess status` and `mess fsck` say so first.
+    pub fn channel_problems(&self) -> Vec<String> {
+        let unconfigured = &self.settings().dispatch.unconfigured;
+        if unconfigured.is_empty() {
+            return Vec::new();
+        }
+        let directory = Directory::load(self.store());
+        let mut problems = Vec::new();
+        for executor in &directory.executors {
+            let Some(notify) = executor.extra.get("notify") else {
+                continue;
+            };
+            let (channels, _) = Channel::all_of(notify);
+            for channel in channels {
+                if let Some((name, what)) = unconfigured
+                    .iter()
+                    .find(|(name, _)| *name == channel.name())
+                {
+                    problems.push(format!(
+                        "executor {} notifies on {name}, but {what} is not set: those notices will fail",
+                        executor.id
+                    ));
+                }
+            }
+        }
+        problems
     }
 
     /// What to send for `delivery` now, or `None` when it is moot (the thread is gone, or a
     /// `new` notice for a thread no longer pending), in which case it is shelved as done.
-    fn prepare(&self, delivery: &Delivery) -> Result<Option<(Channel, Notice)>, Error> {
-        let moot = |why: String| -> Result<Option<(Channel, Notice)>, Error> {
+    fn prepare(&self, delivery: &Delivery) -> Result<Option<Prepared>, Error> {
+        let moot = |why: String| -> Result<Option<Prepared>, Error> {
             let mut d = delivery.clone();
             d.outcome = Some(format!("moot: {why}"));
             self.store().shelve(&d, Shelf::Queue, Shelf::Done)?;
@@ -173,13 +226,19 @@ impl Exchange {
         if !kind.is_update() && env.status != Status::Pending {
             return moot(format!("the thread is {}", env.status));
         }
-        let channel = match Channel::parse(&delivery.channel, &delivery.target) {
-            Ok(Channel::Webhook { url, .. }) => Channel::Webhook {
-                secret: self.webhook_secret(&delivery.executor)?,
-                url,
-            },
-            Ok(c) => c,
-            Err(p) => return moot(p),
+        // Only a webhook's sending depends on who chose it (and reading the directory costs
+        // milliseconds in a large home, so the other channels skip it).
+        let (channel, reach) = match Channel::parse(&delivery.channel, &delivery.target) {
+            Ok(Channel::Webhook { url, .. }) => {
+                let directory = Directory::load(self.store());
+                let channel = Channel::Webhook {
+                    secret: Some(self.webhook_secret(&delivery.executor, &directory)?),
+                    url,
+                };
+                (channel, reach_of(directory.origin(&delivery.executor)))
+            }
+            Ok(c) => (c, Reach::Operator),
+            Err(p) => return moot(p.to_string()),
         };
         let link = if kind.is_update() {
             None
@@ -199,7 +258,11 @@ impl Exchange {
             previous: delivery.previous.clone(),
             at: self.now().timestamp(),
         };
-        Ok(Some((channel, notice)))
+        Ok(Some(Prepared {
+            channel,
+            notice,
+            reach,
+        }))
     }
 
     /// Records how an attempt went: shelves a sent delivery (on `sent/` while a taken notice
@@ -261,18 +324,28 @@ impl Exchange {
         chrono::TimeDelta::from_std(jittered).unwrap_or(chrono::TimeDelta::seconds(1))
     }
 
-    /// Writes a `notify_failed` history entry into the delivery's thread.
+    /// Writes a `notify_failed` history entry into the delivery's thread. The requestor and the
+    /// executor read it, so a key-made registration's failure gets one text whatever happened
+    /// (refused, no connection, a timeout, a TLS error, any HTTP status, a service's refusal)
+    /// and no attempt count: the note must not tell which ports are open or what a host or a
+    /// service answered. The details stay in the server log and the outbox record. The
+    /// operator's own entries say what happened: the operator chose those addresses, and the
+    /// note helps to fix them (it never holds a token or an answer's body).
     fn record_failure(&self, d: &Delivery, tries: u32, e: &NotifyError) -> Result<(), Error> {
         let Ok(thread) = ThreadRef::parse(&d.thread) else {
             return Ok(());
         };
         let now = self.now();
-        let note = format!(
-            "{} to {} failed after {tries} attempt{}: {e}",
-            d.channel,
-            d.executor,
-            if tries == 1 { "" } else { "s" }
-        );
+        let reach = reach_of(Directory::load(self.store()).origin(&d.executor));
+        let note = match reach {
+            Reach::KeyHolder => format!("{} to {} failed: {UNDELIVERED}", d.channel, d.executor),
+            Reach::Operator => format!(
+                "{} to {} failed after {tries} attempt{}: {e}",
+                d.channel,
+                d.executor,
+                if tries == 1 { "" } else { "s" }
+            ),
+        };
         let written = self.store().modify(&thread, |t| -> Result<_, Error> {
             let mut envelope = t.envelope.clone();
             envelope.record("notify_failed", now, EXCHANGE, Some(note.clone()));
@@ -519,6 +592,27 @@ pub fn run(
     })
 }
 
+/// A notice ready to send: where, what, and who chose the address (for webhooks; the other
+/// channels send alike whoever chose them).
+struct Prepared {
+    channel: Channel,
+    notice: Notice,
+    reach: Reach,
+}
+
+/// The one text a failed notice of a key-made registration leaves in thread history.
+const UNDELIVERED: &str = "the notice was not delivered (the server log has the details)";
+
+/// Who chose the addresses of an executor declared at `origin`: config.yaml's entries and
+/// registrations the operator made locally are the operator's; any other registration (made
+/// with a key, or by a version that did not record how) is a key holder's.
+fn reach_of(origin: Option<&Origin>) -> Reach {
+    match origin {
+        Some(Origin::ConfigFile | Origin::Registration { by_key: false, .. }) => Reach::Operator,
+        Some(Origin::Registration { by_key: true, .. }) | None => Reach::KeyHolder,
+    }
+}
+
 /// How one attempt ended, for the worker's bookkeeping.
 enum Attempted {
     /// Shelved (sent, moot or failed): nothing more to do.
@@ -535,7 +629,11 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
     let (channel, outcome) = match prepared {
-        Ok(Ok(Some((channel, notice)))) => {
+        Ok(Ok(Some(Prepared {
+            channel,
+            notice,
+            reach,
+        }))) => {
             let outcome = match &channel {
                 // Agent mail is a file in this home, written like any other.
                 Channel::Mail(mailbox) => {
@@ -548,7 +646,7 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
                             })
                         })
                 }
-                _ => notifier.send(&channel, &notice).await,
+                _ => notifier.send(&channel, &notice, reach).await,
             };
             (Some(channel), outcome)
         }

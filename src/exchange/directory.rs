@@ -35,6 +35,9 @@ pub enum Origin {
     Registration {
         /// The sender of the registering message (absent in files from older versions).
         by: Option<String>,
+        /// Whether it came with an API key (`registered_with: key`, and files that do not
+        /// say), rather than from the operator on this machine: its webhooks are limited.
+        by_key: bool,
     },
 }
 
@@ -132,9 +135,14 @@ impl Directory {
                 .as_map()
                 .and_then(|m| m.get("registered_by"))
                 .and_then(Value::scalar_text);
+            let by_key = value
+                .as_map()
+                .and_then(|m| m.get("registered_with"))
+                .and_then(Value::scalar_text)
+                .is_none_or(|w| w != "operator");
             dir.add(
                 ExecutorSpec::from_entry(&id, value.clone(), &path.display().to_string()),
-                Origin::Registration { by },
+                Origin::Registration { by, by_key },
             );
         }
         let rules = match &files.routing {

@@ -101,8 +101,19 @@ pub struct DispatchSettings {
     /// executors too (`None`: never).
     pub escalate_after: Option<std::time::Duration>,
     /// Expands `${ENV}` references in configuration values read at use time (an executor's
-    /// webhook key); the configuration layer supplies it, as only it reads the environment.
+    /// webhook key in config.yaml); the configuration layer supplies it, as only it reads the
+    /// environment.
     pub expand: fn(&str) -> String,
+    /// The key that signs webhooks without their own (`dispatch.webhook.secret`); `None`
+    /// signs with the home's generated key.
+    pub webhook_secret: Option<Secret>,
+    /// Where webhooks of key-made registrations may lead besides public addresses
+    /// (`dispatch.webhook.allow`), checked when they register.
+    pub webhook_allow: crate::notify::Allow,
+    /// Channels that cannot send for lack of settings, each with what it lacks (filled in by
+    /// the configuration layer from the channels' settings), so executors using them are
+    /// reported before a delivery fails.
+    pub unconfigured: Vec<(&'static str, &'static str)>,
 }
 
 impl DispatchSettings {
@@ -117,6 +128,9 @@ impl DispatchSettings {
             max_retry: std::time::Duration::from_secs(600),
             escalate_after: Some(std::time::Duration::from_secs(900)),
             expand: str::to_owned,
+            webhook_secret: None,
+            webhook_allow: crate::notify::Allow::public_only(),
+            unconfigured: Vec::new(),
         }
     }
 }
@@ -508,7 +522,9 @@ impl Exchange {
     /// Problems in config.yaml, registrations, routing rules and the capability catalog, one
     /// line each (entries with problems are skipped, the rest works).
     pub fn config_problems(&self) -> Vec<String> {
-        directory::Directory::load(&self.store).problems
+        let mut problems = directory::Directory::load(&self.store).problems;
+        problems.extend(self.channel_problems());
+        problems
     }
 
     /// Resolves a reference as `sender` would mean it: a ref, one of the sender's client ids or

@@ -156,12 +156,12 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
 
     let deps = requests::check(ex, &requests, sender, &directory, now)?;
     for (index, config) in &configs {
-        view::check_config(config, *index, &sender.id, &directory)?;
+        view::check_config(ex, config, *index, sender, &directory)?;
     }
 
     let mut answer = Vec::new();
     for (_, config) in &configs {
-        answer.push(view::apply_config(ex, config, &sender.id, &directory)?);
+        answer.push(view::apply_config(ex, config, sender, &directory)?);
     }
     if !configs.is_empty() {
         directory = Directory::load(ex.store());

@@ -1412,6 +1412,81 @@ fn config_problems_are_reported_not_fatal() {
 }
 
 #[test]
+fn a_keys_registration_may_point_webhooks_only_where_allowed_and_records_how_it_came() {
+    use crate::exchange::auth::Role;
+    use crate::exchange::directory::Origin;
+    let keyed = Sender {
+        id: "robo".to_owned(),
+        channel: "http".to_owned(),
+        role: Some(Role::Executor),
+    };
+    let register = |f: &Fixture, who: &Sender, hook: &str| {
+        f.ex.submit_text(
+            &format!("MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [x]\n        notify: {{ntfy: robo-topic, webhook: '{hook}'}}\n"),
+            who,
+        )
+    };
+    let f = fixture("");
+    let e = register(&f, &keyed, "http://127.0.0.1:9/hook").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(
+        e.to_string().starts_with(
+            "MESS[0].config.executor.notify.webhook: 127.0.0.1 is not a public address"
+        ),
+        "{e}"
+    );
+    let e = register(&f, &keyed, "https://robot.example/a b").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("MESS[0].config.executor.notify.webhook"),
+        "{e}"
+    );
+    assert!(!f.dir.path().join("executors/robo.yaml").exists());
+    // The operator on this machine (no key) may point anywhere.
+    register(&f, &Sender::new("robo", "cli"), "http://127.0.0.1:9/hook").unwrap();
+    assert_eq!(
+        Directory::load(f.ex.store()).origin("robo"),
+        Some(&Origin::Registration {
+            by: Some("robo".to_owned()),
+            by_key: false
+        })
+    );
+
+    let mut settings = Settings::defaults();
+    settings.dispatch.webhook_allow = crate::notify::Allow::parse(&["127.0.0.0/8"]).unwrap();
+    let g = fixture_with("", settings);
+    register(&g, &keyed, "http://127.0.0.1:9/hook").unwrap();
+    let stored = std::fs::read_to_string(g.dir.path().join("executors/robo.yaml")).unwrap();
+    assert!(stored.contains("registered_with: key"), "{stored}");
+    // A file without the field (an older version's) counts as key-made.
+    std::fs::write(
+        g.dir.path().join("executors/robo.yaml"),
+        stored.replace("registered_with: key\n", ""),
+    )
+    .unwrap();
+    assert!(matches!(
+        Directory::load(g.ex.store()).origin("robo"),
+        Some(Origin::Registration { by_key: true, .. })
+    ));
+}
+
+#[test]
+fn executors_on_channels_without_their_settings_are_config_problems() {
+    let mut settings = Settings::defaults();
+    settings.dispatch.unconfigured = vec![("slack", "dispatch.slack.bot_token")];
+    let f = fixture_with(EXECUTORS, settings);
+    let problems = f.ex.config_problems();
+    assert_eq!(
+        problems,
+        vec![
+            "executor teague-phone notifies on slack, but dispatch.slack.bot_token is not set: those notices will fail"
+                .to_owned()
+        ]
+    );
+    assert!(fixture(EXECUTORS).ex.config_problems().is_empty());
+}
+
+#[test]
 fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
     use crate::exchange::auth::{Principal, Role};
     use std::os::unix::fs::PermissionsExt;

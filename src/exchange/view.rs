@@ -4,6 +4,7 @@
 use crate::exchange::directory::{self, Directory, Origin};
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, Sender, access, plan};
+use crate::notify::Channel;
 use crate::protocol::content::{ContentEntry, unmet_hints};
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
@@ -185,12 +186,14 @@ pub(crate) fn status_echo(
 }
 
 /// Checks a `config` message before anything is written: the executor id must be usable as a
-/// file name, executors of config.yaml are changed only there, and a registration is changed
-/// only by whoever made it or by the executor itself.
+/// file name, executors of config.yaml are changed only there, a registration is changed only
+/// by whoever made it or by the executor itself, and its `notify:` channels must be usable
+/// (a key holder's webhooks must lead to public addresses or the operator's allow-list).
 pub(crate) fn check_config(
+    ex: &Exchange,
     config: &ConfigMsg,
     index: usize,
-    sender: &str,
+    sender: &Sender,
     dir: &Directory,
 ) -> Result<(), Error> {
     let Some(exec) = &config.executor else {
@@ -208,13 +211,22 @@ pub(crate) fn check_config(
         )
         .into());
     }
+    if let Some(notify) = exec.extra.get("notify") {
+        check_notify(
+            notify,
+            &format!("MESS[{index}].config.executor"),
+            sender.role.is_some(),
+            &ex.settings().dispatch.webhook_allow,
+        )?;
+    }
+    let sender = sender.id.as_str();
     match dir.origin(&exec.id) {
         Some(Origin::ConfigFile) => Err(ProtocolError::forbidden(format!(
             "cannot register {}: it is defined in config.yaml; change it there",
             exec.id
         ))
         .into()),
-        Some(Origin::Registration { by: Some(by) }) if by != sender && exec.id != sender => {
+        Some(Origin::Registration { by: Some(by), .. }) if by != sender && exec.id != sender => {
             Err(ProtocolError::forbidden(format!(
                 "cannot change executor {}: it was registered by {by}; only {by} or {} may change it",
                 exec.id, exec.id
@@ -225,23 +237,71 @@ pub(crate) fn check_config(
     }
 }
 
+/// Checks a registration's `notify:` (under `path`): every known channel's value has its form,
+/// and with `by_key`, webhooks lead only where `allow` lets them. Channels this exchange does
+/// not know are kept (and reported as skipped), as unknown fields are.
+fn check_notify(
+    notify: &Value,
+    path: &str,
+    by_key: bool,
+    allow: &crate::notify::Allow,
+) -> Result<(), Error> {
+    let Some(channels) = notify.as_map() else {
+        return match notify {
+            Value::Null => Ok(()),
+            other => Err(ProtocolError::invalid(
+                format!("{path}.notify"),
+                format!(
+                    "expected a mapping of channels ({}), found {}",
+                    Channel::NAMES.join(", "),
+                    other.kind()
+                ),
+            )
+            .into()),
+        };
+    };
+    for (name, value) in channels.iter() {
+        match Channel::parse(name, value) {
+            Err(bad) if !bad.unknown => {
+                return Err(
+                    ProtocolError::invalid(format!("{path}.{}", bad.field), bad.problem).into(),
+                );
+            }
+            Ok(Channel::Webhook { url, .. }) if by_key => {
+                allow
+                    .check(&url)
+                    .map_err(|why| ProtocolError::invalid(format!("{path}.notify.webhook"), why))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Stores an executor registration or routing rules from a `config` message, recording who
-/// first registered the executor (its owner from then on).
+/// first registered the executor (its owner from then on) and how this version came
+/// (`registered_with: key` or `operator`, which decides where its webhooks may lead).
 pub(crate) fn apply_config(
     ex: &Exchange,
     config: &ConfigMsg,
-    sender: &str,
+    sender: &Sender,
     dir: &Directory,
 ) -> Result<Payload, Error> {
     let mut done = Map::new();
     if let Some(exec) = &config.executor {
         let owner = match dir.origin(&exec.id) {
-            Some(Origin::Registration { by: Some(by) }) => by.clone(),
-            _ => sender.to_owned(),
+            Some(Origin::Registration { by: Some(by), .. }) => by.clone(),
+            _ => sender.id.clone(),
         };
         let mut value = exec.to_value();
         if let Value::Map(m) = &mut value {
             m.insert("registered_by", Value::str(owner));
+            let with = if sender.role.is_some() {
+                "key"
+            } else {
+                "operator"
+            };
+            m.insert("registered_with", Value::str(with));
         }
         ex.store().put_registration(&exec.id, &value)?;
         done.insert("registered", Value::str(&exec.id));

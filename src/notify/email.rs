@@ -8,7 +8,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
-use crate::notify::{EmailSettings, Notice, NotifyError, Sent};
+use crate::notify::{EmailSettings, Notice, NotifyError, Sent, check_email};
 
 pub(crate) async fn send(
     settings: &EmailSettings,
@@ -26,6 +26,10 @@ pub(crate) async fn send(
             message: format!("email: {field} {a:?} is not an address: {e}"),
         })
     };
+    // The recipient is a bare address (checked when the entry was read, and again here).
+    check_email(to).map_err(|e| NotifyError::Fail {
+        message: format!("email: notify.email {e}"),
+    })?;
     let message = Message::builder()
         .from(address(from, "dispatch.email.from")?)
         .to(address(to, "notify.email")?)

@@ -3,8 +3,14 @@
 //! configuration, and never read the store or the read model (P4); every base URL comes from
 //! configuration, so tests point them at local servers. The `mail` channel is the exchange's:
 //! it writes a file into a mailbox.
+//!
+//! Channel values are checked when read ([`Channel::parse`]), so no value can change the path
+//! or query of a request or add a header; URLs are built segment by segment ([`endpoint`]).
+//! No client follows redirects, and webhooks a key holder registered go through a client whose
+//! resolver keeps them to public addresses and the operator's allow-list ([`guard`]).
 
 mod email;
+pub mod guard;
 mod ntfy;
 mod slack;
 mod sms;
@@ -15,6 +21,7 @@ use std::time::Duration;
 
 use crate::protocol::value::Value;
 
+pub use guard::Allow;
 pub use webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
 
 /// A secret setting (a token or a signing key): its `Debug` output never shows it.
@@ -143,26 +150,56 @@ impl Notice {
 pub enum Channel {
     /// POST of the thread YAML, signed.
     Webhook {
-        /// The receiver.
+        /// The receiver (`http` or `https`).
         url: String,
-        /// This receiver's signing key (else `dispatch.webhook.secret`).
+        /// The key that signs for this receiver: its own, else the shared one (the exchange
+        /// fills it in before sending).
         secret: Option<Secret>,
     },
-    /// A Slack channel or user id.
+    /// A Slack channel or user id (`C0123ABCD`, `U04XXXXXX`) or channel name (`#robots`).
     Slack(String),
-    /// A Telegram chat id.
+    /// A Telegram chat id (`-1001234567890`) or public username (`@my_channel`).
     Telegram(String),
-    /// A phone number (E.164).
+    /// A phone number (E.164: `+` and 7 to 15 digits).
     Sms(String),
-    /// An ntfy topic.
+    /// An ntfy topic (`[A-Za-z0-9_-]`, 1 to 64).
     Ntfy(String),
-    /// An email address.
+    /// An email address (an RFC 5322 addr-spec, no display name).
     Email(String),
     /// An agent mailbox (written by the exchange, not sent).
     Mail(String),
 }
 
+/// A `notify:` entry that cannot be used: which one, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct BadChannel {
+    /// `notify.<channel>`.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+    /// Whether the channel's name is one this exchange does not know (the others have a bad
+    /// value).
+    pub unknown: bool,
+}
+
+/// Who chose where a notice goes, which decides where it may lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// The operator (config.yaml, or a registration made locally without a key): anywhere.
+    Operator,
+    /// A key holder's registration: webhooks reach public addresses and
+    /// `dispatch.webhook.allow` only, and every failure is retried alike, so the number of
+    /// attempts says nothing of what answered.
+    KeyHolder,
+}
+
 impl Channel {
+    /// The channels this exchange knows, as named in `notify:`.
+    pub const NAMES: [&'static str; 7] = [
+        "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
+    ];
+
     /// The channel's name, as in `notify:`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -184,39 +221,52 @@ impl Channel {
         )
     }
 
-    /// Reads one `notify:` entry (`slack: U04XXXXXX`, `webhook: {url: ..., secret: ...}`).
-    pub fn parse(name: &str, value: &Value) -> Result<Channel, String> {
+    /// Reads one `notify:` entry (`slack: U04XXXXXX`, `webhook: {url: ..., secret: ...}`),
+    /// checking its value has the channel's form.
+    pub fn parse(name: &str, value: &Value) -> Result<Channel, BadChannel> {
+        let bad = |problem: String| BadChannel {
+            field: format!("notify.{name}"),
+            problem,
+            unknown: false,
+        };
         let text = |v: &Value| {
             v.scalar_text()
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
-                .ok_or_else(|| format!("notify.{name}: expected a non-empty string"))
+                .ok_or_else(|| bad("expected a non-empty string".to_owned()))
+        };
+        let checked = |v: &Value, check: fn(&str) -> Result<(), String>| {
+            let value = text(v)?;
+            check(&value).map_err(bad)?;
+            Ok::<_, BadChannel>(value)
         };
         Ok(match name {
-            "webhook" => match value {
-                Value::Map(m) => Channel::Webhook {
-                    url: text(m.get("url").unwrap_or(&Value::Null))?,
-                    secret: m
-                        .get("secret")
-                        .and_then(Value::scalar_text)
-                        .filter(|s| !s.is_empty())
-                        .map(Secret),
-                },
-                other => Channel::Webhook {
-                    url: text(other)?,
-                    secret: None,
-                },
-            },
-            "slack" => Channel::Slack(text(value)?),
-            "telegram" => Channel::Telegram(text(value)?),
-            "sms" => Channel::Sms(text(value)?),
-            "ntfy" => Channel::Ntfy(text(value)?),
-            "email" => Channel::Email(text(value)?),
+            "webhook" => {
+                let (url, secret) = match value {
+                    Value::Map(m) => (
+                        text(m.get("url").unwrap_or(&Value::Null))?,
+                        m.get("secret")
+                            .and_then(Value::scalar_text)
+                            .filter(|s| !s.is_empty())
+                            .map(Secret),
+                    ),
+                    other => (text(other)?, None),
+                };
+                guard::webhook_url(&url).map_err(bad)?;
+                Channel::Webhook { url, secret }
+            }
+            "slack" => Channel::Slack(checked(value, check_slack)?),
+            "telegram" => Channel::Telegram(checked(value, check_telegram)?),
+            "sms" => Channel::Sms(checked(value, check_phone)?),
+            "ntfy" => Channel::Ntfy(checked(value, check_ntfy_topic)?),
+            "email" => Channel::Email(checked(value, check_email)?),
             "mail" => Channel::Mail(text(value)?),
             other => {
-                return Err(format!(
-                    "notify.{other}: unknown channel (webhook, slack, telegram, sms, ntfy, email, mail)"
-                ));
+                return Err(BadChannel {
+                    field: format!("notify.{other}"),
+                    problem: format!("unknown channel ({})", Channel::NAMES.join(", ")),
+                    unknown: true,
+                });
             }
         })
     }
@@ -233,7 +283,7 @@ impl Channel {
     }
 
     /// Every channel of an executor's `notify:` map, with the entries that could not be read.
-    pub fn all_of(notify: &Value) -> (Vec<Channel>, Vec<String>) {
+    pub fn all_of(notify: &Value) -> (Vec<Channel>, Vec<BadChannel>) {
         let mut channels = Vec::new();
         let mut problems = Vec::new();
         if let Some(m) = notify.as_map() {
@@ -246,6 +296,119 @@ impl Channel {
         }
         (channels, problems)
     }
+}
+
+/// An ntfy topic: `[A-Za-z0-9_-]{1,64}` (what ntfy.sh accepts), so it is one path segment.
+pub fn check_ntfy_topic(topic: &str) -> Result<(), String> {
+    let fine = (1..=64).contains(&topic.len())
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if fine {
+        Ok(())
+    } else {
+        Err(format!(
+            "{topic:?} is not an ntfy topic (1 to 64 letters, digits, '-' or '_')"
+        ))
+    }
+}
+
+/// A Telegram chat: a numeric id (`-?` and 1 to 20 digits) or a public username (`@`, a letter,
+/// then 4 to 31 letters, digits or `_`).
+pub fn check_telegram(chat: &str) -> Result<(), String> {
+    let digits = chat.strip_prefix('-').unwrap_or(chat);
+    let numeric = (1..=20).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
+    let username = chat.strip_prefix('@').is_some_and(|u| {
+        (5..=32).contains(&u.len())
+            && u.starts_with(|c: char| c.is_ascii_alphabetic())
+            && u.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    });
+    if numeric || username {
+        Ok(())
+    } else {
+        Err(format!(
+            "{chat:?} is not a Telegram chat (a numeric id such as -1001234567890, or @username)"
+        ))
+    }
+}
+
+/// A phone number in E.164: `+`, then 7 to 15 digits, the first not 0.
+pub fn check_phone(number: &str) -> Result<(), String> {
+    let fine = number.strip_prefix('+').is_some_and(|d| {
+        (7..=15).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()) && !d.starts_with('0')
+    });
+    if fine {
+        Ok(())
+    } else {
+        Err(format!(
+            "{number:?} is not an E.164 number ('+' and 7 to 15 digits, such as +15551234567)"
+        ))
+    }
+}
+
+/// A Slack conversation: an id (`C0123ABCD`, `U04XXXXXX`: 2 to 32 upper-case letters and
+/// digits) or a channel name (`#robots` or `robots`: lower case letters, digits, `-`, `_`, `.`,
+/// at most 80).
+pub fn check_slack(to: &str) -> Result<(), String> {
+    let id = (2..=32).contains(&to.len())
+        && to
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    let name = to.strip_prefix('#').unwrap_or(to);
+    let named = (1..=80).contains(&name.len())
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        })
+        && name.bytes().any(|b| b != b'.');
+    if id || named {
+        Ok(())
+    } else {
+        Err(format!(
+            "{to:?} is not a Slack id (C0123ABCD, U04XXXXXX) or channel name (#robots)"
+        ))
+    }
+}
+
+/// An email address: an RFC 5322 addr-spec as lettre reads it (no display name, no spaces or
+/// line breaks).
+pub fn check_email(address: &str) -> Result<(), String> {
+    if address.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "{address:?} is not an email address (spaces and line breaks are not allowed)"
+        ));
+    }
+    address
+        .parse::<lettre::Address>()
+        .map(|_| ())
+        .map_err(|e| format!("{address:?} is not an email address ({e})"))
+}
+
+/// A URL under an operator's base URL: `base` with `segments` appended one by one (each
+/// percent-encoded, so a `/`, `?` or `#` in one stays inside it) and no query or fragment.
+/// An empty segment, `.` or `..`, or one holding `%`, is refused: the URL parser would drop or
+/// reinterpret it.
+pub fn endpoint(base: &str, segments: &[&str]) -> Result<reqwest::Url, String> {
+    let mut url = reqwest::Url::parse(base).map_err(|e| format!("base_url {base:?}: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("base_url {base:?}: not http or https"));
+    }
+    for segment in segments {
+        if segment.is_empty()
+            || *segment == "."
+            || *segment == ".."
+            || segment.contains('%')
+            || segment.chars().any(char::is_control)
+        {
+            return Err(format!("{segment:?} cannot be a path segment"));
+        }
+    }
+    url.set_query(None);
+    url.set_fragment(None);
+    url.path_segments_mut()
+        .map_err(|()| format!("base_url {base:?}: cannot hold a path"))?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url)
 }
 
 /// A sent notice: what the channel calls it, to update it later.
@@ -278,6 +441,10 @@ impl NotifyError {
         // reqwest's messages name the URL, which for Telegram holds the bot token.
         let kind = if e.is_timeout() {
             "timed out"
+        } else if let Some(refused) = guard::Refused::in_chain(e) {
+            return NotifyError::Retry {
+                message: format!("{what}: refused: {refused}"),
+            };
         } else if e.is_connect() {
             "could not connect"
         } else if e.is_builder() {
@@ -304,6 +471,13 @@ impl NotifyError {
             NotifyError::Retry { message }
         } else {
             NotifyError::Fail { message }
+        }
+    }
+
+    /// A URL that cannot be built from the configuration and the channel's value.
+    fn endpoint(what: &str, problem: String) -> NotifyError {
+        NotifyError::Fail {
+            message: format!("{what}: cannot build the address: {problem}"),
         }
     }
 
@@ -374,8 +548,9 @@ pub struct EmailSettings {
 /// Every channel's settings: the `dispatch:` section of config.yaml.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
-    /// Signing key for webhooks without their own.
-    pub webhook_secret: Option<Secret>,
+    /// Where webhooks of key-made registrations may lead besides public addresses
+    /// (`dispatch.webhook.allow`).
+    pub webhook_allow: Allow,
     /// Slack.
     pub slack: SlackSettings,
     /// Telegram.
@@ -394,7 +569,7 @@ impl Settings {
     /// The documented defaults: the public services' URLs, no credentials, 10 s per attempt.
     pub fn defaults() -> Settings {
         Settings {
-            webhook_secret: None,
+            webhook_allow: Allow::public_only(),
             slack: SlackSettings {
                 base_url: "https://slack.com/api".to_owned(),
                 bot_token: None,
@@ -424,35 +599,92 @@ impl Settings {
             timeout: Duration::from_secs(10),
         }
     }
+
+    /// The settings the channel `name` lacks to send anything (`None` when it can send: ntfy
+    /// needs no token, webhooks are signed with a generated key when none is configured).
+    pub fn missing(&self, name: &str) -> Option<&'static str> {
+        match name {
+            "slack" if self.slack.bot_token.is_none() => Some("dispatch.slack.bot_token"),
+            "telegram" if self.telegram.bot_token.is_none() => Some("dispatch.telegram.bot_token"),
+            "sms"
+                if self.twilio.account_sid.is_none()
+                    || self.twilio.auth_token.is_none()
+                    || self.twilio.from.is_none() =>
+            {
+                Some("dispatch.twilio (account_sid, auth_token and from)")
+            }
+            "email" if self.email.smtp_host.is_none() || self.email.from.is_none() => {
+                Some("dispatch.email (smtp_host and from)")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Sends notices; one per server, shared by the delivery workers.
 #[derive(Debug, Clone)]
 pub struct Notifier {
+    /// For the operator's addresses: every channel's service and the operator's webhooks.
     http: reqwest::Client,
+    /// For webhooks key holders registered: public addresses and the allow-list only, no
+    /// proxy (a proxy would resolve the name where the resolver cannot check it).
+    guarded: reqwest::Client,
     settings: Settings,
 }
 
 impl Notifier {
     /// A notifier with `settings`.
     pub fn new(settings: Settings) -> Result<Notifier, NotifyError> {
-        let http = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .user_agent(concat!("mess/", env!("CARGO_PKG_VERSION")))
+        let failed = |e: reqwest::Error| NotifyError::Fail {
+            message: format!("cannot start the HTTP client: {e}"),
+        };
+        // A redirect would lead a notice (and a webhook's signed thread) to an address nobody
+        // checked: an answer is final, whatever it says.
+        let builder = || {
+            reqwest::Client::builder()
+                .timeout(settings.timeout)
+                .user_agent(concat!("mess/", env!("CARGO_PKG_VERSION")))
+                .redirect(reqwest::redirect::Policy::none())
+        };
+        let http = builder().build().map_err(failed)?;
+        let guarded = builder()
+            .no_proxy()
+            .dns_resolver(guard::Resolver {
+                allow: std::sync::Arc::new(settings.webhook_allow.clone()),
+            })
             .build()
-            .map_err(|e| NotifyError::Fail {
-                message: format!("cannot start the HTTP client: {e}"),
-            })?;
-        Ok(Notifier { http, settings })
+            .map_err(failed)?;
+        Ok(Notifier {
+            http,
+            guarded,
+            settings,
+        })
     }
 
-    /// Sends `notice` on `channel`.
-    pub async fn send(&self, channel: &Channel, notice: &Notice) -> Result<Sent, NotifyError> {
+    /// Sends `notice` on `channel`, chosen by `reach`.
+    pub async fn send(
+        &self,
+        channel: &Channel,
+        notice: &Notice,
+        reach: Reach,
+    ) -> Result<Sent, NotifyError> {
         match channel {
-            Channel::Webhook { url, secret } => {
-                let secret = secret.as_ref().or(self.settings.webhook_secret.as_ref());
-                webhook::send(&self.http, url, secret, notice).await
-            }
+            Channel::Webhook { url, secret } => match reach {
+                Reach::Operator => webhook::send(&self.http, url, secret.as_ref(), notice).await,
+                Reach::KeyHolder => {
+                    // The literal address is checked here (the resolver sees only names); any
+                    // failure is retried alike, so the attempts tell nothing of what answered.
+                    let sent = match self.settings.webhook_allow.check_address(url) {
+                        Ok(_) => webhook::send(&self.guarded, url, secret.as_ref(), notice).await,
+                        Err(why) => Err(NotifyError::Fail {
+                            message: format!("webhook: refused: {why}"),
+                        }),
+                    };
+                    sent.map_err(|e| NotifyError::Retry {
+                        message: e.to_string(),
+                    })
+                }
+            },
             Channel::Slack(to) => slack::send(&self.http, &self.settings.slack, to, notice).await,
             Channel::Telegram(to) => {
                 telegram::send(&self.http, &self.settings.telegram, to, notice).await

@@ -2,7 +2,15 @@
 //! opens the presigned link. Every notice of one thread shares a sequence id, so a server that
 //! supports updates (ntfy 2.16 and later) replaces the message when the thread is taken.
 
-use crate::notify::{Notice, NoticeKind, NotifyError, NtfySettings, Sent, json_of};
+use crate::notify::{
+    Notice, NoticeKind, NotifyError, NtfySettings, Sent, check_ntfy_topic, endpoint, json_of,
+};
+
+/// The topic's URL (`<base>/<topic>`), for a topic [`check_ntfy_topic`] accepts.
+pub(crate) fn url(base: &str, topic: &str) -> Result<reqwest::Url, String> {
+    check_ntfy_topic(topic)?;
+    endpoint(base, &[topic])
+}
 
 /// ntfy's priority (1 min .. 5 max) for a request's (`background`, `normal`, `elevated`,
 /// `urgent`).
@@ -23,7 +31,7 @@ pub(crate) async fn send(
 ) -> Result<Sent, NotifyError> {
     let what = "ntfy";
     let sequence = format!("mess-{}", notice.thread);
-    let url = format!("{}/{topic}", settings.base_url.trim_end_matches('/'));
+    let url = url(&settings.base_url, topic).map_err(|e| NotifyError::endpoint(what, e))?;
     let mut body = notice.details().join("\n");
     // Header values are one line of visible ASCII; other titles go in the body, under a
     // plain one.

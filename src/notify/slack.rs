@@ -3,7 +3,12 @@
 
 use serde_json::json;
 
-use crate::notify::{Notice, NotifyError, Sent, SlackSettings, json_of};
+use crate::notify::{Notice, NotifyError, Sent, SlackSettings, endpoint, json_of};
+
+/// The Web API method's URL; the conversation goes in the body, never in the URL.
+pub(crate) fn url(base: &str, method: &str) -> Result<reqwest::Url, String> {
+    endpoint(base, &[method])
+}
 
 pub(crate) async fn send(
     http: &reqwest::Client,
@@ -39,7 +44,7 @@ pub(crate) async fn send(
     };
     body["text"] = json!(notice.headline());
     body["blocks"] = json!(blocks);
-    let url = format!("{}/{method}", settings.base_url.trim_end_matches('/'));
+    let url = url(&settings.base_url, method).map_err(|e| NotifyError::endpoint(what, e))?;
     let response = http
         .post(url)
         .bearer_auth(token.expose())

@@ -1,7 +1,12 @@
 //! SMS through Twilio's Messages API: the headline, the details and the link in one text.
 //! A text cannot be changed once sent, so a taken notice is not sent as SMS.
 
-use crate::notify::{Notice, NotifyError, Sent, TwilioSettings, json_of};
+use crate::notify::{Notice, NotifyError, Sent, TwilioSettings, endpoint, json_of};
+
+/// The Messages API URL of account `sid`; the number goes in the form body.
+pub(crate) fn url(base: &str, sid: &str) -> Result<reqwest::Url, String> {
+    endpoint(base, &["2010-04-01", "Accounts", sid, "Messages.json"])
+}
 
 pub(crate) async fn send(
     http: &reqwest::Client,
@@ -17,10 +22,7 @@ pub(crate) async fn send(
             "dispatch.twilio (account_sid, auth_token and from)",
         ));
     };
-    let url = format!(
-        "{}/2010-04-01/Accounts/{sid}/Messages.json",
-        settings.base_url.trim_end_matches('/')
-    );
+    let url = url(&settings.base_url, sid).map_err(|e| NotifyError::endpoint(what, e))?;
     let response = http
         .post(url)
         .basic_auth(sid, Some(token.expose()))

@@ -3,7 +3,12 @@
 
 use serde_json::json;
 
-use crate::notify::{Notice, NotifyError, Sent, TelegramSettings, json_of};
+use crate::notify::{Notice, NotifyError, Sent, TelegramSettings, endpoint, json_of};
+
+/// The Bot API method's URL (`<base>/bot<token>/<method>`); the chat goes in the body.
+pub(crate) fn url(base: &str, token: &str, method: &str) -> Result<reqwest::Url, String> {
+    endpoint(base, &[&format!("bot{token}"), method])
+}
 
 pub(crate) async fn send(
     http: &reqwest::Client,
@@ -31,11 +36,8 @@ pub(crate) async fn send(
         body["reply_markup"] = json!({"inline_keyboard": [[{"text": "Respond", "url": link}]]});
     }
     // The token is part of the path: errors below never include the URL.
-    let url = format!(
-        "{}/bot{}/{method}",
-        settings.base_url.trim_end_matches('/'),
-        token.expose()
-    );
+    let url = url(&settings.base_url, token.expose(), method)
+        .map_err(|_| NotifyError::endpoint(what, "check dispatch.telegram".to_owned()))?;
     let response = http
         .post(url)
         .json(&body)

@@ -108,8 +108,20 @@ impl FileStore {
     /// The secret that signs presigned links: `.mess/secret`, made on first use from the
     /// kernel's randomness (hex text, mode 0600). Concurrent first uses agree on one secret.
     pub fn link_secret(&self) -> Result<Vec<u8>, StoreError> {
-        let path = self.layout().secret_file();
-        if let Some(text) = fsio::read_optional(&path)? {
+        self.generated_secret(&self.layout().secret_file())
+    }
+
+    /// The key that signs webhooks when `dispatch.webhook.secret` is unset:
+    /// `.mess/webhook-secret`, made like [`FileStore::link_secret`]'s (and apart from it, so
+    /// giving it to a receiver gives away no link).
+    pub fn webhook_secret(&self) -> Result<Vec<u8>, StoreError> {
+        self.generated_secret(&self.layout().webhook_secret_file())
+    }
+
+    /// The secret in `path`, made on first use from the kernel's randomness (hex text, mode
+    /// 0600); concurrent first uses agree on one.
+    fn generated_secret(&self, path: &std::path::Path) -> Result<Vec<u8>, StoreError> {
+        if let Some(text) = fsio::read_optional(path)? {
             return Ok(text.trim().as_bytes().to_vec());
         }
         fsio::ensure_dir(&self.layout().locks_dir())?;
@@ -117,10 +129,10 @@ impl FileStore {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        match fsio::create_atomic_private(&path, hex.as_bytes()) {
+        match fsio::create_atomic_private(path, hex.as_bytes()) {
             Ok(()) => Ok(hex.into_bytes()),
             Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
-                let text = fsio::read_optional(&path)?.unwrap_or_default();
+                let text = fsio::read_optional(path)?.unwrap_or_default();
                 Ok(text.trim().as_bytes().to_vec())
             }
             Err(e) => Err(e),

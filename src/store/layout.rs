@@ -107,6 +107,11 @@ impl Layout {
         self.internal_dir().join("secret")
     }
 
+    /// `.mess/webhook-secret`: the key that signs webhooks when none is configured (mode 0600).
+    pub fn webhook_secret_file(&self) -> PathBuf {
+        self.internal_dir().join("webhook-secret")
+    }
+
     pub(crate) fn locks_dir(&self) -> PathBuf {
         self.internal_dir().join("locks")
     }

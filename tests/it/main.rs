@@ -13,6 +13,7 @@ mod inspector;
 mod mcp;
 mod mcp_python;
 mod notebooks;
+mod outbound;
 mod query;
 mod support;
 mod tidy;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 
 /// One request the recorder received.
 #[derive(Debug, Clone)]
@@ -27,6 +28,8 @@ pub(crate) enum Script {
     Status(u16),
     /// Wait this long before answering normally.
     Delay(Duration),
+    /// Answer `302 Found` pointing at this location.
+    Redirect(&'static str),
 }
 
 #[derive(Default)]
@@ -103,7 +106,7 @@ async fn answer(
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+) -> Response {
     let path = uri.path().to_owned();
     let script = {
         let mut s = state.lock().unwrap();
@@ -125,7 +128,11 @@ async fn answer(
                 StatusCode::from_u16(code).unwrap(),
                 [("content-type", "application/json")],
                 "{\"ok\":false,\"error\":\"scripted\"}".to_owned(),
-            );
+            )
+                .into_response();
+        }
+        Some(Script::Redirect(to)) => {
+            return (StatusCode::FOUND, [("location", to)], String::new()).into_response();
         }
         Some(Script::Delay(d)) => tokio::time::sleep(d).await,
         None => {}
@@ -139,7 +146,7 @@ async fn answer(
     } else {
         "{\"id\":\"n0001\"}".to_owned()
     };
-    (StatusCode::OK, [("content-type", "application/json")], json)
+    (StatusCode::OK, [("content-type", "application/json")], json).into_response()
 }
 
 /// One message the SMTP recorder accepted.
