@@ -90,6 +90,13 @@ pub struct ThreadFilter {
     pub limit: usize,
 }
 
+/// Whether an executor's notices may be written into `mailbox` (its `notify: {mail: ...}`): an
+/// entry the operator chose may name any mailbox; one a key holder registered only the
+/// executor's own, so nobody can leave tasks in another session's mailbox.
+pub fn may_notify_mailbox(executor: &str, mailbox: &str, by_key: bool) -> bool {
+    !by_key || mailbox == executor
+}
+
 /// What a mail tool does with a mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MailUse {

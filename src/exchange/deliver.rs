@@ -12,7 +12,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{Error, Exchange};
+use crate::exchange::{Error, Exchange, access};
 use crate::links::Action;
 use crate::notify::{Channel, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent};
 use crate::protocol::envelope::EXCHANGE;
@@ -236,6 +236,19 @@ impl Exchange {
                     url,
                 };
                 (channel, reach_of(directory.origin(&delivery.executor)))
+            }
+            Ok(Channel::Mail(mailbox)) if mailbox != delivery.executor => {
+                // Another session's mailbox: only if the operator chose it.
+                let by_key = matches!(
+                    reach_of(Directory::load(self.store()).origin(&delivery.executor)),
+                    Reach::KeyHolder
+                );
+                if !access::may_notify_mailbox(&delivery.executor, &mailbox, by_key) {
+                    return moot(format!(
+                        "a registration made with a key notifies only its own mailbox, not {mailbox}"
+                    ));
+                }
+                (Channel::Mail(mailbox), Reach::Operator)
             }
             Ok(c) => (c, Reach::Operator),
             Err(p) => return moot(p.to_string()),

@@ -214,6 +214,7 @@ pub(crate) fn check_config(
     if let Some(notify) = exec.extra.get("notify") {
         check_notify(
             notify,
+            &exec.id,
             &format!("MESS[{index}].config.executor"),
             sender.role.is_some(),
             &ex.settings().dispatch.webhook_allow,
@@ -242,6 +243,7 @@ pub(crate) fn check_config(
 /// not know are kept (and reported as skipped), as unknown fields are.
 fn check_notify(
     notify: &Value,
+    executor: &str,
     path: &str,
     by_key: bool,
     allow: &crate::notify::Allow,
@@ -271,6 +273,15 @@ fn check_notify(
                 allow
                     .check(&url)
                     .map_err(|why| ProtocolError::invalid(format!("{path}.notify.webhook"), why))?;
+            }
+            Ok(Channel::Mail(mailbox))
+                if !access::may_notify_mailbox(executor, &mailbox, by_key) =>
+            {
+                return Err(ProtocolError::invalid(
+                    format!("{path}.notify.mail"),
+                    format!("a registration made with a key notifies only its own mailbox ({executor}), not {mailbox:?}"),
+                )
+                .into());
             }
             _ => {}
         }

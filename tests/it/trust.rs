@@ -739,3 +739,44 @@ async fn call(
         .collect();
     (r.is_error == Some(true), text)
 }
+
+#[test]
+fn a_key_made_registration_leaves_notices_only_in_its_own_mailbox() {
+    let home = Home::with_config(CONFIG);
+    let robo = key(&home, "executor", "robo");
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let (status, body) = server.post_yaml(
+        &robo,
+        "MESS:\n  - config:\n      executor: {id: robo, capabilities: [mop-floor], notify: {mail: orchestrator}}\n",
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(message(&body).contains("notify.mail"), "{body}");
+    let (status, body) = server.post_yaml(
+        &robo,
+        "MESS:\n  - config:\n      executor: {id: robo, capabilities: [mop-floor], notify: {mail: robo}}\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    // A registration on disk from before the rule (no record of how it was made) is held to it
+    // when notices go out.
+    std::fs::write(
+        home.path().join("executors/sneaky.yaml"),
+        "id: sneaky\ncapabilities: [mop-floor]\nnotify: {mail: orchestrator}\n",
+    )
+    .unwrap();
+    let r = request(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: mop\n      requires: [mop-floor]\n",
+    );
+    assert!(eventually(|| std::fs::read_dir(
+        home.path().join(".mail/robo")
+    )
+    .is_ok_and(|d| d.count() > 0)));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !home.path().join(".mail/orchestrator").exists(),
+        "a task landed in another session's mailbox"
+    );
+    let _ = r;
+}
