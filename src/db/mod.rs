@@ -8,6 +8,8 @@ pub mod query;
 mod snapshot;
 
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};

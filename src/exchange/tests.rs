@@ -1806,3 +1806,27 @@ routing:
         }
     }
 }
+
+#[test]
+fn parsing_waits_for_room_when_large_messages_arrive_at_once() {
+    let gate = Arc::new(super::ParseGate::default());
+    let held = gate.enter(super::PARSE_BUDGET - 10);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiting = {
+        let gate = gate.clone();
+        std::thread::spawn(move || {
+            let _room = gate.enter(100);
+            tx.send(()).unwrap();
+        })
+    };
+    // The second parse does not fit beside the first: it waits.
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_millis(200))
+            .is_err()
+    );
+    drop(held);
+    assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
+    waiting.join().unwrap();
+    // A cost over the whole budget still gets through, alone.
+    drop(gate.enter(super::PARSE_BUDGET * 4));
+}
