@@ -79,11 +79,18 @@ fn structural_text() -> impl Strategy<Value = String> {
             Just("'".to_owned()),
             Just("\"".to_owned()),
             Just(" # c".to_owned()),
+            Just("\r".to_owned()),
+            Just("\r\n".to_owned()),
+            Just("\u{85}".to_owned()),
+            Just("\u{2028}".to_owned()),
+            Just("\u{2029}".to_owned()),
+            Just("-".to_owned()),
+            Just("?".to_owned()),
             Just("---\n".to_owned()),
             Just("|\n  ".to_owned()),
             "[a-z0-9]{1,4}",
         ],
-        0..40,
+        0..60,
     )
     .prop_map(|parts| parts.concat())
 }
@@ -116,9 +123,8 @@ proptest! {
         // Whatever the parser accepts, the estimate was at least its events (aliases are
         // replayed, not buffered, so their expansion is the node budget's business).
         if !text.contains('*')
-            && let Ok(docs) = yaml::parse_documents(&text, &Limits::DEFAULT)
+            && let Some(total) = yaml::count_events(&text)
         {
-            let total: usize = docs.iter().map(|d| events(d) + 2).sum::<usize>() + 2;
             prop_assert!(total <= yaml::estimate_events(&text), "{} > {}: {:?}", total, yaml::estimate_events(&text), text);
         }
     }
@@ -171,6 +177,25 @@ proptest! {
             prop_assert!(step.is_none_or(|s| s != "0"), "{}", schedule);
             prop_assert!(hour_numbers.iter().all(|n| *n <= 23), "{}", schedule);
         }
+    }
+}
+
+#[test]
+fn line_breaks_of_every_kind_count() {
+    for text in [
+        "?\u{85}".repeat(1000),
+        "-\u{85}".repeat(1000),
+        "-\u{2028}".repeat(1000),
+        "- a\r".repeat(1000),
+    ] {
+        if let Some(events) = yaml::count_events(&text) {
+            assert!(
+                events <= yaml::estimate_events(&text),
+                "{events} > {}",
+                yaml::estimate_events(&text)
+            );
+        }
+        assert!(yaml::estimate_events(&text) >= 2000, "{:?}", &text[..12]);
     }
 }
 

@@ -186,38 +186,33 @@ fn check_flow_depth(text: &str) -> Result<(), YamlError> {
 /// says. Words of one plain scalar and the characters of a data URI count nothing, so prose and
 /// attachments stay cheap while `[1,1,1,...]` counts every item.
 pub fn estimate_events(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let blank = |i: usize| {
-        bytes
-            .get(i)
-            .is_none_or(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-    };
+    // The parser breaks lines at `\r`, `\n`, NEL, LS and PS, and takes each of them as a
+    // blank after an indicator: so must the count.
+    let is_break = |c: char| matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}');
+    let is_blank = |c: Option<&char>| c.is_none_or(|&c| c == ' ' || c == '\t' || is_break(c));
     // Stream and document starts and ends.
     let mut count = 8usize;
     let mut line_start = true;
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'\n' => {
-                line_start = true;
-                continue;
-            }
-            b' ' | b'\t' | b'\r' => continue,
-            _ => {}
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if is_break(c) {
+            line_start = true;
+            continue;
+        }
+        if c == ' ' || c == '\t' {
+            continue;
         }
         if line_start {
             line_start = false;
-            count += if bytes[i..].starts_with(b"---") || bytes[i..].starts_with(b"...") {
-                3
-            } else {
-                1
-            };
+            // `---` and `...` begin with a `-` or `.`; the extra two cover the document events.
+            count += if c == '-' || c == '.' { 3 } else { 1 };
         }
-        count += match b {
-            b'{' => 4,
-            b'[' | b':' => 3,
-            b',' => 2,
-            b'-' | b'?' if blank(i + 1) => 2,
-            b'*' => 1,
+        count += match c {
+            '{' => 4,
+            '[' | ':' => 3,
+            ',' => 2,
+            '-' | '?' if is_blank(chars.peek()) => 2,
+            '*' => 1,
             _ => 0,
         };
     }
@@ -436,4 +431,68 @@ fn is_marker(line: &str, marker: &str) -> bool {
 fn is_blank_or_comment(line: &str) -> bool {
     let t = line.trim_start();
     t.is_empty() || t.starts_with('#') || t.starts_with('%')
+}
+
+/// The parser events of every document of `text` that parses (for tests of
+/// [`estimate_events`]): one per scalar, two per collection, two per document, two for the
+/// stream; `None` when the text does not parse. Duplicate keys are counted, not refused.
+#[cfg(test)]
+pub(crate) fn count_events(text: &str) -> Option<usize> {
+    struct Count<'a>(&'a Cell<usize>);
+    impl<'de> DeserializeSeed<'de> for Count<'_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Count<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("anything")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            self.0.set(self.0.get() + 1);
+            Ok(())
+        }
+        fn visit_none<E: de::Error>(self) -> Result<(), E> {
+            self.visit_unit()
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+            self.visit_unit()
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+            self.visit_unit()
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+            self.visit_unit()
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+            self.visit_unit()
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+            self.visit_unit()
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            self.0.set(self.0.get() + 2);
+            while seq.next_element_seed(Count(self.0))?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            self.0.set(self.0.get() + 2);
+            while map.next_key_seed(Count(self.0))?.is_some() {
+                map.next_value_seed(Count(self.0))?;
+            }
+            Ok(())
+        }
+        fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+            let (_tag, variant): (String, _) = data.variant()?;
+            variant.newtype_variant_seed(self)
+        }
+    }
+    let events = Cell::new(2);
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        events.set(events.get() + 2);
+        Count(&events).deserialize(doc).ok()?;
+    }
+    Some(events.get())
 }
