@@ -45,10 +45,11 @@ pub fn quick_verdict(who: &str, env: &Envelope) -> Option<bool> {
 }
 
 /// Whether `who` may address a message to the thread of `env` and hear why it is refused: a
-/// party to it, or an executor able to take it whatever its status (one that lost a claim race
-/// learns that it lost, as contract section 2 promises it a conflict, not silence).
+/// party to it, or an executor able to take it while the thread is open (one that lost a claim
+/// race learns that it lost, as contract section 2 promises it a conflict, not silence). A
+/// thread that has ended is its parties' alone, so nobody can probe which ended threads exist.
 pub fn may_address(who: &str, env: &Envelope, directory: &Directory) -> bool {
-    party(who, env) || eligible(who, env, directory)
+    party(who, env) || (!env.status.is_terminal() && eligible(who, env, directory))
 }
 
 /// Whether `who` may act on the thread of `env` now as an executor (a suggestion): its
@@ -112,10 +113,22 @@ impl Exchange {
     /// The thread `reference` names for `who`, if `who` may see it; a thread they may not see
     /// is reported exactly as one that does not exist.
     pub fn thread_for(&self, reference: &str, who: &str) -> Result<ThreadFile, Error> {
-        let thread = self.thread(reference, who)?;
+        // Who may see it is decided on the envelope, before the thread is settled or read in
+        // full: a hidden thread costs no more, and fails no differently, than an absent one.
+        let thread = self.resolve(reference, who)?;
         let directory = Directory::load(self.store());
-        if visible_to(who, &thread.envelope, &directory) {
-            Ok(thread)
+        match self.store().envelope(&thread) {
+            Ok((env, _)) if visible_to(who, &env, &directory) => {}
+            Ok(_) | Err(crate::store::error::StoreError::NotFound { .. }) => {
+                return Err(Error::no_thread(reference));
+            }
+            Err(_) => return Err(Error::no_thread(reference)),
+        }
+        let file = self.thread(thread.as_str(), who)?;
+        // Reading settles an overdue thread first, which may hide it (an expired thread is no
+        // longer pending); look again at what was read.
+        if visible_to(who, &file.envelope, &directory) {
+            Ok(file)
         } else {
             Err(Error::no_thread(reference))
         }

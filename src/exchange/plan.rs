@@ -50,13 +50,9 @@ pub(crate) fn resolve(ex: &Exchange, reference: &str, sender: &str) -> Result<Th
             return Ok(r);
         }
     }
-    if ThreadRef::looks_assigned(reference) {
-        return Err(Error::no_thread(reference));
-    }
-    // Client ids resolve among the sender's own requests only, so this says nothing of others.
-    Err(Error::not_found(format!(
-        "no thread {reference:?}: not a ref, and not a client id of a request by {sender}"
-    )))
+    // One answer for every reference that names nothing the sender may reach, whatever its
+    // shape: other writers' refs need not look like ours, so the shape must not decide it.
+    Err(Error::no_thread(reference))
 }
 
 /// Resolves a reference for `sender` and checks that `rule` (one of `access`'s) lets it reach
@@ -252,8 +248,8 @@ fn require_requestor(env: &Envelope, sender: &str, what: &str) -> Result<(), Err
         return Ok(());
     }
     Err(ProtocolError::forbidden(format!(
-        "cannot {what} {}: only its requestor ({}) may",
-        env.thread_ref, env.requestor
+        "cannot {what} {}: only its requestor may",
+        env.thread_ref
     ))
     .into())
 }
@@ -296,22 +292,18 @@ fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), Error> {
             .into());
         }
     }
-    let waiting: Vec<String> = cx
+    // The dependencies are the requestor's threads: an executor hears how many are open, not
+    // which or how they stand.
+    let waiting = cx
         .dependencies
         .iter()
         .filter(|(_, s)| *s != Some(Status::Completed))
-        .map(|(r, s)| {
-            format!(
-                "{r} ({})",
-                s.map_or("missing".to_owned(), |s| s.to_string())
-            )
-        })
-        .collect();
-    if !waiting.is_empty() {
+        .count();
+    if waiting > 0 {
         return Err(ProtocolError::conflict(format!(
-            "cannot claim {}: it waits for {}",
+            "cannot claim {}: it waits for {waiting} request{} it depends on to complete",
             env.thread_ref,
-            waiting.join(", ")
+            if waiting == 1 { "" } else { "s" }
         ))
         .into());
     }

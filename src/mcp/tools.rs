@@ -619,8 +619,17 @@ impl MessMcp {
                     // Routing decisions change nothing the agent reads.
                     Ok(c) if c.is_routing() => {}
                     Ok(c) => {
+                        // A change that hides the thread from the caller (someone else took
+                        // it) is not one it hears of: to it, the thread no longer exists.
                         let mine = match &target {
-                            Some(t) => &c.thread == t,
+                            Some(t) if &c.thread == t => match access::quick_verdict(&self.who.id, &c.envelope) {
+                                Some(verdict) => verdict,
+                                None => {
+                                    let (ex, who, env) = (self.exchange.clone(), self.who.id.clone(), c.envelope.clone());
+                                    tokio::task::spawn_blocking(move || ex.sees(&who, &env)).await.unwrap_or(false)
+                                }
+                            },
+                            Some(_) => false,
                             None => access::party(&self.who.id, &c.envelope),
                         };
                         if mine {
