@@ -65,6 +65,11 @@ fn check_role(role: Role, id: &str, message: &Message) -> Result<(), Error> {
     Ok(())
 }
 
+/// Most payloads in one message.
+pub(crate) const MAX_PAYLOADS: usize = 256;
+/// Most threads one `cancel` or `suggestion` names.
+pub(crate) const MAX_REFERENCES: usize = 256;
+
 pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
     if sender.id.trim().is_empty() || sender.id == crate::protocol::envelope::EXCHANGE {
         return Err(ProtocolError::forbidden(format!(
@@ -72,6 +77,39 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             sender.id
         ))
         .into());
+    }
+    // The work a message asks for is bounded where it comes in, like its size: each payload
+    // and each thread a payload names costs lookups, writes or a listing.
+    if message.payloads.len() > MAX_PAYLOADS {
+        return Err(ProtocolError::invalid(
+            "MESS",
+            format!(
+                "{} payloads in one message; send at most {MAX_PAYLOADS} (split the rest into further messages)",
+                message.payloads.len()
+            ),
+        )
+        .into());
+    }
+    for (index, payload) in message.payloads.iter().enumerate() {
+        let re = match payload {
+            Payload::Cancel(c) => &c.re,
+            Payload::Suggestion(s) => &s.re,
+            Payload::Query(q) => match &q.filter.re {
+                Some(re) => re,
+                None => continue,
+            },
+            _ => continue,
+        };
+        if re.items().len() > MAX_REFERENCES {
+            return Err(ProtocolError::invalid(
+                format!("MESS[{index}].{}.re", payload.kind()),
+                format!(
+                    "names {} threads; at most {MAX_REFERENCES} in one payload",
+                    re.items().len()
+                ),
+            )
+            .into());
+        }
     }
     // Every adapter passes here, so the size limit holds for built messages (`mess complete
     // --file`) as well as for YAML text.
@@ -189,8 +227,10 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
             now,
         )?);
     }
+    // Status queries read the sender's threads once for the whole message.
+    let mut listed = None;
     for q in &queries {
-        answer.push(view::answer_query(ex, q, sender, &directory)?);
+        answer.push(view::answer_query(ex, q, sender, &directory, &mut listed)?);
     }
     Ok(Message::new(answer))
 }

@@ -346,6 +346,7 @@ pub(crate) fn answer_query(
     q: &Query,
     sender: &Sender,
     dir: &Directory,
+    listed: &mut Option<Vec<Envelope>>,
 ) -> Result<Payload, Error> {
     let mut data = Map::new();
     match q.kind {
@@ -360,11 +361,19 @@ pub(crate) fn answer_query(
                     })?);
                 }
             }
-            let (items, _) = ex.list(&State::ALL, true)?;
-            let threads: Vec<Value> = items
-                .into_iter()
-                .map(|(e, _)| e)
-                .filter(|e| access::party(&sender.id, e))
+            if listed.is_none() {
+                let (items, _) = ex.list(&State::ALL, true)?;
+                *listed = Some(
+                    items
+                        .into_iter()
+                        .map(|(e, _)| e)
+                        .filter(|e| access::party(&sender.id, e))
+                        .collect(),
+                );
+            }
+            let threads: Vec<Value> = listed
+                .iter()
+                .flatten()
                 .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
                 .filter(|e| f.status.is_empty() || f.status.contains(&e.status))
                 .filter(|e| {
@@ -373,7 +382,7 @@ pub(crate) fn answer_query(
                         .is_none_or(|x| e.executor.as_ref() == Some(x))
                 })
                 .filter(|e| f.since.is_none_or(|t| e.updated >= t))
-                .map(|e| thread_summary(&e))
+                .map(thread_summary)
                 .collect();
             data.insert("threads", Value::Seq(threads));
         }

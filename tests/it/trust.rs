@@ -780,3 +780,25 @@ fn a_key_made_registration_leaves_notices_only_in_its_own_mailbox() {
     );
     let _ = r;
 }
+
+#[test]
+fn the_work_one_message_asks_for_is_bounded() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let many = format!("MESS:\n{}", "  - query: {type: status}\n".repeat(257));
+    let (status, body) = server.post_yaml(&agent, &many);
+    assert_eq!(status, 422, "{body}");
+    assert!(message(&body).contains("at most 256"), "{body}");
+    let refs: Vec<String> = (0..300).map(|i| format!("2026-01-01-{i:03}")).collect();
+    let (status, body) = server.post_yaml(
+        &agent,
+        &format!("MESS:\n  - cancel:\n      re: [{}]\n", refs.join(", ")),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(message(&body).starts_with("MESS[0].cancel.re"), "{body}");
+    // Within the bounds, many status queries answer from one listing.
+    let fine = format!("MESS:\n{}", "  - query: {type: status}\n".repeat(256));
+    let (status, body) = server.post_yaml(&agent, &fine);
+    assert_eq!(status, 200, "{body}");
+}
