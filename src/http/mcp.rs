@@ -30,20 +30,37 @@ pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
 pub struct McpServices {
     exchange: Arc<Exchange>,
     stop: CancellationToken,
-    by_principal: Mutex<HashMap<String, (Service, Arc<LocalSessionManager>)>>,
+    by_principal: Mutex<HashMap<String, Principal_>>,
+    /// Most bytes of one JSON-RPC request: one message, twice its size for JSON escaping.
+    body_limit: usize,
+}
+
+/// One principal's MCP service, its sessions (to count them), and a lock that lets one
+/// session open at a time, so a burst of `initialize` calls cannot pass the limit.
+#[derive(Clone)]
+struct Principal_ {
+    service: Service,
+    sessions: Arc<LocalSessionManager>,
+    opening: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl McpServices {
     /// Services over `exchange`; their streams end when `stop` is cancelled.
     pub fn new(exchange: Arc<Exchange>, stop: CancellationToken) -> McpServices {
+        let body_limit = exchange
+            .settings()
+            .max_message_bytes
+            .saturating_mul(2)
+            .saturating_add(64 * 1024);
         McpServices {
             exchange,
             stop,
             by_principal: Mutex::new(HashMap::new()),
+            body_limit,
         }
     }
 
-    fn for_principal(&self, who: &Principal) -> (Service, Arc<LocalSessionManager>) {
+    fn for_principal(&self, who: &Principal) -> Principal_ {
         let mut map = match self.by_principal.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
@@ -62,9 +79,14 @@ impl McpServices {
                     // would only stop legitimate names.
                     StreamableHttpServerConfig::default()
                         .disable_allowed_hosts()
+                        .with_max_request_body_bytes(self.body_limit)
                         .with_cancellation_token(self.stop.child_token()),
                 );
-                (service, sessions)
+                Principal_ {
+                    service,
+                    sessions,
+                    opening: Arc::default(),
+                }
             })
             .clone()
     }
@@ -78,28 +100,44 @@ pub async fn mcp(
     Caller(caller): Caller,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let limit = state
-        .exchange
-        .settings()
-        .max_message_bytes
-        .saturating_mul(2)
-        .saturating_add(64 * 1024);
+    let limit = state.mcp.body_limit;
     let (parts, body) = request.into_parts();
-    let _share = crate::http::body::share(&parts.headers, limit, &state.bodies).await?;
-    let (service, sessions) = state.mcp.for_principal(&caller);
-    // A request without a session id opens a session: one principal holds a bounded number.
+    // Only a POST carries a body; a GET is the long-lived notification stream and holds none.
+    let share = if parts.method == axum::http::Method::POST {
+        Some(crate::http::body::share(&parts.headers, limit, &state.bodies).await?)
+    } else {
+        None
+    };
+    let principal = state.mcp.for_principal(&caller);
+    // A request without a session id opens a session: one principal holds a bounded number,
+    // and opens one at a time so that a burst cannot pass the count.
     let opens =
         parts.method == axum::http::Method::POST && !parts.headers.contains_key("mcp-session-id");
-    if opens && sessions.sessions.read().await.len() >= MAX_SESSIONS_PER_PRINCIPAL {
-        return Err(ApiError::new(
-            axum::http::StatusCode::TOO_MANY_REQUESTS,
-            "busy",
-            format!(
-                "{} holds {MAX_SESSIONS_PER_PRINCIPAL} open MCP sessions; close one (DELETE /mcp) or let one expire",
-                caller.id
-            ),
-        ));
-    }
+    let _opening = if opens {
+        let guard = principal.opening.clone().lock_owned().await;
+        if principal.sessions.sessions.read().await.len() >= MAX_SESSIONS_PER_PRINCIPAL {
+            return Err(ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "busy",
+                format!(
+                    "{} holds {MAX_SESSIONS_PER_PRINCIPAL} open MCP sessions; close one (DELETE /mcp) or let one expire",
+                    caller.id
+                ),
+            ));
+        }
+        Some(guard)
+    } else {
+        None
+    };
     let request = Request::from_parts(parts, Body::new(http_body_util::Limited::new(body, limit)));
-    Ok(service.handle(request).await.map(Body::new))
+    let response = principal.service.handle(request).await;
+    // The body's share of the budget is held until the answer is sent: the tool runs while
+    // the answer streams, and its work stays counted.
+    Ok(response.map(|body| {
+        let chunks = http_body_util::BodyExt::into_data_stream(body);
+        Body::from_stream(tokio_stream::StreamExt::map(chunks, move |chunk| {
+            let _held = &share;
+            chunk
+        }))
+    }))
 }

@@ -190,6 +190,24 @@ impl rmcp::ServerHandler for MessMcp {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        if !subscribe::known(&request.uri) {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no resource {:?} to subscribe to: mess://pending, mess://history, mess://request/{{ref}} or thread://{{ref}}",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        if self.subscriptions.full(&request.uri) {
+            return Err(McpError::invalid_request(
+                format!(
+                    "a session holds at most {} subscriptions; unsubscribe from one first",
+                    subscribe::MAX_SUBSCRIPTIONS
+                ),
+                None,
+            ));
+        }
         // Subscribed before the check, so no change between the two is missed.
         let mut changes = self.exchange.subscribe();
         if let Some(id) = subscribe::thread_of(&request.uri) {
@@ -247,8 +265,17 @@ impl rmcp::ServerHandler for MessMcp {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
+        // Known resources only, each once, and a bounded number: every change is matched
+        // against every one of them.
+        let mut uris: Vec<String> = Vec::new();
+        for uri in requested.resource_subscriptions.iter().flatten() {
+            if subscribe::known(uri) && !uris.contains(uri) {
+                uris.push(uri.clone());
+            }
+        }
+        uris.truncate(subscribe::MAX_SUBSCRIPTIONS);
         let mut accepted = SubscriptionFilter::new();
-        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+        accepted.resource_subscriptions = Some(uris);
         Some(accepted)
     }
 

@@ -19,6 +19,21 @@ pub(crate) enum Concern {
     IfVisible,
 }
 
+/// Most resource subscriptions one session holds (legacy and modern alike).
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 64;
+
+/// Whether `uri` is a resource a session may subscribe to: `mess://pending`,
+/// `mess://history`, or one thread's (`mess://request/{id}`, `thread://{ref}`) with a
+/// reference of a sane shape (the thread itself is checked where it can be).
+pub(crate) fn known(uri: &str) -> bool {
+    match uri {
+        "mess://pending" | "mess://history" => true,
+        _ => thread_of(uri).is_some_and(|id| {
+            !id.is_empty() && id.len() <= 128 && !id.chars().any(char::is_control)
+        }),
+    }
+}
+
 /// The thread a resource URI names (`mess://request/{id}`, `thread://{ref}`), if any.
 pub(crate) fn thread_of(uri: &str) -> Option<&str> {
     uri.strip_prefix("mess://request/")
@@ -74,6 +89,12 @@ impl Subscriptions {
         }
     }
 
+    /// Whether one more subscription (to a URI not yet held) would pass the session's limit.
+    pub(crate) fn full(&self, uri: &str) -> bool {
+        let tasks = self.tasks();
+        !tasks.contains_key(uri) && tasks.len() >= MAX_SUBSCRIPTIONS
+    }
+
     /// Records the task forwarding updates of `uri`, ending the one it replaces.
     pub(crate) fn insert(&self, uri: String, task: tokio::task::AbortHandle) {
         if let Some(old) = self.tasks().insert(uri, task) {
@@ -94,5 +115,39 @@ impl Drop for Subscriptions {
         for (_, task) in self.tasks().drain() {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_known_resources_and_a_bounded_number_of_them() {
+        for uri in [
+            "mess://pending",
+            "mess://history",
+            "thread://2026-01-01-001",
+            "mess://request/shop",
+        ] {
+            assert!(known(uri), "{uri}");
+        }
+        for uri in ["x://1", "thread://", "mess://request/a\nb", "mess://other"] {
+            assert!(!known(uri), "{uri}");
+        }
+        let long = format!("thread://{}", "a".repeat(200));
+        assert!(!known(&long));
+        let subscriptions = Subscriptions::default();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            for i in 0..MAX_SUBSCRIPTIONS {
+                let task = tokio::spawn(std::future::pending::<()>());
+                assert!(!subscriptions.full(&format!("thread://t{i}")));
+                subscriptions.insert(format!("thread://t{i}"), task.abort_handle());
+            }
+            assert!(subscriptions.full("thread://one-more"));
+            // Renewing one already held is not one more.
+            assert!(!subscriptions.full("thread://t0"));
+        });
     }
 }

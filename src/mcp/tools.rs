@@ -231,15 +231,17 @@ impl MessMcp {
                 let mut body = Map::new();
                 body.insert("re", Value::str(needs_re(either(&a.re, &a.r#ref))?));
                 if !a.answers.is_empty() {
-                    let answers = serde_json::Value::Object(a.answers.clone());
-                    let text = serde_json::to_string(&answers).unwrap_or_default();
+                    // Read straight from the JSON the client sent, under a message's limits.
+                    let limits = crate::protocol::yaml::Limits::json_message(
+                        ex.settings().max_message_bytes,
+                    );
                     body.insert(
                         "answers",
-                        crate::protocol::yaml::parse_document(
-                            &text,
-                            &crate::protocol::yaml::Limits::DEFAULT,
+                        crate::protocol::yaml::value_from(
+                            serde_json::Value::Object(a.answers.clone()),
+                            &limits,
                         )
-                        .map_err(|e| ProtocolError::invalid("answers", e.message))?,
+                        .map_err(|e| ProtocolError::invalid("answers", e.to_string()))?,
                     );
                 }
                 if let Some(c) = yes_no("confirm", &a.confirm)? {

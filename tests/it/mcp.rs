@@ -362,6 +362,17 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
             )))
             .await;
         assert!(refused.is_err(), "{refused:?}");
+        // Only resources that exist, and a bounded number of them per session.
+        #[allow(deprecated)]
+        let odd = intruder
+            .subscribe(rmcp::model::SubscribeRequestParams::new("x://1"))
+            .await;
+        assert!(odd.is_err(), "{odd:?}");
+        #[allow(deprecated)]
+        let pending = intruder
+            .subscribe(rmcp::model::SubscribeRequestParams::new("mess://pending"))
+            .await;
+        assert!(pending.is_ok(), "{pending:?}");
         // A file that does not parse is nobody's thread, and nothing names the server's paths.
         std::fs::write(
             home.path()
