@@ -100,6 +100,13 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         if let Some(t) = output::env_millis("MESS_HEADER_TIMEOUT_MS") {
             limits.header_timeout = t;
         }
+        if let Some(n) = std::env::var("MESS_MAX_CONNECTIONS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+        {
+            limits.max_connections = n;
+        }
         crate::http::serve::serve(listener, app, limits, stop).await;
         // A pass in flight finishes its writes before the process exits.
         let _ = dispatcher.await;

@@ -73,25 +73,64 @@ pub fn render(format: Format, status: StatusCode, value: &Value) -> Response {
 /// Bytes of request bodies the server holds at once, across all requests.
 pub const BODY_BUDGET: usize = 256 * 1024 * 1024;
 
+/// The share of [`BODY_BUDGET`] one principal (or link) may hold at once, so one key cannot
+/// take it all.
+pub const BODY_BUDGET_PER_HOLDER: usize = BODY_BUDGET / 4;
+
 /// How long a request waits for room in the body budget before it is told to retry.
 const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A body read into memory, holding its share of the server's body budget until dropped.
+/// How long a whole body may take to arrive once its headers are in.
+const BODY_READ: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The server's memory for request bodies: one permit per KiB in total, and per holder.
 #[derive(Debug)]
-pub struct Text {
-    /// The body.
-    pub text: String,
-    _share: tokio::sync::OwnedSemaphorePermit,
+pub struct Bodies {
+    total: std::sync::Arc<tokio::sync::Semaphore>,
+    holders:
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Semaphore>>>,
 }
 
-/// Takes a body's share of `budget` (one permit per KiB of its declared length, or of `limit`
-/// when it declares none), refusing at once a body declared over `limit`, and telling the
-/// client to retry when no room comes free within a few seconds.
+impl Default for Bodies {
+    fn default() -> Bodies {
+        Bodies {
+            total: std::sync::Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET / 1024)),
+            holders: std::sync::Mutex::default(),
+        }
+    }
+}
+
+impl Bodies {
+    fn holder(&self, holder: &str) -> std::sync::Arc<tokio::sync::Semaphore> {
+        let mut holders = match self.holders.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        holders
+            .entry(holder.to_owned())
+            .or_insert_with(|| {
+                std::sync::Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_PER_HOLDER / 1024))
+            })
+            .clone()
+    }
+}
+
+/// A body's share of the budget, held until dropped.
+#[derive(Debug)]
+pub struct Share {
+    _holder: tokio::sync::OwnedSemaphorePermit,
+    _total: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Takes a body's share of the budget for `holder` (one permit per KiB of its declared length,
+/// or of `limit` when it declares none), refusing at once a body declared over `limit`, and
+/// telling the client to retry when no room comes free within a few seconds.
 pub async fn share(
     headers: &HeaderMap,
     limit: usize,
-    budget: &std::sync::Arc<tokio::sync::Semaphore>,
-) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    bodies: &Bodies,
+    holder: &str,
+) -> Result<Share, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -101,11 +140,28 @@ pub async fn share(
     }
     let weight = declared.map_or(limit, |n| n as usize).div_ceil(1024).max(1);
     let weight = u32::try_from(weight).unwrap_or(u32::MAX);
-    tokio::time::timeout(BODY_WAIT, budget.clone().acquire_many_owned(weight))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or_else(ApiError::busy)
+    let taken = tokio::time::timeout(BODY_WAIT, async {
+        let own = bodies
+            .holder(holder)
+            .acquire_many_owned(weight)
+            .await
+            .ok()?;
+        let total = bodies.total.clone().acquire_many_owned(weight).await.ok()?;
+        Some(Share {
+            _holder: own,
+            _total: total,
+        })
+    })
+    .await;
+    taken.ok().flatten().ok_or_else(ApiError::busy)
+}
+
+/// A body read into memory, holding its share of the server's body budget until dropped.
+#[derive(Debug)]
+pub struct Text {
+    /// The body.
+    pub text: String,
+    _share: Share,
 }
 
 /// Reads a text body of at most `limit` bytes. A body declared larger is refused before a
@@ -116,11 +172,19 @@ pub async fn text(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
-    budget: &std::sync::Arc<tokio::sync::Semaphore>,
+    bodies: &Bodies,
+    holder: &str,
 ) -> Result<Text, ApiError> {
-    let share = share(headers, limit, budget).await?;
-    let bytes = axum::body::to_bytes(body, limit)
+    let share = share(headers, limit, bodies, holder).await?;
+    let bytes = tokio::time::timeout(BODY_READ, axum::body::to_bytes(body, limit))
         .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!("the body did not arrive within {} s", BODY_READ.as_secs()),
+            )
+        })?
         .map_err(|_| ApiError::too_large(limit))?;
     let text = String::from_utf8(bytes.to_vec())
         .map_err(|_| ApiError::malformed("the body is not UTF-8 text"))?;

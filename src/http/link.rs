@@ -93,7 +93,8 @@ pub async fn post(
         .await??;
     let json = body::sent_as_json(&headers);
     let limit = state.exchange.settings().max_message_bytes;
-    let body = body::text(&headers, request, limit, &state.bodies).await?;
+    let holder = format!("link:{}", grant.executor);
+    let body = body::text(&headers, request, limit, &state.bodies, &holder).await?;
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, Error> {

@@ -104,7 +104,8 @@ pub async fn mcp(
     let (parts, body) = request.into_parts();
     // Only a POST carries a body; a GET is the long-lived notification stream and holds none.
     let share = if parts.method == axum::http::Method::POST {
-        Some(crate::http::body::share(&parts.headers, limit, &state.bodies).await?)
+        let holder = format!("{}:{}", caller.role, caller.id);
+        Some(crate::http::body::share(&parts.headers, limit, &state.bodies, &holder).await?)
     } else {
         None
     };
@@ -130,7 +131,23 @@ pub async fn mcp(
         None
     };
     let request = Request::from_parts(parts, Body::new(http_body_util::Limited::new(body, limit)));
-    let response = principal.service.handle(request).await;
+    // For a POST, handling is reading the body and handing the call over: a body that
+    // does not arrive in time ends the request, as on the other routes.
+    let response = match tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        principal.service.handle(request),
+    )
+    .await
+    {
+        Ok(response) => response,
+        Err(_) => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                "the request did not arrive within 30 s",
+            ));
+        }
+    };
     // The body's share of the budget is held until the answer is sent: the tool runs while
     // the answer streams, and its work stays counted.
     Ok(response.map(|body| {

@@ -31,8 +31,8 @@ pub struct AppState {
     pub mcp: Arc<mcp::McpServices>,
     /// Cancelled when the server shuts down: long-lived streams end then.
     pub stop: tokio_util::sync::CancellationToken,
-    /// The server's budget for request bodies held in memory (one permit per KiB).
-    pub bodies: Arc<tokio::sync::Semaphore>,
+    /// The server's budget for request bodies held in memory, in total and per holder.
+    pub bodies: Arc<body::Bodies>,
     /// Open event streams per principal (or link), so one key cannot hold every connection.
     pub streams: Arc<events::Streams>,
 }
@@ -56,7 +56,7 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
         mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop.clone())),
         exchange,
         stop,
-        bodies: Arc::new(tokio::sync::Semaphore::new(body::BODY_BUDGET / 1024)),
+        bodies: Arc::default(),
         streams: Arc::default(),
     };
     Router::new()

@@ -49,7 +49,8 @@ pub async fn post(
     request: Body,
 ) -> Result<Response, ApiError> {
     let Query(mut params) = params.map_err(|e| ApiError::malformed(e.body_text()))?;
-    let text = body::text(&headers, request, 1024 * 1024, &state.bodies)
+    let holder = format!("{}:{}", caller.role, caller.id);
+    let text = body::text(&headers, request, 1024 * 1024, &state.bodies, &holder)
         .await?
         .text;
     let is_json = headers

@@ -1,18 +1,24 @@
 //! The connection loop of `mess serve`: HTTP/1.1 over hyper with every connection bounded. A
 //! client gets a few seconds to send each request's headers (which also ends keep-alive
 //! connections that sit idle), header bytes are capped, and the server holds at most a set
-//! number of connections: past it, new ones are closed at once instead of queueing behind
-//! clients that send nothing, so half-open connections cannot keep `/healthz` from answering.
+//! number of connections. When it is full, the oldest connection that never finished a
+//! request's headers makes room for the newcomer, so clients that open connections and send
+//! nothing (or dribble their headers) cannot keep anyone else out; only when every connection
+//! has sent a request is a newcomer turned away.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// Bounds on connections.
@@ -42,10 +48,76 @@ impl Limits {
     }
 }
 
+/// One open connection, as the loop sees it.
+struct Open {
+    since: Instant,
+    /// Set once the connection has sent a whole request head.
+    served: Arc<AtomicBool>,
+    /// Closes the connection at once.
+    evict: CancellationToken,
+}
+
+/// The open connections, by number.
+#[derive(Default)]
+struct Registry {
+    open: Mutex<HashMap<u64, Open>>,
+}
+
+impl Registry {
+    fn open(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Open>> {
+        match self.open.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Makes room for one more connection under `max`: closes the oldest connection that has
+    /// not sent a request yet; false when every connection has.
+    fn make_room(&self, max: usize) -> bool {
+        let mut open = self.open();
+        if open.len() < max {
+            return true;
+        }
+        let oldest_silent = open
+            .iter()
+            .filter(|(_, c)| !c.served.load(Ordering::Relaxed))
+            .min_by_key(|(_, c)| c.since)
+            .map(|(id, _)| *id);
+        match oldest_silent.and_then(|id| open.remove(&id)) {
+            Some(victim) => {
+                victim.evict.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The app as hyper calls it, noting that the connection has sent a request.
+#[derive(Clone)]
+struct Noting {
+    inner: TowerToHyperService<Router>,
+    served: Arc<AtomicBool>,
+}
+
+impl hyper::service::Service<hyper::Request<Incoming>> for Noting {
+    type Response = <TowerToHyperService<Router> as hyper::service::Service<
+        hyper::Request<Incoming>,
+    >>::Response;
+    type Error =
+        <TowerToHyperService<Router> as hyper::service::Service<hyper::Request<Incoming>>>::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        self.served.store(true, Ordering::Relaxed);
+        Box::pin(self.inner.call(request))
+    }
+}
+
 /// Serves `app` on `listener` until `stop` is cancelled, then lets requests in flight finish
 /// (up to `limits.drain`).
 pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: CancellationToken) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let registry = Arc::new(Registry::default());
     let mut connections = tokio::task::JoinSet::new();
     let mut builder = http1::Builder::new();
     builder
@@ -53,6 +125,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(limits.max_header_bytes.max(8192))
         .keep_alive(true);
+    let mut next_id: u64 = 0;
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
@@ -69,21 +142,35 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        if !registry.make_room(limits.max_connections) {
             tracing::warn!(
                 peer = %peer,
                 limit = limits.max_connections,
-                "too many connections; closing this one"
+                "every connection is busy; closing this one"
             );
             drop(socket);
             continue;
-        };
+        }
         let _ = socket.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        next_id += 1;
+        let id = next_id;
+        let served = Arc::new(AtomicBool::new(false));
+        let evict = CancellationToken::new();
+        registry.open().insert(
+            id,
+            Open {
+                since: Instant::now(),
+                served: served.clone(),
+                evict: evict.clone(),
+            },
+        );
+        let service = Noting {
+            inner: TowerToHyperService::new(app.clone()),
+            served,
+        };
         let connection = builder.serve_connection(TokioIo::new(socket), service);
-        let stop = stop.clone();
+        let (stop, registry) = (stop.clone(), registry.clone());
         connections.spawn(async move {
-            let _slot = slot;
             let mut connection = std::pin::pin!(connection.with_upgrades());
             tokio::select! {
                 result = connection.as_mut() => {
@@ -91,12 +178,16 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
                         tracing::debug!(peer = %peer, error = %e, "connection ended");
                     }
                 }
+                () = evict.cancelled() => {
+                    tracing::debug!(peer = %peer, "closed a silent connection to make room");
+                }
                 () = stop.cancelled() => {
                     // Finish the request in flight, then close.
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.as_mut().await;
                 }
             }
+            registry.open().remove(&id);
         });
     }
     let drained = tokio::time::timeout(limits.drain, async {

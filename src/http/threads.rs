@@ -29,7 +29,8 @@ pub async fn submit(
     let format = Format::of(&headers);
     let json = body::sent_as_json(&headers);
     let limit = state.exchange.settings().max_message_bytes;
-    let body = body::text(&headers, body, limit, &state.bodies).await?;
+    let holder = format!("{}:{}", caller.role, caller.id);
+    let body = body::text(&headers, body, limit, &state.bodies, &holder).await?;
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, crate::exchange::error::Error> {

@@ -410,6 +410,21 @@ fn connections_are_bounded_and_links_are_checked_before_their_body() {
         matches!(silent.read(&mut buf), Ok(0)) || started.elapsed() < Duration::from_secs(9);
     assert!(closed, "an idle connection stayed open");
 
+    drop(silent);
+
+    // With every connection slot taken by clients that send nothing, the oldest of them make
+    // room for newcomers: more silent connections than the server holds keep nobody out.
+    let other = Home::with_config(CONFIG);
+    let small = Server::start_with(&other, &[("MESS_MAX_CONNECTIONS", "100")]);
+    let _silent: Vec<TcpStream> = (0..250)
+        .map(|_| TcpStream::connect(("127.0.0.1", small.port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let (status, body) = small.send("GET", "/healthz", &[], b"");
+    assert_eq!(status, 200, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
     // A link POST with a bad token is refused before the body is read: the server answers at
     // once although the promised 100 MB never come.
     let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
