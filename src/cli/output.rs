@@ -25,7 +25,7 @@ pub(crate) fn line(text: &str) {
 /// Prints a warning on stderr (it does not change the exit code).
 #[expect(clippy::print_stderr, reason = "warnings go to stderr")]
 pub(crate) fn warn(text: &str) {
-    eprintln!("warning: {}", printable(text));
+    eprintln!("warning: {}", escape_controls(text));
 }
 
 /// Shows control characters (an escape sequence in an intent, say) as escapes instead of
@@ -170,16 +170,24 @@ impl<W: std::io::Write> std::io::Write for EscapedLines<W> {
     }
 }
 
-/// `text` with every control character but the tab written as an escape.
+/// `text` with every control character but the tab written as an escape, and the characters
+/// some viewers take as line breaks or as a change of direction (U+2028, U+2029, the bidi
+/// embeddings, overrides and isolates).
 pub(crate) fn escape_controls(text: &str) -> String {
-    if !text.chars().any(|c| c.is_control() && c != '\t') {
+    let escaped = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(escaped) {
         return text.to_owned();
     }
     text.chars()
-        .map(|c| match c {
-            '\t' => c.to_string(),
-            c if c.is_control() => c.escape_default().to_string(),
-            c => c.to_string(),
+        .map(|c| {
+            if escaped(c) {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
         })
         .collect()
 }

@@ -314,10 +314,11 @@ impl FileStore {
                 if !(name.starts_with('.') && name.contains(fsio::TEMP_MARK)) {
                     continue;
                 }
-                // A temp file with a live writer is work in progress, not a problem.
-                if !self.temp_is_abandoned(&name, &entry)? {
+                // A temp file with a live writer is work in progress, not a problem. A thread's
+                // temp file is judged, and removed, under the thread's lock.
+                let Some(_held) = self.temp_is_abandoned(&name, &entry)? else {
                     continue;
-                }
+                };
                 if repair {
                     fsio::remove_durable(&path)?;
                 }
@@ -327,36 +328,46 @@ impl FileStore {
         Ok(())
     }
 
-    /// A temp file's name holds its writer's process id: when that process is gone, so is the
-    /// write. A thread's temp file is written under the thread's lock, so a free lock says the
-    /// same; other temp files of a process that still runs are judged by age.
-    fn temp_is_abandoned(&self, name: &str, entry: &fs::DirEntry) -> Result<bool, StoreError> {
-        let writer = name
-            .split(fsio::TEMP_MARK)
-            .nth(1)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok());
-        if let Some(pid) = writer
-            && pid != std::process::id()
-            && !Path::new("/proc").join(pid.to_string()).exists()
-            && Path::new("/proc/self").exists()
-        {
-            return Ok(true);
-        }
+    /// Whether a temp file was abandoned by its writer; `Some` holds what keeps it so while
+    /// it is removed. A thread's temp file is written under the thread's lock, so when that
+    /// lock is free its writer is gone (and stays away while the lock is held). Other temp
+    /// files are abandoned once a minute old, or ten seconds old when the process named in
+    /// their name no longer runs (a writer in another process namespace may look gone, so
+    /// the name alone never decides).
+    fn temp_is_abandoned(
+        &self,
+        name: &str,
+        entry: &fs::DirEntry,
+    ) -> Result<Option<Option<lock::Lock>>, StoreError> {
         let thread = name
             .strip_prefix('.')
             .and_then(|n| n.split(fsio::TEMP_MARK).next())
             .and_then(layout::ref_of_file);
         if let Some(thread) = thread {
-            return lock::try_acquire(&self.layout().locks_dir(), &lock::thread_lock_name(&thread))
-                .map(|guard| guard.is_some());
+            return Ok(lock::try_acquire(
+                &self.layout().locks_dir(),
+                &lock::thread_lock_name(&thread),
+            )?
+            .map(Some));
         }
-        Ok(entry
+        let age = entry
             .metadata()
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age.as_secs() >= 60))
+            .unwrap_or_default();
+        let writer_gone = name
+            .split(fsio::TEMP_MARK)
+            .nth(1)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                pid != std::process::id()
+                    && Path::new("/proc/self").exists()
+                    && !Path::new("/proc").join(pid.to_string()).exists()
+            });
+        let abandoned = age.as_secs() >= 60 || (writer_gone && age.as_secs() >= 10);
+        Ok(abandoned.then_some(None))
     }
 
     fn check_indexes(

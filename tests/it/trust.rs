@@ -485,6 +485,13 @@ fn files_from_other_writers_and_crashes_are_handled_without_loss() {
     std::fs::create_dir_all(&outbox).unwrap();
     let stale_outbox = outbox.join(".x.yaml.tmp-999999-2");
     std::fs::write(&stale_outbox, "half a delivery").unwrap();
+    // Left by a writer that died a while ago (a fresh one might still be at work).
+    let aged = std::process::Command::new("touch")
+        .args(["-d", "2 minutes ago"])
+        .arg(&stale_outbox)
+        .status()
+        .unwrap();
+    assert!(aged.success());
     let before = home.run(&["fsck"]);
     assert!(!before.status.success() || !String::from_utf8_lossy(&before.stdout).contains("clean"));
     drop(Server::start(&home));
