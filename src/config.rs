@@ -105,16 +105,19 @@ impl Config {
                 config.agent_id = Some(id).filter(|s| !s.trim().is_empty());
             }
         }
-        if let Some(limits) = map.get("limits").and_then(Value::as_map)
-            && let Some(v) = limits.get("max_message_bytes")
-        {
-            match v {
-                Value::Int(n) if *n > 0 => config.exchange.max_message_bytes = *n as usize,
-                _ => {
-                    return Err(err(
-                        "limits.max_message_bytes must be a positive integer".to_owned()
-                    ));
+        if let Some(limits) = map.get("limits").and_then(Value::as_map) {
+            let positive = |key: &str| -> Result<Option<usize>, ConfigError> {
+                match limits.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::Int(n)) if *n > 0 => Ok(Some(*n as usize)),
+                    Some(_) => Err(err(format!("limits.{key} must be a positive integer"))),
                 }
+            };
+            if let Some(n) = positive("max_message_bytes")? {
+                config.exchange.max_message_bytes = n;
+            }
+            if let Some(n) = positive("max_thread_bytes")? {
+                config.exchange.max_thread_bytes = n;
             }
         }
         if let Some(dispatch) = map.get("dispatch") {
@@ -368,6 +371,7 @@ routing:
 # Limits on incoming messages.
 limits:
   max_message_bytes: 16777216
+  max_thread_bytes: 67108864        # a message that would grow a thread file past this is refused
 
 # Notifications: `mess serve` tells routed executors on their `notify:` channels (webhook,
 # slack, telegram, sms, ntfy, email). Tokens come from the environment through ${NAME}; never

@@ -98,6 +98,9 @@ pub fn may_notify_mailbox(executor: &str, mailbox: &str, by_key: bool) -> bool {
     !by_key || mailbox == executor
 }
 
+/// Most unread letters one principal may leave in one mailbox.
+pub const MAX_UNREAD_FROM_ONE: usize = 100;
+
 /// What a mail tool does with a mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MailUse {
@@ -269,6 +272,23 @@ impl Exchange {
             });
         }
         Ok(mailbox)
+    }
+
+    /// Leaves `letter` in its mailbox for `who`. Anyone may write to any mailbox (that is what
+    /// mail is for), but a principal with a role leaves at most [`MAX_UNREAD_FROM_ONE`] unread
+    /// letters in one mailbox, so no key can fill another session's mailbox (or the disk).
+    pub fn send_mail(&self, who: &Sender, letter: &crate::mail::Letter) -> Result<String, Error> {
+        if who.role.is_some()
+            && self.mail().unread_from(&letter.to, &letter.from)? >= MAX_UNREAD_FROM_ONE
+        {
+            return Err(Error::Forbidden {
+                message: format!(
+                    "{} already has {MAX_UNREAD_FROM_ONE} unread messages from {} waiting; wait until they are read",
+                    letter.to, letter.from
+                ),
+            });
+        }
+        Ok(self.mail().send(letter)?)
     }
 
     /// Whether `who` acts as the exchange's operator (local, no role): it alone sees the whole

@@ -40,6 +40,12 @@ pub enum Error {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// A thread that may not grow by the message (it holds as much as a thread may).
+    #[error("{message}")]
+    ThreadFull {
+        /// Which thread, how large it would grow, and the limit.
+        message: String,
+    },
     /// Valid credentials that do not reach this thread or action.
     #[error("{message}")]
     Forbidden {
@@ -91,6 +97,7 @@ impl Error {
             }
             Error::Unauthorized { .. } => ErrorKind::Unauthorized,
             Error::Forbidden { .. } => ErrorKind::Forbidden,
+            Error::ThreadFull { .. } => ErrorKind::TooLarge,
             Error::Misconfigured { .. } => ErrorKind::Internal,
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
             Error::Store(_) => ErrorKind::Internal,

@@ -54,6 +54,8 @@ use self::error::Error;
 pub struct Settings {
     /// Largest accepted message, in bytes (inline data URIs included).
     pub max_message_bytes: usize,
+    /// Largest thread file, in bytes: a message that would grow a thread past it is refused.
+    pub max_thread_bytes: usize,
     /// The key that signs presigned links (`MESS_SECRET`); `None` uses the home's generated one.
     pub link_secret: Option<Secret>,
     /// Notification policy: links, retries, escalation.
@@ -65,10 +67,11 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The documented defaults: 16 MiB messages, the home's own link secret.
+    /// The documented defaults: 16 MiB messages, 64 MiB threads, the home's own link secret.
     pub fn defaults() -> Settings {
         Settings {
             max_message_bytes: 16 * 1024 * 1024,
+            max_thread_bytes: 64 * 1024 * 1024,
             link_secret: None,
             dispatch: DispatchSettings::defaults(),
             route_in_background: false,

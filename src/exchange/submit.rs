@@ -271,6 +271,18 @@ fn apply_group(
             message: Message::new(payloads),
             extra: Map::new(),
         };
+        // Every change rewrites the whole file: a thread grows only so far, or appending to
+        // it would cost more each time without end.
+        let grown = t.text().len() + emit::to_yaml(&doc.to_value()).len();
+        let most = ex.settings().max_thread_bytes;
+        if grown > most {
+            return Err(Error::ThreadFull {
+                message: format!(
+                    "{} would grow to {grown} bytes, past the {most} bytes a thread may hold; start a new request",
+                    g.thread
+                ),
+            });
+        }
         let mut envelope = t.envelope.clone();
         envelope.apply(&doc);
         let echo = view::status_echo(&envelope, &g.payloads, t)?;

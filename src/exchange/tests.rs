@@ -1831,3 +1831,33 @@ fn parsing_waits_for_room_when_large_messages_arrive_at_once() {
     // A cost over the whole budget still gets through, alone.
     drop(gate.enter(super::PARSE_BUDGET * 4));
 }
+
+#[test]
+fn a_thread_grows_only_so_far() {
+    let f = fixture_with(
+        EXECUTORS,
+        Settings {
+            max_thread_bytes: 1024 * 1024,
+            ..Settings::defaults()
+        },
+    );
+    let r = f.request("claude-agent", "intent: photo");
+    let big = "x".repeat(300 * 1024);
+    let reply = || {
+        let mut m = crate::protocol::value::Map::new();
+        m.insert("re", Value::str(&r));
+        m.insert("reason", Value::str(&big));
+        Message::single("reply", m).unwrap()
+    };
+    let mut refused = None;
+    for _ in 0..6 {
+        if let Err(e) = f.ex.submit(reply(), &Sender::new("claude-agent", "cli")) {
+            refused = Some(e);
+            break;
+        }
+    }
+    let e = refused.expect("a thread past its limit was accepted");
+    assert_eq!(e.kind(), ErrorKind::TooLarge);
+    assert!(e.to_string().contains("start a new request"), "{e}");
+    assert!(f.text(&r).len() <= 1024 * 1024);
+}

@@ -357,6 +357,25 @@ impl Mail {
         ))
     }
 
+    /// How many unread messages from `from` wait in `mailbox`, counted by file name (senders
+    /// hold no underscore, so `_<from>_` or `_<from>-<n>_` names the sender).
+    pub fn unread_from(&self, mailbox: &str, from: &str) -> Result<usize, MailError> {
+        check_name("mailbox", mailbox)?;
+        let Ok(entries) = std::fs::read_dir(self.dir(mailbox, Folder::Unread)) else {
+            return Ok(0);
+        };
+        let exact = format!("_{from}_");
+        let numbered = format!("_{from}-");
+        Ok(entries
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".md") && (name.contains(&exact) || name.contains(&numbered))
+            })
+            .count())
+    }
+
     /// The messages of `mailbox` in `folder`, oldest first, with the files that could not be
     /// read (named, not fatal).
     pub fn list(

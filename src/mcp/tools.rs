@@ -480,7 +480,7 @@ impl MessMcp {
                     read_at: None,
                     body: a.body.clone(),
                 };
-                let file = ex.mail().send(&letter)?;
+                let file = ex.send_mail(who, &letter)?;
                 let mut m = Map::new();
                 m.insert("mailbox", Value::str(&letter.to));
                 m.insert("file", Value::str(file));

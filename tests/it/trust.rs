@@ -824,3 +824,43 @@ fn the_work_one_message_asks_for_is_bounded() {
     let (status, body) = server.post_yaml(&agent, &fine);
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn no_key_fills_another_mailbox() {
+    let home = Home::with_config(CONFIG);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        use rmcp::ServiceExt;
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", home.path())
+            .env("MESS_AGENT_ID", "chatty");
+        let agent = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        for i in 0..100 {
+            let (refused, text) = call(
+                &agent,
+                "mess_mail_send",
+                serde_json::json!({"to": "worker", "body": format!("note {i}")}),
+            )
+            .await;
+            assert!(!refused, "{i}: {text}");
+        }
+        let (refused, text) = call(
+            &agent,
+            "mess_mail_send",
+            serde_json::json!({"to": "worker", "body": "one too many"}),
+        )
+        .await;
+        assert!(refused, "{text}");
+        assert!(text.contains("100 unread messages"), "{text}");
+        // Others still reach the mailbox.
+        let count = std::fs::read_dir(home.path().join(".mail/worker"))
+            .unwrap()
+            .count();
+        assert_eq!(count, 100);
+    });
+    let out = home.ok(&[
+        "--as", "boss", "mail", "send", "--to", "worker", "--body", "hi",
+    ]);
+    assert!(out.contains("worker/"), "{out}");
+}
