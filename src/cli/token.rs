@@ -2,7 +2,6 @@
 
 use crate::cli::{CliError, Context, output};
 use crate::exchange::auth::Role;
-use crate::exchange::directory::Directory;
 
 /// Arguments of `mess token`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +29,7 @@ pub(crate) fn run(cx: &Context, args: TokenArgs) -> Result<(), CliError> {
         TokenKind::Agent { id } => (Role::Agent, id),
         TokenKind::Executor { id } => (Role::Executor, id),
     };
-    if role == Role::Executor && Directory::load(cx.exchange.store()).executor(&id).is_none() {
+    if role == Role::Executor && cx.exchange.directory().executor(&id).is_none() {
         output::warn(&format!(
             "{id} is not a registered executor yet; the key works once it is (config.yaml or a config message)"
         ));

@@ -119,7 +119,7 @@ impl Exchange {
         // Who may see it is decided on the envelope, before the thread is settled or read in
         // full: a hidden thread costs no more, and fails no differently, than an absent one.
         let thread = self.resolve(reference, who)?;
-        let directory = Directory::load(self.store());
+        let directory = self.directory();
         match self.store().envelope(&thread) {
             Ok((env, _)) if visible_to(who, &env, &directory) => {}
             Ok(_) | Err(crate::store::error::StoreError::NotFound { .. }) => {
@@ -140,7 +140,7 @@ impl Exchange {
     /// The envelopes `who` may see in `states` (newest `updated` first).
     pub fn threads_for(&self, who: &str, states: &[State]) -> Result<Vec<Envelope>, Error> {
         let (listing, _) = self.list(states, false)?;
-        let directory = Directory::load(self.store());
+        let directory = self.directory();
         let mut out: Vec<Envelope> = listing
             .into_iter()
             .map(|(env, _)| env)
@@ -187,8 +187,7 @@ impl Exchange {
     /// an async context ask [`quick_verdict`] first and call this off the async workers only
     /// when it has no answer.
     pub fn sees(&self, who: &str, env: &Envelope) -> bool {
-        quick_verdict(who, env)
-            .unwrap_or_else(|| visible_to(who, env, &Directory::load(self.store())))
+        quick_verdict(who, env).unwrap_or_else(|| visible_to(who, env, &self.directory()))
     }
 
     /// Whether `who` may see `thread` (for filtering change events).

@@ -46,7 +46,7 @@ impl Exchange {
         kind: &str,
         now: Timestamp,
     ) -> Result<usize, Error> {
-        let directory = Directory::load(self.store());
+        let directory = self.directory();
         let mut queued = 0;
         for id in executors {
             let Some(spec) = directory.executor(id) else {
@@ -164,7 +164,7 @@ impl Exchange {
         if unconfigured.is_empty() {
             return Vec::new();
         }
-        let directory = Directory::load(self.store());
+        let directory = self.directory();
         let mut problems = Vec::new();
         for executor in &directory.executors {
             let Some(notify) = executor.extra.get("notify") else {
@@ -230,7 +230,7 @@ impl Exchange {
         // milliseconds in a large home, so the other channels skip it).
         let (channel, reach) = match Channel::parse(&delivery.channel, &delivery.target) {
             Ok(Channel::Webhook { url, .. }) => {
-                let directory = Directory::load(self.store());
+                let directory = self.directory();
                 let channel = Channel::Webhook {
                     secret: Some(self.webhook_secret(&delivery.executor, &directory)?),
                     url,
@@ -240,7 +240,7 @@ impl Exchange {
             Ok(Channel::Mail(mailbox)) if mailbox != delivery.executor => {
                 // Another session's mailbox: only if the operator chose it.
                 let by_key = matches!(
-                    reach_of(Directory::load(self.store()).origin(&delivery.executor)),
+                    reach_of(self.directory().origin(&delivery.executor)),
                     Reach::KeyHolder
                 );
                 if !access::may_notify_mailbox(&delivery.executor, &mailbox, by_key) {
@@ -349,7 +349,7 @@ impl Exchange {
             return Ok(());
         };
         let now = self.now();
-        let reach = reach_of(Directory::load(self.store()).origin(&d.executor));
+        let reach = reach_of(self.directory().origin(&d.executor));
         let note = match reach {
             Reach::KeyHolder => format!("{} to {} failed: {UNDELIVERED}", d.channel, d.executor),
             Reach::Operator => format!(

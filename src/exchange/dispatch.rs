@@ -12,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::RouteWanted;
 use crate::db::error::DbError;
-use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, lifecycle, plan};
 use crate::protocol::envelope::{EXCHANGE, Envelope};
@@ -89,7 +88,7 @@ impl Exchange {
             .map_err(|message| Error::Db(DbError::Failed { message }))?;
         // Routing reads the executors and rules as checked here, so no registration can make
         // the statement fail for everyone.
-        let directory = Directory::load(self.store()).routing();
+        let directory = self.directory().routing();
         let decisions = match db.route_batch(&wanted, &now, Some(&directory)) {
             Ok(d) => d,
             Err(e) => {
@@ -164,7 +163,7 @@ impl Exchange {
             return Ok(Vec::new());
         };
         let now = self.now();
-        let directory = Directory::load(self.store());
+        let directory = self.directory();
         let fallback: Vec<String> = directory
             .rules
             .iter()

@@ -2,7 +2,7 @@
 //! the dependents of a thread that reached a final status, and recording dispatch decisions.
 
 use crate::db::Routed;
-use crate::exchange::directory::{Directory, RouteInput};
+use crate::exchange::directory::RouteInput;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, plan};
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
@@ -229,7 +229,7 @@ pub(crate) fn record_dispatch(
     if ex.settings().route_in_background {
         return false;
     }
-    let directory = Directory::load(ex.store()).routing();
+    let directory = ex.directory().routing();
     let routed = match ex.db().and_then(|db| {
         db.route(
             &input.requires,

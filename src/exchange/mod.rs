@@ -192,6 +192,16 @@ pub struct Exchange {
     deliveries: Arc<tokio::sync::Notify>,
     /// Bounds the memory all message parsing in this process takes at once.
     parsing: Arc<ParseGate>,
+    /// The directory as last read, with the stamp of the files it came from: access checks run
+    /// on every request and change event, and reading the files each time cost more than them.
+    directory: Arc<
+        std::sync::Mutex<
+            Option<(
+                crate::store::registry::RegistryStamp,
+                Arc<directory::Directory>,
+            )>,
+        >,
+    >,
 }
 
 /// Memory all message parsing of one process may take at once.
@@ -307,6 +317,7 @@ impl Exchange {
             keys: Arc::new(auth::KeyCache::default()),
             deliveries: Arc::new(tokio::sync::Notify::new()),
             parsing: Arc::new(ParseGate::default()),
+            directory: Arc::default(),
         }
     }
 
@@ -357,6 +368,24 @@ impl Exchange {
             .iter()
             .filter(|h| h.len() > 1)
             .fold(text.to_owned(), |t, h| t.replace(h.as_str(), "<home>"))
+    }
+
+    /// The executors, rules and catalog in effect: read again only when a registry file
+    /// changed (a `config` message, an edit of config.yaml) since the last read.
+    pub fn directory(&self) -> Arc<directory::Directory> {
+        let stamp = self.store.registry_stamp();
+        let mut cached = match self.directory.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((seen, dir)) = cached.as_ref()
+            && *seen == stamp
+        {
+            return dir.clone();
+        }
+        let dir = Arc::new(directory::Directory::load(&self.store));
+        *cached = Some((stamp, dir.clone()));
+        dir
     }
 
     /// The settings this exchange runs with.
@@ -510,7 +539,7 @@ impl Exchange {
         let Some(who) = viewer else {
             return query::Scope::All;
         };
-        let directory = directory::Directory::load(&self.store);
+        let directory = self.directory();
         let root = self.store.layout().root();
         let (listed, _) = self.store.list(&State::ALL, true);
         query::Scope::Threads(
@@ -525,7 +554,7 @@ impl Exchange {
     /// Problems in config.yaml, registrations, routing rules and the capability catalog, one
     /// line each (entries with problems are skipped, the rest works).
     pub fn config_problems(&self) -> Vec<String> {
-        let mut problems = directory::Directory::load(&self.store).problems;
+        let mut problems = self.directory().problems.clone();
         problems.extend(self.channel_problems());
         problems
     }

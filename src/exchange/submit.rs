@@ -173,7 +173,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
     // payload late in the message leaves nothing half-applied.
     // A key holder hears of a thread only if it is a party to it (or may take it): to anyone
     // else it does not exist, so refusals cannot reveal it or its requestor.
-    let mut directory = Directory::load(ex.store());
+    let mut directory = ex.directory();
     let groups = plan::group(ex, &directed, sender, &directory)?;
     for g in &groups {
         lifecycle::expire_if_due(ex, &g.thread, now)?;
@@ -202,7 +202,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         answer.push(view::apply_config(ex, config, sender, &directory)?);
     }
     if !configs.is_empty() {
-        directory = Directory::load(ex.store());
+        directory = ex.directory();
     }
     if !requests.is_empty() {
         answer.push(requests::create(

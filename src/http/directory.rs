@@ -7,7 +7,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 
-use crate::exchange::directory::Directory;
 use crate::exchange::view;
 use crate::http::AppState;
 use crate::http::auth::Caller;
@@ -23,7 +22,7 @@ pub async fn executors(
 ) -> Result<Response, ApiError> {
     let ex = state.exchange.clone();
     let list = state
-        .blocking(move || view::executors(&Directory::load(ex.store()), None))
+        .blocking(move || view::executors(&ex.directory(), None))
         .await?;
     let mut out = Map::new();
     out.insert("executors", list);
@@ -52,7 +51,7 @@ pub async fn capabilities(
     let tags: Vec<String> = filter.tag.into_iter().collect();
     let ex = state.exchange.clone();
     let list = state
-        .blocking(move || view::capabilities(&Directory::load(ex.store()), &tags))
+        .blocking(move || view::capabilities(&ex.directory(), &tags))
         .await?;
     let mut out = Map::new();
     out.insert("capabilities", list);

@@ -8,7 +8,6 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router};
 
 use crate::exchange::access::{self, MailUse};
-use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::view::{self, ThreadView};
 use crate::exchange::{Exchange, Sender};
@@ -346,10 +345,7 @@ impl MessMcp {
                     .into_iter()
                     .collect();
                 let mut out = Map::new();
-                out.insert(
-                    "capabilities",
-                    view::capabilities(&Directory::load(ex.store()), &tags),
-                );
+                out.insert("capabilities", view::capabilities(&ex.directory(), &tags));
                 Ok(Value::Map(out))
             })
             .await)

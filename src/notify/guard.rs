@@ -3,7 +3,7 @@
 //! public addresses and what the operator lists in `dispatch.webhook.allow`. The rule is
 //! checked on the URL when a registration arrives (a literal address, or a name such as
 //! `localhost`), and again when sending: the literal address before the request, and a name
-//! through [`Resolver`], which drops every address the rule refuses, so DNS answers (a name
+//! through `Resolver`, which drops every address the rule refuses, so DNS answers (a name
 //! that resolves to loopback, or to an address inside) cannot lead a notice inside.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -75,7 +75,7 @@ impl Allow {
     }
 
     /// Checks a key-made webhook's URL when sending: [`webhook_url`]'s rules, and a literal
-    /// address must be permitted. A name is left to [`Resolver`], which sees what it resolves
+    /// address must be permitted. A name is left to `Resolver`, which sees what it resolves
     /// to now (a literal address never reaches a resolver).
     pub fn check_address(&self, raw: &str) -> Result<Url, String> {
         let url = webhook_url(raw)?;

@@ -26,7 +26,39 @@ pub struct RegistryFiles {
     pub capabilities: Vec<Value>,
 }
 
+/// What the registry files are now, to tell whether anything read from them is still current:
+/// each file's name, size, modification time and inode (the store replaces files by rename, so
+/// a new version has a new inode), the registrations folder's included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryStamp(Vec<(PathBuf, u64, i64, i64, u64)>);
+
 impl FileStore {
+    /// The stamp of the registry files as they are now (a few `stat`s, no reading).
+    pub fn registry_stamp(&self) -> RegistryStamp {
+        use std::os::unix::fs::MetadataExt as _;
+        let layout = self.layout();
+        let stamp = |path: PathBuf| {
+            fs::metadata(&path)
+                .ok()
+                .map(|m| (path, m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+        };
+        let mut files: Vec<_> = [
+            layout.config_file(),
+            layout.routing_file(),
+            layout.capabilities_file(),
+            layout.registrations_dir(),
+        ]
+        .into_iter()
+        .filter_map(stamp)
+        .collect();
+        if let Ok(entries) = fs::read_dir(layout.registrations_dir()) {
+            let mut more: Vec<_> = entries.flatten().filter_map(|e| stamp(e.path())).collect();
+            more.sort();
+            files.extend(more);
+        }
+        RegistryStamp(files)
+    }
+
     /// Reads every registry file; a file that does not parse is returned as an error beside the
     /// rest.
     pub fn registry(&self) -> (RegistryFiles, Vec<StoreError>) {
