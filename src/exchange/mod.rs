@@ -194,15 +194,14 @@ pub struct Exchange {
     parsing: Arc<ParseGate>,
     /// The directory as last read, with the stamp of the files it came from: access checks run
     /// on every request and change event, and reading the files each time cost more than them.
-    directory: Arc<
-        std::sync::Mutex<
-            Option<(
-                crate::store::registry::RegistryStamp,
-                Arc<directory::Directory>,
-            )>,
-        >,
-    >,
+    directory: Arc<std::sync::Mutex<Option<CachedDirectory>>>,
 }
+
+/// The directory as read, and the stamp of the registry files it was read from.
+type CachedDirectory = (
+    crate::store::registry::RegistryStamp,
+    Arc<directory::Directory>,
+);
 
 /// Memory all message parsing of one process may take at once.
 const PARSE_BUDGET: usize = 384 * 1024 * 1024;
