@@ -13,6 +13,7 @@ mod mail;
 mod mcp;
 mod output;
 mod query;
+mod query_worker;
 mod reply;
 mod request;
 mod send;
@@ -96,6 +97,9 @@ enum Command {
     Link(link::LinkArgs),
     /// Agent mail: send, list, read, mark read and archive messages in .mail/ mailboxes
     Mail(mail::MailArgs),
+    /// Run user SQL for an exchange over stdin/stdout (started by the exchange itself)
+    #[command(hide = true)]
+    QueryWorker(query_worker::QueryWorkerArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -250,7 +254,14 @@ fn report(e: &CliError) {
 }
 
 fn dispatch(args: Args) -> Result<(), CliError> {
-    let config = Config::resolve(args.home)?;
+    // A query worker reads no configuration and no home of its own: requests name the home.
+    let command = match args.command {
+        Command::QueryWorker(a) => return query_worker::run(a),
+        other => other,
+    };
+    let mut config = Config::resolve(args.home)?;
+    // Queries run in workers of this same program (`mess query-worker`).
+    config.exchange.queries.worker = std::env::current_exe().ok();
     let store = FileStore::open(&config.home);
     let exchange = Exchange::new(store, config.exchange.clone(), Arc::new(SystemClock));
     let cx = Context {
@@ -258,7 +269,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         exchange,
         as_id: args.as_id,
     };
-    match args.command {
+    match command {
         Command::Init(a) => init::run(&cx, a),
         Command::Serve(a) => serve::run(&cx, a),
         Command::Mcp(a) => mcp::run(&cx, a),
@@ -279,6 +290,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Token(a) => token::run(&cx, a),
         Command::Link(a) => link::run(&cx, a),
         Command::Mail(a) => mail::run(&cx, a),
+        Command::QueryWorker(a) => query_worker::run(a),
     }
 }
 

@@ -40,6 +40,13 @@ pub enum Error {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// The exchange is at a limit on work at once (queries): nothing was done, the caller
+    /// retries shortly.
+    #[error("{message}")]
+    Busy {
+        /// Which limit, and that a retry will do.
+        message: String,
+    },
     /// Valid credentials that do not reach this thread or action.
     #[error("{message}")]
     Forbidden {
@@ -65,6 +72,8 @@ pub enum ErrorKind {
     Conflict,
     /// Over the size limit.
     TooLarge,
+    /// At a limit on work at once: retry shortly.
+    Busy,
     /// Anything else: disk errors, corrupt files.
     Internal,
 }
@@ -92,11 +101,17 @@ impl Error {
             Error::Unauthorized { .. } => ErrorKind::Unauthorized,
             Error::Forbidden { .. } => ErrorKind::Forbidden,
             Error::Misconfigured { .. } => ErrorKind::Internal,
+            Error::Busy { .. } => ErrorKind::Busy,
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
             Error::Store(_) => ErrorKind::Internal,
             Error::Db(DbError::Refused { .. }) => ErrorKind::Forbidden,
-            Error::Db(DbError::Failed { .. } | DbError::Timeout { .. }) => ErrorKind::Invalid,
-            Error::Db(DbError::Duckdb { .. }) => ErrorKind::Internal,
+            Error::Db(
+                DbError::Failed { .. }
+                | DbError::Timeout { .. }
+                | DbError::OutOfMemory { .. }
+                | DbError::WorkerDied { .. },
+            ) => ErrorKind::Invalid,
+            Error::Db(DbError::Duckdb { .. } | DbError::Worker { .. }) => ErrorKind::Internal,
             Error::Mail(MailError::Invalid { .. }) => ErrorKind::Invalid,
             Error::Mail(MailError::NotFound { .. }) => ErrorKind::NotFound,
             Error::Mail(MailError::Claimed { .. }) => ErrorKind::Conflict,

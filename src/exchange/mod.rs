@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod error;
 mod lifecycle;
 mod plan;
+pub mod queries;
 mod requests;
 mod submit;
 pub mod sweep;
@@ -31,7 +32,8 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast;
 
 use crate::db::Db;
-use crate::db::query::{self, ArrowResult, QueryLimits, QueryResult};
+use crate::db::query::{self, ArrowAnswer, QueryLimits, QueryResult};
+use crate::db::worker;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -62,6 +64,8 @@ pub struct Settings {
     /// before their create is acknowledged (a server turns this on; one-shot commands route
     /// at once, as nobody else would).
     pub route_in_background: bool,
+    /// How user SQL runs: worker processes, their memory ceiling, queries at once.
+    pub queries: queries::QuerySettings,
 }
 
 impl Settings {
@@ -72,6 +76,7 @@ impl Settings {
             link_secret: None,
             dispatch: DispatchSettings::defaults(),
             route_in_background: false,
+            queries: queries::QuerySettings::defaults(),
         }
     }
 
@@ -175,6 +180,8 @@ pub struct Exchange {
     deliveries: Arc<tokio::sync::Notify>,
     /// Bounds the memory all message parsing in this process takes at once.
     parsing: Arc<ParseGate>,
+    /// User SQL: queries at once, and the workers that run them.
+    queries: Arc<queries::Queries>,
 }
 
 /// Memory all message parsing of one process may take at once.
@@ -264,6 +271,7 @@ const CHANGE_BACKLOG: usize = 4096;
 impl Exchange {
     /// An exchange over `store`.
     pub fn new(store: FileStore, settings: Settings, clock: Arc<dyn Clock>) -> Exchange {
+        let settings_queries = settings.queries.clone();
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
         let announce = changes.clone();
         let announced = Arc::new(watch::Announced::default());
@@ -290,6 +298,7 @@ impl Exchange {
             keys: Arc::new(auth::KeyCache::default()),
             deliveries: Arc::new(tokio::sync::Notify::new()),
             parsing: Arc::new(ParseGate::default()),
+            queries: Arc::new(queries::Queries::new(settings_queries)),
         }
     }
 
@@ -456,36 +465,63 @@ impl Exchange {
         submit::submit(self, message, sender)
     }
 
+    /// The bounds a query gets unless its caller narrows them: the configured timeout
+    /// (`limits.query_timeout`), 1,000 rows, 50,000 characters.
+    pub fn query_limits(&self) -> QueryLimits {
+        QueryLimits {
+            timeout: self.queries.settings().timeout,
+            ..QueryLimits::defaults()
+        }
+    }
+
     /// Runs one read-only SQL statement over the home's views (after settling overdue and
-    /// waiting threads, so the answer matches what `status` shows). With a `viewer`, the
-    /// statement sees only the threads that principal may see (see [`query::Scope`]); without
-    /// one (the operator, locally) it sees the whole home.
+    /// waiting threads, so the answer matches what `status` shows), in a query worker that
+    /// caps its own memory (`limits.query_memory`). With a `viewer`, the statement sees only
+    /// the threads that principal may see (see [`query::Scope`]); without one (the operator,
+    /// locally) it sees the whole home. Beyond `limits.queries` at once, or
+    /// `limits.queries_per_key` for one viewer, it is refused as [`Error::Busy`].
     pub fn query(
         &self,
         sql: &str,
         limits: &QueryLimits,
         viewer: Option<&str>,
     ) -> Result<QueryResult, Error> {
-        lifecycle::settle_all(self, self.now())?;
-        let scope = self.scope_for(viewer);
-        Ok(query::run(self.store.layout().root(), sql, limits, &scope)?)
+        let _place = self.queries.enter(viewer)?;
+        let request = self.query_request(sql, limits, viewer, false)?;
+        Ok(self.queries.rows(&request)?)
     }
 
-    /// [`Exchange::query`] with DuckDB's own column types, for Arrow clients.
+    /// [`Exchange::query`] with DuckDB's own column types, as an Arrow IPC stream.
     pub fn query_arrow(
         &self,
         sql: &str,
         limits: &QueryLimits,
         viewer: Option<&str>,
-    ) -> Result<ArrowResult, Error> {
+    ) -> Result<ArrowAnswer, Error> {
+        let _place = self.queries.enter(viewer)?;
+        let request = self.query_request(sql, limits, viewer, true)?;
+        Ok(self.queries.arrow(&request)?)
+    }
+
+    /// What a worker is asked: the statement, its bounds (DuckDB's own memory limit at half
+    /// the worker's ceiling, the rest left to values DuckDB builds outside it), and the scope.
+    fn query_request(
+        &self,
+        sql: &str,
+        limits: &QueryLimits,
+        viewer: Option<&str>,
+        arrow: bool,
+    ) -> Result<worker::Request, Error> {
         lifecycle::settle_all(self, self.now())?;
-        let scope = self.scope_for(viewer);
-        Ok(query::run_arrow(
-            self.store.layout().root(),
-            sql,
+        let mut limits = limits.clone();
+        limits.duckdb_memory = self.queries.settings().memory / 2;
+        Ok(worker::Request {
+            home: self.store.layout().root().to_owned(),
+            sql: sql.to_owned(),
             limits,
-            &scope,
-        )?)
+            scope: self.scope_for(viewer),
+            arrow,
+        })
     }
 
     /// The thread files `viewer` may see, as a query scope.

@@ -375,7 +375,7 @@ impl MessMcp {
         }
         let limits = crate::db::query::QueryLimits {
             max_rows: a.limit.clamp(1, 1000) as usize,
-            ..crate::db::query::QueryLimits::defaults()
+            ..self.exchange.query_limits()
         };
         let ex = self.exchange.clone();
         let sql = a.sql;
