@@ -146,9 +146,13 @@ fn read_limits(v: &Value, config: &mut Config) -> Result<(), String> {
     }
     let q = &mut config.exchange.queries;
     if let Some(v) = l.get("query_memory").filter(|v| !matches!(v, Value::Null)) {
-        let bytes = v.scalar_text().and_then(|t| parse_size(&t)).ok_or_else(|| {
-            "limits.query_memory must be a size in bytes or with a unit (256MiB, 1GiB)".to_owned()
-        })?;
+        let bytes = v
+            .scalar_text()
+            .and_then(|t| parse_size(&t))
+            .ok_or_else(|| {
+                "limits.query_memory must be a size in bytes or with a unit (256MiB, 1GiB)"
+                    .to_owned()
+            })?;
         if bytes < MIN_QUERY_MEMORY {
             return Err(format!(
                 "limits.query_memory must be at least {} MiB",

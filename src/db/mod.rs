@@ -9,6 +9,8 @@ mod snapshot;
 pub mod worker;
 
 #[cfg(test)]
+mod query_tests;
+#[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};

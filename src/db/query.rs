@@ -91,11 +91,11 @@ const SNAPSHOTS: &[(&str, &str)] = &[
 
 /// Where DuckDB's own path settings point on the query instance: nowhere real, so that no
 /// setting, default or error names a folder of the server (DuckDB derives them from `$HOME`).
-const NOWHERE: &str = "/nonexistent";
+pub(crate) const NOWHERE: &str = "/nonexistent";
 
 /// Opens the locked-down instance over `home`, seeing what `scope` allows; also returns the
 /// snapshots that could not be built (each answers empty instead).
-fn locked(
+pub(crate) fn locked(
     home: &Path,
     scope: &Scope,
     limits: &QueryLimits,
@@ -192,6 +192,38 @@ fn watched<T>(
     }
 }
 
+/// A statement that passed the checks, on its locked-down instance, ready to run.
+pub struct Prepared {
+    con: Connection,
+    body: String,
+    problems: Vec<String>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("body", &self.body)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the locked-down instance over `home` for `scope` and checks `sql`: everything before
+/// the statement runs (and before its timeout starts).
+pub fn prepare(
+    home: &Path,
+    sql: &str,
+    limits: &QueryLimits,
+    scope: &Scope,
+) -> Result<Prepared, DbError> {
+    let (con, problems) = locked(home, scope, limits)?;
+    let body = check_shape(&con, sql)?;
+    Ok(Prepared {
+        con,
+        body,
+        problems,
+    })
+}
+
 /// Runs one read-only statement over the home at `home`.
 pub fn run(
     home: &Path,
@@ -199,46 +231,83 @@ pub fn run(
     limits: &QueryLimits,
     scope: &Scope,
 ) -> Result<QueryResult, DbError> {
-    let (con, problems) = locked(home, scope, limits)?;
-    let body = check_shape(&con, sql)?;
-    // One execution yields both forms: each row as JSON (nested values intact) and every
-    // column as DuckDB's own text, so the rows shown are the rows counted.
-    let limited = format!(
-        "SELECT to_json(q)::VARCHAR AS \"__row_json\", COLUMNS(*)::VARCHAR FROM (SELECT * FROM (\n{body}\n) LIMIT {}) q",
-        limits.max_rows.saturating_add(1)
-    );
-    let (columns, mut rows, mut json_rows) = watched(&con, limits.timeout, |con| {
-        fetch(con, &limited, limits.max_chars)
-    })?;
-    let mut truncated = false;
-    let mut warning = None;
-    if rows.len() > limits.max_rows {
-        rows.truncate(limits.max_rows);
-        json_rows.truncate(limits.max_rows);
-        truncated = true;
-        warning = Some(format!("only the first {} rows are shown", limits.max_rows));
-    }
-    let size = |rows: &[String]| rows.iter().map(|r| r.len() + 2).sum::<usize>();
-    if size(&json_rows) > limits.max_chars {
-        while !json_rows.is_empty() && size(&json_rows) > limits.max_chars {
-            json_rows.pop();
+    prepare(home, sql, limits, scope)?.rows(limits)
+}
+
+/// Runs one read-only statement and writes its rows to `out` as an Arrow IPC stream, with
+/// DuckDB's own column types (same lock-down, shape check, row cap and timeout as [`run`]; a
+/// size cap of [`ARROW_MAX_BYTES`] instead of the character cap, which holds for the first
+/// batch too: batches are cut to fit, and a first row larger than the cap is refused).
+pub fn run_arrow(
+    home: &Path,
+    sql: &str,
+    limits: &QueryLimits,
+    scope: &Scope,
+    out: &mut dyn Write,
+) -> Result<ArrowDone, DbError> {
+    prepare(home, sql, limits, scope)?.arrow(limits, out)
+}
+
+impl Prepared {
+    /// Runs the statement: rows as text and as JSON, within the row and character caps.
+    pub fn rows(self, limits: &QueryLimits) -> Result<QueryResult, DbError> {
+        let Prepared {
+            con,
+            body,
+            problems,
+        } = self;
+        // One execution yields both forms: each row as JSON (nested values intact) and every
+        // column as DuckDB's own text, so the rows shown are the rows counted.
+        let limited = format!(
+            "SELECT to_json(q)::VARCHAR AS \"__row_json\", COLUMNS(*)::VARCHAR FROM (SELECT * FROM (\n{body}\n) LIMIT {}) q",
+            limits.max_rows.saturating_add(1)
+        );
+        let (columns, mut rows, mut json_rows) = watched(&con, limits.timeout, |con| {
+            fetch(con, &limited, limits.max_chars)
+        })?;
+        let mut truncated = false;
+        let mut warning = None;
+        if rows.len() > limits.max_rows {
+            rows.truncate(limits.max_rows);
+            json_rows.truncate(limits.max_rows);
+            truncated = true;
+            warning = Some(format!("only the first {} rows are shown", limits.max_rows));
         }
-        rows.truncate(json_rows.len());
-        truncated = true;
-        warning = Some(format!(
-            "output cut to {} rows to stay under {} characters",
-            rows.len(),
-            limits.max_chars
-        ));
+        let size = |rows: &[String]| rows.iter().map(|r| r.len() + 2).sum::<usize>();
+        if size(&json_rows) > limits.max_chars {
+            while !json_rows.is_empty() && size(&json_rows) > limits.max_chars {
+                json_rows.pop();
+            }
+            rows.truncate(json_rows.len());
+            truncated = true;
+            warning = Some(format!(
+                "output cut to {} rows to stay under {} characters",
+                rows.len(),
+                limits.max_chars
+            ));
+        }
+        Ok(QueryResult {
+            columns,
+            rows,
+            json_rows,
+            truncated,
+            warning,
+            problems,
+        })
     }
-    Ok(QueryResult {
-        columns,
-        rows,
-        json_rows,
-        truncated,
-        warning,
-        problems,
-    })
+
+    /// Writes the statement's rows to `out` as an Arrow IPC stream (see [`run_arrow`]).
+    pub fn arrow(self, limits: &QueryLimits, out: &mut dyn Write) -> Result<ArrowDone, DbError> {
+        let Prepared {
+            con,
+            body,
+            problems,
+        } = self;
+        arrow_rows(&con, &body, limits, out).map(|truncated| ArrowDone {
+            truncated,
+            problems,
+        })
+    }
 }
 
 type Fetched = (Vec<String>, Vec<Vec<Option<String>>>, Vec<String>);
@@ -317,7 +386,7 @@ fn refused_or_failed(e: duckdb::Error) -> DbError {
 
 /// Accepts a single SELECT-shaped statement (SELECT, WITH, FROM-first, DESCRIBE, SUMMARIZE,
 /// SHOW) and returns its text without trailing semicolons.
-fn check_shape(con: &Connection, sql: &str) -> Result<String, DbError> {
+pub(crate) fn check_shape(con: &Connection, sql: &str) -> Result<String, DbError> {
     let body = sql[..code_end(sql)].trim().to_owned();
     if body.is_empty() {
         return Err(DbError::Refused {
@@ -400,8 +469,11 @@ fn introspection(tree: &serde_json::Value) -> Option<String> {
             }
             if map.get("type").and_then(Value::as_str) == Some("BASE_TABLE") {
                 let field = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or_default();
-                let (table, schema, catalog) =
-                    (field("table_name"), field("schema_name"), field("catalog_name"));
+                let (table, schema, catalog) = (
+                    field("table_name"),
+                    field("schema_name"),
+                    field("catalog_name"),
+                );
                 if refused_name(table) {
                     return Some(table.to_owned());
                 }
@@ -493,19 +565,14 @@ pub struct ArrowDone {
 /// Most bytes of Arrow data one query returns.
 pub const ARROW_MAX_BYTES: usize = 64 * 1024 * 1024;
 
-/// Runs one read-only statement and writes its rows to `out` as an Arrow IPC stream, with
-/// DuckDB's own column types (same lock-down, shape check, row cap and timeout as [`run`]; a
-/// size cap of [`ARROW_MAX_BYTES`] instead of the character cap, which holds for the first
-/// batch too: batches are cut to fit, and a first row larger than the cap is refused).
-pub fn run_arrow(
-    home: &Path,
-    sql: &str,
+/// Runs `body` and writes its rows to `out` as Arrow IPC within the row and size caps;
+/// whether rows were left out.
+fn arrow_rows(
+    con: &Connection,
+    body: &str,
     limits: &QueryLimits,
-    scope: &Scope,
     out: &mut dyn Write,
-) -> Result<ArrowDone, DbError> {
-    let (con, problems) = locked(home, scope, limits)?;
-    let body = check_shape(&con, sql)?;
+) -> Result<bool, DbError> {
     let limited = format!(
         "SELECT * FROM (\n{body}\n) LIMIT {}",
         limits.max_rows.saturating_add(1)
@@ -513,7 +580,7 @@ pub fn run_arrow(
     let written = |e: ArrowError| DbError::Worker {
         message: format!("cannot write the Arrow answer: {e}"),
     };
-    let truncated = watched(&con, limits.timeout, |con| {
+    watched(con, limits.timeout, |con| {
         let mut stmt = con.prepare(&limited).map_err(refused_or_failed)?;
         let stream = stmt.stream_arrow([]).map_err(refused_or_failed)?;
         let mut writer = StreamWriter::try_new(out, &stream.get_schema()).map_err(written)?;
@@ -549,10 +616,6 @@ pub fn run_arrow(
         }
         writer.finish().map_err(written)?;
         Ok(truncated)
-    })?;
-    Ok(ArrowDone {
-        truncated,
-        problems,
     })
 }
 

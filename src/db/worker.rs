@@ -4,8 +4,9 @@
 //! keys, limits or pools (the exchange owns those) and never writes a file.
 //!
 //! Frames are a kind byte, a little-endian `u32` length and that many bytes. The exchange
-//! sends a request frame (JSON); the worker answers with data frames (an Arrow IPC stream, in
-//! pieces, for Arrow requests) and then exactly one reply frame (JSON).
+//! sends a request frame (JSON); the worker answers with a started frame once the statement is
+//! checked and about to run (its timeout starts then), data frames (an Arrow IPC stream, in
+//! pieces, for Arrow requests), and exactly one reply frame (JSON) at the end.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -15,6 +16,8 @@ use crate::db::query::{self, ArrowDone, QueryLimits, QueryResult, Scope};
 
 /// A request frame (exchange to worker).
 pub const REQUEST: u8 = b'Q';
+/// The statement starts running (worker to exchange; empty).
+pub const STARTED: u8 = b'S';
 /// A piece of an Arrow IPC stream (worker to exchange).
 pub const DATA: u8 = b'D';
 /// The reply that ends an answer (worker to exchange).
@@ -150,9 +153,16 @@ impl DataFrames<'_> {
 
 impl Write for DataFrames<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.pending.extend_from_slice(buf);
-        if self.pending.len() >= DATA_CHUNK {
-            self.send()?;
+        // The IPC writer hands over a whole column buffer at once: it leaves in frames of at
+        // most DATA_CHUNK bytes, never copied whole.
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let take = (DATA_CHUNK - self.pending.len()).min(rest.len());
+            self.pending.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if self.pending.len() >= DATA_CHUNK {
+                self.send()?;
+            }
         }
         Ok(buf.len())
     }
@@ -175,40 +185,41 @@ pub fn serve(input: &mut dyn Read, output: &mut dyn Write) -> io::Result<()> {
         }
         let request: Request = serde_json::from_slice(&payload).map_err(invalid)?;
         drop(payload);
-        let reply = if request.arrow {
-            let mut data = DataFrames {
-                out: &mut *output,
-                pending: Vec::new(),
-                broken: None,
+        let reply =
+            match query::prepare(&request.home, &request.sql, &request.limits, &request.scope) {
+                Err(e) => Reply::Failed(e.into()),
+                Ok(prepared) => {
+                    write_frame(output, STARTED, &[])?;
+                    output.flush()?;
+                    run(prepared, &request, output)?
+                }
             };
-            let outcome = query::run_arrow(
-                &request.home,
-                &request.sql,
-                &request.limits,
-                &request.scope,
-                &mut data,
-            );
-            data.flush()?;
-            if let Some(e) = data.broken {
-                return Err(e);
-            }
-            match outcome {
-                Ok(done) => Reply::Arrow(done),
-                Err(e) => Reply::Failed(e.into()),
-            }
-        } else {
-            match query::run(
-                &request.home,
-                &request.sql,
-                &request.limits,
-                &request.scope,
-            ) {
-                Ok(rows) => Reply::Rows(rows),
-                Err(e) => Reply::Failed(e.into()),
-            }
-        };
         write_frame(output, REPLY, &serde_json::to_vec(&reply).map_err(invalid)?)?;
         output.flush()?;
     }
     Ok(())
+}
+
+/// Runs a prepared statement as `request` asks: rows, or Arrow data frames on `output`.
+fn run(prepared: query::Prepared, request: &Request, output: &mut dyn Write) -> io::Result<Reply> {
+    if !request.arrow {
+        return Ok(match prepared.rows(&request.limits) {
+            Ok(rows) => Reply::Rows(rows),
+            Err(e) => Reply::Failed(e.into()),
+        });
+    }
+    let mut data = DataFrames {
+        out: output,
+        pending: Vec::with_capacity(DATA_CHUNK),
+        broken: None,
+    };
+    let outcome = prepared.arrow(&request.limits, &mut data);
+    data.flush()?;
+    if let Some(e) = data.broken {
+        return Err(e);
+    }
+    Ok(match outcome {
+        Ok(done) => Reply::Arrow(done),
+        Err(e) => Reply::Failed(e.into()),
+    })
 }

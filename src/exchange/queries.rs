@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::db::error::DbError;
 use crate::db::query::{ARROW_MAX_BYTES, ArrowAnswer, QueryResult};
@@ -242,6 +242,14 @@ enum Ended {
     Garbled(String),
 }
 
+/// What the reader tells a worker's watchdog.
+enum Signal {
+    /// The statement started: its own deadline begins.
+    Started,
+    /// The answer is in (or the worker is gone).
+    Done,
+}
+
 /// One `mess query-worker` process and the pipes to it.
 #[derive(Debug)]
 struct Worker {
@@ -294,26 +302,40 @@ impl Worker {
         matches!(lock(&self.child).try_wait(), Ok(None))
     }
 
-    /// Sends one request and reads the answer, killing the worker if it has not answered
-    /// within `deadline`.
-    fn ask(&mut self, request: &Request, deadline: Duration) -> Result<(Reply, Vec<u8>), Ended> {
+    /// Sends one request and reads the answer. The worker is killed if it has not started
+    /// the statement within `allowance` (opening DuckDB, checking the statement), or not
+    /// answered within `allowance` after it started: the query's timeout plus a grace period
+    /// to stop once interrupted.
+    fn ask(&mut self, request: &Request, allowance: Duration) -> Result<(Reply, Vec<u8>), Ended> {
         self.served += 1;
-        let (done, finished) = mpsc::channel::<()>();
+        let (signal, signals) = mpsc::channel::<Signal>();
         let child = self.child.clone();
         let killed = self.killed.clone();
         let watchdog = std::thread::spawn(move || {
-            if finished.recv_timeout(deadline) == Err(mpsc::RecvTimeoutError::Timeout) {
-                killed.store(true, Ordering::SeqCst);
-                let _ = lock(&child).kill();
+            let mut deadline = Instant::now() + allowance;
+            loop {
+                match signals.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(Signal::Started) => deadline = Instant::now() + allowance,
+                    Ok(Signal::Done) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        killed.store(true, Ordering::SeqCst);
+                        let _ = lock(&child).kill();
+                        return;
+                    }
+                }
             }
         });
-        let answer = self.exchange(request);
-        let _ = done.send(());
+        let answer = self.exchange(request, &signal);
+        let _ = signal.send(Signal::Done);
         let _ = watchdog.join();
         answer
     }
 
-    fn exchange(&mut self, request: &Request) -> Result<(Reply, Vec<u8>), Ended> {
+    fn exchange(
+        &mut self,
+        request: &Request,
+        signal: &mpsc::Sender<Signal>,
+    ) -> Result<(Reply, Vec<u8>), Ended> {
         let gone = |e: std::io::Error| Ended::Gone(e.to_string());
         let text = serde_json::to_vec(request).map_err(|e| Ended::Garbled(e.to_string()))?;
         worker::write_frame(&mut self.input, worker::REQUEST, &text).map_err(gone)?;
@@ -322,6 +344,9 @@ impl Worker {
         loop {
             let frame = worker::read_frame(&mut self.output, worker::MAX_REPLY_BYTES);
             match frame {
+                Ok(Some((worker::STARTED, _))) => {
+                    let _ = signal.send(Signal::Started);
+                }
                 Ok(Some((worker::DATA, bytes))) => {
                     // An Arrow answer within its cap, plus room for the stream's own framing.
                     if data.len() + bytes.len() > ARROW_MAX_BYTES + 4 * 1024 * 1024 {

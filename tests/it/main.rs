@@ -14,6 +14,7 @@ mod mcp;
 mod mcp_python;
 mod notebooks;
 mod query;
+mod query_limits;
 mod support;
 mod tidy;
 mod trust;
