@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::db::error::DbError;
 use crate::db::query::{ARROW_MAX_BYTES, ArrowAnswer, QueryResult};
-use crate::db::worker::{self, Reply, Request};
+use crate::db::worker::{self, Failure, Reply, Request};
 use crate::exchange::error::Error;
 
 /// How queries run (`limits:` in config.yaml, and the worker program the CLI names).
@@ -180,10 +180,21 @@ impl Queries {
     fn run(&self, request: &Request) -> Result<(Reply, Vec<u8>), DbError> {
         let mut worker = self.take()?;
         let deadline = request.limits.timeout + self.settings.grace;
-        let outcome = worker.ask(request, deadline);
+        let mut outcome = worker.ask(request, deadline);
+        if let Err(Ended::Unsent(_)) = outcome {
+            // An idle worker that ended since it was last checked: the request never reached
+            // it, so a fresh worker gets it.
+            drop(worker);
+            worker = Worker::start(&self.settings)?;
+            outcome = worker.ask(request, deadline);
+        }
         match outcome {
             Ok((Reply::Failed(failure), _)) => {
-                self.give_back(worker);
+                // After an allocation failed, the worker's heap is not trusted with the next
+                // query: a fresh one takes its place.
+                if failure != Failure::OutOfMemory {
+                    self.give_back(worker);
+                }
                 Err(failure.into_error(self.settings.ceiling_mib()))
             }
             Ok(answer) => {
@@ -236,6 +247,8 @@ fn unexpected(reply: &Reply) -> DbError {
 /// Why a worker gave no proper answer.
 #[derive(Debug)]
 enum Ended {
+    /// The request could not be written: the worker was gone before it got it.
+    Unsent(String),
     /// Its output ended or broke (it exited or was killed).
     Gone(String),
     /// It sent something the protocol does not allow.
@@ -337,9 +350,10 @@ impl Worker {
         signal: &mpsc::Sender<Signal>,
     ) -> Result<(Reply, Vec<u8>), Ended> {
         let gone = |e: std::io::Error| Ended::Gone(e.to_string());
+        let unsent = |e: std::io::Error| Ended::Unsent(e.to_string());
         let text = serde_json::to_vec(request).map_err(|e| Ended::Garbled(e.to_string()))?;
-        worker::write_frame(&mut self.input, worker::REQUEST, &text).map_err(gone)?;
-        self.input.flush().map_err(gone)?;
+        worker::write_frame(&mut self.input, worker::REQUEST, &text).map_err(unsent)?;
+        self.input.flush().map_err(unsent)?;
         let mut data = Vec::new();
         loop {
             let frame = worker::read_frame(&mut self.output, worker::MAX_REPLY_BYTES);
@@ -393,7 +407,7 @@ impl Worker {
             Ended::Garbled(why) => DbError::Worker {
                 message: format!("broke the protocol: {why}"),
             },
-            Ended::Gone(why) => {
+            Ended::Gone(why) | Ended::Unsent(why) => {
                 let status = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
                 tracing::warn!(%status, %why, "a query worker ended during a query");
                 DbError::WorkerDied {

@@ -345,6 +345,41 @@ fn a_worker_that_does_not_stop_at_its_timeout_is_killed_and_replaced() {
 }
 
 #[test]
+fn a_worker_that_dies_during_a_query_is_reported_with_the_ceiling_and_replaced() {
+    let home = Home::with_config("agent_id: claude-agent\n");
+    let alice = key(&home, "alice");
+    let server = Server::start(&home);
+    let (status, _, _) = query(server.port, &alice, "json", "SELECT 1");
+    assert_eq!(status, 200);
+    let worker = children(server.pid());
+    assert_eq!(worker.len(), 1, "{worker:?}");
+    let port = server.port;
+    let owned = alice.clone();
+    let running = std::thread::spawn(move || query(port, &owned, "json", ENDLESS));
+    // What the kernel's OOM killer would do to a worker over the machine's memory.
+    std::thread::sleep(Duration::from_millis(800));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &worker[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let (status, _, body) = running.join().unwrap();
+    assert_eq!(status, 422, "{}", text(&body));
+    let message = error_of(&body).1;
+    assert!(
+        message.starts_with("query stopped: its worker ended")
+            && message.contains("SIGKILL")
+            && message.contains("256 MiB"),
+        "{message}"
+    );
+    let (status, _, body) = query(server.port, &alice, "json", "SELECT 3 AS n");
+    assert_eq!((status, text(&body).contains("\"n\":3")), (200, true));
+    let replaced = children(server.pid());
+    assert_eq!(replaced.len(), 1);
+    assert_ne!(replaced, worker);
+}
+
+#[test]
 fn an_arrow_answer_holds_its_64_mib_cap_from_the_first_batch() {
     // Room enough for the worker to build a first batch larger than the cap.
     let home = Home::with_config("limits:\n  query_memory: 1GiB\n");
@@ -502,4 +537,44 @@ fn one_directory_file_the_views_choke_on_does_not_stop_key_holders_queries() {
         v["columns"],
         serde_json::json!(["id", "description", "tags", "executors", "in_catalog"])
     );
+}
+
+#[test]
+fn query_limits_in_config_yaml_are_checked_and_name_the_field() {
+    for (limits, problem) in [
+        (
+            "query_memory: 100MiB",
+            "limits.query_memory must be at least 128 MiB",
+        ),
+        (
+            "query_memory: lots",
+            "limits.query_memory must be a size in bytes or with a unit",
+        ),
+        ("queries: 0", "limits.queries must be a positive integer"),
+        (
+            "queries_per_key: -1",
+            "limits.queries_per_key must be a positive integer",
+        ),
+        (
+            "query_timeout: soon",
+            "limits.query_timeout: \"soon\" is not a positive duration",
+        ),
+        (
+            "query_grace: 0s",
+            "limits.query_grace: \"0s\" is not a positive duration",
+        ),
+    ] {
+        let home = Home::with_config(&format!("limits:\n  {limits}\n"));
+        let err = home.fails(&["query", "SELECT 1"], 1);
+        assert!(err.contains(problem), "{limits}: {err}");
+    }
+    // Sizes with units, read as written: the smallest ceiling still runs a small query, and
+    // says so when a query needs more.
+    let home = Home::with_config("limits:\n  query_memory: 128MiB\n  queries: 1\n");
+    assert_eq!(
+        home.ok(&["query", "--format", "csv", "SELECT 1 AS n"]),
+        "n\n1\n"
+    );
+    let err = home.fails(&["query", "SELECT repeat('x', 100000000)"], 1);
+    assert!(err.contains("the 128 MiB a query may use"), "{err}");
 }
