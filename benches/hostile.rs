@@ -50,6 +50,18 @@ fn main() {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
 
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (sampling, pid) = (sampling.clone(), server.id());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while sampling.load(Ordering::Relaxed) {
+                peak = peak.max(family_rss_kib(pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
     let quiet = runtime.block_on(normal(&base, &keys, lifecycles));
     let quiet_peak = peak_rss_kib(server.id());
     let stop = Arc::new(AtomicBool::new(false));
@@ -66,6 +78,8 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     let outcomes = runtime.block_on(hostile).unwrap();
     let peak = peak_rss_kib(server.id());
+    sampling.store(false, Ordering::Relaxed);
+    let family_peak = sampler.join().unwrap();
     terminate(&server);
     let _ = server.wait();
 
@@ -97,9 +111,34 @@ fn main() {
         quiet_peak as f64 / 1024.0,
         peak as f64 / 1024.0
     );
+    println!(
+        "server and its query workers together, sampled every 20 ms: peak {:.0} MiB",
+        family_peak as f64 / 1024.0
+    );
     let log = std::fs::read_to_string(home.join("serve.log")).unwrap_or_default();
     let errors = log.lines().filter(|l| l.contains("ERROR")).count();
     println!("server log: {errors} error lines");
+}
+
+/// Resident memory of `pid` and every process whose parent it is (the query workers), in KiB.
+fn family_rss_kib(pid: u32) -> u64 {
+    let field = |status: &str, name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    };
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let me = field(&status, "Pid:") == Some(u64::from(pid));
+        if me || field(&status, "PPid:") == Some(u64::from(pid)) {
+            total += field(&status, "VmRSS:").unwrap_or(0);
+        }
+    }
+    total
 }
 
 /// The normal clients' lifecycles, all at once.

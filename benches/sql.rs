@@ -4,6 +4,10 @@
 //! for both), warm time, and peak memory, for (a) a count per state folder, (b) the
 //! `pending_by_capability` view, (c) the `executor_stats` view.
 //!
+//! Then user queries (`mess query`, `/query`, `mess_query`) through the exchange's query
+//! workers against the in-process path they replaced, on the same home, as a ratio: with a warm
+//! pool of workers (what a server does) and with a fresh worker per query.
+//!
 //! Run with `cargo bench --bench sql` (`-- --sizes 1000,10000` for other sizes). Each size runs
 //! in a child process so its peak memory is its own.
 
@@ -15,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mess::db::Db;
+use mess::db::query::{self, Scope};
 use mess::exchange::clock::FixedClock;
 use mess::exchange::{Exchange, Settings};
 use mess::protocol::time;
@@ -136,6 +141,69 @@ fn child(n: usize) {
         peak_kib() / 1024,
         yaml_scan::cached_files()
     );
+    query_paths(&home, n);
+}
+
+/// User queries through query workers against the in-process path they replaced (settling
+/// pending threads, then `query::run` in the caller's process, its parse cache warm): medians
+/// of 7 runs after one that fills each worker's cache; a fresh worker per query starts cold.
+fn query_paths(home: &Path, n: usize) {
+    let clock = Arc::new(FixedClock::new(
+        time::parse_timestamp("2026-02-15T00:00:00Z")
+            .unwrap()
+            .to_utc(),
+    ));
+    let mut settings = Settings::defaults();
+    settings.queries.worker = Some(PathBuf::from(env!("CARGO_BIN_EXE_mess")));
+    let exchange = || Exchange::new(FileStore::open(home), settings.clone(), clock.clone());
+    let pooled = exchange();
+    let limits = pooled.query_limits();
+    for (name, sql) in [
+        ("count threads", "SELECT count(*) FROM threads"),
+        (
+            "pending_by_capability",
+            "SELECT * FROM pending_by_capability",
+        ),
+    ] {
+        let in_process = median7(|| {
+            let t = Instant::now();
+            pooled.settle_pending().unwrap();
+            query::run(home, sql, &limits, &Scope::All).unwrap();
+            t.elapsed()
+        });
+        let answer = pooled.query(sql, &limits, None);
+        if let Err(e) = answer {
+            println!("{n:>8}  query path: {name:<22} through a worker: {e}");
+            continue;
+        }
+        let pool = median7(|| {
+            let t = Instant::now();
+            pooled.query(sql, &limits, None).unwrap();
+            t.elapsed()
+        });
+        let fresh = median7(|| {
+            let one_shot = exchange();
+            let t = Instant::now();
+            let answer = one_shot.query(sql, &limits, None);
+            let took = t.elapsed();
+            answer.unwrap();
+            took
+        });
+        println!(
+            "{n:>8}  query path: {name:<22} in-process {:>7}  worker pool {:>7} ({:.2}x)  fresh worker {:>7} ({:.2}x)",
+            ms(in_process),
+            ms(pool),
+            pool.as_secs_f64() / in_process.as_secs_f64(),
+            ms(fresh),
+            fresh.as_secs_f64() / in_process.as_secs_f64(),
+        );
+    }
+}
+
+fn median7(mut f: impl FnMut() -> Duration) -> Duration {
+    let mut v: Vec<Duration> = (0..7).map(|_| f()).collect();
+    v.sort();
+    v[3]
 }
 
 fn time_rows(db: &Db, sql: &str) -> Duration {

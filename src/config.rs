@@ -67,6 +67,9 @@ impl Config {
             .ok()
             .filter(|s| !s.trim().is_empty())
             .map(Secret);
+        // Query workers get `HOME` and nothing else of the environment, so that `~` in a
+        // `read_yaml_auto` pattern means what it means here.
+        config.exchange.queries.user_home = std::env::var_os("HOME").map(PathBuf::from);
         let public_url = std::env::var("MESS_PUBLIC_URL")
             .ok()
             .filter(|s| !s.trim().is_empty());
@@ -105,20 +108,8 @@ impl Config {
                 config.agent_id = Some(id).filter(|s| !s.trim().is_empty());
             }
         }
-        if let Some(limits) = map.get("limits").and_then(Value::as_map) {
-            let positive = |key: &str| -> Result<Option<usize>, ConfigError> {
-                match limits.get(key) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(Value::Int(n)) if *n > 0 => Ok(Some(*n as usize)),
-                    Some(_) => Err(err(format!("limits.{key} must be a positive integer"))),
-                }
-            };
-            if let Some(n) = positive("max_message_bytes")? {
-                config.exchange.max_message_bytes = n;
-            }
-            if let Some(n) = positive("max_thread_bytes")? {
-                config.exchange.max_thread_bytes = n;
-            }
+        if let Some(limits) = map.get("limits") {
+            read_limits(limits, &mut config).map_err(err)?;
         }
         if let Some(dispatch) = map.get("dispatch") {
             read_dispatch(dispatch, &mut config).map_err(err)?;
@@ -129,6 +120,96 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// The smallest memory ceiling allowed for a query worker: the program, a DuckDB instance with
+/// the views and the first query of an empty home need about 90 MiB of it (measured).
+const MIN_QUERY_MEMORY: u64 = 128 * 1024 * 1024;
+
+/// Reads `limits:` (message size; queries: memory, how many at once, time) into `config`.
+fn read_limits(v: &Value, config: &mut Config) -> Result<(), String> {
+    let Some(l) = v.as_map() else {
+        return match v {
+            Value::Null => Ok(()),
+            other => Err(format!("limits must be a mapping, found {}", other.kind())),
+        };
+    };
+    let count = |key: &str| -> Result<Option<usize>, String> {
+        match l.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Int(n)) if *n > 0 => Ok(Some(*n as usize)),
+            Some(_) => Err(format!("limits.{key} must be a positive integer")),
+        }
+    };
+    let duration = |key: &str| -> Result<Option<std::time::Duration>, String> {
+        let Some(raw) = l.get(key).and_then(Value::scalar_text) else {
+            return Ok(None);
+        };
+        time::parse_any_duration(raw.trim())
+            .ok()
+            .and_then(|d| d.length.to_std().ok())
+            .filter(|d| !d.is_zero())
+            .map(Some)
+            .ok_or_else(|| format!("limits.{key}: {raw:?} is not a positive duration (10s, 1m)"))
+    };
+    if let Some(n) = count("max_message_bytes")? {
+        config.exchange.max_message_bytes = n;
+    }
+    if let Some(n) = count("max_thread_bytes")? {
+        config.exchange.max_thread_bytes = n;
+    }
+    let q = &mut config.exchange.queries;
+    if let Some(v) = l.get("query_memory").filter(|v| !matches!(v, Value::Null)) {
+        let bytes = v
+            .scalar_text()
+            .and_then(|t| parse_size(&t))
+            .ok_or_else(|| {
+                "limits.query_memory must be a size in bytes or with a unit (256MiB, 1GiB)"
+                    .to_owned()
+            })?;
+        if bytes < MIN_QUERY_MEMORY {
+            return Err(format!(
+                "limits.query_memory must be at least {} MiB",
+                MIN_QUERY_MEMORY / (1024 * 1024)
+            ));
+        }
+        q.memory = bytes;
+    }
+    if let Some(n) = count("queries")? {
+        q.total = n;
+    }
+    if let Some(n) = count("queries_per_key")? {
+        q.per_key = n;
+    }
+    if let Some(d) = duration("query_timeout")? {
+        q.timeout = d;
+    }
+    if let Some(d) = duration("query_grace")? {
+        q.grace = d;
+    }
+    Ok(())
+}
+
+/// A size: bytes, or a number with KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of
+/// 1024).
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "mb" => 1000 * 1000,
+        "gb" => 1000 * 1000 * 1000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(unit)
 }
 
 /// Reads `dispatch:` (channels, links, retries, escalation) into `config`.
@@ -368,10 +449,17 @@ routing:
   - default:
     prefer: [teague-phone]
 
-# Limits on incoming messages.
+# Limits on incoming messages and on SQL queries (`mess query`, /query, mess_query). Each
+# query runs in a worker process whose memory is capped at query_memory; a query needing more
+# is stopped with an error. At most `queries` run at once (`queries_per_key` for one API key);
+# beyond that /query answers 429. Worst case for queries: queries x query_memory.
 limits:
   max_message_bytes: 16777216
   max_thread_bytes: 67108864        # a message that would grow a thread file past this is refused
+  query_memory: 256MiB
+  queries: 4
+  queries_per_key: 2
+  query_timeout: 10s
 
 # Notifications: `mess serve` tells routed executors on their `notify:` channels (webhook,
 # slack, telegram, sms, ntfy, email). Tokens come from the environment through ${NAME}; never

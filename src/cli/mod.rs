@@ -13,6 +13,7 @@ mod mail;
 mod mcp;
 mod output;
 mod query;
+mod query_worker;
 mod reply;
 mod request;
 mod send;
@@ -100,6 +101,9 @@ enum Command {
     /// Print the key that signs webhooks when dispatch.webhook.secret is unset (generated into
     /// .mess/ on first use), for receivers to check the x-mess-signature header with
     WebhookSecret(webhook_secret::WebhookSecretArgs),
+    /// Run user SQL for an exchange over stdin/stdout (started by the exchange itself)
+    #[command(hide = true)]
+    QueryWorker(query_worker::QueryWorkerArgs),
 }
 
 /// What a subcommand needs: the resolved settings, the exchange, and who is acting.
@@ -254,7 +258,14 @@ fn report(e: &CliError) {
 }
 
 fn dispatch(args: Args) -> Result<(), CliError> {
-    let config = Config::resolve(args.home)?;
+    // A query worker reads no configuration and no home of its own: requests name the home.
+    let command = match args.command {
+        Command::QueryWorker(a) => return query_worker::run(a),
+        other => other,
+    };
+    let mut config = Config::resolve(args.home)?;
+    // Queries run in workers of this same program (`mess query-worker`).
+    config.exchange.queries.worker = std::env::current_exe().ok();
     let store = FileStore::open(&config.home);
     let exchange = Exchange::new(store, config.exchange.clone(), Arc::new(SystemClock));
     let cx = Context {
@@ -262,7 +273,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         exchange,
         as_id: args.as_id,
     };
-    match args.command {
+    match command {
         Command::Init(a) => init::run(&cx, a),
         Command::Serve(a) => serve::run(&cx, a),
         Command::Mcp(a) => mcp::run(&cx, a),
@@ -284,6 +295,7 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::Link(a) => link::run(&cx, a),
         Command::Mail(a) => mail::run(&cx, a),
         Command::WebhookSecret(a) => webhook_secret::run(&cx, a),
+        Command::QueryWorker(a) => query_worker::run(a),
     }
 }
 

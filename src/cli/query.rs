@@ -30,16 +30,17 @@ pub(crate) struct QueryArgs {
     /// Most rows to return
     #[arg(long, default_value_t = 1000)]
     max_rows: usize,
-    /// Seconds before the query is interrupted
-    #[arg(long, default_value_t = 10)]
-    timeout: u64,
+    /// Seconds before the query is interrupted (default: limits.query_timeout, 10 s)
+    #[arg(long)]
+    timeout: Option<u64>,
 }
 
 pub(crate) fn run(cx: &Context, args: QueryArgs) -> Result<(), CliError> {
+    let defaults = cx.exchange.query_limits();
     let limits = QueryLimits {
         max_rows: args.max_rows,
-        timeout: Duration::from_secs(args.timeout),
-        ..QueryLimits::defaults()
+        timeout: args.timeout.map_or(defaults.timeout, Duration::from_secs),
+        ..defaults
     };
     let result = cx.exchange.query(&args.sql, &limits, None)?;
     match args.format {

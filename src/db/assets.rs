@@ -98,3 +98,14 @@ pub fn render(home: &str) -> Vec<(&'static str, String)> {
         .map(|(name, sql)| (*name, sql.replace(HOME, &home)))
         .collect()
 }
+
+/// The assets with every pattern relative to the home (`{{home}}/x` becomes `x`), for the
+/// confined query instance, whose `read_yaml_auto` reads relative patterns from the home: the
+/// SQL of its views and macros then names no server path.
+pub fn render_relative() -> Vec<(&'static str, String)> {
+    let prefix = format!("{HOME}/");
+    ASSETS
+        .iter()
+        .map(|(name, sql)| (*name, sql.replace(&prefix, "")))
+        .collect()
+}

@@ -6,9 +6,12 @@ pub mod assets;
 pub mod error;
 pub mod query;
 mod snapshot;
+pub mod worker;
 
 #[cfg(test)]
 mod prop_tests;
+#[cfg(test)]
+mod query_tests;
 #[cfg(test)]
 mod tests;
 
@@ -120,8 +123,13 @@ pub(crate) fn open_instance(
         None => yaml_scan::register(&con),
     };
     registered.map_err(|e| DbError::duckdb("registering read_yaml_auto", e))?;
+    // A confined instance reads relative patterns from its root, so its assets name no path.
+    let rendered = match confine {
+        Some(_) => assets::render_relative(),
+        None => assets::render(&home.to_string_lossy()),
+    };
     yaml_scan::defining(|| {
-        for (name, sql) in assets::render(&home.to_string_lossy()) {
+        for (name, sql) in rendered {
             con.execute_batch(&sql)
                 .map_err(|e| DbError::duckdb(name, e))?;
         }

@@ -46,6 +46,13 @@ pub enum Error {
         /// Which thread, how large it would grow, and the limit.
         message: String,
     },
+    /// The exchange is at a limit on work at once (queries): nothing was done, the caller
+    /// retries shortly.
+    #[error("{message}")]
+    Busy {
+        /// Which limit, and that a retry will do.
+        message: String,
+    },
     /// Valid credentials that do not reach this thread or action.
     #[error("{message}")]
     Forbidden {
@@ -71,6 +78,8 @@ pub enum ErrorKind {
     Conflict,
     /// Over the size limit.
     TooLarge,
+    /// At a limit on work at once: retry shortly.
+    Busy,
     /// Anything else: disk errors, corrupt files.
     Internal,
 }
@@ -99,11 +108,17 @@ impl Error {
             Error::Forbidden { .. } => ErrorKind::Forbidden,
             Error::ThreadFull { .. } => ErrorKind::TooLarge,
             Error::Misconfigured { .. } => ErrorKind::Internal,
+            Error::Busy { .. } => ErrorKind::Busy,
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
             Error::Store(_) => ErrorKind::Internal,
             Error::Db(DbError::Refused { .. }) => ErrorKind::Forbidden,
-            Error::Db(DbError::Failed { .. } | DbError::Timeout { .. }) => ErrorKind::Invalid,
-            Error::Db(DbError::Duckdb { .. }) => ErrorKind::Internal,
+            Error::Db(
+                DbError::Failed { .. }
+                | DbError::Timeout { .. }
+                | DbError::OutOfMemory { .. }
+                | DbError::WorkerDied { .. },
+            ) => ErrorKind::Invalid,
+            Error::Db(DbError::Duckdb { .. } | DbError::Worker { .. }) => ErrorKind::Internal,
             Error::Mail(MailError::Invalid { .. }) => ErrorKind::Invalid,
             Error::Mail(MailError::NotFound { .. }) => ErrorKind::NotFound,
             Error::Mail(MailError::Claimed { .. }) => ErrorKind::Conflict,

@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod error;
 mod lifecycle;
 mod plan;
+pub mod queries;
 mod requests;
 mod submit;
 pub mod sweep;
@@ -31,7 +32,8 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast;
 
 use crate::db::Db;
-use crate::db::query::{self, ArrowResult, QueryLimits, QueryResult};
+use crate::db::query::{self, ArrowAnswer, QueryLimits, QueryResult};
+use crate::db::worker;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -64,6 +66,8 @@ pub struct Settings {
     /// before their create is acknowledged (a server turns this on; one-shot commands route
     /// at once, as nobody else would).
     pub route_in_background: bool,
+    /// How user SQL runs: worker processes, their memory ceiling, queries at once.
+    pub queries: queries::QuerySettings,
 }
 
 impl Settings {
@@ -75,6 +79,7 @@ impl Settings {
             link_secret: None,
             dispatch: DispatchSettings::defaults(),
             route_in_background: false,
+            queries: queries::QuerySettings::defaults(),
         }
     }
 
@@ -195,6 +200,8 @@ pub struct Exchange {
     /// The directory as last read, with the stamp of the files it came from: access checks run
     /// on every request and change event, and reading the files each time cost more than them.
     directory: Arc<std::sync::Mutex<Option<CachedDirectory>>>,
+    /// User SQL: queries at once, and the workers that run them.
+    queries: Arc<queries::Queries>,
 }
 
 /// The directory as read, and the stamp of the registry files it was read from.
@@ -205,6 +212,9 @@ type CachedDirectory = (
 
 /// Memory all message parsing of one process may take at once.
 const PARSE_BUDGET: usize = 384 * 1024 * 1024;
+
+/// How long a message waits for room to be parsed before it is refused as busy.
+const PARSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What parsing a message of `len` bytes may cost at most (the multiple measured by the parse
 /// benchmark, with room to spare): the budget each parse holds while it runs.
@@ -222,21 +232,31 @@ struct ParseGate {
 
 impl ParseGate {
     /// Waits for room for `cost` and holds it until the guard drops; a cost over the whole
-    /// budget waits for the gate to be empty.
-    fn enter(&self, cost: usize) -> ParseGuard<'_> {
+    /// budget waits for the gate to be empty. Waits at most `patience`: a parse that cannot
+    /// start by then is refused as busy rather than queued behind others without end.
+    fn enter(&self, cost: usize, patience: std::time::Duration) -> Result<ParseGuard<'_>, Error> {
         let cost = cost.min(PARSE_BUDGET);
+        let deadline = std::time::Instant::now() + patience;
         let mut used = match self.used.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
         while *used + cost > PARSE_BUDGET {
-            used = match self.freed.wait(used) {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(Error::Busy {
+                    message: "the exchange is reading as many large messages as it holds at \
+                              once; retry shortly"
+                        .to_owned(),
+                });
+            }
+            used = match self.freed.wait_timeout(used, left) {
+                Ok((g, _)) => g,
+                Err(poisoned) => poisoned.into_inner().0,
             };
         }
         *used += cost;
-        ParseGuard { gate: self, cost }
+        Ok(ParseGuard { gate: self, cost })
     }
 }
 
@@ -290,6 +310,7 @@ const CHANGE_BACKLOG: usize = 4096;
 impl Exchange {
     /// An exchange over `store`.
     pub fn new(store: FileStore, settings: Settings, clock: Arc<dyn Clock>) -> Exchange {
+        let settings_queries = settings.queries.clone();
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
         let announce = changes.clone();
         let announced = Arc::new(watch::Announced::default());
@@ -317,6 +338,7 @@ impl Exchange {
             deliveries: Arc::new(tokio::sync::Notify::new()),
             parsing: Arc::new(ParseGate::default()),
             directory: Arc::default(),
+            queries: Arc::new(queries::Queries::new(settings_queries)),
         }
     }
 
@@ -420,6 +442,13 @@ impl Exchange {
     /// Parses YAML text holding one or more MESS messages (one per document), checking the size
     /// limit first; nothing is submitted.
     pub fn parse_text(&self, text: &str) -> Result<Vec<Message>, Error> {
+        let _room = self.parse_room(text)?;
+        self.read_messages(text)
+    }
+
+    /// Holds room in the parse budget for `text` (after checking the size limit, so an
+    /// oversized text is refused before it waits).
+    fn parse_room(&self, text: &str) -> Result<ParseGuard<'_>, Error> {
         if text.len() > self.settings.max_message_bytes {
             return Err(ProtocolError::TooLarge {
                 size: text.len(),
@@ -427,7 +456,11 @@ impl Exchange {
             }
             .into());
         }
-        let _room = self.parsing.enter(parse_cost(text.len()));
+        self.parsing.enter(parse_cost(text.len()), PARSE_PATIENCE)
+    }
+
+    /// [`Exchange::parse_text`] without taking room (the caller holds it).
+    fn read_messages(&self, text: &str) -> Result<Vec<Message>, Error> {
         let docs: Vec<_> = yaml::parse_documents(text, &Limits::message(text.len()))
             .map_err(ProtocolError::from)?
             .into_iter()
@@ -458,19 +491,17 @@ impl Exchange {
     /// sent as `application/json`: strict JSON, not YAML, so every escape JSON allows (surrogate
     /// pairs included) reads as JSON means it, and an error gives the line and column.
     pub fn parse_json(&self, text: &str) -> Result<Message, Error> {
-        if text.len() > self.settings.max_message_bytes {
-            return Err(ProtocolError::TooLarge {
-                size: text.len(),
-                limit: self.settings.max_message_bytes,
-            }
-            .into());
-        }
+        let _room = self.parse_room(text)?;
+        self.read_json(text)
+    }
+
+    /// [`Exchange::parse_json`] without taking room (the caller holds it).
+    fn read_json(&self, text: &str) -> Result<Message, Error> {
         let malformed = |e: serde_json::Error| {
             Error::from(ProtocolError::from(yaml::YamlError {
                 message: format!("invalid JSON: {e}"),
             }))
         };
-        let _room = self.parsing.enter(parse_cost(text.len()));
         let mut reader = serde_json::Deserializer::from_str(text);
         let value =
             yaml::value_from(&mut reader, &Limits::json_message(text.len())).map_err(malformed)?;
@@ -481,7 +512,13 @@ impl Exchange {
     /// Parses YAML (or JSON) text holding exactly one MESS message, as the API takes one per
     /// request.
     pub fn parse_one(&self, text: &str) -> Result<Message, Error> {
-        let mut messages = self.parse_text(text)?;
+        let _room = self.parse_room(text)?;
+        self.read_one(text)
+    }
+
+    /// [`Exchange::parse_one`] without taking room (the caller holds it).
+    fn read_one(&self, text: &str) -> Result<Message, Error> {
+        let mut messages = self.read_messages(text)?;
         if messages.len() != 1 {
             return Err(ProtocolError::invalid(
                 "body",
@@ -495,42 +532,87 @@ impl Exchange {
         Ok(messages.remove(0))
     }
 
+    /// Parses a request body holding one MESS message (strict JSON when `json`, else YAML) and
+    /// hands it to `then`, holding the message's room in the parse budget until `then` returns:
+    /// the parsed message lives that long, so the budget counts it while it is submitted.
+    pub fn take_body<T>(
+        &self,
+        text: &str,
+        json: bool,
+        then: impl FnOnce(Message) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let _room = self.parse_room(text)?;
+        let message = if json {
+            self.read_json(text)?
+        } else {
+            self.read_one(text)?
+        };
+        then(message)
+    }
+
     /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
     /// query responses).
     pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {
         submit::submit(self, message, sender)
     }
 
+    /// The bounds a query gets unless its caller narrows them: the configured timeout
+    /// (`limits.query_timeout`), 1,000 rows, 50,000 characters.
+    pub fn query_limits(&self) -> QueryLimits {
+        QueryLimits {
+            timeout: self.queries.settings().timeout,
+            ..QueryLimits::defaults()
+        }
+    }
+
     /// Runs one read-only SQL statement over the home's views (after settling overdue and
-    /// waiting threads, so the answer matches what `status` shows). With a `viewer`, the
-    /// statement sees only the threads that principal may see (see [`query::Scope`]); without
-    /// one (the operator, locally) it sees the whole home.
+    /// waiting threads, so the answer matches what `status` shows), in a query worker that
+    /// caps its own memory (`limits.query_memory`). With a `viewer`, the statement sees only
+    /// the threads that principal may see (see [`query::Scope`]); without one (the operator,
+    /// locally) it sees the whole home. Beyond `limits.queries` at once, or
+    /// `limits.queries_per_key` for one viewer, it is refused as [`Error::Busy`].
     pub fn query(
         &self,
         sql: &str,
         limits: &QueryLimits,
         viewer: Option<&str>,
     ) -> Result<QueryResult, Error> {
-        lifecycle::settle_all(self, self.now())?;
-        let scope = self.scope_for(viewer);
-        Ok(query::run(self.store.layout().root(), sql, limits, &scope)?)
+        let _place = self.queries.enter(viewer)?;
+        let request = self.query_request(sql, limits, viewer, false)?;
+        Ok(self.queries.rows(&request)?)
     }
 
-    /// [`Exchange::query`] with DuckDB's own column types, for Arrow clients.
+    /// [`Exchange::query`] with DuckDB's own column types, as an Arrow IPC stream.
     pub fn query_arrow(
         &self,
         sql: &str,
         limits: &QueryLimits,
         viewer: Option<&str>,
-    ) -> Result<ArrowResult, Error> {
+    ) -> Result<ArrowAnswer, Error> {
+        let _place = self.queries.enter(viewer)?;
+        let request = self.query_request(sql, limits, viewer, true)?;
+        Ok(self.queries.arrow(&request)?)
+    }
+
+    /// What a worker is asked: the statement, its bounds (DuckDB's own memory limit at half
+    /// the worker's ceiling, the rest left to values DuckDB builds outside it), and the scope.
+    fn query_request(
+        &self,
+        sql: &str,
+        limits: &QueryLimits,
+        viewer: Option<&str>,
+        arrow: bool,
+    ) -> Result<worker::Request, Error> {
         lifecycle::settle_all(self, self.now())?;
-        let scope = self.scope_for(viewer);
-        Ok(query::run_arrow(
-            self.store.layout().root(),
-            sql,
+        let mut limits = limits.clone();
+        limits.duckdb_memory = self.queries.settings().memory / 2;
+        Ok(worker::Request {
+            home: self.store.layout().root().to_owned(),
+            sql: sql.to_owned(),
             limits,
-            &scope,
-        )?)
+            scope: self.scope_for(viewer),
+            arrow,
+        })
     }
 
     /// The thread files `viewer` may see, as a query scope.

@@ -1811,12 +1811,13 @@ routing:
 #[test]
 fn parsing_waits_for_room_when_large_messages_arrive_at_once() {
     let gate = Arc::new(super::ParseGate::default());
-    let held = gate.enter(super::PARSE_BUDGET - 10);
+    let patience = std::time::Duration::from_secs(30);
+    let held = gate.enter(super::PARSE_BUDGET - 10, patience).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let waiting = {
         let gate = gate.clone();
         std::thread::spawn(move || {
-            let _room = gate.enter(100);
+            let _room = gate.enter(100, patience).unwrap();
             tx.send(()).unwrap();
         })
     };
@@ -1829,7 +1830,16 @@ fn parsing_waits_for_room_when_large_messages_arrive_at_once() {
     assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
     waiting.join().unwrap();
     // A cost over the whole budget still gets through, alone.
-    drop(gate.enter(super::PARSE_BUDGET * 4));
+    drop(gate.enter(super::PARSE_BUDGET * 4, patience).unwrap());
+    // A parse that cannot get room in time is refused as busy, and holds nothing.
+    let held = gate.enter(super::PARSE_BUDGET, patience).unwrap();
+    let refused = gate
+        .enter(1, std::time::Duration::from_millis(50))
+        .err()
+        .unwrap();
+    assert_eq!(refused.kind(), crate::exchange::error::ErrorKind::Busy);
+    drop(held);
+    drop(gate.enter(super::PARSE_BUDGET, patience).unwrap());
 }
 
 #[test]

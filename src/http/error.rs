@@ -86,6 +86,8 @@ impl From<Error> for ApiError {
             ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
             ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            // `Retry-After` comes with every 429 (see `into_response`).
+            ErrorKind::Busy => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             ErrorKind::Internal => return ApiError::internal(&e.to_string()),
         };
         ApiError::new(status, code, e.to_string())

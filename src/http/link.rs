@@ -98,12 +98,9 @@ pub async fn post(
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, Error> {
-            let message = if json {
-                ex.parse_json(&body.text)?
-            } else {
-                ex.parse_one(&body.text)?
-            };
-            Ok(ex.submit_with_link(message, &grant)?.to_value())
+            ex.take_body(&body.text, json, |message| {
+                Ok(ex.submit_with_link(message, &grant)?.to_value())
+            })
         })
         .await??;
     Ok(body::render(Format::of(&headers), StatusCode::OK, &reply))

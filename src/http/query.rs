@@ -77,7 +77,7 @@ async fn run(state: AppState, viewer: String, params: QueryParams) -> Result<Res
         .ok_or_else(|| ApiError::malformed("a query needs `sql`"))?;
     let limits = QueryLimits {
         max_rows: params.limit.unwrap_or(1000).clamp(1, MAX_LIMIT),
-        ..QueryLimits::defaults()
+        ..state.exchange.query_limits()
     };
     let format = params.format.as_deref().unwrap_or("json").to_owned();
     let ex = state.exchange.clone();
@@ -106,24 +106,10 @@ async fn run(state: AppState, viewer: String, params: QueryParams) -> Result<Res
                 .blocking(move || ex.query_arrow(&sql, &limits, Some(&viewer)))
                 .await?
                 .map_err(query_error(&state.exchange))?;
-            let mut bytes = Vec::new();
-            {
-                let mut writer =
-                    arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &result.schema)
-                        .map_err(|e| ApiError::internal(&format!("arrow: {e}")))?;
-                for batch in &result.batches {
-                    writer
-                        .write(batch)
-                        .map_err(|e| ApiError::internal(&format!("arrow: {e}")))?;
-                }
-                writer
-                    .finish()
-                    .map_err(|e| ApiError::internal(&format!("arrow: {e}")))?;
-            }
             let mut response = (
                 StatusCode::OK,
                 [(header::CONTENT_TYPE, "application/vnd.apache.arrow.stream")],
-                bytes,
+                result.ipc,
             )
                 .into_response();
             if result.truncated {

@@ -34,14 +34,10 @@ pub async fn submit(
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, crate::exchange::error::Error> {
-            let message = if json {
-                ex.parse_json(&body.text)?
-            } else {
-                ex.parse_one(&body.text)?
-            };
-            Ok(ex
-                .submit(message, &Sender::principal(&caller, "http"))?
-                .to_value())
+            let sender = Sender::principal(&caller, "http");
+            ex.take_body(&body.text, json, |message| {
+                Ok(ex.submit(message, &sender)?.to_value())
+            })
         })
         .await??;
     Ok(body::render(format, StatusCode::OK, &reply))

@@ -132,8 +132,9 @@ impl MessMcp {
     async fn mess(&self, Parameters(a): Parameters<MessArgs>) -> Result<CallToolResult, McpError> {
         Ok(self
             .call(move |ex, who| {
-                let message = ex.parse_one(&a.message)?;
-                Ok(ex.submit(message, who)?.to_value())
+                ex.take_body(&a.message, false, |message| {
+                    Ok(ex.submit(message, who)?.to_value())
+                })
             })
             .await)
     }
@@ -373,7 +374,7 @@ impl MessMcp {
         }
         let limits = crate::db::query::QueryLimits {
             max_rows: a.limit.clamp(1, 1000) as usize,
-            ..crate::db::query::QueryLimits::defaults()
+            ..self.exchange.query_limits()
         };
         let ex = self.exchange.clone();
         let sql = a.sql;

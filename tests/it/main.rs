@@ -15,6 +15,7 @@ mod mcp_python;
 mod notebooks;
 mod outbound;
 mod query;
+mod query_limits;
 mod support;
 mod tidy;
 mod trust;

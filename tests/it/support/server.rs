@@ -42,11 +42,6 @@ impl Server {
         Server { child, port }
     }
 
-    /// The server's process id.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Sends one request; returns the status and the body.
     pub(crate) fn send(
         &self,
@@ -103,6 +98,11 @@ impl Server {
 }
 
 impl Server {
+    /// The server's process id (its query workers are its children).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGTERM and waits up to `within` for the process to exit; whether it did.
     pub(crate) fn terminate(&mut self, within: std::time::Duration) -> bool {
         let _ = std::process::Command::new("kill")

@@ -1,0 +1,31 @@
+//! `mess query-worker` (hidden): the process the exchange runs user SQL in. It caps its own
+//! memory before anything else, then answers requests on stdin/stdout until stdin closes
+//! (`db::worker` has the wire). People never run it; the exchange starts and stops it.
+
+use std::io::{BufWriter, Write};
+
+use nix::sys::resource::{Resource, setrlimit};
+
+use crate::cli::CliError;
+
+/// Arguments of `mess query-worker`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct QueryWorkerArgs {
+    /// Memory ceiling of this process, in bytes (its data segment and private mappings)
+    #[arg(long, value_name = "BYTES")]
+    memory: u64,
+}
+
+pub(crate) fn run(args: QueryWorkerArgs) -> Result<(), CliError> {
+    // RLIMIT_DATA covers the heap and every private writable mapping, so an allocation past
+    // the ceiling fails (DuckDB reports it as out of memory; Rust aborts the process) instead
+    // of growing into the server's memory. Hard and soft alike: a query cannot raise it.
+    setrlimit(Resource::RLIMIT_DATA, args.memory, args.memory)
+        .map_err(|e| CliError::new(format!("cannot set the query worker's memory ceiling: {e}")))?;
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let mut output = BufWriter::with_capacity(64 * 1024, stdout.lock());
+    crate::db::worker::serve(&mut stdin.lock(), &mut output)
+        .and_then(|()| output.flush())
+        .map_err(|e| CliError::new(format!("query worker: {e}")))
+}
