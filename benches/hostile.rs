@@ -73,7 +73,7 @@ fn main() {
         stop.clone(),
     ));
     // Let the attack get going before measuring.
-    runtime.block_on(tokio::time::sleep(Duration::from_secs(2)));
+    runtime.block_on(async { tokio::time::sleep(Duration::from_secs(2)).await });
     let loud = runtime.block_on(normal(&base, &keys, lifecycles));
     stop.store(true, Ordering::Relaxed);
     let outcomes = runtime.block_on(hostile).unwrap();
