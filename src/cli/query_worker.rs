@@ -16,12 +16,19 @@ pub(crate) struct QueryWorkerArgs {
     memory: u64,
 }
 
+/// How far a query worker lowers its scheduling priority (0 normal, 19 lowest).
+const QUERY_NICENESS: i32 = 10;
+
 pub(crate) fn run(args: QueryWorkerArgs) -> Result<(), CliError> {
     // RLIMIT_DATA covers the heap and every private writable mapping, so an allocation past
     // the ceiling fails (DuckDB reports it as out of memory; Rust aborts the process) instead
     // of growing into the server's memory. Hard and soft alike: a query cannot raise it.
     setrlimit(Resource::RLIMIT_DATA, args.memory, args.memory)
         .map_err(|e| CliError::new(format!("cannot set the query worker's memory ceiling: {e}")))?;
+    // User SQL is the least urgent work on the machine: a worker running a heavy query
+    // yields the CPU to the exchange's messages and routing (measured: `cargo bench --bench
+    // hostile`). A worker that cannot lower its priority still runs.
+    let _ = rustix::process::nice(QUERY_NICENESS);
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut output = BufWriter::with_capacity(64 * 1024, stdout.lock());

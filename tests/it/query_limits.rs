@@ -313,6 +313,13 @@ fn a_worker_that_does_not_stop_at_its_timeout_is_killed_and_replaced() {
     assert_eq!(status, 200, "{}", text(&body));
     let before = children(server.pid());
     assert_eq!(before.len(), 1, "one idle worker: {before:?}");
+    // Workers run at a lower priority than the exchange: user SQL yields the CPU.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", before[0])).unwrap();
+    let nice: i32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(16)?.parse().ok())
+        .unwrap();
+    assert_eq!(nice, 10, "{stat}");
     // One call of a quadratic function on one row: DuckDB checks for interrupts between
     // chunks, not inside it, and it needs many seconds.
     let started = Instant::now();
