@@ -20,9 +20,9 @@ use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::Status;
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::Value;
-use crate::store::Edit;
 use crate::store::error::StoreError;
 use crate::store::outbox::{Attempt, Delivery, Shelf};
+use crate::store::{Edit, IndexKey};
 
 /// Deliveries in flight at once.
 const PARALLEL: usize = 16;
@@ -52,6 +52,8 @@ impl Exchange {
             let Some(spec) = directory.executor(id) else {
                 continue;
             };
+            // What `re: last` names when this executor sends it: the thread it was offered last.
+            self.store().remember(id, &[(IndexKey::LastWork, thread)])?;
             let Some(notify) = spec.extra.get("notify") else {
                 continue;
             };

@@ -123,8 +123,9 @@ pub(crate) fn settle_dependents(
     Ok(())
 }
 
-/// Brings a pending thread with dependencies up to date: fails it if a dependency can no
-/// longer complete, dispatches it once all have completed. Returns the status it moved to.
+/// Brings a thread with dependencies up to date: fails it if a dependency can no longer
+/// complete (claimed early or not: its work can never start), dispatches it once all have
+/// completed if it is still waiting for an executor. Returns the status it moved to.
 pub(crate) fn reconcile(
     ex: &Exchange,
     thread: &ThreadRef,
@@ -136,9 +137,10 @@ pub(crate) fn reconcile(
         Err(StoreError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    if env.status != Status::Pending || env.dispatched() || env.depends_on.is_empty() {
+    if env.status.is_terminal() || env.depends_on.is_empty() {
         return Ok(None);
     }
+    let placed = env.status != Status::Pending || env.dispatched();
     // Dependency states are read before taking this thread's lock: two thread locks are never
     // held at once, and a final status never changes, so an early read cannot mislead.
     let deps = plan::dependency_statuses(ex, &env)?;
@@ -147,12 +149,12 @@ pub(crate) fn reconcile(
         .find(|(_, s)| s.is_none_or(Status::fails_dependents))
         .cloned();
     let all_done = deps.iter().all(|(_, s)| *s == Some(Status::Completed));
-    if failed.is_none() && !all_done {
+    if failed.is_none() && (placed || !all_done) {
         return Ok(None);
     }
     ex.store().modify(thread, |t| -> Result<_, Error> {
         let env = &t.envelope;
-        if env.status != Status::Pending || env.dispatched() {
+        if env.status.is_terminal() {
             return Ok((None, None));
         }
         if let Some((dep, dep_status)) = &failed {
@@ -178,6 +180,9 @@ pub(crate) fn reconcile(
                 Some(exchange_edit(env, vec![Payload::Status(status)], now)),
                 Some(Status::Failed),
             ));
+        }
+        if env.status != Status::Pending || env.dispatched() {
+            return Ok((None, None));
         }
         let input = route_input(t)?;
         let mut envelope = env.clone();

@@ -23,6 +23,8 @@ pub mod view;
 pub mod watch;
 
 #[cfg(test)]
+mod flow_tests;
+#[cfg(test)]
 mod prop_tests;
 #[cfg(test)]
 mod tests;

@@ -2,15 +2,16 @@
 //! suggestion) into checked per-thread groups: reference resolution, roles, and the rules each
 //! payload must pass against the thread's current state.
 
+use crate::exchange::auth::Role;
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, Sender, access};
-use crate::protocol::envelope::{Envelope, MessageDoc};
+use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::machine::{self, Actor, Step};
-use crate::protocol::message::{Message, Payload};
-use crate::protocol::status::Status;
+use crate::protocol::message::Payload;
+use crate::protocol::status::{State, Status};
 use crate::protocol::time::Timestamp;
 use crate::store::IndexKey;
 use crate::store::error::StoreError;
@@ -65,7 +66,12 @@ pub(crate) fn resolve_for(
     directory: &Directory,
     rule: fn(&str, &Envelope, &Directory) -> bool,
 ) -> Result<ThreadRef, Error> {
-    let thread = resolve(ex, reference, &sender.id)?;
+    let executor = sender.role != Some(Role::Agent) && directory.executor(&sender.id).is_some();
+    let thread = if executor {
+        resolve_as_executor(ex, reference, &sender.id, directory, rule)?
+    } else {
+        resolve(ex, reference, &sender.id)?
+    };
     if sender.role.is_none() {
         return Ok(thread);
     }
@@ -73,6 +79,56 @@ pub(crate) fn resolve_for(
         Ok((env, _)) if rule(&sender.id, &env, directory) => Ok(thread),
         Ok(_) | Err(StoreError::NotFound { .. }) => Err(Error::no_thread(reference)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Resolves a reference an executor sends, the way the protocol's examples name threads:
+/// `last` is the thread last offered to it or claimed by it, and a client id is the
+/// requestor's, looked up among the open threads `rule` lets this executor reach (so the
+/// answer never depends on threads it may not see). A ref, or an id of the executor's own
+/// requests, is taken first.
+fn resolve_as_executor(
+    ex: &Exchange,
+    reference: &str,
+    executor: &str,
+    directory: &Directory,
+    rule: fn(&str, &Envelope, &Directory) -> bool,
+) -> Result<ThreadRef, Error> {
+    if reference == "last" {
+        return match ex.store().lookup(executor, IndexKey::LastWork)? {
+            Some(r) if !ex.store().find(&r)?.is_empty() => Ok(r),
+            _ => Err(Error::not_found(format!(
+                "nothing was offered to {executor} yet, so `last` names nothing"
+            ))),
+        };
+    }
+    match resolve(ex, reference, executor) {
+        Err(Error::NotFound { .. }) => {}
+        found => return found,
+    }
+    let (open, _) = ex.store().list(&[State::Received, State::Executing], false);
+    let mut named: Vec<ThreadRef> = open
+        .into_iter()
+        .filter(|(env, _, _)| {
+            env.client_id.as_deref() == Some(reference) && rule(executor, env, directory)
+        })
+        .map(|(env, _, _)| env.thread_ref)
+        .collect();
+    named.sort();
+    named.dedup();
+    match named.len() {
+        0 => Err(Error::no_thread(reference)),
+        1 => Ok(named.remove(0)),
+        _ => Err(ProtocolError::conflict(format!(
+            "{reference:?} names {} threads you may work on ({}); send the ref instead",
+            named.len(),
+            named
+                .iter()
+                .map(ThreadRef::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into()),
     }
 }
 
@@ -147,31 +203,10 @@ pub(crate) fn check_group(
 ) -> Result<Envelope, Error> {
     let mut running = env.clone();
     let thread = env.thread_ref.as_str();
+    let has_status = payloads.iter().any(|p| matches!(p, Payload::Status(_)));
     for payload in payloads {
         match payload {
-            Payload::Status(s) => {
-                let actor = actor_for_report(&running, cx)?;
-                // An executor that is not the claimant hears only that it lost the thread: not
-                // its status, not who holds it (another's work is not its business).
-                if actor == Actor::Executor && running.status != Status::Pending {
-                    return Err(ProtocolError::conflict(format!(
-                        "cannot set {thread} to {}: it is no longer open to you (already claimed by another executor, or ended)",
-                        s.code
-                    ))
-                    .into());
-                }
-                machine::check_transition(thread, running.status, s.code, actor)?;
-                if actor == Actor::Executor {
-                    check_may_claim(&running, cx)?;
-                } else {
-                    machine::check_confirmation(
-                        thread,
-                        running.confirm_before,
-                        running.confirmation,
-                        Step::Status(s.code),
-                    )?;
-                }
-            }
+            Payload::Status(s) => check_status(&running, s.code, cx)?,
             Payload::Response(_) => {
                 if running.executor.as_deref() != Some(cx.sender)
                     || running.status == Status::Pending
@@ -200,6 +235,9 @@ pub(crate) fn check_group(
                     running.confirmation,
                     Step::Response,
                 )?;
+                if !running.status.is_terminal() {
+                    check_dependencies_done(&running, cx, "respond to")?;
+                }
             }
             Payload::Reply(r) => {
                 require_requestor(&running, cx.sender, "reply to")?;
@@ -232,15 +270,72 @@ pub(crate) fn check_group(
             }
             _ => continue,
         }
-        running.apply(&MessageDoc {
-            from: cx.sender.to_owned(),
-            received: cx.now,
-            channel: None,
-            message: Message::new(vec![payload.clone()]),
-            extra: Default::default(),
-        });
+        running.apply_payload(payload, cx.sender, cx.now);
+    }
+    // A response with no status completes the thread: the same step as `completed` would be.
+    if !has_status
+        && payloads.iter().any(|p| matches!(p, Payload::Response(_)))
+        && !running.status.is_terminal()
+    {
+        machine::check_transition(thread, running.status, Status::Completed, Actor::Claimant)?;
+        running.complete_by_response(cx.sender, cx.now);
     }
     Ok(running)
+}
+
+/// Checks one status an executor reports on the thread as it stands.
+fn check_status(running: &Envelope, code: Status, cx: &Context<'_>) -> Result<(), Error> {
+    let thread = running.thread_ref.as_str();
+    let actor = actor_for_report(running, cx)?;
+    if actor == Actor::Claimant {
+        // A repeated `completed` (a response completed the thread, then the status came)
+        // changes nothing and is not an error.
+        if running.status == Status::Completed && code == Status::Completed {
+            return Ok(());
+        }
+        machine::check_transition(thread, running.status, code, actor)?;
+        machine::check_confirmation(
+            thread,
+            running.confirm_before,
+            running.confirmation,
+            Step::Status(code),
+        )?;
+        if matches!(
+            code,
+            Status::InProgress | Status::Completed | Status::Partial
+        ) {
+            check_dependencies_done(running, cx, &format!("set {code} on"))?;
+        }
+        return Ok(());
+    }
+    // An executor that is not the claimant hears only that it lost the thread: not its
+    // status, not who holds it (another's work is not its business).
+    if running.status != Status::Pending {
+        return Err(ProtocolError::conflict(format!(
+            "cannot set {thread} to {code}: it is no longer open to you (already claimed by another executor, or ended)"
+        ))
+        .into());
+    }
+    if code == Status::Claimed || !code.implies_claim() {
+        machine::check_transition(thread, running.status, code, actor)?;
+        return check_may_claim(running, cx);
+    }
+    // Work reported on a pending thread claims it first, then is checked as the claimant's.
+    check_may_claim(running, cx)?;
+    machine::check_transition(thread, Status::Claimed, code, Actor::Claimant)?;
+    machine::check_confirmation(
+        thread,
+        running.confirm_before,
+        running.confirmation,
+        Step::Status(code),
+    )?;
+    if matches!(
+        code,
+        Status::InProgress | Status::Completed | Status::Partial
+    ) {
+        check_dependencies_done(running, cx, &format!("set {code} on"))?;
+    }
+    Ok(())
 }
 
 fn require_requestor(env: &Envelope, sender: &str, what: &str) -> Result<(), Error> {
@@ -276,8 +371,9 @@ fn actor_for_report(env: &Envelope, cx: &Context<'_>) -> Result<Actor, Error> {
     Err(ProtocolError::forbidden(why).into())
 }
 
-/// Checks that an executor may claim a pending thread: it holds every required capability and
-/// every dependency has completed. (The state machine lets other executors do nothing else.)
+/// Checks that an executor may claim a pending thread: it holds every required capability.
+/// A thread whose dependencies are still open may be claimed (the claimant reports `waiting`
+/// until they complete); work on it waits for them (`check_dependencies_done`).
 fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), Error> {
     if let Some(exec) = cx.directory.executor(cx.sender) {
         let missing = cx.directory.missing(exec, &env.requires);
@@ -292,8 +388,13 @@ fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), Error> {
             .into());
         }
     }
-    // The dependencies are the requestor's threads: an executor hears how many are open, not
-    // which or how they stand.
+    Ok(())
+}
+
+/// Refuses work on a thread (`in_progress`, a result, a response) while a request it depends
+/// on is open. The dependencies are the requestor's threads: an executor hears how many are
+/// open, not which or how they stand.
+fn check_dependencies_done(env: &Envelope, cx: &Context<'_>, what: &str) -> Result<(), Error> {
     let waiting = cx
         .dependencies
         .iter()
@@ -301,7 +402,7 @@ fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), Error> {
         .count();
     if waiting > 0 {
         return Err(ProtocolError::conflict(format!(
-            "cannot claim {}: it waits for {waiting} request{} it depends on to complete",
+            "cannot {what} {}: it waits for {waiting} request{} it depends on to complete; report waiting until then",
             env.thread_ref,
             if waiting == 1 { "" } else { "s" }
         ))

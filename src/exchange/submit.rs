@@ -251,7 +251,7 @@ fn apply_group(
     directory: &Directory,
     now: crate::protocol::time::Timestamp,
 ) -> Result<Payload, Error> {
-    let (status, echo) = ex.store().modify(&g.thread, |t| -> Result<_, Error> {
+    let (status, holder, echo) = ex.store().modify(&g.thread, |t| -> Result<_, Error> {
         let cx = Context {
             sender: &sender.id,
             directory,
@@ -291,9 +291,13 @@ fn apply_group(
                 envelope: envelope.clone(),
                 append: vec![doc],
             }),
-            (envelope.status, echo),
+            (envelope.status, envelope.executor.clone(), echo),
         ))
     })?;
+    if before.status == Status::Pending && holder.as_deref() == Some(sender.id.as_str()) {
+        ex.store()
+            .remember(&sender.id, &[(IndexKey::LastWork, &g.thread)])?;
+    }
     for p in &g.payloads {
         if let Payload::Suggestion(s) = p
             && let Some(id) = &s.id

@@ -23,7 +23,7 @@ use crate::protocol::yaml::{self, Limits};
 use crate::store::FileStore;
 use crate::store::layout::Location;
 
-const EXECUTORS: &str = "
+pub(super) const EXECUTORS: &str = "
 agent_id: claude-agent
 executors:
   teague-phone:
@@ -42,21 +42,21 @@ routing:
     prefer: [teague-phone]
 ";
 
-struct Fixture {
-    dir: TempDir,
-    ex: Exchange,
-    clock: Arc<FixedClock>,
+pub(super) struct Fixture {
+    pub(super) dir: TempDir,
+    pub(super) ex: Exchange,
+    pub(super) clock: Arc<FixedClock>,
 }
 
 fn at(s: &str) -> DateTime<Utc> {
     time::parse_timestamp(s).unwrap().to_utc()
 }
 
-fn fixture(config: &str) -> Fixture {
+pub(super) fn fixture(config: &str) -> Fixture {
     fixture_with(config, Settings::defaults())
 }
 
-fn fixture_with(config: &str, settings: Settings) -> Fixture {
+pub(super) fn fixture_with(config: &str, settings: Settings) -> Fixture {
     let dir = TempDir::new().unwrap();
     if !config.is_empty() {
         std::fs::write(dir.path().join("config.yaml"), config).unwrap();
@@ -67,21 +67,21 @@ fn fixture_with(config: &str, settings: Settings) -> Fixture {
 }
 
 impl Fixture {
-    fn send_via(&self, who: &str, channel: &str, yaml: &str) -> Result<Message, Error> {
+    pub(super) fn send_via(&self, who: &str, channel: &str, yaml: &str) -> Result<Message, Error> {
         let mut answers = self.ex.submit_text(yaml, &Sender::new(who, channel))?;
         Ok(answers.remove(0))
     }
 
-    fn send(&self, who: &str, yaml: &str) -> Result<Message, Error> {
+    pub(super) fn send(&self, who: &str, yaml: &str) -> Result<Message, Error> {
         self.send_via(who, "cli", yaml)
     }
 
-    fn ok(&self, who: &str, yaml: &str) -> Message {
+    pub(super) fn ok(&self, who: &str, yaml: &str) -> Message {
         self.send(who, yaml)
             .unwrap_or_else(|e| panic!("{who} sending\n{yaml}\nfailed: {e}"))
     }
 
-    fn refused(&self, who: &str, yaml: &str, kind: ErrorKind, text: &str) {
+    pub(super) fn refused(&self, who: &str, yaml: &str, kind: ErrorKind, text: &str) {
         match self.send(who, yaml) {
             Ok(a) => panic!("accepted:\n{yaml}\nanswer: {a:?}"),
             Err(e) => {
@@ -92,7 +92,7 @@ impl Fixture {
     }
 
     /// Submits a request and returns its ref.
-    fn request(&self, who: &str, body: &str) -> String {
+    pub(super) fn request(&self, who: &str, body: &str) -> String {
         let answer = self.ok(who, &format!("MESS:\n  - request:\n{}", indent(body, 6)));
         match &answer.payloads[0] {
             Payload::Ack(a) => a.thread_ref.clone().unwrap(),
@@ -100,14 +100,14 @@ impl Fixture {
         }
     }
 
-    fn status(&self, who: &str, r: &str, body: &str) -> Result<Message, Error> {
+    pub(super) fn status(&self, who: &str, r: &str, body: &str) -> Result<Message, Error> {
         self.send(
             who,
             &format!("MESS:\n  - status:\n      re: {r}\n{}", indent(body, 6)),
         )
     }
 
-    fn env(&self, r: &str) -> Envelope {
+    pub(super) fn env(&self, r: &str) -> Envelope {
         self.ex
             .store()
             .read(&ThreadRef::parse(r).unwrap())
@@ -115,7 +115,7 @@ impl Fixture {
             .envelope
     }
 
-    fn location(&self, r: &str) -> Location {
+    pub(super) fn location(&self, r: &str) -> Location {
         self.ex
             .store()
             .read(&ThreadRef::parse(r).unwrap())
@@ -123,7 +123,7 @@ impl Fixture {
             .location
     }
 
-    fn text(&self, r: &str) -> String {
+    pub(super) fn text(&self, r: &str) -> String {
         self.ex
             .store()
             .read(&ThreadRef::parse(r).unwrap())
@@ -133,7 +133,7 @@ impl Fixture {
     }
 }
 
-fn indent(body: &str, n: usize) -> String {
+pub(super) fn indent(body: &str, n: usize) -> String {
     body.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| format!("{}{}\n", " ".repeat(n), l))
@@ -512,7 +512,7 @@ fn invalid_transitions_are_refused_and_nothing_is_written() {
     let f = fixture(EXECUTORS);
     let r = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
     let before = f.text(&r);
-    let e = f.status("teague-phone", &r, "code: completed").unwrap_err();
+    let e = f.status("teague-phone", &r, "code: declined").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
     assert!(e.to_string().contains("claim it first"), "{e}");
     assert_eq!(f.text(&r), before);
@@ -543,7 +543,7 @@ fn a_message_with_one_bad_payload_changes_nothing() {
     let e = f
         .send(
             "teague-phone",
-            &format!("MESS:\n  - status:\n      re: {a}\n      code: claimed\n  - status:\n      re: {b}\n      code: completed\n"),
+            &format!("MESS:\n  - status:\n      re: {a}\n      code: claimed\n  - status:\n      re: {b}\n      code: declined\n"),
         )
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
@@ -809,7 +809,7 @@ fn dependencies_gate_claims_and_dispatch_then_release_in_order() {
     assert!(f.env(get_r).dispatched());
     assert!(!f.env(deliver).dispatched(), "not dispatched while waiting");
     let e = f
-        .status("teague-phone", deliver, "code: claimed")
+        .status("teague-phone", deliver, "code: in_progress")
         .unwrap_err();
     assert!(
         e.to_string()

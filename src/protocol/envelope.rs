@@ -249,75 +249,132 @@ impl Envelope {
     pub fn apply(&mut self, doc: &MessageDoc) -> bool {
         let mut changed = false;
         for payload in &doc.message.payloads {
-            match payload {
-                Payload::Status(s) => {
-                    if let Some(est) = s.estimate()
-                        && self.estimate.as_deref() != Some(est.text.as_str())
-                    {
-                        self.estimate = Some(est.text.clone());
-                        changed = true;
-                    }
-                    if s.code == Status::NeedsConfirmation
-                        && self.confirmation != Some(ConfirmState::Requested)
-                    {
-                        self.confirmation = Some(ConfirmState::Requested);
-                        changed = true;
-                    }
-                    if s.code != self.status {
-                        self.status = s.code;
-                        if s.code == Status::Claimed {
-                            self.executor = Some(doc.from.clone());
-                        }
-                        let note = s.message.clone().or_else(|| reason_note(&s.details));
-                        self.record(s.code.as_str(), doc.received, &doc.from, note);
-                        changed = true;
-                    }
-                }
-                Payload::Cancel(c) if self.status != Status::Cancelled => {
-                    self.status = Status::Cancelled;
-                    self.record("cancelled", doc.received, &doc.from, c.reason.clone());
-                    changed = true;
-                }
-                Payload::Reply(r) => {
-                    let note = match r.confirm {
-                        Some(true) => {
-                            self.confirmation = Some(ConfirmState::Confirmed);
-                            Some("confirmed".to_owned())
-                        }
-                        Some(false) => {
-                            self.confirmation = Some(ConfirmState::Rejected);
-                            Some(match &r.reason {
-                                Some(why) => format!("confirmation refused: {why}"),
-                                None => "confirmation refused".to_owned(),
-                            })
-                        }
-                        None => r.accept.map(|a| {
-                            if a {
-                                "suggestion accepted"
-                            } else {
-                                "suggestion rejected"
-                            }
-                            .to_owned()
-                        }),
-                    };
-                    self.record("replied", doc.received, &doc.from, note);
-                    changed = true;
-                }
-                Payload::Suggestion(s) => {
-                    let note = match &s.id {
-                        Some(id) => format!("{} ({id})", s.kind),
-                        None => s.kind.clone(),
-                    };
-                    self.record("suggested", doc.received, &doc.from, Some(note));
-                    changed = true;
-                }
-                _ => {}
-            }
+            changed |= self.apply_payload(payload, &doc.from, doc.received);
         }
-        if changed && doc.received > self.updated {
-            self.updated = doc.received;
+        let has_status = doc
+            .message
+            .payloads
+            .iter()
+            .any(|p| matches!(p, Payload::Status(_)));
+        let has_response = doc
+            .message
+            .payloads
+            .iter()
+            .any(|p| matches!(p, Payload::Response(_)));
+        if has_response && !has_status {
+            changed |= self.complete_by_response(&doc.from, doc.received);
         }
         changed
+    }
+
+    /// Applies one payload of a document from `from` received at `at`.
+    pub fn apply_payload(&mut self, payload: &Payload, from: &str, at: Timestamp) -> bool {
+        let mut changed = false;
+        match payload {
+            Payload::Status(s) => {
+                if let Some(est) = s.estimate()
+                    && self.estimate.as_deref() != Some(est.text.as_str())
+                {
+                    self.estimate = Some(est.text.clone());
+                    changed = true;
+                }
+                if s.code == Status::NeedsConfirmation
+                    && self.confirmation != Some(ConfirmState::Requested)
+                {
+                    self.confirmation = Some(ConfirmState::Requested);
+                    changed = true;
+                }
+                // Work reported on a thread nobody holds claims it first (the protocol's own
+                // examples go from received straight to needs_confirmation).
+                if self.status == Status::Pending
+                    && s.code.implies_claim()
+                    && from != EXCHANGE
+                    && from != self.requestor
+                {
+                    self.status = Status::Claimed;
+                    self.executor = Some(from.to_owned());
+                    self.record(
+                        Status::Claimed.as_str(),
+                        at,
+                        from,
+                        Some(format!("claimed by reporting {}", s.code)),
+                    );
+                    changed = true;
+                }
+                if s.code != self.status {
+                    self.status = s.code;
+                    if s.code == Status::Claimed {
+                        self.executor = Some(from.to_owned());
+                    }
+                    let note = s.message.clone().or_else(|| reason_note(&s.details));
+                    self.record(s.code.as_str(), at, from, note);
+                    changed = true;
+                }
+            }
+            Payload::Cancel(c) if self.status != Status::Cancelled => {
+                self.status = Status::Cancelled;
+                self.record("cancelled", at, from, c.reason.clone());
+                changed = true;
+            }
+            Payload::Reply(r) => {
+                let note = match r.confirm {
+                    Some(true) => {
+                        self.confirmation = Some(ConfirmState::Confirmed);
+                        Some("confirmed".to_owned())
+                    }
+                    Some(false) => {
+                        self.confirmation = Some(ConfirmState::Rejected);
+                        Some(match &r.reason {
+                            Some(why) => format!("confirmation refused: {why}"),
+                            None => "confirmation refused".to_owned(),
+                        })
+                    }
+                    None => r.accept.map(|a| {
+                        if a {
+                            "suggestion accepted"
+                        } else {
+                            "suggestion rejected"
+                        }
+                        .to_owned()
+                    }),
+                };
+                self.record("replied", at, from, note);
+                changed = true;
+            }
+            Payload::Suggestion(s) => {
+                let note = match &s.id {
+                    Some(id) => format!("{} ({id})", s.kind),
+                    None => s.kind.clone(),
+                };
+                self.record("suggested", at, from, Some(note));
+                changed = true;
+            }
+            _ => {}
+        }
+        if changed && at > self.updated {
+            self.updated = at;
+        }
+        changed
+    }
+
+    /// A response from the claimant that came with no status completes the thread, as the
+    /// protocol's flows end (`response` after `claimed` or a confirmation); a thread already
+    /// final stays as it is.
+    pub fn complete_by_response(&mut self, from: &str, at: Timestamp) -> bool {
+        if self.status.is_terminal()
+            || self.status == Status::Pending
+            || self.executor.as_deref() != Some(from)
+        {
+            return false;
+        }
+        self.status = Status::Completed;
+        self.record(
+            Status::Completed.as_str(),
+            at,
+            from,
+            Some("completed by its response".to_owned()),
+        );
+        true
     }
 
     /// Reads an envelope; lenient about timestamps (no offset means UTC) and missing optional

@@ -169,6 +169,23 @@ impl Status {
         )
     }
 
+    /// True for the statuses an executor may report on a thread nobody holds, claiming it
+    /// with the same message: work and its outcomes, not `declined` or `failed` (they would
+    /// end the request for every executor without anyone having taken it).
+    pub fn implies_claim(self) -> bool {
+        matches!(
+            self,
+            Status::InProgress
+                | Status::Waiting
+                | Status::Held
+                | Status::Retrying
+                | Status::NeedsInput
+                | Status::NeedsConfirmation
+                | Status::Completed
+                | Status::Partial
+        )
+    }
+
     /// True for the statuses of a claimed thread that is still being worked on.
     pub fn is_active(self) -> bool {
         self.state() == State::Executing

@@ -18,6 +18,9 @@ use crate::store::lock;
 pub enum Key<'a> {
     /// The most recent request of the sender.
     Last,
+    /// The most recent thread offered to (dispatched to) or claimed by an executor: what
+    /// `re: last` names when that executor sends it.
+    LastWork,
     /// A client id of one of the sender's requests.
     ClientId(&'a str),
     /// The id of a suggestion made on one of the sender's threads.
@@ -27,6 +30,7 @@ pub enum Key<'a> {
 fn entry_name(key: Key<'_>) -> String {
     match key {
         Key::Last => "last".to_owned(),
+        Key::LastWork => "work-last".to_owned(),
         Key::ClientId(id) => format!("id-{}", encode(id)),
         Key::Suggestion(id) => format!("sug-{}", encode(id)),
     }
@@ -49,7 +53,7 @@ pub(crate) fn put(
     fsio::ensure_dir(&dir)?;
     for (key, thread) in entries {
         let path = dir.join(entry_name(*key));
-        if matches!(key, Key::Last) {
+        if matches!(key, Key::Last | Key::LastWork) {
             let _guard = lock::acquire(&layout.locks_dir(), "index-last.lock")?;
             let current = fsio::read_optional(&path)?.and_then(|t| ThreadRef::parse(t.trim()).ok());
             if current.is_some_and(|c| newer(&c, thread)) {

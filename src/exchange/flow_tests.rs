@@ -1,0 +1,206 @@
+//! The protocol's own flows through the exchange (issue 10): executors naming threads by the
+//! requestor's client id or `last`, claims implied by work reported on a pending thread,
+//! responses that complete, and claims taken while dependencies are still open.
+
+use super::error::ErrorKind;
+use super::tests::{EXECUTORS, fixture};
+use crate::protocol::status::Status;
+
+#[test]
+fn an_executor_names_a_thread_by_the_requestors_client_id_or_last() {
+    let f = fixture(EXECUTORS);
+    let r = f.request(
+        "claude-agent",
+        "id: vacuum-kitchen\nintent: vacuum the kitchen\nrequires: [vacuum-floor]",
+    );
+    // The examples' way: `re:` is the requestor's id for the request.
+    f.status("roomba-kitchen", "vacuum-kitchen", "code: claimed")
+        .unwrap();
+    assert_eq!(f.env(&r).executor.as_deref(), Some("roomba-kitchen"));
+    // `last` is the thread last offered to or claimed by the executor.
+    f.status("roomba-kitchen", "last", "code: in_progress")
+        .unwrap();
+    assert_eq!(f.env(&r).status, Status::InProgress);
+    // An executor that may not reach the thread gets the answer an absent one gets.
+    let hidden = f
+        .status("teague-phone", "vacuum-kitchen", "code: claimed")
+        .unwrap_err();
+    let absent = f
+        .status("teague-phone", "no-such-request", "code: claimed")
+        .unwrap_err();
+    assert_eq!(hidden.kind(), ErrorKind::NotFound);
+    assert_eq!(
+        hidden.to_string().replace("vacuum-kitchen", "X"),
+        absent.to_string().replace("no-such-request", "X")
+    );
+    // One that could have taken it hears that it lost it, as with a ref.
+    let lost = f
+        .status("kitchen-robot", "vacuum-kitchen", "code: claimed")
+        .unwrap_err();
+    assert_eq!(lost.kind(), ErrorKind::Conflict);
+    assert!(lost.to_string().contains("no longer open to you"), "{lost}");
+}
+
+#[test]
+fn a_client_id_that_names_several_reachable_threads_lists_them() {
+    let f = fixture(EXECUTORS);
+    let a = f.request(
+        "claude-agent",
+        "id: photo\nintent: one\nrequires: [take-photo]",
+    );
+    let b = f.request(
+        "other-agent",
+        "id: photo\nintent: two\nrequires: [take-photo]",
+    );
+    // Another agent's request with the same id that the executor cannot take is not counted.
+    f.request(
+        "third-agent",
+        "id: photo\nintent: three\nrequires: [vacuum-floor]",
+    );
+    let e = f
+        .status("teague-phone", "photo", "code: claimed")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    let text = e.to_string();
+    assert!(
+        text.contains("names 2 threads") && text.contains(&a) && text.contains(&b),
+        "{text}"
+    );
+    // Each agent's own id still names its own thread.
+    f.ok("claude-agent", "MESS:\n  - cancel:\n      re: photo\n");
+    assert_eq!(f.env(&a).status, Status::Cancelled);
+    // With one left open, the id is no longer ambiguous.
+    f.status("teague-phone", "photo", "code: claimed").unwrap();
+    assert_eq!(f.env(&b).executor.as_deref(), Some("teague-phone"));
+}
+
+#[test]
+fn work_reported_on_a_pending_thread_claims_it_and_a_response_completes_it() {
+    let f = fixture(EXECUTORS);
+    // The v1.0 appendix: needs_confirmation straight from received, a reply, a bare response.
+    let r = f.request(
+        "claude-agent",
+        "id: start-rice\nintent: start rice cooker with 2 cups rice\nrequires: [vacuum-floor]",
+    );
+    f.status(
+        "kitchen-robot",
+        "start-rice",
+        "code: needs_confirmation\naction: start rice cooker\nconsequences: rice in 25 minutes",
+    )
+    .unwrap();
+    let env = f.env(&r);
+    assert_eq!(env.status, Status::NeedsConfirmation);
+    assert_eq!(env.executor.as_deref(), Some("kitchen-robot"));
+    let actions: Vec<&str> = env.history.iter().map(|h| h.action.as_str()).collect();
+    assert!(
+        actions.ends_with(&["claimed", "needs_confirmation"]),
+        "{actions:?}"
+    );
+    // Exactly one winner: the other able executor now hears that it lost.
+    let e = f
+        .status("roomba-kitchen", &r, "code: in_progress")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    f.ok(
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: start-rice\n      confirm: true\n",
+    );
+    f.ok(
+        "kitchen-robot",
+        "MESS:\n  - response:\n      re: start-rice\n      content:\n        - Rice cooker started\n",
+    );
+    assert_eq!(f.env(&r).status, Status::Completed);
+    // A `completed` that follows the response changes nothing and is no error.
+    f.status("kitchen-robot", &r, "code: completed").unwrap();
+    assert_eq!(f.env(&r).status, Status::Completed);
+    // Declining or failing still needs a claim: they would end the request for everyone.
+    let other = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
+    for code in ["declined", "failed"] {
+        let e = f
+            .status(
+                "teague-phone",
+                &other,
+                &format!("code: {code}\nreason: busy"),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("claim it first"), "{e}");
+    }
+}
+
+#[test]
+fn a_bare_response_passes_the_confirmation_gate_like_completed() {
+    let f = fixture(EXECUTORS);
+    let r = f.request(
+        "claude-agent",
+        "intent: start the dishwasher\nrequires: [take-photo]\nconfirm_before: true",
+    );
+    f.status("teague-phone", &r, "code: claimed").unwrap();
+    let response = format!("MESS:\n  - response:\n      re: {r}\n      content:\n        - done\n");
+    f.refused(
+        "teague-phone",
+        &response,
+        ErrorKind::Conflict,
+        "requires confirmation before work starts",
+    );
+    assert_eq!(f.env(&r).status, Status::Claimed);
+    // Work reported with its outcome in one message keeps the status it names.
+    let s = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
+    f.ok(
+        "teague-phone",
+        &format!(
+            "MESS:\n  - status:\n      re: {s}\n      code: partial\n  - response:\n      re: {s}\n      content:\n        - half of it\n"
+        ),
+    );
+    assert_eq!(f.env(&s).status, Status::Partial);
+}
+
+#[test]
+fn a_claimant_may_take_a_thread_whose_dependencies_are_open_and_wait_for_them() {
+    let f = fixture(EXECUTORS);
+    let first = f.request(
+        "claude-agent",
+        "id: deliver-onions\nintent: deliver onions\nrequires: [take-photo]",
+    );
+    let dice = f.request(
+        "claude-agent",
+        "id: dice-onions\nintent: dice the onions\nrequires: [precision-knife-work]\nconstraints:\n  depends_on: [deliver-onions]",
+    );
+    // v1.0 section 4.4: the claimant reports waiting on the dependency.
+    f.status("kitchen-robot", "dice-onions", "code: claimed")
+        .unwrap();
+    f.status(
+        "kitchen-robot",
+        "dice-onions",
+        "code: waiting\nwaiting_for:\n  type: dependency\n  ref: [deliver-onions]",
+    )
+    .unwrap();
+    assert_eq!(f.env(&dice).status, Status::Waiting);
+    // The work itself waits for the dependency; the refusal names no other thread.
+    let e = f
+        .status("kitchen-robot", &dice, "code: in_progress")
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("waits for 1 request it depends on")
+            && !e.to_string().contains(&first),
+        "{e}"
+    );
+    f.status("teague-phone", &first, "code: completed").unwrap();
+    f.status("kitchen-robot", &dice, "code: in_progress")
+        .unwrap();
+    assert_eq!(f.env(&dice).status, Status::InProgress);
+
+    // A dependency that fails fails a dependent someone already holds.
+    let a = f.request(
+        "claude-agent",
+        "id: fetch\nintent: fetch\nrequires: [take-photo]",
+    );
+    let b = f.request(
+        "claude-agent",
+        "intent: use it\nrequires: [precision-knife-work]\nconstraints:\n  depends_on: [fetch]",
+    );
+    f.status("kitchen-robot", &b, "code: claimed").unwrap();
+    f.status("teague-phone", &a, "code: claimed").unwrap();
+    f.status("teague-phone", &a, "code: failed\nreason: none left")
+        .unwrap();
+    assert_eq!(f.env(&b).status, Status::Failed);
+}
