@@ -99,7 +99,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
 
 /// One line per thread status in an answer: `<ref> <status>`.
 pub(crate) fn answer_lines(answer: &Message) {
-    for p in &answer.payloads {
+    for p in answer.content() {
         match p {
             Payload::Status(s) => {
                 let who = s

@@ -4,7 +4,10 @@
 
 use super::error::ErrorKind;
 use super::tests::{EXECUTORS, fixture};
+use crate::protocol::content::ContentEntry;
+use crate::protocol::message::Payload;
 use crate::protocol::status::Status;
+use crate::protocol::value::Value;
 
 #[test]
 fn an_executor_names_a_thread_by_the_requestors_client_id_or_last() {
@@ -203,4 +206,88 @@ fn a_claimant_may_take_a_thread_whose_dependencies_are_open_and_wait_for_them() 
     f.status("teague-phone", &a, "code: failed\nreason: none left")
         .unwrap();
     assert_eq!(f.env(&b).status, Status::Failed);
+}
+
+#[test]
+fn a_waiting_request_hears_its_place_in_the_queue() {
+    let f = fixture(EXECUTORS);
+    let position = |answer: &crate::protocol::message::Message| match answer.content().next() {
+        Some(Payload::Ack(a)) => a.queue_position,
+        other => panic!("no ack: {other:?}"),
+    };
+    let body = |p: &str| {
+        format!(
+            "MESS:\n  - request:\n      intent: photo\n      requires: [take-photo]\n      priority: {p}\n"
+        )
+    };
+    assert_eq!(position(&f.ok("claude-agent", &body("normal"))), Some(1));
+    // Urgent work goes ahead of normal work that came earlier.
+    assert_eq!(position(&f.ok("claude-agent", &body("urgent"))), Some(1));
+    assert_eq!(position(&f.ok("claude-agent", &body("normal"))), Some(3));
+    assert_eq!(
+        position(&f.ok("claude-agent", &body("background"))),
+        Some(4)
+    );
+}
+
+#[test]
+fn a_status_query_lists_open_threads_unless_asked_for_all() {
+    let f = fixture(EXECUTORS);
+    let done = f.request("claude-agent", "intent: one\nrequires: [take-photo]");
+    let open = f.request("claude-agent", "intent: two\nrequires: [take-photo]");
+    f.status("teague-phone", &done, "code: completed").unwrap();
+    let listed = |filter: &str| -> Vec<(String, Option<i64>)> {
+        let answer = f.ok(
+            "claude-agent",
+            &format!("MESS:\n  - query:\n      type: status\n{filter}"),
+        );
+        let Some(Payload::Response(r)) = answer.content().next() else {
+            panic!("{answer:?}")
+        };
+        let Some(ContentEntry::Structured(data)) = r.content.first() else {
+            panic!("{r:?}")
+        };
+        let field = |t: &Value, k: &str| t.as_map().and_then(|m| m.get(k)).cloned();
+        match field(data, "threads") {
+            Some(Value::Seq(items)) => items
+                .iter()
+                .map(|t| {
+                    (
+                        field(t, "ref").and_then(|v| v.scalar_text()).unwrap(),
+                        match field(t, "queue_position") {
+                            Some(Value::Int(n)) => Some(n),
+                            _ => None,
+                        },
+                    )
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(listed(""), vec![(open.clone(), Some(1))]);
+    let all: Vec<String> = listed("      filter:\n        re: all\n")
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(all.len(), 2);
+    assert!(all.contains(&done) && all.contains(&open));
+    assert_eq!(
+        listed("      filter:\n        status: [completed]\n"),
+        vec![(done.clone(), None)]
+    );
+}
+
+#[test]
+fn the_exchanges_answers_name_their_version() {
+    let f = fixture(EXECUTORS);
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:\n  - request:\n      intent: photo\n      requires: [take-photo]\n",
+    );
+    assert_eq!(answer.version(), Some("1.1.0"));
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:\n  - v: 1.0.0\n  - request:\n      intent: photo\n      requires: [take-photo]\n",
+    );
+    assert_eq!(answer.version(), Some("1.0.0"));
 }

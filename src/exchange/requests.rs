@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::exchange::directory::{Directory, RouteInput};
 use crate::exchange::error::Error;
-use crate::exchange::{Exchange, Sender, access, lifecycle, plan};
+use crate::exchange::{Exchange, Sender, access, lifecycle, plan, view};
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -239,6 +239,8 @@ pub(crate) fn create(
             from: EXCHANGE.to_owned(),
             received: now,
             channel: None,
+            // The file's documents follow the MESSE-AF example: the request names the version
+            // and the exchange's own documents imply it.
             message: Message::new(vec![Payload::Ack(Ack {
                 re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
                 thread_ref: Some(thread.to_string()),
@@ -274,12 +276,18 @@ pub(crate) fn create(
 
     let ack = if incoming.len() == 1 {
         let req = &incoming[0];
+        let thread = &assigned[&req.index];
+        // A request that waits for an executor hears where it stands.
+        let queue_position = match store.envelope(thread) {
+            Ok((env, _)) => view::queue_position(ex, &env),
+            Err(_) => None,
+        };
         Ack {
             re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
-            thread_ref: Some(assigned[&req.index].to_string()),
+            thread_ref: Some(thread.to_string()),
             requests: Vec::new(),
             received_at: Some(now),
-            queue_position: None,
+            queue_position,
             extra: Map::new(),
         }
     } else {

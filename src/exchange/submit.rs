@@ -232,7 +232,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
     for q in &queries {
         answer.push(view::answer_query(ex, q, sender, &directory, &mut listed)?);
     }
-    Ok(Message::new(answer))
+    Ok(Message::from_exchange(answer, version.as_deref()))
 }
 
 /// Writes one group under the thread's lock (checking it again there), then settles what

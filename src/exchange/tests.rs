@@ -94,7 +94,7 @@ impl Fixture {
     /// Submits a request and returns its ref.
     pub(super) fn request(&self, who: &str, body: &str) -> String {
         let answer = self.ok(who, &format!("MESS:\n  - request:\n{}", indent(body, 6)));
-        match &answer.payloads[0] {
+        match answer.content().next().unwrap() {
             Payload::Ack(a) => a.thread_ref.clone().unwrap(),
             other => panic!("no ack: {other:?}"),
         }
@@ -426,7 +426,7 @@ fn a_multi_request_message_creates_one_thread_each_and_acks_the_mapping() {
       intent: no id here
 ",
     );
-    let Payload::Ack(ack) = &answer.payloads[0] else {
+    let Payload::Ack(ack) = answer.content().next().unwrap() else {
         panic!("{answer:?}")
     };
     let pairs: Vec<(Option<&str>, &str)> = ack
@@ -512,7 +512,9 @@ fn invalid_transitions_are_refused_and_nothing_is_written() {
     let f = fixture(EXECUTORS);
     let r = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
     let before = f.text(&r);
-    let e = f.status("teague-phone", &r, "code: declined").unwrap_err();
+    let e = f
+        .status("teague-phone", &r, "code: declined\nreason: busy")
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
     assert!(e.to_string().contains("claim it first"), "{e}");
     assert_eq!(f.text(&r), before);
@@ -543,7 +545,7 @@ fn a_message_with_one_bad_payload_changes_nothing() {
     let e = f
         .send(
             "teague-phone",
-            &format!("MESS:\n  - status:\n      re: {a}\n      code: claimed\n  - status:\n      re: {b}\n      code: declined\n"),
+            &format!("MESS:\n  - status:\n      re: {a}\n      code: claimed\n  - status:\n      re: {b}\n      code: declined\n      reason: busy\n"),
         )
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
@@ -800,7 +802,7 @@ fn dependencies_gate_claims_and_dispatch_then_release_in_order() {
         depends_on: [deliver-onions]
 ",
     );
-    let Payload::Ack(ack) = &answer.payloads[0] else {
+    let Payload::Ack(ack) = answer.content().next().unwrap() else {
         panic!()
     };
     let refs: Vec<String> = ack.requests.iter().map(|e| e.thread_ref.clone()).collect();
@@ -1160,7 +1162,7 @@ fn senders_cannot_forge_who_sent_a_message_or_when() {
         "claude-agent",
         "from: teague-phone\nreceived: 1999-01-01T00:00:00Z\nchannel: forged\nnote: kept\nMESS:\n  - request:\n      intent: check the door\n",
     );
-    let Payload::Ack(ack) = &answer.payloads[0] else {
+    let Payload::Ack(ack) = answer.content().next().unwrap() else {
         panic!()
     };
     let r = ack.thread_ref.clone().unwrap();
@@ -1215,7 +1217,7 @@ fn depends_on_last_means_the_same_thread_for_every_request_of_a_message() {
         "claude-agent",
         "MESS:\n  - request:\n      intent: one\n      constraints:\n        depends_on: [last]\n  - request:\n      intent: two\n      constraints:\n        depends_on: [last]\n",
     );
-    let Payload::Ack(ack) = &answer.payloads[0] else {
+    let Payload::Ack(ack) = answer.content().next().unwrap() else {
         panic!()
     };
     for e in &ack.requests {

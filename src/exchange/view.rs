@@ -8,6 +8,7 @@ use crate::notify::Channel;
 use crate::protocol::content::{ContentEntry, unmet_hints};
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
+use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{ConfigMsg, Payload, Query, QueryKind, Response};
 use crate::protocol::status::{State, Status, StatusDetails, StatusMsg};
 use crate::protocol::time;
@@ -352,8 +353,13 @@ pub(crate) fn answer_query(
     match q.kind {
         QueryKind::Status => {
             let f = &q.filter;
+            // `re: all` asks for every thread of the sender; without `re` or `status` the
+            // answer lists the open ones (what a requestor usually wants to know).
+            let all =
+                f.re.as_ref()
+                    .is_some_and(|re| re.items().contains(&"all"));
             let mut only = Vec::new();
-            if let Some(re) = &f.re {
+            if let Some(re) = f.re.as_ref().filter(|_| !all) {
                 for item in re.items() {
                     // A thread the sender is no party to answers like one that does not exist.
                     only.push(plan::resolve_for(ex, item, sender, dir, |who, env, _| {
@@ -361,6 +367,7 @@ pub(crate) fn answer_query(
                     })?);
                 }
             }
+            let open_only = !all && f.re.is_none() && f.status.is_empty();
             if listed.is_none() {
                 let (items, _) = ex.list(&State::ALL, true)?;
                 *listed = Some(
@@ -371,9 +378,10 @@ pub(crate) fn answer_query(
                         .collect(),
                 );
             }
-            let threads: Vec<Value> = listed
+            let mut chosen: Vec<&Envelope> = listed
                 .iter()
                 .flatten()
+                .filter(|e| !open_only || !e.status.is_terminal())
                 .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
                 .filter(|e| f.status.is_empty() || f.status.contains(&e.status))
                 .filter(|e| {
@@ -382,7 +390,32 @@ pub(crate) fn answer_query(
                         .is_none_or(|x| e.executor.as_ref() == Some(x))
                 })
                 .filter(|e| f.since.is_none_or(|t| e.updated >= t))
-                .map(thread_summary)
+                .collect();
+            let positions = if chosen.iter().any(|e| e.status == Status::Pending) {
+                let (waiting, _) = ex.store().list(&[State::Received], false);
+                let waiting: Vec<Envelope> = waiting.into_iter().map(|(e, _, _)| e).collect();
+                queue_positions(&waiting)
+            } else {
+                Default::default()
+            };
+            // Waiting work first, in queue order; then the rest, most recently changed first.
+            chosen.sort_by(|a, b| {
+                match (positions.get(&a.thread_ref), positions.get(&b.thread_ref)) {
+                    (Some(x), Some(y)) => x.cmp(y),
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (None, None) => b.updated.cmp(&a.updated),
+                }
+            });
+            let threads: Vec<Value> = chosen
+                .into_iter()
+                .map(|e| {
+                    let mut v = thread_summary(e);
+                    if let (Value::Map(m), Some(p)) = (&mut v, positions.get(&e.thread_ref)) {
+                        m.insert("queue_position", Value::Int(*p));
+                    }
+                    v
+                })
                 .collect();
             data.insert("threads", Value::Seq(threads));
         }
@@ -461,6 +494,34 @@ pub fn executors(dir: &Directory, only: Option<&str>) -> Value {
 }
 
 /// The fields of a thread that listings show.
+/// Where `env` stands among the threads waiting for an executor (1 is next, in
+/// `Envelope::queue_key` order); `None` when it does not wait.
+pub(crate) fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
+    if env.status != Status::Pending {
+        return None;
+    }
+    let (waiting, _) = ex.store().list(&[State::Received], false);
+    let ahead = waiting
+        .iter()
+        .filter(|(e, _, _)| e.status == Status::Pending && e.queue_key() < env.queue_key())
+        .count();
+    Some(ahead as i64 + 1)
+}
+
+/// The queue position of every waiting thread among `listed` (see [`queue_position`]).
+fn queue_positions(listed: &[Envelope]) -> std::collections::HashMap<ThreadRef, i64> {
+    let mut waiting: Vec<&Envelope> = listed
+        .iter()
+        .filter(|e| e.status == Status::Pending)
+        .collect();
+    waiting.sort_by(|a, b| a.queue_key().cmp(&b.queue_key()));
+    waiting
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| (e.thread_ref.clone(), i as i64 + 1))
+        .collect()
+}
+
 pub fn thread_summary(e: &Envelope) -> Value {
     let mut m = Map::new();
     m.insert("ref", Value::str(e.thread_ref.as_str()));

@@ -508,6 +508,16 @@ impl Envelope {
         Value::Map(m)
     }
 
+    /// Where a waiting thread stands among others: urgent first, then the earliest received,
+    /// then by ref. Queue positions and every list of pending work follow this order.
+    pub fn queue_key(&self) -> (std::cmp::Reverse<Priority>, Timestamp, &ThreadRef) {
+        (
+            std::cmp::Reverse(self.priority),
+            self.created,
+            &self.thread_ref,
+        )
+    }
+
     /// True when a dispatch has been recorded.
     pub fn dispatched(&self) -> bool {
         self.history.iter().any(|h| h.action == "dispatched")

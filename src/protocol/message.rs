@@ -299,6 +299,9 @@ const SUGGESTION_KINDS: [&str; 5] = ["merge", "split", "delegate", "alternative"
 /// Highest protocol major version understood.
 const MAJOR_VERSION: u64 = 1;
 
+/// The newest protocol version this exchange speaks, named in its own messages.
+pub const SPOKEN_VERSION: &str = "1.1.0";
+
 impl Message {
     /// A message of one payload of `kind` with `body`, validated like any parsed message
     /// (adapters build their messages this way).
@@ -386,6 +389,24 @@ impl Message {
             payloads,
             extra: Map::new(),
         }
+    }
+
+    /// A message the exchange sends: its payloads after `v:` naming `version` (the version of
+    /// the message it answers) or, without one, the newest version this exchange speaks.
+    pub fn from_exchange(payloads: Vec<Payload>, version: Option<&str>) -> Message {
+        let mut all = Vec::with_capacity(payloads.len() + 1);
+        all.push(Payload::Version(
+            version.unwrap_or(SPOKEN_VERSION).to_owned(),
+        ));
+        all.extend(payloads);
+        Message::new(all)
+    }
+
+    /// The payloads other than `v:`.
+    pub fn content(&self) -> impl Iterator<Item = &Payload> {
+        self.payloads
+            .iter()
+            .filter(|p| !matches!(p, Payload::Version(_)))
     }
 
     /// The protocol version the message names, if any.
