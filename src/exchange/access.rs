@@ -137,7 +137,8 @@ impl Exchange {
         }
     }
 
-    /// The envelopes `who` may see in `states` (newest `updated` first).
+    /// The envelopes `who` may see in `states` (waiting work first in queue order, then the
+    /// rest newest `updated` first).
     pub fn threads_for(&self, who: &str, states: &[State]) -> Result<Vec<Envelope>, Error> {
         let (listing, _) = self.list(states, false)?;
         let directory = self.directory();
@@ -146,15 +147,11 @@ impl Exchange {
             .map(|(env, _)| env)
             .filter(|env| visible_to(who, env, &directory))
             .collect();
-        out.sort_by(|a, b| {
-            b.updated
-                .cmp(&a.updated)
-                .then_with(|| b.thread_ref.cmp(&a.thread_ref))
-        });
+        out.sort_by(super::listing_order);
         Ok(out)
     }
 
-    /// The envelopes `who` may see that match `filter`, newest `updated` first, at most
+    /// The envelopes `who` may see that match `filter`, in listing order, at most
     /// `filter.limit` of them.
     pub fn threads_matching(
         &self,

@@ -17,6 +17,7 @@ use crate::exchange::{Exchange, lifecycle, plan};
 use crate::protocol::envelope::{EXCHANGE, Envelope};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::Prefer;
+use crate::protocol::request::Priority;
 use crate::protocol::status::{State, Status};
 use crate::protocol::time::Timestamp;
 use crate::store::Edit;
@@ -29,6 +30,19 @@ pub struct Pass {
     pub routed: Vec<ThreadRef>,
     /// Threads still waiting: no executor is eligible now (tried again on the next full pass).
     pub waiting: Vec<ThreadRef>,
+    /// The earliest `not_before` still ahead among the threads looked at: the dispatcher
+    /// wakes for it.
+    pub next_start: Option<Timestamp>,
+}
+
+/// What a pass does with one thread.
+enum Wanted {
+    /// Route it.
+    Route(RouteWanted),
+    /// Nothing now: its `not_before` is this instant.
+    Later(Timestamp),
+    /// Nothing: it is not waiting for an executor (or not ready).
+    No,
 }
 
 /// Which threads a pass looks at.
@@ -47,7 +61,9 @@ impl Exchange {
         let now = self.now();
         let candidates: Vec<ThreadRef> = match scope {
             Scope::All => {
-                let (pending, _) = self.store().list(&[State::Received], false);
+                // Urgent work first, then the oldest: the order every pending list follows.
+                let (mut pending, _) = self.store().list(&[State::Received], false);
+                pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
                 pending
                     .into_iter()
                     .map(|(env, _, _)| env.thread_ref)
@@ -71,8 +87,11 @@ impl Exchange {
             // One thread that cannot be routed (a broken message document, a required
             // capability no id can match) waits, and says why; it does not hold up the others.
             match self.waiting_request(&thread, now) {
-                Ok(Some(w)) => wanted.push(w),
-                Ok(None) => {}
+                Ok(Wanted::Route(w)) => wanted.push(w),
+                Ok(Wanted::No) => {}
+                Ok(Wanted::Later(until)) => {
+                    pass.next_start = Some(pass.next_start.map_or(until, |t| t.min(until)));
+                }
                 Err(e) => {
                     tracing::warn!(thread = %thread, error = %e, "cannot route this thread");
                     self.note_unroutable(&thread, &unroutable_reason(&e), now);
@@ -183,9 +202,10 @@ impl Exchange {
                     .history
                     .iter()
                     .find(|h| h.action == "dispatched")
-                    .is_some_and(|h| h.at + after <= now)
+                    .is_some_and(|h| h.at + escalation_delay(after, env.priority) <= now)
         };
-        let (pending, _) = self.store().list(&[State::Received], false);
+        let (mut pending, _) = self.store().list(&[State::Received], false);
+        pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
         let mut escalated = Vec::new();
         for (env, _, _) in pending.into_iter().filter(|(env, _, _)| due(env)) {
             let able: Vec<String> = fallback
@@ -254,29 +274,28 @@ impl Exchange {
 
     /// The routing input of `thread` if it is pending, not yet routed, not overdue, and every
     /// dependency has completed.
-    fn waiting_request(
-        &self,
-        thread: &ThreadRef,
-        now: Timestamp,
-    ) -> Result<Option<RouteWanted>, Error> {
+    fn waiting_request(&self, thread: &ThreadRef, now: Timestamp) -> Result<Wanted, Error> {
         let env = match self.store().envelope(thread) {
             Ok((env, _)) => env,
-            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(StoreError::NotFound { .. }) => return Ok(Wanted::No),
             Err(e) => return Err(e.into()),
         };
         if !waits_for_routing(&env, now) {
-            return Ok(None);
+            return Ok(Wanted::No);
+        }
+        if env.too_early(now) {
+            return Ok(Wanted::Later(env.not_before.unwrap_or(now)));
         }
         if !env.depends_on.is_empty()
             && !plan::dependency_statuses(self, &env)?
                 .iter()
                 .all(|(_, s)| *s == Some(Status::Completed))
         {
-            return Ok(None);
+            return Ok(Wanted::No);
         }
         let file = match self.store().read(thread) {
             Ok(f) => f,
-            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(StoreError::NotFound { .. }) => return Ok(Wanted::No),
             Err(e) => return Err(e.into()),
         };
         let input = lifecycle::route_input(&file)?;
@@ -289,7 +308,7 @@ impl Exchange {
                 ))
             })?;
         }
-        Ok(Some(RouteWanted {
+        Ok(Wanted::Route(RouteWanted {
             thread: thread.to_string(),
             requires: input.requires,
             precision: input.precision.map(|p| p.as_str().to_owned()),
@@ -308,6 +327,18 @@ fn unroutable_reason(e: &Error) -> String {
         }
         _ => "cannot be routed: its request could not be read (the server log and `mess fsck` have the details)"
             .to_owned(),
+    }
+}
+
+/// How long work of `priority` waits unclaimed before it is offered more widely:
+/// `dispatch.escalate_after` for normal work, a quarter of it for urgent work, half for
+/// elevated, twice as long for background work.
+fn escalation_delay(after: chrono::TimeDelta, priority: Priority) -> chrono::TimeDelta {
+    match priority {
+        Priority::Urgent => after / 4,
+        Priority::Elevated => after / 2,
+        Priority::Normal => after,
+        Priority::Background => after * 2,
     }
 }
 
@@ -337,7 +368,13 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
         let mut owed = Duration::ZERO;
         let mut settled = Instant::now();
         let mut rested = Instant::now();
+        // When the earliest `not_before` seen comes: a full pass then offers that work.
+        let mut next_start: Option<Instant> = None;
         loop {
+            if next_start.is_some_and(|t| Instant::now() >= t) {
+                next_start = None;
+                full = true;
+            }
             if full || (!named.is_empty() && Instant::now() >= rested) {
                 let scope = if full {
                     next_full = Instant::now() + retry;
@@ -359,14 +396,20 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                 })
                 .await
                 {
-                    Ok(Ok(pass)) if !pass.routed.is_empty() => {
-                        tracing::debug!(
-                            routed = pass.routed.len(),
-                            waiting = pass.waiting.len(),
-                            "dispatch pass"
-                        );
+                    Ok(Ok(pass)) => {
+                        if let Some(at) = pass.next_start {
+                            let ahead = (at - ex.now()).to_std().unwrap_or(Duration::ZERO);
+                            let when = Instant::now() + ahead + Duration::from_millis(5);
+                            next_start = Some(next_start.map_or(when, |t| t.min(when)));
+                        }
+                        if !pass.routed.is_empty() {
+                            tracing::debug!(
+                                routed = pass.routed.len(),
+                                waiting = pass.waiting.len(),
+                                "dispatch pass"
+                            );
+                        }
                     }
-                    Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "dispatch pass failed; retrying later")
                     }
@@ -377,14 +420,20 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                 settled = now;
                 rested = now + owed.saturating_sub(BURST) * 2;
             }
-            let wake = if named.is_empty() {
+            let mut wake = if named.is_empty() {
                 next_full
             } else {
                 rested.min(next_full)
             };
+            if let Some(t) = next_start {
+                wake = wake.min(t);
+            }
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep_until(wake) => full = Instant::now() >= next_full,
+                () = tokio::time::sleep_until(wake) => {
+                    full = Instant::now() >= next_full
+                        || next_start.is_some_and(|t| Instant::now() >= t);
+                }
                 change = changes.recv() => match change {
                     Ok(c) => {
                         note(&mut named, &c.envelope);

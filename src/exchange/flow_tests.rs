@@ -2,11 +2,14 @@
 //! requestor's client id or `last`, claims implied by work reported on a pending thread,
 //! responses that complete, and claims taken while dependencies are still open.
 
+use super::Settings;
+use super::dispatch::Scope;
 use super::error::ErrorKind;
-use super::tests::{EXECUTORS, fixture};
+use super::tests::{EXECUTORS, fixture, fixture_with};
 use crate::protocol::content::ContentEntry;
 use crate::protocol::message::Payload;
-use crate::protocol::status::Status;
+use crate::protocol::status::{State, Status};
+use crate::protocol::time;
 use crate::protocol::value::Value;
 
 #[test]
@@ -290,4 +293,122 @@ fn the_exchanges_answers_name_their_version() {
         "MESS:\n  - v: 1.0.0\n  - request:\n      intent: photo\n      requires: [take-photo]\n",
     );
     assert_eq!(answer.version(), Some("1.0.0"));
+}
+
+#[test]
+fn not_before_holds_offers_and_claims_until_it_comes() {
+    let f = fixture(EXECUTORS);
+    let r = f.request(
+        "claude-agent",
+        "intent: water the plants\nrequires: [take-photo]\nconstraints:\n  timing:\n    not_before: 2026-02-01T09:00:00Z",
+    );
+    assert!(!f.env(&r).dispatched(), "offered before not_before");
+    let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(e.to_string().contains("may not start before"), "{e}");
+    // The dispatcher learns when to look again, and then offers it.
+    let pass = f.ex.dispatch_waiting(Scope::All).unwrap();
+    assert!(pass.routed.is_empty());
+    assert_eq!(
+        pass.next_start.map(|t| time::format_timestamp(&t)),
+        Some("2026-02-01T09:00:00Z".to_owned())
+    );
+    f.clock.set(
+        time::parse_timestamp("2026-02-01T09:00:01Z")
+            .unwrap()
+            .to_utc(),
+    );
+    let pass = f.ex.dispatch_waiting(Scope::All).unwrap();
+    assert_eq!(pass.routed.len(), 1);
+    assert!(f.env(&r).dispatched());
+    f.status("teague-phone", &r, "code: claimed").unwrap();
+}
+
+#[test]
+fn waiting_and_held_work_expires_and_says_which_deadline_passed() {
+    let f = fixture(EXECUTORS);
+    let waiting = f.request(
+        "claude-agent",
+        "intent: one\nrequires: [take-photo]\nneeded_by: 2026-01-31T19:00:00-08:00",
+    );
+    let held = f.request(
+        "claude-agent",
+        "intent: two\nrequires: [take-photo]\nconstraints:\n  timing:\n    expires: 2026-01-31T19:00:00-08:00",
+    );
+    let working = f.request(
+        "claude-agent",
+        "intent: three\nrequires: [take-photo]\nneeded_by: 2026-01-31T19:00:00-08:00",
+    );
+    let pending = f.request(
+        "claude-agent",
+        "intent: four\nrequires: [take-photo]\nconstraints:\n  timing:\n    expires: 2026-01-31T19:00:00-08:00",
+    );
+    f.status(
+        "teague-phone",
+        &waiting,
+        "code: waiting\nwaiting_for:\n  type: condition\n  condition: daylight",
+    )
+    .unwrap();
+    f.status("teague-phone", &held, "code: held\nreason: paused")
+        .unwrap();
+    f.status("teague-phone", &working, "code: in_progress")
+        .unwrap();
+    f.clock.advance(chrono::TimeDelta::hours(3));
+    f.ex.settle_pending().unwrap();
+    let note = |r: &str| f.env(r).history.last().and_then(|h| h.note.clone());
+    assert_eq!(f.env(&waiting).status, Status::Expired);
+    assert_eq!(
+        note(&waiting).as_deref(),
+        Some("needed_by passed while it was waiting")
+    );
+    assert_eq!(f.env(&held).status, Status::Expired);
+    assert_eq!(
+        note(&held).as_deref(),
+        Some("expires passed while it was held")
+    );
+    // Work under way is the claimant's to finish or fail.
+    assert_eq!(f.env(&working).status, Status::InProgress);
+    assert_eq!(f.env(&pending).status, Status::Expired);
+    assert_eq!(
+        note(&pending).as_deref(),
+        Some("expires passed before anyone claimed it")
+    );
+}
+
+#[test]
+fn priority_orders_listings_and_urgent_work_escalates_sooner() {
+    let mut settings = Settings::defaults();
+    settings.dispatch.escalate_after = Some(std::time::Duration::from_secs(20 * 60));
+    let f = fixture_with(EXECUTORS, settings);
+    let normal = f.request("claude-agent", "intent: normal\nrequires: [take-photo]");
+    let urgent = f.request(
+        "claude-agent",
+        "intent: urgent\nrequires: [take-photo]\npriority: urgent",
+    );
+    let done = f.request("claude-agent", "intent: done\nrequires: [take-photo]");
+    f.status("teague-phone", &done, "code: completed").unwrap();
+    let listed: Vec<String> =
+        f.ex.threads_for("claude-agent", &State::ALL)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.thread_ref.to_string())
+            .collect();
+    assert_eq!(listed, vec![urgent.clone(), normal.clone(), done]);
+    // A quarter of escalate_after for urgent work; normal work waits the whole of it.
+    f.clock.advance(chrono::TimeDelta::minutes(6));
+    let escalated: Vec<String> =
+        f.ex.escalate_due()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    assert_eq!(escalated, vec![urgent]);
+    f.clock.advance(chrono::TimeDelta::minutes(15));
+    let escalated: Vec<String> =
+        f.ex.escalate_due()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    assert_eq!(escalated, vec![normal]);
 }

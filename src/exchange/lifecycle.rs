@@ -34,15 +34,19 @@ pub(crate) fn expire_if_due(
         if !is_overdue(env, now) {
             return Ok((None, false));
         }
-        let at = env.expires.or(env.needed_by).unwrap_or(now);
+        let (at, which) = env.deadline().unwrap_or((now, "expires"));
+        let stage = env.status;
         let mut status = StatusMsg::new(
             env.thread_ref.as_str(),
             StatusDetails::Expired {
                 expired_at: at,
-                stage: Some("pending".to_owned()),
+                stage: Some(stage.as_str().to_owned()),
             },
         );
-        status.message = Some("needed_by passed before anyone claimed it".to_owned());
+        status.message = Some(match stage {
+            Status::Pending => format!("{which} passed before anyone claimed it"),
+            other => format!("{which} passed while it was {other}"),
+        });
         Ok((
             Some(exchange_edit(env, vec![Payload::Status(status)], now)),
             true,
@@ -57,18 +61,19 @@ pub(crate) fn expire_if_due(
 
 fn is_overdue(env: &Envelope, now: Timestamp) -> bool {
     // Envelopes written by other tools may carry only `needed_by`.
-    env.status == Status::Pending && env.expires.or(env.needed_by).is_some_and(|t| t <= now)
+    env.deadline().is_some_and(|(t, _)| t <= now)
 }
 
-/// Brings one pending thread up to date on read: expires it when overdue, or settles it when
-/// it waits for dependencies and was never dispatched (the process that should have done so may
-/// have died after writing a dependency's final status). Returns whether it changed.
+/// Brings one thread up to date on read: expires it when overdue (pending, waiting or held),
+/// or settles a pending one when it waits for dependencies and was never dispatched (the
+/// process that should have done so may have died after writing a dependency's final status).
+/// Returns whether it changed.
 pub(crate) fn settle(ex: &Exchange, env: &Envelope, now: Timestamp) -> Result<bool, Error> {
-    if env.status != Status::Pending {
-        return Ok(false);
-    }
     if is_overdue(env, now) {
         return Ok(expire_if_due(ex, &env.thread_ref, now)?.is_some());
+    }
+    if env.status != Status::Pending {
+        return Ok(false);
     }
     if !env.depends_on.is_empty() && !env.dispatched() {
         return Ok(reconcile(ex, &env.thread_ref, now)?.is_some());
@@ -76,9 +81,10 @@ pub(crate) fn settle(ex: &Exchange, env: &Envelope, now: Timestamp) -> Result<bo
     Ok(false)
 }
 
-/// Settles every pending thread (see [`settle`]); returns the refs that changed.
+/// Settles every pending, waiting and held thread (see [`settle`]); returns the refs that
+/// changed.
 pub(crate) fn settle_all(ex: &Exchange, now: Timestamp) -> Result<Vec<ThreadRef>, Error> {
-    let (pending, _) = ex.store().list(&[State::Received], false);
+    let (pending, _) = ex.store().list(&[State::Received, State::Executing], false);
     let mut changed = Vec::new();
     for (env, _, _) in pending {
         if settle(ex, &env, now)? {
@@ -181,7 +187,7 @@ pub(crate) fn reconcile(
                 Some(Status::Failed),
             ));
         }
-        if env.status != Status::Pending || env.dispatched() {
+        if env.status != Status::Pending || env.dispatched() || env.too_early(now) {
             return Ok((None, None));
         }
         let input = route_input(t)?;

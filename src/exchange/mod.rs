@@ -206,6 +206,21 @@ pub struct Exchange {
     queries: Arc<queries::Queries>,
 }
 
+/// The order of every thread listing: work waiting for an executor first, in queue order
+/// (urgent first, then the oldest), then the rest, most recently changed first.
+pub(crate) fn listing_order(a: &Envelope, b: &Envelope) -> std::cmp::Ordering {
+    let waiting = |e: &Envelope| e.status == Status::Pending;
+    match (waiting(a), waiting(b)) {
+        (true, true) => a.queue_key().cmp(&b.queue_key()),
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        (false, false) => b
+            .updated
+            .cmp(&a.updated)
+            .then(b.thread_ref.cmp(&a.thread_ref)),
+    }
+}
+
 /// The directory as read, and the stamp of the registry files it was read from.
 type CachedDirectory = (
     crate::store::registry::RegistryStamp,
@@ -658,8 +673,9 @@ impl Exchange {
         Ok(self.store.read(&thread)?)
     }
 
-    /// Envelopes of threads in `states` (and the archive), newest `updated` first, after
-    /// expiring overdue pending threads. Unreadable files come back as errors beside the rest.
+    /// Envelopes of threads in `states` (and the archive), in listing order (waiting work
+    /// first), after expiring overdue threads. Unreadable files come back as errors beside the
+    /// rest.
     pub fn list(&self, states: &[State], archive: bool) -> Result<Listing, Error> {
         let now = self.now();
         let (listed, errors) = self.store.list(states, archive);
@@ -675,11 +691,7 @@ impl Exchange {
                 items.push((env, location, path));
             }
         }
-        items.sort_by(|a, b| {
-            b.0.updated
-                .cmp(&a.0.updated)
-                .then(b.0.thread_ref.cmp(&a.0.thread_ref))
-        });
+        items.sort_by(|a, b| listing_order(&a.0, &b.0));
         Ok((items.into_iter().map(|(e, l, _)| (e, l)).collect(), errors))
     }
 

@@ -371,10 +371,21 @@ fn actor_for_report(env: &Envelope, cx: &Context<'_>) -> Result<Actor, Error> {
     Err(ProtocolError::forbidden(why).into())
 }
 
-/// Checks that an executor may claim a pending thread: it holds every required capability.
+/// Checks that an executor may claim a pending thread: its `not_before` has come, and it
+/// holds every required capability.
 /// A thread whose dependencies are still open may be claimed (the claimant reports `waiting`
 /// until they complete); work on it waits for them (`check_dependencies_done`).
 fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), Error> {
+    if env.too_early(cx.now) {
+        return Err(ProtocolError::conflict(format!(
+            "cannot claim {}: it may not start before {} (its not_before)",
+            env.thread_ref,
+            env.not_before
+                .map(|t| crate::protocol::time::format_timestamp(&t))
+                .unwrap_or_default()
+        ))
+        .into());
+    }
     if let Some(exec) = cx.directory.executor(cx.sender) {
         let missing = cx.directory.missing(exec, &env.requires);
         if !missing.is_empty() {

@@ -87,8 +87,8 @@ proptest! {
         );
         let ack = ex.submit(ex.parse_one(&request).unwrap(), &alice).unwrap();
         let r = ack.to_value();
-        let r = r.as_map().and_then(|m| m.get("MESS")).and_then(|m| m.as_seq()).and_then(|s| s.first())
-            .and_then(|p| p.as_map()).and_then(|p| p.get("ack")).and_then(|a| a.as_map())
+        let r = r.as_map().and_then(|m| m.get("MESS")).and_then(|m| m.as_seq())
+            .and_then(|s| s.iter().find_map(|p| p.as_map().and_then(|p| p.get("ack")))).and_then(|a| a.as_map())
             .and_then(|a| a.get("ref")).and_then(|r| r.as_str()).unwrap().to_owned();
         let thread = ThreadRef::parse(&r).unwrap();
         // The request and the exchange's ack.

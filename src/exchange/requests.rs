@@ -232,7 +232,8 @@ pub(crate) fn create(
             extra: Map::new(),
         };
         let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
-        if envelope.depends_on.is_empty() {
+        // Work with a `not_before` ahead is offered when it comes (the dispatcher wakes for it).
+        if envelope.depends_on.is_empty() && !envelope.too_early(now) {
             lifecycle::record_dispatch(ex, &mut envelope, &RouteInput::of(&req.request), now);
         }
         let ack = MessageDoc {

@@ -1,5 +1,6 @@
-//! The expiry sweeper of a server: expires pending threads when their `needed_by` passes (not
-//! only when someone next reads them), so waits and event streams hear of the expiry on time.
+//! The expiry sweeper of a server: expires pending, waiting and held threads when their
+//! `needed_by` (or `expires`) passes, not only when someone next reads them, so waits and
+//! event streams hear of the expiry on time.
 //! Deadlines live in the thread files, so a restart loses none: the first sweep catches up.
 
 use std::time::Duration;
@@ -8,7 +9,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::exchange::{Error, Exchange};
-use crate::protocol::status::{State, Status};
+use crate::protocol::status::State;
 use crate::protocol::time::Timestamp;
 
 /// The longest the sweeper sleeps, so a deadline written by a process whose change this one
@@ -16,15 +17,17 @@ use crate::protocol::time::Timestamp;
 const MOST: Duration = Duration::from_secs(30);
 
 impl Exchange {
-    /// Expires every overdue pending thread and returns the earliest deadline still ahead.
+    /// Expires every overdue pending, waiting or held thread and returns the earliest
+    /// deadline still ahead.
     pub fn sweep_expiry(&self) -> Result<Option<Timestamp>, Error> {
         self.settle_pending()?;
         let now = self.now();
-        let (pending, _) = self.store().list(&[State::Received], false);
-        Ok(pending
+        let (open, _) = self
+            .store()
+            .list(&[State::Received, State::Executing], false);
+        Ok(open
             .iter()
-            .filter(|(env, _, _)| env.status == Status::Pending)
-            .filter_map(|(env, _, _)| env.expires.or(env.needed_by))
+            .filter_map(|(env, _, _)| env.deadline().map(|(t, _)| t))
             .filter(|t| *t > now)
             .min())
     }
@@ -54,13 +57,12 @@ pub fn run(ex: Exchange, stop: CancellationToken) -> tokio::task::JoinHandle<()>
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep_until(wake) => break,
                     change = changes.recv() => match change {
-                        Ok(c) if c.status == Status::Pending => {
-                            if let Some(t) = c.envelope.expires.or(c.envelope.needed_by) {
+                        Ok(c) => {
+                            if let Some((t, _)) = c.envelope.deadline() {
                                 let sooner = tokio::time::Instant::now() + until(&ex, Some(t));
                                 wake = wake.min(sooner);
                             }
                         }
-                        Ok(_) => {}
                         Err(RecvError::Lagged(_)) => break,
                         Err(RecvError::Closed) => return,
                     },

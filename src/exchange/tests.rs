@@ -966,7 +966,7 @@ fn config_messages_register_executors_and_rules_at_once() {
             prefer: [prusa]
 ",
     );
-    assert_eq!(answer.payloads.len(), 2);
+    assert_eq!(answer.content().count(), 2);
     assert!(f.dir.path().join("executors/prusa.yaml").exists());
     let stored = std::fs::read_to_string(f.dir.path().join("executors/prusa.yaml")).unwrap();
     assert!(

@@ -355,9 +355,7 @@ pub(crate) fn answer_query(
             let f = &q.filter;
             // `re: all` asks for every thread of the sender; without `re` or `status` the
             // answer lists the open ones (what a requestor usually wants to know).
-            let all =
-                f.re.as_ref()
-                    .is_some_and(|re| re.items().contains(&"all"));
+            let all = f.re.as_ref().is_some_and(|re| re.items().contains(&"all"));
             let mut only = Vec::new();
             if let Some(re) = f.re.as_ref().filter(|_| !all) {
                 for item in re.items() {

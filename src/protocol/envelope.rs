@@ -41,6 +41,8 @@ pub struct Envelope {
     pub requires: Vec<String>,
     /// v1.1 `needed_by`, as requested.
     pub needed_by: Option<Timestamp>,
+    /// `constraints.timing.not_before`: nobody is offered or may claim the work before it.
+    pub not_before: Option<Timestamp>,
     /// v1.1 `confirm_before`.
     pub confirm_before: bool,
     /// Refs of the threads this one waits for.
@@ -212,6 +214,11 @@ impl Envelope {
             priority: request.priority.unwrap_or(Priority::Normal),
             requires: request.required_ids(),
             needed_by: request.needed_by,
+            not_before: request
+                .constraints
+                .as_ref()
+                .and_then(|c| c.timing.as_ref())
+                .and_then(|t| t.not_before),
             confirm_before: request.confirm_before.unwrap_or(false),
             depends_on,
             estimate: None,
@@ -408,6 +415,7 @@ impl Envelope {
                 .ok_or_else(|| ProtocolError::invalid(p, "expected a capability id"))
         })?;
         let needed_by = lenient_time(&mut f, "needed_by")?;
+        let not_before = lenient_time(&mut f, "not_before")?;
         let confirm_before = f.opt_bool("confirm_before")?.unwrap_or(false);
         let depends_on = f.list("depends_on", field::id_text)?;
         let estimate = f.opt_str("estimate")?;
@@ -456,6 +464,7 @@ impl Envelope {
             priority,
             requires,
             needed_by,
+            not_before,
             confirm_before,
             depends_on,
             estimate,
@@ -481,6 +490,7 @@ impl Envelope {
         m.insert("priority", Value::str(self.priority.as_str()));
         field::put_list(&mut m, "requires", &self.requires, |s| Value::str(s));
         m.insert_opt("needed_by", self.needed_by.as_ref().map(ts));
+        m.insert_opt("not_before", self.not_before.as_ref().map(ts));
         if self.confirm_before {
             m.insert("confirm_before", Value::Bool(true));
         }
@@ -506,6 +516,33 @@ impl Envelope {
             .collect();
         m.insert("history", Value::Seq(history));
         Value::Map(m)
+    }
+
+    /// The deadline after which the exchange ends this thread if nobody works on it (pending,
+    /// or paused as `waiting` or `held`), and the field that set it (`needed_by` or
+    /// `expires`).
+    pub fn deadline(&self) -> Option<(Timestamp, &'static str)> {
+        if !matches!(
+            self.status,
+            Status::Pending | Status::Waiting | Status::Held
+        ) {
+            return None;
+        }
+        let at = self.expires.or(self.needed_by)?;
+        Some((
+            at,
+            if self.needed_by == Some(at) {
+                "needed_by"
+            } else {
+                "expires"
+            },
+        ))
+    }
+
+    /// True while the request's `not_before` is still ahead: nobody is offered it or may
+    /// claim it yet.
+    pub fn too_early(&self, now: Timestamp) -> bool {
+        self.not_before.is_some_and(|t| t > now)
     }
 
     /// Where a waiting thread stands among others: urgent first, then the earliest received,
