@@ -72,6 +72,10 @@ pub struct Grant {
     pub exp: i64,
     /// Issued at, seconds since the epoch.
     pub iat: i64,
+    /// The channel the link was sent through (`slack`, `sms`, ...): answers that come
+    /// through the link carry it as their `channel`.
+    #[serde(rename = "ch", default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 impl Grant {

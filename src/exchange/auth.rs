@@ -149,6 +149,19 @@ impl Exchange {
         actions: &[Action],
         ttl_seconds: i64,
     ) -> Result<String, Error> {
+        self.mint_link_via(thread, executor, actions, ttl_seconds, None)
+    }
+
+    /// [`Exchange::mint_link`] for a link sent through `via` (a notification channel), which
+    /// the messages sent through it name as their `channel`.
+    pub fn mint_link_via(
+        &self,
+        thread: &ThreadRef,
+        executor: &str,
+        actions: &[Action],
+        ttl_seconds: i64,
+        via: Option<&str>,
+    ) -> Result<String, Error> {
         // The thread must exist: a link to nothing helps nobody.
         self.store().envelope(thread)?;
         if ttl_seconds <= 0 {
@@ -165,6 +178,7 @@ impl Exchange {
             },
             exp: now.saturating_add(ttl_seconds),
             iat: now,
+            via: via.map(str::to_owned),
         };
         links::mint(&self.link_secret()?, &grant).map_err(link_error)
     }
@@ -217,7 +231,12 @@ impl Exchange {
                     id: grant.executor.clone(),
                     role: Role::Executor,
                 },
-                "link",
+                // Only names the exchange itself signed reach a thread file.
+                grant
+                    .via
+                    .as_deref()
+                    .filter(|v| LINK_CHANNELS.contains(v))
+                    .unwrap_or("link"),
             ),
         )
     }
@@ -230,6 +249,11 @@ impl Exchange {
         }
     }
 }
+
+/// The channel names a link may carry (the notification channels).
+const LINK_CHANNELS: [&str; 7] = [
+    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
+];
 
 /// The link action a status needs.
 fn action_of(code: Status) -> Action {

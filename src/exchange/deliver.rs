@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use crate::exchange::directory::{Directory, Origin};
 use crate::exchange::{Error, Exchange, access};
 use crate::links::Action;
-use crate::notify::{Channel, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent};
+use crate::notify::{
+    Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
+};
 use crate::protocol::envelope::EXCHANGE;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::Status;
@@ -98,9 +100,15 @@ impl Exchange {
     }
 
     /// The link a notice carries: the web page for this thread and executor, with every action.
-    fn link_for(&self, thread: &ThreadRef, executor: &str) -> Option<String> {
+    fn link_for(&self, thread: &ThreadRef, executor: &str, via: &str) -> Option<String> {
         let d = &self.settings().dispatch;
-        match self.mint_link(thread, executor, &Action::ALL, d.link_ttl_seconds) {
+        match self.mint_link_via(
+            thread,
+            executor,
+            &Action::ALL,
+            d.link_ttl_seconds,
+            Some(via),
+        ) {
             Ok(token) => Some(format!(
                 "{}/respond?ref={thread}&token={token}",
                 d.public_url
@@ -215,7 +223,9 @@ impl Exchange {
             Err(e) => return Err(e.into()),
         };
         let env = &file.envelope;
-        let kind = match delivery.kind.as_str() {
+        // A claimant's notices repeat (one per answer), so their kind carries a sequence number.
+        let base = delivery.kind.split('.').next().unwrap_or_default();
+        let kind = match base {
             "taken" => NoticeKind::Taken {
                 by: env.executor.clone().unwrap_or_else(|| "someone".to_owned()),
             },
@@ -223,10 +233,21 @@ impl Exchange {
             "closed" => NoticeKind::Closed {
                 status: env.status.to_string(),
             },
-            _ => NoticeKind::New,
+            other => match ClaimantEvent::parse(other) {
+                Some(e) => NoticeKind::ForClaimant(e),
+                None => NoticeKind::New,
+            },
         };
-        if !kind.is_update() && env.status != Status::Pending {
-            return moot(format!("the thread is {}", env.status));
+        match kind {
+            NoticeKind::ForClaimant(_) => {
+                if env.executor.as_deref() != Some(delivery.executor.as_str()) {
+                    return moot("the thread is no longer the executor's".to_owned());
+                }
+            }
+            _ if !kind.is_update() && env.status != Status::Pending => {
+                return moot(format!("the thread is {}", env.status));
+            }
+            _ => {}
         }
         // Only a webhook's sending depends on who chose it (and reading the directory costs
         // milliseconds in a large home, so the other channels skip it).
@@ -258,7 +279,7 @@ impl Exchange {
         let link = if kind.is_update() {
             None
         } else {
-            self.link_for(&thread, &delivery.executor)
+            self.link_for(&thread, &delivery.executor, &delivery.channel)
         };
         let notice = Notice {
             delivery: delivery.id.clone(),
@@ -295,7 +316,14 @@ impl Exchange {
             Ok(sent) => {
                 d.provider_ref = sent.provider_ref;
                 d.outcome = Some(format!("sent {}", time::format_timestamp(&now)));
-                let follow = !matches!(d.kind.as_str(), "taken" | "closed") && updatable;
+                // Offers are kept on sent/ so a `taken` update can follow where the channel
+                // edits messages in place; everything else is done once sent.
+                let offer = matches!(d.kind.as_str(), "new" | "escalated");
+                let follow = offer && updatable;
+                if !matches!(d.kind.as_str(), "taken" | "closed") {
+                    // Recorded before it is shelved: a crash in between notes it twice at worst.
+                    self.record_notified(&d, now);
+                }
                 let shelf = if follow { Shelf::Sent } else { Shelf::Done };
                 self.store().shelve(&d, Shelf::Queue, shelf)?;
                 Ok(None)
@@ -319,6 +347,34 @@ impl Exchange {
                 self.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
                 Ok(None)
             }
+        }
+    }
+
+    /// Writes a `notified` history entry into the delivery's thread, as MESSE-AF's history
+    /// shows (`notified teague-phone via slack`). A thread that cannot take it (gone, full) only
+    /// loses the note; the delivery stays sent.
+    fn record_notified(&self, d: &Delivery, now: Timestamp) {
+        let Ok(thread) = ThreadRef::parse(&d.thread) else {
+            return;
+        };
+        let what = d.kind.split('.').next().unwrap_or_default();
+        let note = match what {
+            "new" => format!("notified {} via {}", d.executor, d.channel),
+            other => format!("notified {} via {} ({other})", d.executor, d.channel),
+        };
+        let written = self.store().modify(&thread, |t| -> Result<_, Error> {
+            let mut envelope = t.envelope.clone();
+            envelope.record("notified", now, EXCHANGE, Some(note.clone()));
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: Vec::new(),
+                }),
+                (),
+            ))
+        });
+        if let Err(e) = written {
+            tracing::warn!(thread = %thread, error = %e, "cannot note the notice in the thread");
         }
     }
 

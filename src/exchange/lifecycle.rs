@@ -5,6 +5,7 @@ use crate::db::Routed;
 use crate::exchange::directory::RouteInput;
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, plan};
+use crate::notify::ClaimantEvent;
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Message, Payload};
@@ -53,6 +54,7 @@ pub(crate) fn expire_if_due(
         ))
     })?;
     if expired {
+        tell_claimant(ex, &env, ClaimantEvent::Ended, now);
         settle_dependents(ex, thread, now)?;
         return Ok(Some(Status::Expired));
     }
@@ -92,6 +94,29 @@ pub(crate) fn settle_all(ex: &Exchange, now: Timestamp) -> Result<Vec<ThreadRef>
         }
     }
     Ok(changed)
+}
+
+/// Queues a notice of `event` to the executor holding the thread of `before` (its envelope
+/// before the change), on its channels. A thread nobody holds tells nobody; a notice that
+/// cannot be queued is logged, not fatal: the change itself is written.
+pub(crate) fn tell_claimant(
+    ex: &Exchange,
+    before: &Envelope,
+    event: ClaimantEvent,
+    now: Timestamp,
+) {
+    let Some(claimant) = before.executor.as_deref() else {
+        return;
+    };
+    if before.status == Status::Pending || before.status.is_terminal() {
+        return;
+    }
+    // Each event is its own notice: the kind carries the instant so a second answer is not
+    // taken for a repeat of the first.
+    let kind = format!("{}.{}", event.as_str(), now.timestamp_millis());
+    if let Err(e) = ex.queue_notices(&before.thread_ref, &[claimant.to_owned()], &kind, now) {
+        tracing::warn!(thread = %before.thread_ref, error = %e, "cannot queue the claimant's notice");
+    }
 }
 
 /// A message document from the exchange, applied to a copy of `env`.
@@ -158,7 +183,7 @@ pub(crate) fn reconcile(
     if failed.is_none() && (placed || !all_done) {
         return Ok(None);
     }
-    ex.store().modify(thread, |t| -> Result<_, Error> {
+    let moved = ex.store().modify(thread, |t| -> Result<_, Error> {
         let env = &t.envelope;
         if env.status.is_terminal() {
             return Ok((None, None));
@@ -202,7 +227,11 @@ pub(crate) fn reconcile(
             }),
             Some(Status::Pending),
         ))
-    })
+    })?;
+    if moved == Some(Status::Failed) {
+        tell_claimant(ex, &env, ClaimantEvent::Ended, now);
+    }
+    Ok(moved)
 }
 
 /// What routing needs of a thread: its request's required capabilities, precision and

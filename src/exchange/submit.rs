@@ -7,6 +7,7 @@ use crate::exchange::error::Error;
 use crate::exchange::plan::{self, Context};
 use crate::exchange::requests::{self, Incoming};
 use crate::exchange::{Exchange, Sender, lifecycle, view};
+use crate::notify::ClaimantEvent;
 use crate::protocol::emit;
 use crate::protocol::envelope::MessageDoc;
 use crate::protocol::error::ProtocolError;
@@ -294,6 +295,20 @@ fn apply_group(
             (envelope.status, envelope.executor.clone(), echo),
         ))
     })?;
+    if sender.id == before.requestor {
+        for p in &g.payloads {
+            let event = match p {
+                Payload::Reply(r) => match r.confirm {
+                    Some(true) => ClaimantEvent::Confirmed,
+                    Some(false) => ClaimantEvent::Refused,
+                    None => ClaimantEvent::Answered,
+                },
+                Payload::Cancel(_) => ClaimantEvent::Cancelled,
+                _ => continue,
+            };
+            lifecycle::tell_claimant(ex, before, event, now);
+        }
+    }
     if before.status == Status::Pending && holder.as_deref() == Some(sender.id.as_str()) {
         ex.store()
             .remember(&sender.id, &[(IndexKey::LastWork, &g.thread)])?;

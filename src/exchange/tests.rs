@@ -739,7 +739,7 @@ fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
         (last.action.as_str(), last.by.as_str()),
         ("expired", "exchange")
     );
-    assert!(f.text(&slow).contains("code: expired\n      message: needed_by passed before anyone claimed it\n      expired_at: 2026-02-01T03:00:00Z"));
+    assert!(f.text(&slow).contains("code: expired\n      message: expires passed before anyone claimed it\n      expired_at: 2026-02-01T03:00:00Z"));
     f.clock.set(at("2026-02-01T00:00:00-08:00"));
     let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
     assert!(

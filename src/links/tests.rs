@@ -15,6 +15,7 @@ fn grant() -> Grant {
         actions: vec![Action::Read, Action::Respond],
         exp: NOW + 3600,
         iat: NOW,
+        via: None,
     }
 }
 

@@ -59,6 +59,50 @@ pub enum NoticeKind {
         /// The status it ended with.
         status: String,
     },
+    /// Something the executor holding the thread must hear: the requestor answered its
+    /// questions, confirmed or refused, or cancelled; or the thread ended without it.
+    ForClaimant(ClaimantEvent),
+}
+
+/// What happened on a thread its claimant is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimantEvent {
+    /// The requestor answered the claimant's questions.
+    Answered,
+    /// The requestor confirmed: the work may go ahead.
+    Confirmed,
+    /// The requestor refused the confirmation.
+    Refused,
+    /// The requestor cancelled the request.
+    Cancelled,
+    /// The thread expired or failed while the claimant held it.
+    Ended,
+}
+
+impl ClaimantEvent {
+    /// The event's name in delivery kinds and webhook headers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimantEvent::Answered => "answered",
+            ClaimantEvent::Confirmed => "confirmed",
+            ClaimantEvent::Refused => "refused",
+            ClaimantEvent::Cancelled => "cancelled",
+            ClaimantEvent::Ended => "ended",
+        }
+    }
+
+    /// The event a delivery kind names.
+    pub fn parse(kind: &str) -> Option<ClaimantEvent> {
+        [
+            ClaimantEvent::Answered,
+            ClaimantEvent::Confirmed,
+            ClaimantEvent::Refused,
+            ClaimantEvent::Cancelled,
+            ClaimantEvent::Ended,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == kind)
+    }
 }
 
 impl NoticeKind {
@@ -74,6 +118,7 @@ impl NoticeKind {
             NoticeKind::Taken { .. } => "taken",
             NoticeKind::Closed { .. } => "closed",
             NoticeKind::Escalated => "escalated",
+            NoticeKind::ForClaimant(e) => e.as_str(),
         }
     }
 }
@@ -115,6 +160,13 @@ impl Notice {
             NoticeKind::Closed { status } => {
                 format!("No longer needed ({status}): {}", self.intent)
             }
+            NoticeKind::ForClaimant(e) => match e {
+                ClaimantEvent::Answered => format!("Your questions were answered: {}", self.intent),
+                ClaimantEvent::Confirmed => format!("Confirmed, go ahead: {}", self.intent),
+                ClaimantEvent::Refused => format!("Confirmation refused: {}", self.intent),
+                ClaimantEvent::Cancelled => format!("Cancelled by the requestor: {}", self.intent),
+                ClaimantEvent::Ended => format!("Ended while you held it: {}", self.intent),
+            },
         }
     }
 

@@ -39,7 +39,7 @@ fn create(server: &Server, agent: &str, yaml: &str) -> String {
     let (status, body) = server.post_yaml(agent, yaml);
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
-    v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned()
+    v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned()
 }
 
 fn find<'a>(hits: &'a [Hit], path: &str) -> Vec<&'a Hit> {
@@ -564,5 +564,88 @@ fn an_executors_own_webhook_key_comes_from_the_environment_and_stays_out_of_the_
 fn an_executor_listed_as_a_sequence_signs_with_its_own_expanded_key_too() {
     signs_with_its_own_key(
         "  - id: robot\n    capabilities: [vacuum-floor]\n    notify:\n      webhook: {url: URL/robot, secret: \"${OWN_HOOK_KEY}\"}\n",
+    );
+}
+
+#[test]
+fn the_claimant_hears_answers_and_cancels_and_link_answers_name_their_channel() {
+    let services = Recorder::start();
+    let smtp = SmtpRecorder::start();
+    let home = Home::with_config(&config(
+        &services.url,
+        smtp.port,
+        "  teague-phone:\n    capabilities: [take-photo]\n    notify:\n      slack: U0TEAGUE\n",
+        "{attempts: 3, first: 0.1s}",
+    ));
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let r = create(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: photo of the fridge\n      requires: [take-photo]\n",
+    );
+    let posted = |n: usize| {
+        services.wait_for(Duration::from_secs(10), |h| {
+            find(h, "/slack/chat.postMessage").len() >= n
+        })
+    };
+    let hits = posted(1);
+    let body: Value =
+        serde_json::from_str(&find(&hits, "/slack/chat.postMessage")[0].body).unwrap();
+    let url = body["blocks"][2]["elements"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let token = url.split("token=").nth(1).unwrap().to_owned();
+    // The executor answers through the link from Slack: the message says it came by slack.
+    let through_link = |yaml: String| {
+        let (status, body) = server.send(
+            "POST",
+            &format!("/thread/{r}?token={token}"),
+            &[("content-type", "application/yaml")],
+            yaml.as_bytes(),
+        );
+        assert_eq!(status, 200, "{body}");
+    };
+    through_link(format!(
+        "MESS:\n  - status:\n      re: {r}\n      code: needs_input\n      questions:\n        - field: shelf\n          question: Which shelf?\n"
+    ));
+    let shown = home.ok(&["show", &r]);
+    assert!(shown.contains("channel: slack"), "{shown}");
+    assert!(
+        shown.contains("notified teague-phone via slack"),
+        "the notice is in the history:\n{shown}"
+    );
+    // The requestor answers: the claimant hears of it on its channel.
+    let (status, body) = server.post_yaml(
+        &agent,
+        &format!("MESS:\n  - reply:\n      re: {r}\n      answers:\n        shelf: top\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let hits = posted(2);
+    let second: Value =
+        serde_json::from_str(&find(&hits, "/slack/chat.postMessage")[1].body).unwrap();
+    assert!(
+        second["text"]
+            .as_str()
+            .unwrap()
+            .contains("Your questions were answered: photo of the fridge"),
+        "{second}"
+    );
+    // And when the requestor cancels.
+    let (status, body) = server.post_yaml(
+        &agent,
+        &format!("MESS:\n  - cancel:\n      re: {r}\n      reason: not needed\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let hits = posted(3);
+    let third: Value =
+        serde_json::from_str(&find(&hits, "/slack/chat.postMessage")[2].body).unwrap();
+    assert!(
+        third["text"]
+            .as_str()
+            .unwrap()
+            .contains("Cancelled by the requestor: photo of the fridge"),
+        "{third}"
     );
 }

@@ -65,7 +65,7 @@ fn a_request_goes_through_its_whole_lifecycle_over_http() {
         br#"{"MESS":[{"request":{"intent":"vacuum the kitchen","requires":["vacuum-floor"],"ref":"2020-01-01-001","status":"completed","created":"2020-01-01T00:00:00Z"}}]}"#,
     );
     assert_eq!(status, 200, "{body}");
-    let r = json(&body)["MESS"][0]["ack"]["ref"]
+    let r = json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -277,7 +277,7 @@ fn bad_credentials_and_hostile_input_get_the_right_errors_and_change_nothing() {
         "application/yaml",
     );
     assert_eq!(status, 200, "{body}");
-    let r = json(&body)["MESS"][0]["ack"]["ref"]
+    let r = json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -307,7 +307,7 @@ fn of_many_simultaneous_claims_over_http_exactly_one_wins() {
         &agent,
         "MESS:\n  - request:\n      intent: lift the box\n      requires: [lift]\n",
     );
-    let r = json(&body)["MESS"][0]["ack"]["ref"]
+    let r = json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -340,7 +340,7 @@ fn a_presigned_link_acts_only_on_its_thread_and_only_as_allowed() {
             &agent,
             &format!("MESS:\n  - request:\n      intent: {intent}\n      requires: [take-photo]\n"),
         );
-        json(&body)["MESS"][0]["ack"]["ref"]
+        json(&body)["MESS"][1]["ack"]["ref"]
             .as_str()
             .unwrap()
             .to_owned()
@@ -495,7 +495,7 @@ fn events_stream_the_changes_the_caller_may_see_as_they_happen() {
     // The subscription is live once the headers are out; another agent's thread first, then ours.
     server.post_yaml(&other, "MESS:\n  - request:\n      intent: not yours\n");
     let (_, body) = server.post_yaml(&agent, "MESS:\n  - request:\n      intent: yours\n");
-    let mine = json(&body)["MESS"][0]["ack"]["ref"]
+    let mine = json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -648,7 +648,7 @@ fn the_server_routes_requests_after_acknowledging_them_and_retries_waiting_ones(
             ),
         );
         assert_eq!(status, 200, "{body}");
-        json(&body)["MESS"][0]["ack"]["ref"]
+        json(&body)["MESS"][1]["ack"]["ref"]
             .as_str()
             .unwrap()
             .to_owned()
@@ -687,7 +687,7 @@ fn a_key_sends_only_what_its_role_allows_and_unknown_threads_stay_unknown() {
         "MESS:\n  - request:\n      intent: vacuum the safe room\n      requires: [vacuum-floor]\n",
     );
     assert_eq!(status, 200, "{body}");
-    let r = json(&body)["MESS"][0]["ack"]["ref"]
+    let r = json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -784,7 +784,7 @@ fn the_server_expires_overdue_requests_on_time_and_stops_with_streams_open() {
         &format!("MESS:\n  - request:\n      intent: quick look\n      needed_by: {soon}\n"),
     );
     assert_eq!(status, 200, "{body}");
-    let r = json(&body)["MESS"][0]["ack"]["ref"]
+    let r = json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -888,7 +888,7 @@ fn a_link_holder_hears_of_its_thread_and_nothing_else() {
                 "MESS:\n  - request:\n      intent: {intent}\n      requires: [vacuum-floor]\n"
             ),
         );
-        json(&body)["MESS"][0]["ack"]["ref"]
+        json(&body)["MESS"][1]["ack"]["ref"]
             .as_str()
             .unwrap()
             .to_owned()

@@ -80,7 +80,7 @@ fn an_agent_session_over_stdio() {
         .await;
         assert_eq!(r.is_error, Some(false), "{}", text(&r));
         let structured = r.structured_content.clone().unwrap();
-        let thread = structured["MESS"][0]["ack"]["ref"]
+        let thread = structured["MESS"][1]["ack"]["ref"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -177,7 +177,7 @@ fn waits_wake_on_changes_from_other_processes_and_resources_read_back() {
             serde_json::json!({"intent": "photo of the porch"}),
         )
         .await;
-        let thread = r.structured_content.unwrap()["MESS"][0]["ack"]["ref"]
+        let thread = r.structured_content.unwrap()["MESS"][1]["ack"]["ref"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -325,7 +325,7 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
             .await
             .unwrap();
         assert_eq!(r.is_error, Some(false), "{}", text(&r));
-        let thread = r.structured_content.unwrap()["MESS"][0]["ack"]["ref"]
+        let thread = r.structured_content.unwrap()["MESS"][1]["ack"]["ref"]
             .as_str()
             .unwrap()
             .to_owned();

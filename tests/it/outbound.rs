@@ -55,7 +55,7 @@ fn create(server: &Server, agent: &str, requires: &str) -> String {
         &format!("MESS:\n  - request:\n      intent: do it\n      requires: [{requires}]\n"),
     );
     assert_eq!(status, 200, "{body}");
-    json(&body)["MESS"][0]["ack"]["ref"]
+    json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned()

@@ -24,7 +24,7 @@ fn key(home: &Home, role: &str, id: &str) -> String {
 fn request(server: &Server, agent: &str, yaml_body: &str) -> String {
     let (status, body) = server.post_yaml(agent, yaml_body);
     assert_eq!(status, 200, "{body}");
-    json(&body)["MESS"][0]["ack"]["ref"]
+    json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned()
@@ -353,7 +353,7 @@ fn wire_formats_are_strict_and_answers_say_something() {
         r#"{"MESS": [{"request": {"intent": "feed the cat \ud83d\udc31", "requires": ["take-photo"]}}]}"#,
     );
     assert_eq!(status, 200, "{body}");
-    let r = json(&body)["MESS"][0]["ack"]["ref"]
+    let r = json(&body)["MESS"][1]["ack"]["ref"]
         .as_str()
         .unwrap()
         .to_owned();

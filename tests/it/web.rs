@@ -57,7 +57,7 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     );
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
-    let r = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+    let r = v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
     let link = home.ok(&["link", &r, "--executor", "teague-phone"]);
     let token = link.trim().rsplit("token=").next().unwrap().to_owned();
     let page = format!(
@@ -165,7 +165,7 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
         "MESS:\n  - request:\n      intent: taken elsewhere\n      requires: [take-photo]\n",
     );
     let v: Value = serde_json::from_str(&body).unwrap();
-    let taken = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+    let taken = v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
     home.ok(&["claim", &taken, "--as", "sam-phone"]);
     let link = home.ok(&["link", &taken, "--executor", "teague-phone"]);
     let taken_token = link.trim().rsplit("token=").next().unwrap().to_owned();
@@ -186,7 +186,7 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
         "MESS:\n  - request:\n      intent: another\n      requires: [take-photo]\n",
     );
     let v: Value = serde_json::from_str(&body).unwrap();
-    let other = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+    let other = v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
     browser.open(&format!(
         "http://127.0.0.1:{}/respond?ref={other}&token={token}",
         server.port

@@ -68,7 +68,7 @@ async def session(client: Client, label: str, legacy_updates: list) -> None:
     done = await client.call_tool("mess_do", {"intent": f"vacuum the kitchen ({label})",
                                               "requires": ["vacuum-floor"]})
     check(not done.is_error, f"{label}: mess_do failed: {text_of(done)}")
-    ref = done.structured_content["MESS"][0]["ack"]["ref"]
+    ref = done.structured_content["MESS"][1]["ack"]["ref"]
     uri = f"mess://request/{ref}"
     if legacy_updates is not None:
         await client.subscribe_resource(uri)
@@ -128,7 +128,7 @@ async def session(client: Client, label: str, legacy_updates: list) -> None:
     mine = await client.call_tool("mess_status", {})
     check(isinstance(mine.structured_content["threads"], list), f"{label}: open threads: {text_of(mine)}")
     raw = await client.call_tool("mess", {"message": "MESS:\n  - request:\n      intent: water the plants\n"})
-    check("ack" in raw.structured_content["MESS"][0], f"{label}: raw message: {text_of(raw)}")
+    check("ack" in raw.structured_content["MESS"][1], f"{label}: raw message: {text_of(raw)}")
     refused = await client.call_tool("mess_query", {"sql": "COPY threads TO '/tmp/x.csv'"})
     check(refused.is_error, f"{label}: a writing query was not refused")
     bad = await client.call_tool("mess_do", {"intent": "x", "priority": "asap"})
@@ -163,7 +163,7 @@ async def run(make_client, label: str, legacy: bool) -> None:
         if not legacy:
             # 2026-07-28: subscriptions/listen streams the update of a watched request.
             obs = await client.call_tool("mess_observe", {"intent": f"photo of the porch ({label})"})
-            ref = obs.structured_content["MESS"][0]["ack"]["ref"]
+            ref = obs.structured_content["MESS"][1]["ack"]["ref"]
             uri = f"mess://request/{ref}"
             async with client.listen(resource_subscriptions=[uri]) as sub:
                 executor_sends(f"MESS:\n  - status:\n      re: {ref}\n      code: claimed\n")
