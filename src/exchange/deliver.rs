@@ -239,11 +239,12 @@ impl Exchange {
             },
         };
         match kind {
-            NoticeKind::ForClaimant(_) => {
-                if env.executor.as_deref() != Some(delivery.executor.as_str()) {
-                    return moot("the thread is no longer the executor's".to_owned());
-                }
+            NoticeKind::ForClaimant(_)
+                if env.executor.as_deref() != Some(delivery.executor.as_str()) =>
+            {
+                return moot("the thread is no longer the executor's".to_owned());
             }
+            NoticeKind::ForClaimant(_) => {}
             _ if !kind.is_update() && env.status != Status::Pending => {
                 return moot(format!("the thread is {}", env.status));
             }

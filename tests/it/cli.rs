@@ -180,7 +180,8 @@ fn send_takes_raw_messages_from_stdin_and_answers_in_yaml() {
         "{text}"
     );
     assert!(
-        text.contains("---\nMESS:\n  - response:") && text.contains("id: roomba-kitchen"),
+        text.contains("---\nMESS:\n  - v: 1.1.0\n  - response:")
+            && text.contains("id: roomba-kitchen"),
         "{text}"
     );
     let list = home.ok(&["status", "--format", "json"]);

@@ -347,7 +347,8 @@ fn a_restart_in_the_middle_of_retries_loses_no_delivery() {
         .path()
         .join(format!(".mess/outbox/done/{r}.robot.webhook.new.yaml"));
     let until = std::time::Instant::now() + Duration::from_secs(5);
-    while !done.exists() && std::time::Instant::now() < until {
+    // The record is written to done/ first and then removed from queue/: wait for both.
+    while (queued.exists() || !done.exists()) && std::time::Instant::now() < until {
         std::thread::sleep(Duration::from_millis(25));
     }
     let record = std::fs::read_to_string(&done).unwrap();
