@@ -212,7 +212,8 @@ pub struct MailSendArgs {
     pub to: String,
     /// The Markdown body.
     pub body: String,
-    /// status (default), alert, task, question, response, report or handoff.
+    /// status (default), alert, task, question, response, report, handoff or announcement;
+    /// another lower-case word (letters, digits, '-') is kept as it is.
     #[serde(default, rename = "type")]
     pub kind: String,
     /// urgent, normal (default) or low.
@@ -230,6 +231,10 @@ pub struct MailSendArgs {
     /// A conversation id grouping related messages (empty: none).
     #[serde(default)]
     pub thread_id: String,
+    /// When the message may be deleted: an RFC 3339 time or a duration from now (7d, 2h,
+    /// PT30M). Nobody is served it afterwards. Empty: it stays until read and archived.
+    #[serde(default)]
+    pub expires: String,
 }
 
 /// `mess_mail_list`: the messages of a mailbox.
@@ -251,8 +256,9 @@ pub struct MailFileArgs {
     /// The mailbox (empty: your own).
     #[serde(default)]
     pub mailbox: String,
-    /// mess_mail_read only: also claim it (move it to read/; of several readers of a shared
-    /// mailbox exactly one succeeds).
+    /// mess_mail_read only: also mark it read (in your own or a tag mailbox that claims it:
+    /// it moves to read/ and of several readers exactly one succeeds; in __broadcast it is read
+    /// for you alone).
     #[serde(default)]
     pub mark_read: bool,
 }

@@ -141,6 +141,8 @@ fn mail_fields() -> Value {
         "tags": {"type": "array", "items": {"type": "string"}},
         "thread_id": {"type": "string"},
         "in_reply_to": {"type": "string"},
+        "expires": {"type": "string"},
+        "read_at": {"type": "string"},
         "body": {"type": "string"}
     })
 }

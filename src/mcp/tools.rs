@@ -116,6 +116,16 @@ fn found_value(f: &crate::mail::Found, with_body: bool) -> Value {
     m.insert("tags", Value::Seq(l.tags.iter().map(Value::str).collect()));
     m.insert_opt("thread_id", l.thread_id.as_deref().map(Value::str));
     m.insert_opt("in_reply_to", l.in_reply_to.as_deref().map(Value::str));
+    m.insert_opt(
+        "expires",
+        l.expires
+            .map(|t| Value::str(crate::protocol::time::format_timestamp(&t))),
+    );
+    m.insert_opt(
+        "read_at",
+        l.read_at
+            .map(|t| Value::str(crate::protocol::time::format_timestamp(&t))),
+    );
     if with_body {
         m.insert("body", Value::str(&l.body));
     }
@@ -445,7 +455,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Leave a message in an agent mailbox (.mail/<to>/): a session name, a tag several agents share, or __broadcast. For handoffs, reports and questions to agents that may be offline; it persists until read.",
+        description = "Leave a message in an agent mailbox (.mail/<to>/): a session name, a tag several agents share, or __broadcast (every session). For handoffs, reports and questions to agents that may be offline; it persists until read, or until `expires`.",
         output_schema = schemas::mail_sent(),
         annotations(destructive_hint = false, open_world_hint = false)
     )]
@@ -473,7 +483,7 @@ impl MessMcp {
                     tags: a.tags.clone(),
                     in_reply_to: opt(&a.in_reply_to),
                     thread_id: opt(&a.thread_id),
-                    expires: None,
+                    expires: crate::mail::parse_expires(&a.expires, ex.now())?,
                     read_at: None,
                     body: a.body.clone(),
                 };
@@ -487,7 +497,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "List the messages of a mailbox (yours by default), oldest first: file, from, type, priority, timestamp. Read one with mess_mail_read.",
+        description = "List the messages of a mailbox (yours by default; also __broadcast and the tag mailboxes your registration names), oldest first: file, from, type, priority, timestamp. In __broadcast, unread means not yet read by you. Read one with mess_mail_read.",
         output_schema = schemas::mail_list(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -499,7 +509,8 @@ impl MessMcp {
             .call(move |ex, who| {
                 let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Read)?;
                 let folder = crate::mail::Folder::parse(a.folder.trim())?;
-                let (found, problems) = ex.mail().list(&mailbox, folder)?;
+                let (found, problems) =
+                    ex.mail().list(&mailbox, folder, Some(&who.id), ex.now())?;
                 let mut m = Map::new();
                 m.insert(
                     "messages",
@@ -517,7 +528,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Read one message (with mark_read: also claim it by moving it to read/; in a shared mailbox exactly one reader gets it, the others are told it was claimed).",
+        description = "Read one message. With mark_read: also mark it read. In your own or a tag mailbox that claims it (it moves to read/; of several readers exactly one gets it, the others are told it was claimed); in __broadcast it is marked read for you alone, every other session still sees it unread.",
         output_schema = schemas::mail_message(),
         annotations(destructive_hint = false, open_world_hint = false)
     )]
@@ -534,9 +545,11 @@ impl MessMcp {
                 };
                 let mailbox = ex.mailbox_for(who, &a.mailbox, use_)?;
                 let found = if a.mark_read {
-                    ex.mail().mark_read(&mailbox, a.file.trim(), ex.now())?
+                    ex.mail()
+                        .mark_read(&mailbox, a.file.trim(), &who.id, ex.now())?
                 } else {
-                    ex.mail().read(&mailbox, a.file.trim())?
+                    ex.mail()
+                        .read(&mailbox, a.file.trim(), Some(&who.id), ex.now())?
                 };
                 Ok(found_value(&found, true))
             })
@@ -557,7 +570,8 @@ impl MessMcp {
                 let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Archive)?;
                 ex.mail().archive(&mailbox, a.file.trim())?;
                 Ok(found_value(
-                    &ex.mail().read(&mailbox, a.file.trim())?,
+                    &ex.mail()
+                        .read(&mailbox, a.file.trim(), Some(&who.id), ex.now())?,
                     false,
                 ))
             })
