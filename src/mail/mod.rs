@@ -376,7 +376,7 @@ impl Letter {
 /// A message file as [`Mail::load`] found it.
 enum Loaded {
     /// Current: here is the message.
-    Live(Letter),
+    Live(Box<Letter>),
     /// Not there (claimed or deleted meanwhile).
     Gone,
     /// Stale, and now deleted.
@@ -516,7 +516,7 @@ impl Mail {
             fsio::remove_durable(path)?;
             return Ok(Loaded::Pruned);
         }
-        Ok(Loaded::Live(letter))
+        Ok(Loaded::Live(Box::new(letter)))
     }
 
     /// The messages of `mailbox` in `folder` as `reader` sees them at `now`, oldest first, with
@@ -549,7 +549,7 @@ impl Mail {
                     mailbox: mailbox.to_owned(),
                     folder,
                     file,
-                    letter,
+                    letter: *letter,
                 }),
                 Ok(Loaded::Gone | Loaded::Pruned) => {}
                 Err(e) => problems.push(format!("{mailbox}/{file}: {e}")),
@@ -581,7 +581,7 @@ impl Mail {
                     mailbox: mailbox.to_owned(),
                     folder,
                     file: file.to_owned(),
-                    letter,
+                    letter: *letter,
                 });
             }
         }
@@ -610,9 +610,10 @@ impl Mail {
             None
         };
         let from = self.dir(mailbox, Folder::Unread).join(file);
-        let Loaded::Live(mut letter) = Mail::load(&from, Folder::Unread, now)? else {
+        let Loaded::Live(letter) = Mail::load(&from, Folder::Unread, now)? else {
             return Err(self.not_unread(mailbox, file, Some(reader), now));
         };
+        let mut letter = *letter;
         if let Some(dir) = records {
             fsio::ensure_dir(&dir)?;
             letter.read_at = Some(now);

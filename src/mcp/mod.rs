@@ -8,6 +8,7 @@ mod resources;
 mod schemas;
 mod subscribe;
 mod tools;
+mod wait;
 
 use std::sync::Arc;
 
@@ -69,14 +70,26 @@ impl MessMcp {
         &self,
         work: impl FnOnce(&Exchange, &Sender) -> Result<Value, Error> + Send + 'static,
     ) -> CallToolResult {
+        match self.run(work).await {
+            Ok(value) => answer(&value),
+            Err(failed) => failed,
+        }
+    }
+
+    /// Runs exchange work off the async workers; a failure comes back as the tool error to
+    /// answer with.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Exchange, &Sender) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, CallToolResult> {
         let ex = self.exchange.clone();
         let who = self.who.clone();
         match tokio::task::spawn_blocking(move || work(&ex, &who)).await {
-            Ok(Ok(value)) => answer(&value),
-            Ok(Err(e)) => self.failure(&e),
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.failure(&e)),
+            Err(e) => Err(CallToolResult::error(vec![ContentBlock::text(format!(
                 "the exchange failed unexpectedly: {e}"
-            ))]),
+            ))])),
         }
     }
 }
@@ -130,7 +143,7 @@ impl rmcp::ServerHandler for MessMcp {
                         .with_mime_type(if *name == "help" {
                             "text/markdown"
                         } else {
-                            "application/yaml"
+                            resources::YAML
                         })
                 })
                 .collect(),
@@ -148,7 +161,7 @@ impl rmcp::ServerHandler for MessMcp {
                 .map(|(uri, name, description)| {
                     ResourceTemplate::new(*uri, *name)
                         .with_description(*description)
-                        .with_mime_type("application/yaml")
+                        .with_mime_type(resources::YAML)
                 })
                 .collect(),
         ))

@@ -336,8 +336,8 @@ fn keys_read_their_tag_mailboxes_and_broadcast_for_themselves_over_mcp() {
         let selfie = connect(&server, &selfie).await;
 
         // Both tagged sessions see the shared mailbox; the first to mark a message read gets it.
-        assert_eq!(listed(&scribe, "reviewers", "unread").await, [task.clone()]);
-        assert_eq!(listed(&proof, "reviewers", "unread").await, [task.clone()]);
+        assert_eq!(listed(&scribe, "reviewers", "unread").await, [task.as_str()]);
+        assert_eq!(listed(&proof, "reviewers", "unread").await, [task.as_str()]);
         let (failed, text, s) = call(
             &proof,
             "mess_mail_read",
@@ -393,9 +393,9 @@ fn keys_read_their_tag_mailboxes_and_broadcast_for_themselves_over_mcp() {
         assert!(!failed, "{text}");
         assert!(s["expires"].is_string() && s["read_at"].is_string(), "{s}");
         assert!(listed(&scribe, "__broadcast", "unread").await.is_empty());
-        assert_eq!(listed(&scribe, "__broadcast", "read").await, [shout.clone()]);
+        assert_eq!(listed(&scribe, "__broadcast", "read").await, [shout.as_str()]);
         for other in [&proof, &agent, &selfie] {
-            assert_eq!(listed(other, "__broadcast", "unread").await, [shout.clone()]);
+            assert_eq!(listed(other, "__broadcast", "unread").await, [shout.as_str()]);
         }
         let (failed, text, _) = call(
             &proof,

@@ -12,6 +12,7 @@ mod http;
 mod inspector;
 mod mail_spec;
 mod mcp;
+mod mcp_plan;
 mod mcp_python;
 mod notebooks;
 mod outbound;
