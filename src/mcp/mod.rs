@@ -108,9 +108,10 @@ fn answer(value: &Value) -> CallToolResult {
 
 /// What the server tells agents when they connect.
 const INSTRUCTIONS: &str = "mess dispatches physical-world tasks to people, robots and services. \
-Use mess_observe to find something out and mess_do to get something done; both return a ref at once. \
-Then mess_wait for changes and mess_status for the result. Answer needs_input with mess_reply answers, \
-needs_confirmation with mess_reply confirm. mess://help has the full guide.";
+Use mess_observe to find something out (it waits up to 50 s for the answer) and mess_do to get something \
+done (it returns the ref at once unless you pass wait_s). While a request is open, mess_wait for changes \
+and mess_status for the result. Answer needs_input with mess_reply answers, needs_confirmation with \
+mess_reply confirm: true or false. mess://help has the full guide.";
 
 #[rmcp::tool_handler(router = self.tool_router)]
 impl rmcp::ServerHandler for MessMcp {
