@@ -513,7 +513,13 @@ impl Mail {
         };
         let letter = Letter::from_text(&text)?;
         if stale(&letter, folder, now) {
-            fsio::remove_durable(path)?;
+            // Not synced: a deletion a crash undoes is done again at the next read, and a
+            // folder sync per message made pruning a thousand messages take seconds.
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(path, e).into()),
+            }
             return Ok(Loaded::Pruned);
         }
         Ok(Loaded::Live(Box::new(letter)))
