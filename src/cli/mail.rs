@@ -1,10 +1,10 @@
-//! `mess mail`: agent mail (send, list, read, mark read, archive) in the home's `.mail/`
+//! `mess mail`: agent mail (send, list, read, mark read, archive, prune) in the home's `.mail/`
 //! mailboxes, acting as --as / MESS_AGENT_ID / agent_id.
 
 use std::io::Read;
 
 use crate::cli::{CliError, Context, output};
-use crate::mail::{Folder, Found, Letter, TYPES};
+use crate::mail::{ARCHIVE_KEEP_DAYS, Folder, Found, Letter, TYPES};
 use crate::protocol::time;
 
 /// Arguments of `mess mail`.
@@ -21,7 +21,8 @@ enum MailCommand {
         /// The recipient mailbox
         #[arg(long)]
         to: String,
-        /// The message type: status, alert, task, question, response, report, handoff
+        /// The message type: status, alert, task, question, response, report, handoff,
+        /// announcement, or another lower-case word
         #[arg(long = "type", default_value = "status")]
         kind: String,
         /// The Markdown body (read from stdin when absent)
@@ -42,6 +43,9 @@ enum MailCommand {
         /// Groups messages into a conversation
         #[arg(long)]
         thread: Option<String>,
+        /// When it may be deleted: an RFC 3339 time or a duration from now (7d, 2h, PT30M)
+        #[arg(long)]
+        expires: Option<String>,
     },
     /// List the messages of a mailbox (yours by default), oldest first
     List {
@@ -75,6 +79,8 @@ enum MailCommand {
         #[arg(long)]
         mailbox: Option<String>,
     },
+    /// Delete expired messages and archive older than 90 days, in every mailbox
+    Prune,
 }
 
 fn show(found: &Found) {
@@ -96,6 +102,12 @@ fn show(found: &Found) {
     if !l.tags.is_empty() {
         output::line(&format!("tags      {}", l.tags.join(", ")));
     }
+    if let Some(t) = &l.expires {
+        output::line(&format!("expires   {}", time::format_timestamp(t)));
+    }
+    if let Some(t) = &l.read_at {
+        output::line(&format!("read_at   {}", time::format_timestamp(t)));
+    }
     output::line("");
     output::line(&l.body);
 }
@@ -108,6 +120,10 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
             None => cx.identity(),
         }
     };
+    // Who reads, for the mailbox every session reads on its own account; the operator may
+    // look at any mailbox without being anyone.
+    let reader = cx.identity().ok();
+    let now = cx.exchange.now();
     match args.command {
         MailCommand::Send {
             to,
@@ -118,6 +134,7 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
             needs_response,
             in_reply_to,
             thread,
+            expires,
         } => {
             let body = match body {
                 Some(b) => b,
@@ -129,12 +146,14 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
                     text
                 }
             };
-            if !TYPES.contains(&kind.as_str()) {
+            if let Err(e) = crate::mail::check_type(&kind) {
                 return Err(CliError::usage(
-                    format!("--type: {kind:?} is not a message type"),
-                    format!("use one of {}", TYPES.join(", ")),
+                    format!("--{e}"),
+                    format!("the format's types are {}", TYPES.join(", ")),
                 ));
             }
+            let expires = crate::mail::parse_expires(expires.as_deref().unwrap_or(""), now)
+                .map_err(crate::exchange::error::Error::from)?;
             let letter = Letter {
                 from: cx.identity()?,
                 to,
@@ -145,7 +164,7 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
                 tags,
                 in_reply_to,
                 thread_id: thread,
-                expires: None,
+                expires,
                 read_at: None,
                 body,
             };
@@ -158,7 +177,7 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
             let mailbox = mine(mailbox)?;
             let folder = Folder::parse(&folder).map_err(crate::exchange::error::Error::from)?;
             let (found, problems) = mail
-                .list(&mailbox, folder)
+                .list(&mailbox, folder, reader.as_deref(), now)
                 .map_err(crate::exchange::error::Error::from)?;
             for p in problems {
                 output::warn(&p);
@@ -180,21 +199,28 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
         }
         MailCommand::Read { file, mailbox } => {
             let found = mail
-                .read(&mine(mailbox)?, &file)
+                .read(&mine(mailbox)?, &file, reader.as_deref(), now)
                 .map_err(crate::exchange::error::Error::from)?;
             show(&found);
         }
         MailCommand::MarkRead { file, mailbox } => {
             let mailbox = mine(mailbox)?;
-            mail.mark_read(&mailbox, &file, cx.exchange.now())
+            let found = mail
+                .mark_read(&mailbox, &file, &cx.identity()?, now)
                 .map_err(crate::exchange::error::Error::from)?;
-            output::line(&format!("{mailbox}/read/{file}"));
+            output::line(&format!("{mailbox}/{}/{file}", found.folder.as_str()));
         }
         MailCommand::Archive { file, mailbox } => {
             let mailbox = mine(mailbox)?;
             mail.archive(&mailbox, &file)
                 .map_err(crate::exchange::error::Error::from)?;
             output::line(&format!("{mailbox}/archive/{file}"));
+        }
+        MailCommand::Prune => {
+            let pruned = cx.exchange.prune_mail()?;
+            output::line(&format!(
+                "deleted {pruned} expired or archived messages (archive is kept {ARCHIVE_KEEP_DAYS} days)"
+            ));
         }
     }
     Ok(())

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::cli::{CliError, Context, output};
-use crate::exchange::{deliver, dispatch, sweep};
+use crate::exchange::{deliver, dispatch, mail_sweep, sweep};
 use crate::notify::Notifier;
 
 /// How often the dispatcher looks again at every pending thread nobody could take yet
@@ -86,6 +86,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         let stop = tokio_util::sync::CancellationToken::new();
         let dispatcher = dispatch::run((*exchange).clone(), stop.clone(), dispatch_retry());
         let sweeper = sweep::run((*exchange).clone(), stop.clone());
+        let mail_sweeper = mail_sweep::run((*exchange).clone(), stop.clone());
         let notifier = Notifier::new(cx.config.notify.clone())
             .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
         let deliveries = deliver::run((*exchange).clone(), notifier, stop.clone());
@@ -111,6 +112,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         // A pass in flight finishes its writes before the process exits.
         let _ = dispatcher.await;
         let _ = sweeper.await;
+        let _ = mail_sweeper.await;
         let _ = deliveries.await;
         Ok(())
     })

@@ -6,12 +6,13 @@
 //! like something that does not exist.
 
 use crate::exchange::auth::Role;
-use crate::exchange::directory::Directory;
+use crate::exchange::directory::{Directory, Origin};
 use crate::exchange::{Error, Exchange, Sender};
 use crate::links::{Action, Grant};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::{State, Status};
+use crate::protocol::value::Value;
 use crate::store::thread::ThreadFile;
 
 /// Whether `who` is a party to the thread of `env`: its requestor or its claimant.
@@ -106,7 +107,8 @@ pub const MAX_UNREAD_FROM_ONE: usize = 100;
 pub enum MailUse {
     /// List or read without moving anything.
     Read,
-    /// Claim a message (move it to `read/`).
+    /// Mark a message read: in a session or tag mailbox the claim (it moves to `read/`), in
+    /// `__broadcast` a record for the reader alone.
     Claim,
     /// Move a message to `archive/`.
     Archive,
@@ -233,10 +235,12 @@ impl Exchange {
         link_reads(executor, env)
     }
 
-    /// The mailbox a mail tool acts on for `who` (its own when `mailbox` is empty). A principal
-    /// with a role (a key, or `mess mcp` started as an agent) reaches only its own mailbox and
-    /// reads the broadcast one, whose messages are for every session and so are not claimed or
-    /// archived by one of them; the operator reaches every mailbox. A mailbox `who` may not
+    /// The mailbox a mail tool acts on for `who` (its own when `mailbox` is empty). The operator
+    /// (no role) reaches every mailbox. A principal with a role (a key, or `mess mcp` started as
+    /// an agent) reaches its own mailbox, the tag mailboxes its registration names
+    /// ([`Exchange::mail_tags`]; as the mail format's tag mailboxes, shared: reading one claims
+    /// the message for all), and `__broadcast`, whose messages are for every session: each
+    /// reader marks them read for itself alone, and none archives them. A mailbox `who` may not
     /// reach is refused with a reason: mailbox names are not secret, their messages are.
     pub fn mailbox_for(&self, who: &Sender, mailbox: &str, use_: MailUse) -> Result<String, Error> {
         let mailbox = if mailbox.trim().is_empty() {
@@ -248,26 +252,66 @@ impl Exchange {
             return Ok(mailbox);
         };
         let broadcast = crate::mail::BROADCAST;
-        if mailbox != who.id && mailbox != broadcast {
-            return Err(Error::Forbidden {
-                message: format!(
-                    "{} ({role}) may read only its own mailbox and {broadcast}",
-                    who.id
-                ),
-            });
+        if mailbox == broadcast {
+            if use_ == MailUse::Archive {
+                return Err(Error::Forbidden {
+                    message: format!(
+                        "{broadcast} messages are for every session: read them and mark them read (for you alone), do not archive them"
+                    ),
+                });
+            }
+            return Ok(mailbox);
         }
-        if mailbox == broadcast && use_ != MailUse::Read {
-            let what = match use_ {
-                MailUse::Claim => "claim",
-                _ => "archive",
-            };
-            return Err(Error::Forbidden {
-                message: format!(
-                    "{broadcast} messages are for every session: read them, do not {what} them"
-                ),
-            });
+        if mailbox == who.id || self.mail_tags(&who.id)?.contains(&mailbox) {
+            return Ok(mailbox);
         }
-        Ok(mailbox)
+        Err(Error::Forbidden {
+            message: format!(
+                "{} ({role}) may read only its own mailbox, {broadcast} and the tag mailboxes its registration names (tags:)",
+                who.id
+            ),
+        })
+    }
+
+    /// The tag mailboxes `who` shares (the mail format's "sessions tagged worker read
+    /// `.mail/worker/`"): the `tags:` of its executor entry, when the operator chose that entry
+    /// (in `config.yaml`, or registered without a key), since a key holder who could tag itself
+    /// could join any shared mailbox and take its tasks. A tag that is some principal's own name
+    /// (a registered executor, or the holder of a key) is that principal's mailbox, as the
+    /// format resolves names, and is never shared; nor is `__broadcast`, which needs no tag.
+    pub fn mail_tags(&self, who: &str) -> Result<Vec<String>, Error> {
+        let directory = self.directory();
+        let Some(spec) = directory.executor(who) else {
+            return Ok(Vec::new());
+        };
+        if !matches!(
+            directory.origin(who),
+            Some(Origin::ConfigFile | Origin::Registration { by_key: false, .. })
+        ) {
+            return Ok(Vec::new());
+        }
+        let tags: Vec<String> = spec
+            .extra
+            .get("tags")
+            .and_then(Value::as_seq)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Value::scalar_text)
+            .filter(|t| {
+                t != who
+                    && t != crate::mail::BROADCAST
+                    && crate::mail::check_mailbox(t).is_ok()
+                    && directory.executor(t).is_none()
+            })
+            .collect();
+        if tags.is_empty() {
+            return Ok(tags);
+        }
+        let keys = self.store().key_records()?;
+        Ok(tags
+            .into_iter()
+            .filter(|t| keys.iter().all(|k| &k.principal != t))
+            .collect())
     }
 
     /// Leaves `letter` in its mailbox for `who`. Anyone may write to any mailbox (that is what

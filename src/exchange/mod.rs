@@ -14,6 +14,7 @@ pub mod directory;
 pub mod dispatch;
 pub mod error;
 mod lifecycle;
+pub mod mail_sweep;
 mod plan;
 pub mod queries;
 mod requests;

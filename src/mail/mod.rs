@@ -1,7 +1,9 @@
 //! Agent mail (`mail-storage-format.md`): Markdown files with YAML frontmatter in mailboxes
 //! under `<home>/.mail/<mailbox>/` (unread), `read/` and `archive/`; a message is claimed by
 //! renaming it into `read/`, so of several readers of a shared (tag) mailbox exactly one gets
-//! it. Synchronous, and knows nothing of threads, queries or notifications.
+//! it. `__broadcast` is for every session, so reading one of its messages records that reader
+//! only (`read/<reader>/`). Expired messages and old archive are deleted, and never served.
+//! Synchronous, and knows nothing of threads, queries or notifications.
 
 #[cfg(test)]
 mod tests;
@@ -18,10 +20,26 @@ use crate::store::fsio;
 /// The mailbox every session reads besides its own.
 pub const BROADCAST: &str = "__broadcast";
 
-/// The message types of the format.
-pub const TYPES: [&str; 7] = [
-    "status", "alert", "task", "question", "response", "report", "handoff",
+/// The message types the format names: its table's seven and `announcement`, which its
+/// `__broadcast` example uses. Other types are kept too (the format means them to be
+/// extensible), as long as they are a safe token ([`check_type`]).
+pub const TYPES: [&str; 8] = [
+    "status",
+    "alert",
+    "task",
+    "question",
+    "response",
+    "report",
+    "handoff",
+    "announcement",
 ];
+
+/// How long an archived message is kept, counted from its `timestamp`: the format's archive is
+/// "old messages, may be pruned", and after this many days they are.
+pub const ARCHIVE_KEEP_DAYS: i64 = 90;
+
+/// Longest message type.
+const MAX_TYPE_LEN: usize = 32;
 
 /// Where a message is in its mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +84,7 @@ pub struct Letter {
     pub from: String,
     /// The recipient: a session name, a tag, or `__broadcast`.
     pub to: String,
-    /// One of [`TYPES`].
+    /// One of [`TYPES`], or another safe token ([`check_type`]).
     pub kind: String,
     /// When it was written.
     pub timestamp: Timestamp,
@@ -158,6 +176,66 @@ fn check_name(what: &str, name: &str) -> Result<(), MailError> {
     }
 }
 
+/// Checks a message type: one of [`TYPES`] or another lower-case token (a letter, then letters,
+/// digits and '-', at most 32), since it becomes the last part of the file name.
+pub fn check_type(kind: &str) -> Result<(), MailError> {
+    let ok = kind.len() <= MAX_TYPE_LEN
+        && kind.starts_with(|c: char| c.is_ascii_lowercase())
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "type {kind:?} is not a usable message type (a lower-case letter, then letters, digits or '-', at most {MAX_TYPE_LEN}; the format's are {})",
+            TYPES.join(", ")
+        )))
+    }
+}
+
+/// Checks a mailbox name (a session name, a tag or `__broadcast`).
+pub fn check_mailbox(name: &str) -> Result<(), MailError> {
+    check_name("mailbox", name)
+}
+
+/// Reads when a message may be deleted: an RFC 3339 instant, or a duration from `now` (`7d`,
+/// `2h`, `PT30M`); empty for none. It must lie ahead of `now`.
+pub fn parse_expires(text: &str, now: Timestamp) -> Result<Option<Timestamp>, MailError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let at = match time::parse_timestamp(text) {
+        Ok(t) => t,
+        Err(as_time) => match time::parse_any_duration(text) {
+            Ok(d) => now
+                .checked_add_signed(d.length)
+                .ok_or_else(|| invalid(format!("expires: {text:?} is too far ahead")))?,
+            Err(_) => {
+                return Err(invalid(format!(
+                    "expires: {as_time}; give an RFC 3339 time or a duration from now (7d, 2h, PT30M)"
+                )));
+            }
+        },
+    };
+    if at <= now {
+        return Err(invalid(format!(
+            "expires: {} is not in the future",
+            time::format_timestamp(&at)
+        )));
+    }
+    Ok(Some(at))
+}
+
+/// Whether `letter` may be deleted at `now`, as found in `folder`: its `expires` has come, or it
+/// is archive older than [`ARCHIVE_KEEP_DAYS`].
+fn stale(letter: &Letter, folder: Folder, now: Timestamp) -> bool {
+    letter.expires.is_some_and(|t| t <= now)
+        || (folder == Folder::Archive
+            && letter.timestamp + chrono::TimeDelta::days(ARCHIVE_KEEP_DAYS) <= now)
+}
+
 /// Whether `file` is a message file name of the format (`20260128T153000Z_worker_status.md`,
 /// with `-2`, `-3` ... before `.md` when a second message had the same name).
 fn check_file(file: &str) -> Result<(), MailError> {
@@ -189,13 +267,7 @@ impl Letter {
     pub fn check(&self) -> Result<(), MailError> {
         check_name("from", &self.from)?;
         check_name("to", &self.to)?;
-        if !TYPES.contains(&self.kind.as_str()) {
-            return Err(invalid(format!(
-                "type {:?} is not one of {}",
-                self.kind,
-                TYPES.join(", ")
-            )));
-        }
+        check_type(&self.kind)?;
         if !matches!(self.priority.as_str(), "urgent" | "normal" | "low") {
             return Err(invalid(format!(
                 "priority {:?} is not one of urgent, normal, low",
@@ -204,6 +276,14 @@ impl Letter {
         }
         if let Some(r) = &self.in_reply_to {
             check_file(r)?;
+        }
+        if let Some(at) = self.expires
+            && at <= self.timestamp
+        {
+            return Err(invalid(format!(
+                "expires: {} is not after the message's timestamp",
+                time::format_timestamp(&at)
+            )));
         }
         Ok(())
     }
@@ -293,6 +373,16 @@ impl Letter {
     }
 }
 
+/// A message file as [`Mail::load`] found it.
+enum Loaded {
+    /// Current: here is the message.
+    Live(Box<Letter>),
+    /// Not there (claimed or deleted meanwhile).
+    Gone,
+    /// Stale, and now deleted.
+    Pruned,
+}
+
 /// The mailboxes of one home.
 #[derive(Debug, Clone)]
 pub struct Mail {
@@ -376,16 +466,31 @@ impl Mail {
             .count())
     }
 
-    /// The messages of `mailbox` in `folder`, oldest first, with the files that could not be
-    /// read (named, not fatal).
-    pub fn list(
+    /// Where `reader`'s record of reading `__broadcast` messages is: `__broadcast/read/<reader>/`.
+    fn reader_dir(&self, reader: &str) -> Result<PathBuf, MailError> {
+        check_name("reader", reader)?;
+        Ok(self.dir(BROADCAST, Folder::Read).join(reader))
+    }
+
+    /// The folder that holds `mailbox`'s messages in `folder` for `reader`: a `__broadcast`
+    /// message `reader` has read is in its own record, every other one in the mailbox's folder.
+    fn folder_for(
         &self,
         mailbox: &str,
         folder: Folder,
-    ) -> Result<(Vec<Found>, Vec<String>), MailError> {
-        check_name("mailbox", mailbox)?;
-        let dir = self.dir(mailbox, folder);
-        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+        reader: Option<&str>,
+    ) -> Result<PathBuf, MailError> {
+        match reader {
+            Some(reader) if mailbox == BROADCAST && folder == Folder::Read => {
+                self.reader_dir(reader)
+            }
+            _ => Ok(self.dir(mailbox, folder)),
+        }
+    }
+
+    /// The message file names in `dir`, sorted (oldest first).
+    fn names(dir: &Path) -> Result<Vec<String>, MailError> {
+        let mut names: Vec<String> = match std::fs::read_dir(dir) {
             Ok(entries) => entries
                 .filter_map(Result::ok)
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
@@ -393,46 +498,97 @@ impl Mail {
                 .filter(|n| check_file(n).is_ok())
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(StoreError::io(&dir, e).into()),
+            Err(e) => return Err(StoreError::io(dir, e).into()),
         };
         names.sort();
+        Ok(names)
+    }
+
+    /// Reads the message at `path` as found in `folder` at `now`, deleting it when it is stale.
+    fn load(path: &Path, folder: Folder, now: Timestamp) -> Result<Loaded, MailError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::Gone),
+            Err(e) => return Err(StoreError::io(path, e).into()),
+        };
+        let letter = Letter::from_text(&text)?;
+        if stale(&letter, folder, now) {
+            // Not synced: a deletion a crash undoes is done again at the next read, and a
+            // folder sync per message made pruning a thousand messages take seconds.
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(path, e).into()),
+            }
+            return Ok(Loaded::Pruned);
+        }
+        Ok(Loaded::Live(Box::new(letter)))
+    }
+
+    /// The messages of `mailbox` in `folder` as `reader` sees them at `now`, oldest first, with
+    /// the files that could not be read (named, not fatal). In `__broadcast`, unread means not
+    /// yet read by `reader`, and read means read by `reader` (without a reader: every message,
+    /// and `read/` itself). Expired messages and archive older than [`ARCHIVE_KEEP_DAYS`] are
+    /// deleted instead of listed.
+    pub fn list(
+        &self,
+        mailbox: &str,
+        folder: Folder,
+        reader: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(Vec<Found>, Vec<String>), MailError> {
+        check_name("mailbox", mailbox)?;
+        let dir = self.folder_for(mailbox, folder, reader)?;
+        let mut names = Mail::names(&dir)?;
+        if let Some(reader) = reader
+            && mailbox == BROADCAST
+            && folder == Folder::Unread
+        {
+            let seen = Mail::names(&self.reader_dir(reader)?)?;
+            names.retain(|n| seen.binary_search(n).is_err());
+        }
         let mut found = Vec::new();
         let mut problems = Vec::new();
         for file in names {
-            match std::fs::read_to_string(dir.join(&file)) {
-                Ok(text) => match Letter::from_text(&text) {
-                    Ok(letter) => found.push(Found {
-                        mailbox: mailbox.to_owned(),
-                        folder,
-                        file,
-                        letter,
-                    }),
-                    Err(e) => problems.push(format!("{mailbox}/{file}: {e}")),
-                },
-                // Claimed by another reader meanwhile.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            match Mail::load(&dir.join(&file), folder, now) {
+                Ok(Loaded::Live(letter)) => found.push(Found {
+                    mailbox: mailbox.to_owned(),
+                    folder,
+                    file,
+                    letter: *letter,
+                }),
+                Ok(Loaded::Gone | Loaded::Pruned) => {}
                 Err(e) => problems.push(format!("{mailbox}/{file}: {e}")),
             }
         }
         Ok((found, problems))
     }
 
-    /// Finds `file` in `mailbox`, in whichever folder it is.
-    pub fn read(&self, mailbox: &str, file: &str) -> Result<Found, MailError> {
+    /// Finds `file` in `mailbox` for `reader` at `now`, in whichever folder it is (a
+    /// `__broadcast` message `reader` has read is in `read`); an expired message is not found.
+    pub fn read(
+        &self,
+        mailbox: &str,
+        file: &str,
+        reader: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Found, MailError> {
         check_name("mailbox", mailbox)?;
         check_file(file)?;
-        for folder in Folder::ALL {
-            match std::fs::read_to_string(self.dir(mailbox, folder).join(file)) {
-                Ok(text) => {
-                    return Ok(Found {
-                        mailbox: mailbox.to_owned(),
-                        folder,
-                        file: file.to_owned(),
-                        letter: Letter::from_text(&text)?,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io(&self.dir(mailbox, folder), e).into()),
+        let order = if mailbox == BROADCAST {
+            [Folder::Read, Folder::Unread, Folder::Archive]
+        } else {
+            Folder::ALL
+        };
+        for folder in order {
+            let path = self.folder_for(mailbox, folder, reader)?.join(file);
+            if let Loaded::Live(letter) = Mail::load(&path, folder, now)? {
+                return Ok(Found {
+                    mailbox: mailbox.to_owned(),
+                    folder,
+                    file: file.to_owned(),
+                    letter: *letter,
+                });
             }
         }
         Err(MailError::NotFound {
@@ -440,12 +596,50 @@ impl Mail {
         })
     }
 
-    /// Claims an unread message: renames it into `read/` (of several readers exactly one
-    /// succeeds; the others get [`MailError::Claimed`]), then records `read_at`.
-    pub fn mark_read(&self, mailbox: &str, file: &str, now: Timestamp) -> Result<Found, MailError> {
+    /// Marks an unread message read by `reader`. In a session or tag mailbox that is the claim:
+    /// the message moves into `read/` (of several readers exactly one succeeds; the others get
+    /// [`MailError::Claimed`]) and records `read_at`. A `__broadcast` message stays unread for
+    /// every other session: `reader` gets its own copy with `read_at` in `read/<reader>/`,
+    /// created exclusively, so reading it twice is refused the same way.
+    pub fn mark_read(
+        &self,
+        mailbox: &str,
+        file: &str,
+        reader: &str,
+        now: Timestamp,
+    ) -> Result<Found, MailError> {
         check_name("mailbox", mailbox)?;
         check_file(file)?;
+        let records = if mailbox == BROADCAST {
+            Some(self.reader_dir(reader)?)
+        } else {
+            None
+        };
         let from = self.dir(mailbox, Folder::Unread).join(file);
+        let Loaded::Live(letter) = Mail::load(&from, Folder::Unread, now)? else {
+            return Err(self.not_unread(mailbox, file, Some(reader), now));
+        };
+        let mut letter = *letter;
+        if let Some(dir) = records {
+            fsio::ensure_dir(&dir)?;
+            letter.read_at = Some(now);
+            return match fsio::create_atomic(&dir.join(file), letter.to_text().as_bytes()) {
+                Ok(()) => Ok(Found {
+                    mailbox: mailbox.to_owned(),
+                    folder: Folder::Read,
+                    file: file.to_owned(),
+                    letter,
+                }),
+                Err(StoreError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    Err(MailError::Claimed {
+                        message: format!("{mailbox}/{file} was already read by {reader}"),
+                    })
+                }
+                Err(e) => Err(e.into()),
+            };
+        }
         let to_dir = self.dir(mailbox, Folder::Read);
         fsio::ensure_dir(&to_dir)?;
         let to = to_dir.join(file);
@@ -468,25 +662,12 @@ impl Mail {
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(if let Ok(found) = self.read(mailbox, file) {
-                    MailError::Claimed {
-                        message: format!(
-                            "{mailbox}/{file} was already read (it is in {})",
-                            found.folder.as_str()
-                        ),
-                    }
-                } else {
-                    MailError::NotFound {
-                        message: format!("no message {file} in mailbox {mailbox}"),
-                    }
-                });
+                return Err(self.not_unread(mailbox, file, Some(reader), now));
             }
             Err(e) => return Err(StoreError::io(&from, e).into()),
         }
         fsio::sync_parent(&from)?;
         fsio::sync_parent(&to)?;
-        let text = std::fs::read_to_string(&to).map_err(|e| StoreError::io(&to, e))?;
-        let mut letter = Letter::from_text(&text)?;
         letter.read_at = Some(now);
         fsio::write_atomic(&to, letter.to_text().as_bytes())?;
         Ok(Found {
@@ -495,6 +676,76 @@ impl Mail {
             file: file.to_owned(),
             letter,
         })
+    }
+
+    /// Why `file` could not be marked read: it was read already (by another reader of a shared
+    /// mailbox, or by `reader` in `__broadcast`), or it does not exist (any more).
+    fn not_unread(
+        &self,
+        mailbox: &str,
+        file: &str,
+        reader: Option<&str>,
+        now: Timestamp,
+    ) -> MailError {
+        match self.read(mailbox, file, reader, now) {
+            Ok(found) if mailbox == BROADCAST && found.folder == Folder::Read => {
+                MailError::Claimed {
+                    message: format!(
+                        "{mailbox}/{file} was already read by {}",
+                        reader.unwrap_or_default()
+                    ),
+                }
+            }
+            Ok(found) if mailbox != BROADCAST => MailError::Claimed {
+                message: format!(
+                    "{mailbox}/{file} was already read (it is in {})",
+                    found.folder.as_str()
+                ),
+            },
+            _ => MailError::NotFound {
+                message: format!("no unread message {file} in mailbox {mailbox}"),
+            },
+        }
+    }
+
+    /// Deletes, in every mailbox and folder (readers' `__broadcast` records included), the
+    /// messages whose `expires` has come and the archive older than [`ARCHIVE_KEEP_DAYS`];
+    /// returns how many went. Files that cannot be read are left for a person to look at.
+    pub fn prune(&self, now: Timestamp) -> Result<usize, MailError> {
+        let mut pruned = 0;
+        for mailbox in Mail::subdirs(&self.root)? {
+            let base = self.root.join(&mailbox);
+            let mut folders = vec![
+                (base.clone(), Folder::Unread),
+                (base.join("read"), Folder::Read),
+                (base.join("archive"), Folder::Archive),
+            ];
+            for reader in Mail::subdirs(&base.join("read"))? {
+                folders.push((base.join("read").join(reader), Folder::Read));
+            }
+            for (dir, folder) in folders {
+                for file in Mail::names(&dir)? {
+                    if let Ok(Loaded::Pruned) = Mail::load(&dir.join(&file), folder, now) {
+                        pruned += 1;
+                    }
+                }
+            }
+        }
+        Ok(pruned)
+    }
+
+    /// The names of the folders in `dir` that could be mailboxes (or readers).
+    fn subdirs(dir: &Path) -> Result<Vec<String>, MailError> {
+        match std::fs::read_dir(dir) {
+            Ok(entries) => Ok(entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| check_name("mailbox", n).is_ok())
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(StoreError::io(dir, e).into()),
+        }
     }
 
     /// Moves a message (unread or read) into `archive/`.

@@ -2,7 +2,9 @@
 //! reads, so they say what each field means, its default and its limits. Optional text fields
 //! default to empty rather than being nullable, which every client can express.
 
-use schemars::JsonSchema;
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
 /// `mess`: a raw MESS message.
@@ -32,6 +34,15 @@ pub struct ObserveArgs {
     /// background, normal (default), elevated or urgent.
     #[serde(default)]
     pub priority: String,
+    /// Seconds to wait for the answer (default 50, at most 120), with progress notifications
+    /// meanwhile: the call returns as soon as the request completes, fails or needs you. 0:
+    /// return the ref at once. Above 50 only for clients that keep a call open on progress.
+    #[serde(default = "default_observe_wait")]
+    pub wait_s: u32,
+}
+
+fn default_observe_wait() -> u32 {
+    crate::mcp::wait::MOST_WAIT_S
 }
 
 /// `mess_do`: ask someone or something to act.
@@ -54,6 +65,11 @@ pub struct DoArgs {
     /// background, normal (default), elevated or urgent.
     #[serde(default)]
     pub priority: String,
+    /// Seconds to wait for the request to complete, fail or need you (needs_input,
+    /// needs_confirmation), with progress notifications meanwhile; at most 120. 0 (default):
+    /// return the ref at once.
+    #[serde(default)]
+    pub wait_s: u32,
 }
 
 /// `mess_request`: the fields of `mess_observe` and `mess_do` together.
@@ -85,7 +101,7 @@ pub struct RequestArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct StatusArgs {
     /// The request: its ref (2026-11-26-001), your client id, or "last". Empty: all your open
-    /// requests.
+    /// requests. "all": every request of yours, finished ones too.
     #[serde(default)]
     pub re: String,
     /// Same as `re`.
@@ -105,12 +121,13 @@ pub struct ReplyArgs {
     /// Answers to `needs_input` questions, by question id (e.g. {"location": "both"}).
     #[serde(default)]
     pub answers: serde_json::Map<String, serde_json::Value>,
-    /// The answer to `needs_confirmation`: "yes" or "no" (empty: not a confirmation).
+    /// The answer to `needs_confirmation`: true to go ahead, false to refuse (absent: not a
+    /// confirmation). The words "yes" and "no" are read the same way.
     #[serde(default)]
-    pub confirm: String,
-    /// Accept a suggestion: "yes" or "no" (empty: not about a suggestion).
+    pub confirm: YesNo,
+    /// Accept a suggestion: true or false (absent: not about a suggestion); "yes" and "no" too.
     #[serde(default)]
-    pub accept: String,
+    pub accept: YesNo,
     /// Why, in a few words (optional).
     #[serde(default)]
     pub reason: String,
@@ -126,10 +143,35 @@ pub struct AnswerArgs {
     pub answer: String,
 }
 
-/// `mess_cancel`.
+/// A protocol boolean (`confirm: true`) as a tool argument: JSON true or false, or, as older
+/// clients send it, the words yes, no, true, false (empty: absent). Kept as sent, so a value
+/// that is neither becomes a tool error naming the field rather than a refused call.
+#[derive(Debug, Default, Deserialize)]
+#[serde(transparent)]
+pub struct YesNo(pub serde_json::Value);
+
+impl JsonSchema for YesNo {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "YesNo".into()
+    }
+
+    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
+        // Declared as the protocol's boolean: a schema of either type is one many clients
+        // cannot express, and the words are only for clients written before.
+        json_schema!({"type": "boolean"})
+    }
+}
+
+/// `mess_cancel`: `re` is required, as in the implementation plan's schema (the server still
+/// takes `ref` in its place).
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = re_required)]
 pub struct CancelArgs {
-    /// The request: ref, client id or "last" (or use `ref`).
+    /// The request: ref, client id or "last".
     #[serde(default)]
     pub re: String,
     /// Same as `re`.
@@ -152,6 +194,11 @@ pub struct QueryArgs {
     /// markdown (default), json or csv: the form of the text result.
     #[serde(default = "default_format")]
     pub format: String,
+}
+
+/// Marks `re` required in a tool's input schema.
+fn re_required(schema: &mut Schema) {
+    schema.insert("required".to_owned(), serde_json::json!(["re"]));
 }
 
 fn default_limit() -> u32 {
@@ -193,7 +240,7 @@ pub struct WaitArgs {
 }
 
 fn default_wait() -> u32 {
-    50
+    crate::mcp::wait::MOST_WAIT_S
 }
 
 /// `re` or its alias `ref`, whichever was given.
@@ -212,7 +259,8 @@ pub struct MailSendArgs {
     pub to: String,
     /// The Markdown body.
     pub body: String,
-    /// status (default), alert, task, question, response, report or handoff.
+    /// status (default), alert, task, question, response, report, handoff or announcement;
+    /// another lower-case word (letters, digits, '-') is kept as it is.
     #[serde(default, rename = "type")]
     pub kind: String,
     /// urgent, normal (default) or low.
@@ -230,6 +278,10 @@ pub struct MailSendArgs {
     /// A conversation id grouping related messages (empty: none).
     #[serde(default)]
     pub thread_id: String,
+    /// When the message may be deleted: an RFC 3339 time or a duration from now (7d, 2h,
+    /// PT30M). Nobody is served it afterwards. Empty: it stays until read and archived.
+    #[serde(default)]
+    pub expires: String,
 }
 
 /// `mess_mail_list`: the messages of a mailbox.
@@ -251,8 +303,9 @@ pub struct MailFileArgs {
     /// The mailbox (empty: your own).
     #[serde(default)]
     pub mailbox: String,
-    /// mess_mail_read only: also claim it (move it to read/; of several readers of a shared
-    /// mailbox exactly one succeeds).
+    /// mess_mail_read only: also mark it read (in your own or a tag mailbox that claims it:
+    /// it moves to read/ and of several readers exactly one succeeds; in __broadcast it is read
+    /// for you alone).
     #[serde(default)]
     pub mark_read: bool,
 }

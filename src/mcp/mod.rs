@@ -8,6 +8,7 @@ mod resources;
 mod schemas;
 mod subscribe;
 mod tools;
+mod wait;
 
 use std::sync::Arc;
 
@@ -69,14 +70,26 @@ impl MessMcp {
         &self,
         work: impl FnOnce(&Exchange, &Sender) -> Result<Value, Error> + Send + 'static,
     ) -> CallToolResult {
+        match self.run(work).await {
+            Ok(value) => answer(&value),
+            Err(failed) => failed,
+        }
+    }
+
+    /// Runs exchange work off the async workers; a failure comes back as the tool error to
+    /// answer with.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Exchange, &Sender) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, CallToolResult> {
         let ex = self.exchange.clone();
         let who = self.who.clone();
         match tokio::task::spawn_blocking(move || work(&ex, &who)).await {
-            Ok(Ok(value)) => answer(&value),
-            Ok(Err(e)) => self.failure(&e),
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.failure(&e)),
+            Err(e) => Err(CallToolResult::error(vec![ContentBlock::text(format!(
                 "the exchange failed unexpectedly: {e}"
-            ))]),
+            ))])),
         }
     }
 }
@@ -95,9 +108,10 @@ fn answer(value: &Value) -> CallToolResult {
 
 /// What the server tells agents when they connect.
 const INSTRUCTIONS: &str = "mess dispatches physical-world tasks to people, robots and services. \
-Use mess_observe to find something out and mess_do to get something done; both return a ref at once. \
-Then mess_wait for changes and mess_status for the result. Answer needs_input with mess_reply answers, \
-needs_confirmation with mess_reply confirm. mess://help has the full guide.";
+Use mess_observe to find something out (it waits up to 50 s for the answer) and mess_do to get something \
+done (it returns the ref at once unless you pass wait_s). While a request is open, mess_wait for changes \
+and mess_status for the result. Answer needs_input with mess_reply answers, needs_confirmation with \
+mess_reply confirm: true or false. mess://help has the full guide.";
 
 #[rmcp::tool_handler(router = self.tool_router)]
 impl rmcp::ServerHandler for MessMcp {
@@ -130,7 +144,7 @@ impl rmcp::ServerHandler for MessMcp {
                         .with_mime_type(if *name == "help" {
                             "text/markdown"
                         } else {
-                            "application/yaml"
+                            resources::YAML
                         })
                 })
                 .collect(),
@@ -148,7 +162,7 @@ impl rmcp::ServerHandler for MessMcp {
                 .map(|(uri, name, description)| {
                     ResourceTemplate::new(*uri, *name)
                         .with_description(*description)
-                        .with_mime_type("application/yaml")
+                        .with_mime_type(resources::YAML)
                 })
                 .collect(),
         ))

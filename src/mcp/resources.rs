@@ -3,11 +3,12 @@
 
 use crate::exchange::Exchange;
 use crate::exchange::error::Error;
-use crate::exchange::view;
-use crate::mcp::tools::{open_threads, status_of};
+use crate::mcp::tools::{all_threads, open_threads, status_of};
 use crate::protocol::emit;
-use crate::protocol::status::State;
-use crate::protocol::value::{Map, Value};
+
+/// The MIME type of the YAML resources: the implementation plan's `application/x-yaml`, which
+/// older YAML tooling also expects (the HTTP API answers with RFC 9512's `application/yaml`).
+pub(crate) const YAML: &str = "application/x-yaml";
 
 /// The agent guide (`SKILL.md`), served as `mess://help`.
 pub(crate) const HELP: &str = include_str!("../../SKILL.md");
@@ -52,18 +53,9 @@ pub(crate) fn read(
     who: &str,
     uri: &str,
 ) -> Result<Option<(String, &'static str)>, Error> {
-    const YAML: &str = "application/yaml";
     Ok(Some(match uri {
         "mess://pending" => (emit::to_yaml(&open_threads(ex, who)?), YAML),
-        "mess://history" => {
-            let list = ex.threads_for(who, &State::ALL)?;
-            let mut out = Map::new();
-            out.insert(
-                "threads",
-                Value::Seq(list.iter().map(view::thread_summary).collect()),
-            );
-            (emit::to_yaml(&Value::Map(out)), YAML)
-        }
+        "mess://history" => (emit::to_yaml(&all_threads(ex, who)?), YAML),
         "mess://help" => (HELP.to_owned(), "text/markdown"),
         _ => {
             if let Some(id) = uri.strip_prefix("mess://request/") {

@@ -26,6 +26,24 @@ pub(crate) fn message() -> Arc<JsonObject> {
     }))
 }
 
+/// The answer to a new request: the exchange's ack, and after a wait (`wait_s`) the thread's
+/// status view as `mess_status` gives it.
+pub(crate) fn request() -> Arc<JsonObject> {
+    let mut schema = (*status()).clone();
+    schema.remove("description");
+    object(json!({
+        "type": "object",
+        "description": "The exchange's ack (`MESS: [ack: {ref}]`). After a wait: `thread`, the request's status view (status, questions, the response once completed), `waited_s`, and `timed_out` (true when it is still open: continue with mess_wait).",
+        "properties": {
+            "MESS": {"type": "array", "items": {"type": "object"}},
+            "thread": schema,
+            "waited_s": {"type": "integer"},
+            "timed_out": {"type": "boolean"}
+        },
+        "required": ["MESS"]
+    }))
+}
+
 fn thread_summary() -> Value {
     json!({
         "type": "object",
@@ -141,6 +159,8 @@ fn mail_fields() -> Value {
         "tags": {"type": "array", "items": {"type": "string"}},
         "thread_id": {"type": "string"},
         "in_reply_to": {"type": "string"},
+        "expires": {"type": "string"},
+        "read_at": {"type": "string"},
         "body": {"type": "string"}
     })
 }

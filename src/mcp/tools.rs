@@ -1,13 +1,15 @@
 //! The tools of contract section 7, each a thin translation to one exchange use case.
 
+use std::time::Duration;
+
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam};
+use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router};
 
-use crate::exchange::access::{self, MailUse};
+use crate::exchange::access::MailUse;
 use crate::exchange::error::Error;
 use crate::exchange::view::{self, ThreadView};
 use crate::exchange::{Exchange, Sender};
@@ -15,12 +17,14 @@ use crate::mcp::MessMcp;
 use crate::mcp::args::{
     AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, FetchArgs, MailFileArgs, MailListArgs,
     MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, StatusArgs, WaitArgs,
-    either,
+    YesNo, either,
 };
+use crate::mcp::wait::{self, Woke};
 use crate::mcp::{resources, schemas};
 use crate::protocol::error::ProtocolError;
+use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::Message;
-use crate::protocol::status::{State, StatusDetails};
+use crate::protocol::status::{State, Status, StatusDetails};
 use crate::protocol::value::{Map, Value};
 
 fn strings(items: &[String]) -> Value {
@@ -58,15 +62,24 @@ fn send(ex: &Exchange, who: &Sender, kind: &str, body: Map) -> Result<Value, Err
     Ok(ex.submit(message, who)?.to_value())
 }
 
-/// `yes`/`no` (and true/false) as a boolean; empty as none.
-fn yes_no(field: &str, text: &str) -> Result<Option<bool>, Error> {
-    match text.trim().to_ascii_lowercase().as_str() {
+/// A protocol boolean from a tool argument: JSON true/false, or the words yes/no/true/false;
+/// absent, null or empty as none.
+fn yes_no(field: &str, given: &YesNo) -> Result<Option<bool>, Error> {
+    let text = match &given.0 {
+        serde_json::Value::Null => return Ok(None),
+        serde_json::Value::Bool(b) => return Ok(Some(*b)),
+        serde_json::Value::String(s) => s.trim().to_ascii_lowercase(),
+        other => other.to_string(),
+    };
+    match text.as_str() {
         "" => Ok(None),
         "yes" | "true" | "y" => Ok(Some(true)),
         "no" | "false" | "n" => Ok(Some(false)),
-        other => {
-            Err(ProtocolError::invalid(field, format!("expected yes or no, not {other:?}")).into())
-        }
+        other => Err(ProtocolError::invalid(
+            field,
+            format!("expected true or false (or yes or no), not {other}"),
+        )
+        .into()),
     }
 }
 
@@ -85,6 +98,21 @@ fn needs_re(re: String) -> Result<String, Error> {
 pub(crate) fn status_of(ex: &Exchange, who: &str, re: &str) -> Result<Value, Error> {
     let thread = ex.thread_for(re, who)?;
     Ok(ThreadView::of(&thread)?.to_value())
+}
+
+/// What `mess_status` takes as `re` for every thread of the caller (the plan's "Request ID or
+/// 'all'"); a client id `all` is therefore reached through its ref.
+const ALL: &str = "all";
+
+/// Every thread `who` may see, finished ones too, newest first.
+pub(crate) fn all_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
+    let list = ex.threads_for(who, &State::ALL)?;
+    let mut out = Map::new();
+    out.insert(
+        "threads",
+        Value::Seq(list.iter().map(view::thread_summary).collect()),
+    );
+    Ok(Value::Map(out))
 }
 
 /// The open threads of `who` (pending and in progress), newest first.
@@ -116,6 +144,16 @@ fn found_value(f: &crate::mail::Found, with_body: bool) -> Value {
     m.insert("tags", Value::Seq(l.tags.iter().map(Value::str).collect()));
     m.insert_opt("thread_id", l.thread_id.as_deref().map(Value::str));
     m.insert_opt("in_reply_to", l.in_reply_to.as_deref().map(Value::str));
+    m.insert_opt(
+        "expires",
+        l.expires
+            .map(|t| Value::str(crate::protocol::time::format_timestamp(&t))),
+    );
+    m.insert_opt(
+        "read_at",
+        l.read_at
+            .map(|t| Value::str(crate::protocol::time::format_timestamp(&t))),
+    );
     if with_body {
         m.insert("body", Value::str(&l.body));
     }
@@ -140,13 +178,14 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Ask for an observation of the physical world (\"what's in the fridge?\"). Returns the request's ref at once; the answer comes later: use mess_wait, then mess_status.",
-        output_schema = schemas::message(),
+        description = "Ask for an observation of the physical world (\"what's in the fridge?\"). Returns when complete: waits up to wait_s seconds (default 50, at most 120; 0 returns the ref at once) for the answer, sending progress meanwhile, and returns the ack with `thread` (the status, and the response once completed). If it is still open then (`timed_out`), continue with mess_wait and mess_status.",
+        output_schema = schemas::request(),
         annotations(destructive_hint = false, open_world_hint = true)
     )]
     async fn mess_observe(
         &self,
         Parameters(a): Parameters<ObserveArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let args = RequestArgs {
             intent: a.intent,
@@ -157,17 +196,19 @@ impl MessMcp {
             needed_by: a.needed_by,
             priority: a.priority,
         };
-        Ok(self
-            .call(move |ex, who| send(ex, who, "request", request_body(&args)))
-            .await)
+        Ok(self.request_and_wait(args, a.wait_s, ctx).await)
     }
 
     #[tool(
-        description = "Ask for a physical action (\"vacuum the kitchen\"), optionally requiring capabilities and a confirmation before acting. Returns the request's ref at once; follow it with mess_wait and mess_status.",
-        output_schema = schemas::message(),
+        description = "Ask for a physical action (\"vacuum the kitchen\"), optionally requiring capabilities and a confirmation before acting. Returns the request's ref at once; with wait_s (at most 120) it waits that long for the request to complete or need you (needs_input, needs_confirmation) and returns `thread` too. Otherwise follow it with mess_wait and mess_status.",
+        output_schema = schemas::request(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
-    async fn mess_do(&self, Parameters(a): Parameters<DoArgs>) -> Result<CallToolResult, McpError> {
+    async fn mess_do(
+        &self,
+        Parameters(a): Parameters<DoArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         let args = RequestArgs {
             intent: a.intent,
             context: a.context,
@@ -177,9 +218,7 @@ impl MessMcp {
             needed_by: a.needed_by,
             priority: a.priority,
         };
-        Ok(self
-            .call(move |ex, who| send(ex, who, "request", request_body(&args)))
-            .await)
+        Ok(self.request_and_wait(args, a.wait_s, ctx).await)
     }
 
     #[tool(
@@ -197,7 +236,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Where a request stands: its status, the executor, and when finished the executor's response content; on needs_input the questions, on needs_confirmation the action and consequences. Without re: all your open requests.",
+        description = "Where a request stands: its status, the executor, and when finished the executor's response content; on needs_input the questions, on needs_confirmation the action and consequences. Without re: all your open requests; with re \"all\": every request of yours, finished ones too.",
         output_schema = schemas::status(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -210,6 +249,8 @@ impl MessMcp {
             .call(move |ex, who| {
                 if re.is_empty() {
                     open_threads(ex, &who.id)
+                } else if re == ALL {
+                    all_threads(ex, &who.id)
                 } else {
                     status_of(ex, &who.id, &re)
                 }
@@ -218,7 +259,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Answer an executor: `answers` for needs_input questions (by question id), `confirm` yes/no for needs_confirmation, `accept` yes/no for a suggestion. The status does not change; the executor sees the reply.",
+        description = "Answer an executor: `answers` for needs_input questions (by question id), `confirm: true|false` for needs_confirmation, `accept: true|false` for a suggestion. The status does not change; the executor sees the reply.",
         output_schema = schemas::message(),
         annotations(destructive_hint = false, open_world_hint = true)
     )]
@@ -310,7 +351,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Cancel a request that is no longer needed (only its requestor can).",
+        description = "Cancel a request that is no longer needed (only its requestor can): `re` is its ref, your client id or \"last\".",
         output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
@@ -445,7 +486,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Leave a message in an agent mailbox (.mail/<to>/): a session name, a tag several agents share, or __broadcast. For handoffs, reports and questions to agents that may be offline; it persists until read.",
+        description = "Leave a message in an agent mailbox (.mail/<to>/): a session name, a tag several agents share, or __broadcast (every session). For handoffs, reports and questions to agents that may be offline; it persists until read, or until `expires`.",
         output_schema = schemas::mail_sent(),
         annotations(destructive_hint = false, open_world_hint = false)
     )]
@@ -473,7 +514,7 @@ impl MessMcp {
                     tags: a.tags.clone(),
                     in_reply_to: opt(&a.in_reply_to),
                     thread_id: opt(&a.thread_id),
-                    expires: None,
+                    expires: crate::mail::parse_expires(&a.expires, ex.now())?,
                     read_at: None,
                     body: a.body.clone(),
                 };
@@ -487,7 +528,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "List the messages of a mailbox (yours by default), oldest first: file, from, type, priority, timestamp. Read one with mess_mail_read.",
+        description = "List the messages of a mailbox (yours by default; also __broadcast and the tag mailboxes your registration names), oldest first: file, from, type, priority, timestamp. In __broadcast, unread means not yet read by you. Read one with mess_mail_read.",
         output_schema = schemas::mail_list(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -499,7 +540,8 @@ impl MessMcp {
             .call(move |ex, who| {
                 let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Read)?;
                 let folder = crate::mail::Folder::parse(a.folder.trim())?;
-                let (found, problems) = ex.mail().list(&mailbox, folder)?;
+                let (found, problems) =
+                    ex.mail().list(&mailbox, folder, Some(&who.id), ex.now())?;
                 let mut m = Map::new();
                 m.insert(
                     "messages",
@@ -517,7 +559,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Read one message (with mark_read: also claim it by moving it to read/; in a shared mailbox exactly one reader gets it, the others are told it was claimed).",
+        description = "Read one message. With mark_read: also mark it read. In your own or a tag mailbox that claims it (it moves to read/; of several readers exactly one gets it, the others are told it was claimed); in __broadcast it is marked read for you alone, every other session still sees it unread.",
         output_schema = schemas::mail_message(),
         annotations(destructive_hint = false, open_world_hint = false)
     )]
@@ -534,9 +576,11 @@ impl MessMcp {
                 };
                 let mailbox = ex.mailbox_for(who, &a.mailbox, use_)?;
                 let found = if a.mark_read {
-                    ex.mail().mark_read(&mailbox, a.file.trim(), ex.now())?
+                    ex.mail()
+                        .mark_read(&mailbox, a.file.trim(), &who.id, ex.now())?
                 } else {
-                    ex.mail().read(&mailbox, a.file.trim())?
+                    ex.mail()
+                        .read(&mailbox, a.file.trim(), Some(&who.id), ex.now())?
                 };
                 Ok(found_value(&found, true))
             })
@@ -557,7 +601,8 @@ impl MessMcp {
                 let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Archive)?;
                 ex.mail().archive(&mailbox, a.file.trim())?;
                 Ok(found_value(
-                    &ex.mail().read(&mailbox, a.file.trim())?,
+                    &ex.mail()
+                        .read(&mailbox, a.file.trim(), Some(&who.id), ex.now())?,
                     false,
                 ))
             })
@@ -577,85 +622,45 @@ impl MessMcp {
         // Subscribed before anything is read, so a change in between is not missed.
         let mut changes = self.exchange.subscribe();
         let re = either(&a.re, &a.r#ref);
-        let ex = self.exchange.clone();
-        let who = self.who.id.clone();
         let target = if re.is_empty() {
             None
         } else {
-            let found = tokio::task::spawn_blocking(move || ex.thread_for(&re, &who)).await;
-            match found {
-                Ok(Ok(t)) => Some(t.envelope.thread_ref),
-                Ok(Err(e)) => return Ok(self.failure(&e)),
-                Err(e) => {
-                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                        "failed unexpectedly: {e}"
-                    ))]));
-                }
+            match self.run(move |ex, who| ex.thread_for(&re, &who.id)).await {
+                Ok(t) => Some(t.envelope.thread_ref),
+                Err(failed) => return Ok(failed),
             }
         };
-        let limit = std::time::Duration::from_secs(u64::from(a.timeout_s.clamp(1, 50)));
-        let started = std::time::Instant::now();
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut heartbeat = tokio::time::interval(self.heartbeat);
-        heartbeat.tick().await;
-        let token = ctx.meta.get_progress_token();
-        let mut beats = 0u32;
+        let limit = Duration::from_secs(u64::from(a.timeout_s.clamp(1, wait::MOST_WAIT_S)));
+        let mut waiting = self.waiting(limit, &ctx);
         let mut updated = Vec::new();
-        let timed_out = loop {
-            tokio::select! {
-                () = ctx.ct.cancelled() => break true,
-                () = tokio::time::sleep_until(deadline) => break true,
-                _ = heartbeat.tick() => {
-                    if let Some(t) = &token {
-                        beats += 1;
-                        let _ = ctx.peer.notify_progress(
-                            ProgressNotificationParam::new(t.clone(), f64::from(beats))
-                                .with_message(format!("waiting, {} s so far", started.elapsed().as_secs())),
-                        ).await;
-                    }
-                }
-                change = changes.recv() => match change {
-                    // Routing decisions change nothing the agent reads.
-                    Ok(c) if c.is_routing() => {}
-                    Ok(c) => {
-                        // A change that hides the thread from the caller (someone else took
-                        // it) is not one it hears of: to it, the thread no longer exists.
-                        let mine = match &target {
-                            Some(t) if &c.thread == t => match access::quick_verdict(&self.who.id, &c.envelope) {
-                                Some(verdict) => verdict,
-                                None => {
-                                    let (ex, who, env) = (self.exchange.clone(), self.who.id.clone(), c.envelope.clone());
-                                    tokio::task::spawn_blocking(move || ex.sees(&who, &env)).await.unwrap_or(false)
-                                }
-                            },
-                            Some(_) => false,
-                            None => access::party(&self.who.id, &c.envelope),
-                        };
-                        if mine {
-                            updated.push(serde_json::json!({
-                                "ref": c.thread.as_str(),
-                                "status": c.status.as_str(),
-                                "updated": crate::protocol::time::format_timestamp(&c.updated),
-                            }));
-                            break false;
-                        }
-                    }
-                    // Fell behind: something changed; the caller re-reads.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break false,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break true,
-                },
+        let timed_out = match self
+            .next_change(&mut waiting, &mut changes, target.as_ref(), &ctx)
+            .await
+        {
+            Woke::Change(c) => {
+                updated.push(serde_json::json!({
+                    "ref": c.thread.as_str(),
+                    "status": c.status.as_str(),
+                    "updated": crate::protocol::time::format_timestamp(&c.updated),
+                }));
+                false
             }
+            // Fell behind: something changed; the caller re-reads.
+            Woke::Lagged => false,
+            Woke::Ended => true,
         };
         let structured = serde_json::json!({
             "updated": updated,
-            "waited_s": started.elapsed().as_secs(),
+            "waited_s": waiting.waited_s(),
             "timed_out": timed_out,
         });
         let text = if timed_out {
             format!(
                 "nothing changed in {} s; call mess_wait again to keep waiting",
-                started.elapsed().as_secs()
+                waiting.waited_s()
             )
+        } else if updated.is_empty() {
+            "something changed; mess_status shows the details".to_owned()
         } else {
             let list: Vec<String> = updated
                 .iter()
@@ -672,6 +677,92 @@ impl MessMcp {
         let mut answer = CallToolResult::structured(structured);
         answer.content = vec![ContentBlock::text(text)];
         Ok(answer)
+    }
+}
+
+/// Whether a request in `status` is done waiting for: over, partly answered, or waiting for
+/// its requestor (questions, a confirmation).
+fn settles(status: Status) -> bool {
+    status.is_terminal()
+        || matches!(
+            status,
+            Status::Partial | Status::NeedsInput | Status::NeedsConfirmation
+        )
+}
+
+/// The ref the exchange's answer acknowledges (`MESS: [ack: {ref}]`).
+fn acked_ref(answer: &Value) -> Option<ThreadRef> {
+    answer
+        .as_map()?
+        .get("MESS")?
+        .as_seq()?
+        .iter()
+        .find_map(|p| p.as_map()?.get("ack")?.as_map()?.get("ref")?.scalar_text())
+        .and_then(|r| ThreadRef::parse(&r).ok())
+}
+
+impl MessMcp {
+    /// Creates the request of `args`; with `wait_s` above zero, waits (at most
+    /// [`wait::MOST_REQUEST_WAIT_S`]) until it settles ([`settles`]) and answers with the ack
+    /// plus `thread` (its status view), `waited_s` and `timed_out`.
+    async fn request_and_wait(
+        &self,
+        args: RequestArgs,
+        wait_s: u32,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let create =
+            move |ex: &Exchange, who: &Sender| send(ex, who, "request", request_body(&args));
+        if wait_s == 0 {
+            return self.call(create).await;
+        }
+        // Subscribed before the request exists, so no change to it is missed.
+        let mut changes = self.exchange.subscribe();
+        let ack = match self.run(create).await {
+            Ok(ack) => ack,
+            Err(failed) => return failed,
+        };
+        let Some(thread) = acked_ref(&ack) else {
+            return super::answer(&ack);
+        };
+        let limit = Duration::from_secs(u64::from(wait_s.min(wait::MOST_REQUEST_WAIT_S)));
+        let mut waiting = self.waiting(limit, &ctx);
+        loop {
+            match self
+                .next_change(&mut waiting, &mut changes, Some(&thread), &ctx)
+                .await
+            {
+                Woke::Change(c) if settles(c.status) => break,
+                Woke::Change(_) => {}
+                // Missed changes: the status read below tells whether to go on.
+                Woke::Lagged => {
+                    let r = thread.clone();
+                    let now = self
+                        .run(move |ex, who| Ok(ex.thread_for(r.as_str(), &who.id)?.envelope.status))
+                        .await;
+                    if now.is_ok_and(settles) {
+                        break;
+                    }
+                }
+                Woke::Ended => break,
+            }
+        }
+        let r = thread.clone();
+        let view = self
+            .run(move |ex, who| {
+                let file = ex.thread_for(r.as_str(), &who.id)?;
+                Ok((file.envelope.status, ThreadView::of(&file)?.to_value()))
+            })
+            .await;
+        let (status, view) = match view {
+            Ok(v) => v,
+            Err(failed) => return failed,
+        };
+        let mut out = ack.as_map().cloned().unwrap_or_default();
+        out.insert("thread", view);
+        out.insert("waited_s", Value::Int(waiting.waited_s() as i64));
+        out.insert("timed_out", Value::Bool(!settles(status)));
+        super::answer(&Value::Map(out))
     }
 }
 

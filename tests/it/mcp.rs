@@ -126,7 +126,7 @@ fn an_agent_session_over_stdio() {
 
         let r = call(
             "mess_observe",
-            serde_json::json!({"intent": "is the garage door closed?", "priority": "urgent"}),
+            serde_json::json!({"intent": "is the garage door closed?", "priority": "urgent", "wait_s": 0}),
         )
         .await;
         assert_eq!(r.is_error, Some(false), "{}", text(&r));
@@ -174,7 +174,7 @@ fn waits_wake_on_changes_from_other_processes_and_resources_read_back() {
         let call = |name: &'static str, a: serde_json::Value| tool(&client, name, a);
         let r = call(
             "mess_observe",
-            serde_json::json!({"intent": "photo of the porch"}),
+            serde_json::json!({"intent": "photo of the porch", "wait_s": 0}),
         )
         .await;
         let thread = r.structured_content.unwrap()["MESS"][1]["ack"]["ref"]
@@ -319,8 +319,9 @@ fn the_same_tools_over_streamable_http_as_the_key_s_principal() {
         let client = connect(agent.clone()).await.unwrap();
         let r = client
             .call_tool(
-                CallToolRequestParams::new("mess_observe")
-                    .with_arguments(args(serde_json::json!({"intent": "is the oven off?"}))),
+                CallToolRequestParams::new("mess_observe").with_arguments(args(
+                    serde_json::json!({"intent": "is the oven off?", "wait_s": 0}),
+                )),
             )
             .await
             .unwrap();

@@ -113,7 +113,7 @@ async def session(client: Client, label: str, legacy_updates: list) -> None:
         check(idle.structured_content["timed_out"] is True, f"{label}: idle wait: {text_of(idle)}")
         check(len(beats) >= 2, f"{label}: heartbeats during a 1 s wait: {beats}")
 
-    seen_obs = await client.call_tool("mess_observe", {"intent": f"is the door locked? ({label})"})
+    seen_obs = await client.call_tool("mess_observe", {"intent": f"is the door locked? ({label})", "wait_s": 0})
     check(not seen_obs.is_error, f"{label}: mess_observe failed")
     cancelled = await client.call_tool("mess_cancel", {"re": "last", "reason": "checked myself"})
     check(not cancelled.is_error, f"{label}: mess_cancel failed: {text_of(cancelled)}")
@@ -162,7 +162,7 @@ async def run(make_client, label: str, legacy: bool) -> None:
         await session(client, label, updates)
         if not legacy:
             # 2026-07-28: subscriptions/listen streams the update of a watched request.
-            obs = await client.call_tool("mess_observe", {"intent": f"photo of the porch ({label})"})
+            obs = await client.call_tool("mess_observe", {"intent": f"photo of the porch ({label})", "wait_s": 0})
             ref = obs.structured_content["MESS"][1]["ack"]["ref"]
             uri = f"mess://request/{ref}"
             async with client.listen(resource_subscriptions=[uri]) as sub:

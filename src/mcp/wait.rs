@@ -1,0 +1,126 @@
+//! Waiting inside a tool call (`mess_wait`, and `mess_observe` / `mess_do` with `wait_s`): the
+//! next change the caller may hear of, from the exchange's change bus (nothing polls files),
+//! with progress heartbeats so clients that reset their call timeout on progress stay patient,
+//! and an end at the deadline or when the client cancels the call.
+
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::RequestContext;
+use tokio::sync::broadcast::Receiver;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::exchange::ThreadChange;
+use crate::exchange::access;
+use crate::mcp::MessMcp;
+use crate::protocol::ids::ThreadRef;
+
+/// Longest `mess_wait` call, in seconds (also its default): inside the 60 s many clients allow
+/// a call whether or not they heed progress.
+pub(crate) const MOST_WAIT_S: u32 = 50;
+
+/// Longest wait of `mess_observe` and `mess_do` (`wait_s`), in seconds: beyond 50 s only
+/// clients that reset their timeout on progress notifications keep the call open.
+pub(crate) const MOST_REQUEST_WAIT_S: u32 = 120;
+
+/// One tool call's wait: when it started and ends, and its heartbeat.
+pub(crate) struct Waiting {
+    started: std::time::Instant,
+    deadline: tokio::time::Instant,
+    heartbeat: tokio::time::Interval,
+    token: Option<ProgressToken>,
+    beats: u32,
+}
+
+impl Waiting {
+    /// Whole seconds waited so far.
+    pub(crate) fn waited_s(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+}
+
+/// What ended one step of a wait.
+pub(crate) enum Woke {
+    /// A change the caller may hear of.
+    Change(ThreadChange),
+    /// Changes were missed (the caller fell behind): read the current state again.
+    Lagged,
+    /// The deadline passed, the client cancelled the call, or the exchange is stopping.
+    Ended,
+}
+
+impl MessMcp {
+    /// Starts a wait of at most `limit` for the call of `ctx`.
+    pub(crate) fn waiting(&self, limit: Duration, ctx: &RequestContext<RoleServer>) -> Waiting {
+        let now = tokio::time::Instant::now();
+        Waiting {
+            started: std::time::Instant::now(),
+            deadline: now + limit,
+            // The first beat one period in: a beat at once would say nothing.
+            heartbeat: tokio::time::interval_at(now + self.heartbeat, self.heartbeat),
+            token: ctx.meta.get_progress_token(),
+            beats: 0,
+        }
+    }
+
+    /// Waits for the next change the caller hears of: of `target` if given (a change that hides
+    /// the thread from the caller, such as someone else taking it, is not one it hears of), else
+    /// of any thread it is a party to. Routing decisions change nothing the caller reads.
+    pub(crate) async fn next_change(
+        &self,
+        waiting: &mut Waiting,
+        changes: &mut Receiver<ThreadChange>,
+        target: Option<&ThreadRef>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Woke {
+        loop {
+            tokio::select! {
+                () = ctx.ct.cancelled() => return Woke::Ended,
+                () = tokio::time::sleep_until(waiting.deadline) => return Woke::Ended,
+                _ = waiting.heartbeat.tick() => {
+                    if let Some(t) = &waiting.token {
+                        waiting.beats += 1;
+                        let _ = ctx.peer.notify_progress(
+                            ProgressNotificationParam::new(t.clone(), f64::from(waiting.beats))
+                                .with_message(format!("waiting, {} s so far", waiting.waited_s())),
+                        ).await;
+                    }
+                }
+                change = changes.recv() => match change {
+                    Ok(c) if c.is_routing() => {}
+                    Ok(c) => {
+                        let hears = match target {
+                            Some(t) if &c.thread == t => self.sees(&c).await,
+                            Some(_) => false,
+                            None => access::party(&self.who.id, &c.envelope),
+                        };
+                        if hears {
+                            return Woke::Change(c);
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => return Woke::Lagged,
+                    Err(RecvError::Closed) => return Woke::Ended,
+                },
+            }
+        }
+    }
+
+    /// Whether the caller may see the thread as `change` left it (the directory is read off the
+    /// async workers, and only when the envelope alone does not tell).
+    async fn sees(&self, change: &ThreadChange) -> bool {
+        match access::quick_verdict(&self.who.id, &change.envelope) {
+            Some(verdict) => verdict,
+            None => {
+                let (ex, who, env) = (
+                    self.exchange.clone(),
+                    self.who.id.clone(),
+                    change.envelope.clone(),
+                );
+                tokio::task::spawn_blocking(move || ex.sees(&who, &env))
+                    .await
+                    .unwrap_or(false)
+            }
+        }
+    }
+}
