@@ -22,6 +22,8 @@ pub struct Config {
     pub exchange: Settings,
     /// The notification channels' settings (`dispatch:`).
     pub notify: notify::Settings,
+    /// The port `mess serve` listens on without `--addr` (`http.port`, the plan's name).
+    pub http_port: Option<u16>,
 }
 
 /// A configuration problem, reported before any work starts.
@@ -58,6 +60,7 @@ impl Config {
             agent_id: None,
             exchange: Settings::defaults(),
             notify: notify::Settings::defaults(),
+            http_port: None,
         };
         // Values the exchange reads from config.yaml later (an executor's webhook key) are
         // expanded with the same environment.
@@ -108,6 +111,7 @@ impl Config {
                 config.agent_id = Some(id).filter(|s| !s.trim().is_empty());
             }
         }
+        read_http(&map, &mut config).map_err(err)?;
         if let Some(limits) = map.get("limits") {
             read_limits(limits, &mut config).map_err(err)?;
         }
@@ -125,6 +129,42 @@ impl Config {
 /// The smallest memory ceiling allowed for a query worker: the program, a DuckDB instance with
 /// the views and the first query of an empty home need about 90 MiB of it (measured).
 const MIN_QUERY_MEMORY: u64 = 128 * 1024 * 1024;
+
+/// Reads the plan's names for the HTTP side: `http: {port, secret}` and a top-level `secret:`.
+/// A secret here signs presigned links (JWTs), as `MESS_SECRET` does (which wins); the key
+/// that signs webhooks is `dispatch.webhook.secret`, a different key.
+fn read_http(map: &crate::protocol::value::Map, config: &mut Config) -> Result<(), String> {
+    let http = match map.get("http") {
+        None | Some(Value::Null) => None,
+        Some(Value::Map(m)) => Some(m),
+        Some(other) => return Err(format!("http must be a mapping, found {}", other.kind())),
+    };
+    if let Some(port) = http.and_then(|h| h.get("port")) {
+        match port {
+            Value::Int(n) if (1..=65535).contains(n) => config.http_port = Some(*n as u16),
+            Value::Null => {}
+            _ => return Err("http.port must be a port number (1 to 65535)".to_owned()),
+        }
+    }
+    let secret = [
+        map.get("secret").map(|v| ("secret", v)),
+        http.and_then(|h| h.get("secret"))
+            .map(|v| ("http.secret", v)),
+    ];
+    for (name, value) in secret.into_iter().flatten() {
+        let text = match value {
+            Value::Null => continue,
+            Value::String(s) => s.trim().to_owned(),
+            _ => return Err(format!("{name} must be text (use ${{MESS_SECRET}})")),
+        };
+        // An unset ${VAR} expands to nothing: the home's generated secret stays in use.
+        if text.is_empty() || config.exchange.link_secret.is_some() {
+            continue;
+        }
+        config.exchange.link_secret = Some(Secret(text));
+    }
+    Ok(())
+}
 
 /// Reads `limits:` (message size; queries: memory, how many at once, time) into `config`.
 fn read_limits(v: &Value, config: &mut Config) -> Result<(), String> {
@@ -448,6 +488,12 @@ routing:
     prefer: [roomba-kitchen]
   - default:
     prefer: [teague-phone]
+
+# The key that signs presigned links (JWTs); MESS_SECRET in the environment wins. Without
+# either, a key generated into .mess/ is used. `http: {port, secret}` are read too: `port` is
+# where `mess serve` listens without --addr.
+# secret: "${MESS_SECRET}"
+# http: { port: 8420 }
 
 # Limits on incoming messages and on SQL queries (`mess query`, /query, mess_query). Each
 # query runs in a worker process whose memory is capped at query_memory; a query needing more

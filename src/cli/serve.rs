@@ -20,8 +20,9 @@ fn dispatch_retry() -> std::time::Duration {
 pub(crate) struct ServeArgs {
     /// Address to listen on; anything but loopback exposes the API (every route but /healthz
     /// needs a key or a link either way)
-    #[arg(long, default_value = "127.0.0.1:8420", value_name = "HOST:PORT")]
-    addr: SocketAddr,
+    /// [default: 127.0.0.1:8420, or `http.port` of config.yaml on 127.0.0.1]
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: Option<SocketAddr>,
 }
 
 pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
@@ -50,8 +51,9 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         )),
         Err(e) => output::warn(&format!("cannot sweep interrupted writes: {e}")),
     }
-    // A channel without its settings would fail every delivery: say so now.
-    for problem in cx.exchange.channel_problems() {
+    // A channel without its settings would fail every delivery, and a misspelt key is silently
+    // ignored: say so now (the same lines as `mess status` and `mess fsck`).
+    for problem in cx.exchange.config_problems() {
         output::warn(&problem);
     }
     let exchange = Arc::new(cx.exchange.clone().with_background_routing());
@@ -65,15 +67,16 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             None
         }
     };
+    let addr = args
+        .addr
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], cx.config.http_port.unwrap_or(8420))));
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.addr)
-            .await
-            .map_err(|e| {
-                CliError::with_hint(
-                    format!("cannot listen on {}: {e}", args.addr),
-                    "pick another port with --addr 127.0.0.1:PORT",
-                )
-            })?;
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            CliError::with_hint(
+                format!("cannot listen on {addr}: {e}"),
+                "pick another port with --addr 127.0.0.1:PORT",
+            )
+        })?;
         let local = listener
             .local_addr()
             .map_err(|e| CliError::new(format!("cannot read the bound address: {e}")))?;

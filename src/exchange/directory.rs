@@ -86,6 +86,9 @@ impl Directory {
             problems: errors.iter().map(ToString::to_string).collect(),
             ..Directory::default()
         };
+        if let Some(raw) = &files.config {
+            dir.problems.extend(super::config_keys::problems(raw));
+        }
         let config = files.config.as_ref().and_then(Value::as_map);
         if let Some(execs) = config.and_then(|c| c.get("executors")) {
             match execs {

@@ -543,3 +543,71 @@ fn agent_mail_from_the_command_line_and_in_sql() {
     );
     assert!(refused.contains("hidden folder"), "{refused}");
 }
+
+#[test]
+fn the_plans_config_names_are_read_and_misspelt_keys_are_reported() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let secret = "a-link-secret-of-more-than-32-bytes-0123456789";
+    let home = Home::with_config(&format!(
+        "{CONFIG}http:\n  port: {port}\nsecret: {secret}\nlimts:\n  queries: 2\n"
+    ));
+    // A misspelt key is named, with what it likely meant, by status and fsck.
+    let status = home.run(&["status"]);
+    let said = String::from_utf8_lossy(&status.stderr).into_owned()
+        + &String::from_utf8_lossy(&status.stdout);
+    assert!(
+        said.contains("limts: unknown key; did you mean limits?"),
+        "{said}"
+    );
+    let fsck = home.run(&["fsck"]);
+    let said =
+        String::from_utf8_lossy(&fsck.stderr).into_owned() + &String::from_utf8_lossy(&fsck.stdout);
+    assert!(said.contains("did you mean limits?"), "{said}");
+    // `secret:` signs the links (the plan's name for MESS_SECRET).
+    let r = home
+        .ok(&[
+            "request",
+            "photo",
+            "--requires",
+            "take-photo",
+            "--as",
+            "claude-agent",
+        ])
+        .trim()
+        .to_owned();
+    let link = home.ok(&["link", &r, "--executor", "teague-phone"]);
+    let token = link.trim().split("token=").nth(1).unwrap().to_owned();
+    let mut rules = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    rules.required_spec_claims.clear();
+    rules.validate_exp = false;
+    let with = |key: &str| {
+        jsonwebtoken::decode::<serde_json::Value>(
+            &token,
+            &jsonwebtoken::DecodingKey::from_secret(key.as_bytes()),
+            &rules,
+        )
+    };
+    assert!(with(secret).is_ok());
+    assert!(with("another-secret-of-more-than-32-bytes-0123456789").is_err());
+    // `http.port` is where `mess serve` listens without --addr.
+    let mut child = home
+        .command(&["serve"])
+        .env("MESS_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+}
