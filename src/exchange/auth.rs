@@ -194,6 +194,13 @@ impl Exchange {
         .map_err(link_error)
     }
 
+    /// Checks a presigned link's token on its own (signature, expiry) and returns its grant,
+    /// for the implementation plan's client calls that carry it as a bearer token
+    /// (`POST /mess`, `GET /mess/{ref}`).
+    pub fn check_link_token(&self, token: &str) -> Result<Grant, Error> {
+        links::verify_any(&self.link_secret()?, token, self.now().timestamp()).map_err(link_error)
+    }
+
     /// Submits `message` through a presigned link: every payload must be a status or a
     /// response about the link's thread, of an action the link allows, and it is sent as the
     /// link's executor. The exchange's own rules (eligibility, transitions) then apply as for

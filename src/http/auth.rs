@@ -1,4 +1,5 @@
-//! The caller of a bearer-authenticated route: the principal of its API key.
+//! The caller of a bearer-authenticated route: the principal of its API key, or, on the routes
+//! the implementation plan's page calls, a presigned link's token.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -11,29 +12,64 @@ use crate::http::error::ApiError;
 #[derive(Debug, Clone)]
 pub struct Caller(pub Principal);
 
+/// What a bearer token is on routes that take either: an API key's principal, or a presigned
+/// link's token (a JWT: three dot-separated parts, which no API key has), checked by the route
+/// against what it is asked to do.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    /// An API key's principal.
+    Key(Principal),
+    /// A link token, not yet checked.
+    Link(String),
+}
+
+impl FromRequestParts<AppState> for Credential {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Credential, ApiError> {
+        let token = bearer(parts)?;
+        if token.split('.').count() == 3 {
+            return Ok(Credential::Link(token));
+        }
+        let ex = state.exchange.clone();
+        let principal = state
+            .blocking(move || ex.authenticate(&token))
+            .await??
+            .ok_or_else(|| ApiError::unauthorized("unknown API key"))?;
+        Ok(Credential::Key(principal))
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(parts: &Parts) -> Result<String, ApiError> {
+    let header = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            ApiError::unauthorized(
+                "an API key is required (Authorization: Bearer <key>; `mess token` makes one)",
+            )
+        })?;
+    // RFC 7235: the scheme is case-insensitive; one or more blanks separate it.
+    let key = header
+        .split_once([' ', '\t'])
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim())
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be `Bearer <key>`"))?
+        .to_owned();
+    Ok(key)
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, ApiError> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| {
-                ApiError::unauthorized(
-                    "an API key is required (Authorization: Bearer <key>; `mess token` makes one)",
-                )
-            })?;
-        // RFC 7235: the scheme is case-insensitive; one or more blanks separate it.
-        let key = header
-            .split_once([' ', '\t'])
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, key)| key.trim())
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
-                ApiError::unauthorized("the Authorization header must be `Bearer <key>`")
-            })?
-            .to_owned();
+        let key = bearer(parts)?;
         let ex = state.exchange.clone();
         let principal = state
             .blocking(move || ex.authenticate(&key))

@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 
+use crate::exchange::Exchange;
 use crate::exchange::error::Error;
 use crate::http::AppState;
 use crate::http::body::{self, Format};
@@ -47,32 +48,35 @@ pub async fn read(
     let (thread, token) = decode(reference, token)?;
     let ex = state.exchange.clone();
     let value = state
-        .blocking(move || -> Result<Value, Error> {
-            let (file, grant) = ex.read_with_link(&token, &thread)?;
-            let mut out = Map::new();
-            out.insert("envelope", file.envelope.to_value());
-            // Who the link acts as and what it allows, so a page offers only what can work.
-            let mut link = Map::new();
-            link.insert("executor", Value::str(&grant.executor));
-            link.insert(
-                "actions",
-                Value::Seq(
-                    grant
-                        .actions
-                        .iter()
-                        .map(|a| Value::str(a.as_str()))
-                        .collect(),
-                ),
-            );
-            out.insert("link", Value::Map(link));
-            out.insert(
-                "messages",
-                Value::Seq(file.messages()?.iter().map(|m| m.to_value()).collect()),
-            );
-            Ok(Value::Map(out))
-        })
+        .blocking(move || read_value(&ex, &token, &thread))
         .await??;
     Ok(body::render(Format::of(&headers), StatusCode::OK, &value))
+}
+
+/// The thread a link reads, with who the link acts as and what it allows (so a page offers
+/// only what can work).
+pub(crate) fn read_value(ex: &Exchange, token: &str, thread: &ThreadRef) -> Result<Value, Error> {
+    let (file, grant) = ex.read_with_link(token, thread)?;
+    let mut out = Map::new();
+    out.insert("envelope", file.envelope.to_value());
+    let mut link = Map::new();
+    link.insert("executor", Value::str(&grant.executor));
+    link.insert(
+        "actions",
+        Value::Seq(
+            grant
+                .actions
+                .iter()
+                .map(|a| Value::str(a.as_str()))
+                .collect(),
+        ),
+    );
+    out.insert("link", Value::Map(link));
+    out.insert(
+        "messages",
+        Value::Seq(file.messages()?.iter().map(|m| m.to_value()).collect()),
+    );
+    Ok(Value::Map(out))
 }
 
 /// `POST /thread/{ref}?token=`: one MESS message (status and response payloads about this

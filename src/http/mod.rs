@@ -62,6 +62,7 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
     Router::new()
         .route("/healthz", get(healthz))
         .route("/mess", post(threads::submit))
+        .route("/mess/{ref}", get(threads::read))
         .route("/threads", get(threads::list))
         .route("/threads/{ref}", get(threads::one))
         .route("/thread/{ref}", get(link::read).post(link::post))

@@ -8,39 +8,90 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 
-use crate::exchange::Sender;
 use crate::exchange::access::ThreadFilter;
+use crate::exchange::{Exchange, Sender};
 use crate::http::AppState;
-use crate::http::auth::Caller;
+use crate::http::auth::{Caller, Credential};
 use crate::http::body::{self, Format};
 use crate::http::error::ApiError;
+use crate::http::link;
+use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State as Folder;
 use crate::protocol::status::Status;
 use crate::protocol::value::{Map, Value};
 
 /// `POST /mess`: one MESS message (JSON or YAML) as the caller; answers with the exchange's
-/// reply.
+/// reply. The caller is an API key's principal, or a presigned link's executor (the plan's
+/// page posts with the link's token as its bearer token: status and response payloads about
+/// the link's thread only, checked before the body is read).
 pub async fn submit(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    credential: Credential,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let format = Format::of(&headers);
     let json = body::sent_as_json(&headers);
     let limit = state.exchange.settings().max_message_bytes;
-    let holder = format!("{}:{}", caller.role, caller.id);
-    let body = body::text(&headers, body, limit, &state.bodies, &holder).await?;
     let ex = state.exchange.clone();
-    let reply = state
-        .blocking(move || -> Result<Value, crate::exchange::error::Error> {
-            let sender = Sender::principal(&caller, "http");
-            ex.take_body(&body.text, json, |message| {
-                Ok(ex.submit(message, &sender)?.to_value())
-            })
-        })
-        .await??;
+    let reply = match credential {
+        Credential::Key(caller) => {
+            let holder = format!("{}:{}", caller.role, caller.id);
+            let body = body::text(&headers, body, limit, &state.bodies, &holder).await?;
+            state
+                .blocking(move || -> Result<Value, crate::exchange::error::Error> {
+                    let sender = Sender::principal(&caller, "http");
+                    ex.take_body(&body.text, json, |message| {
+                        Ok(ex.submit(message, &sender)?.to_value())
+                    })
+                })
+                .await??
+        }
+        Credential::Link(token) => {
+            let check = ex.clone();
+            let grant = state
+                .blocking(move || check.check_link_token(&token))
+                .await??;
+            let holder = format!("link:{}", grant.executor);
+            let body = body::text(&headers, body, limit, &state.bodies, &holder).await?;
+            state
+                .blocking(move || -> Result<Value, crate::exchange::error::Error> {
+                    ex.take_body(&body.text, json, |message| {
+                        Ok(ex.submit_with_link(message, &grant)?.to_value())
+                    })
+                })
+                .await??
+        }
+    };
     Ok(body::render(format, StatusCode::OK, &reply))
+}
+
+/// `GET /mess/{ref}`: the implementation plan's read of one thread, with an API key (as
+/// `GET /threads/{ref}`) or a presigned link's token as the bearer token (as
+/// `GET /thread/{ref}?token=`).
+pub async fn read(
+    State(state): State<AppState>,
+    credential: Credential,
+    headers: HeaderMap,
+    reference: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(reference) = reference.map_err(|e| ApiError::malformed(e.body_text()))?;
+    let ex = state.exchange.clone();
+    let value = match credential {
+        Credential::Key(caller) => {
+            state
+                .blocking(move || thread_value(&ex, &reference, &caller.id))
+                .await??
+        }
+        Credential::Link(token) => {
+            let thread = ThreadRef::parse(&reference)
+                .map_err(|e| ApiError::from(crate::exchange::error::Error::from(e)))?;
+            state
+                .blocking(move || link::read_value(&ex, &token, &thread))
+                .await??
+        }
+    };
+    Ok(body::render(Format::of(&headers), StatusCode::OK, &value))
 }
 
 /// Filters of `GET /threads`.
@@ -117,17 +168,24 @@ pub async fn one(
     let Path(reference) = reference.map_err(|e| ApiError::malformed(e.body_text()))?;
     let ex = state.exchange.clone();
     let value = state
-        .blocking(move || -> Result<Value, crate::exchange::error::Error> {
-            let thread = ex.thread_for(&reference, &caller.id)?;
-            let messages = thread.messages()?;
-            let mut out = Map::new();
-            out.insert("envelope", thread.envelope.to_value());
-            out.insert(
-                "messages",
-                Value::Seq(messages.iter().map(|m| m.to_value()).collect()),
-            );
-            Ok(Value::Map(out))
-        })
+        .blocking(move || thread_value(&ex, &reference, &caller.id))
         .await??;
     Ok(body::render(Format::of(&headers), StatusCode::OK, &value))
+}
+
+/// One thread as `who` may read it: its envelope and messages.
+fn thread_value(
+    ex: &Exchange,
+    reference: &str,
+    who: &str,
+) -> Result<Value, crate::exchange::error::Error> {
+    let thread = ex.thread_for(reference, who)?;
+    let messages = thread.messages()?;
+    let mut out = Map::new();
+    out.insert("envelope", thread.envelope.to_value());
+    out.insert(
+        "messages",
+        Value::Seq(messages.iter().map(|m| m.to_value()).collect()),
+    );
+    Ok(Value::Map(out))
 }

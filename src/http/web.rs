@@ -1,7 +1,8 @@
-//! The human executor page (`GET /respond?ref=&token=`) and its two assets, embedded in the
-//! binary. Serving them reads no thread and changes nothing: the page itself fetches the
-//! thread with the link's token. The headers keep it self-contained: nothing from other hosts,
-//! no framing, no referrer carrying the token, no caching.
+//! The human executor page (`GET /respond?ref=&token=`, or the plan's `request=` for `ref=`)
+//! and its two assets, embedded in the binary. Serving them reads no thread and changes
+//! nothing: the page itself fetches the thread with the link's token. The headers keep it
+//! self-contained: nothing from other hosts, no framing, no referrer carrying the token, no
+//! caching.
 
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};

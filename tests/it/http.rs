@@ -933,3 +933,105 @@ fn a_link_holder_hears_of_its_thread_and_nothing_else() {
     let data = next_data(&mut reader);
     assert_eq!(data["ref"], mine.as_str(), "only its own thread: {data}");
 }
+
+#[test]
+fn the_plans_client_calls_work_with_a_link_token_as_the_bearer() {
+    let home = Home::with_config(CONFIG);
+    let agent = key(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let create = |intent: &str| {
+        let (_, body) = server.post_yaml(
+            &agent,
+            &format!("MESS:\n  - request:\n      intent: {intent}\n      requires: [take-photo]\n"),
+        );
+        json(&body)["MESS"][1]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let r = create("photo of the fridge");
+    let other = create("photo of the garden");
+    let token_of = |extra: &[&str]| {
+        let mut args = vec!["link", r.as_str(), "--executor", "teague-phone"];
+        args.extend_from_slice(extra);
+        home.ok(&args)
+            .trim()
+            .rsplit("token=")
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let token = token_of(&[]);
+    let read_only = token_of(&["--actions", "read"]);
+    let bearer = |t: &str| format!("Bearer {t}");
+    // GET /mess/{ref}, as the plan's page loads the request.
+    let (status, body) = server.send(
+        "GET",
+        &format!("/mess/{r}"),
+        &[("authorization", &bearer(&token))],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["envelope"]["ref"], r.as_str());
+    let (status, body) = server.send(
+        "GET",
+        &format!("/mess/{other}"),
+        &[("authorization", &bearer(&token))],
+        b"",
+    );
+    assert_eq!((status, error_code(&body).as_str()), (403, "forbidden"));
+    // An API key reads it too, as GET /threads/{ref}.
+    let (status, body) = server.get(&format!("/mess/{r}"), &agent);
+    assert_eq!(status, 200, "{body}");
+    // POST /mess with the token: status and response about the link's thread, within its actions.
+    let post = |t: &str, yaml: String| {
+        server.send(
+            "POST",
+            "/mess",
+            &[
+                ("authorization", &bearer(t)),
+                ("content-type", "application/yaml"),
+            ],
+            yaml.as_bytes(),
+        )
+    };
+    let (status, body) = post(
+        &read_only,
+        format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n"),
+    );
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (403, "forbidden"),
+        "{body}"
+    );
+    let (status, body) = post(
+        &token,
+        format!("MESS:\n  - status:\n      re: {other}\n      code: claimed\n"),
+    );
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = post(&token, "MESS:\n  - request:\n      intent: x\n".to_owned());
+    assert_eq!(status, 403, "a link cannot ask for work: {body}");
+    let (status, body) = post(
+        &token,
+        format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server.send(
+        "GET",
+        &format!("/mess/{r}"),
+        &[("authorization", &bearer(&token))],
+        b"",
+    );
+    assert_eq!(
+        json(&body)["envelope"]["executor"],
+        "teague-phone",
+        "{body}"
+    );
+    // A forged token is no key and no link.
+    let forged = format!("{}x", &token[..token.len() - 1]);
+    let (status, _) = post(
+        &forged,
+        format!("MESS:\n  - status:\n      re: {r}\n      code: in_progress\n"),
+    );
+    assert_eq!(status, 401);
+}

@@ -5,7 +5,8 @@
 'use strict';
 (function () {
   var params = new URLSearchParams(location.search);
-  var ref = params.get('ref') || '';
+  // The implementation plan's links name the thread `request=`; ours `ref=`.
+  var ref = params.get('ref') || params.get('request') || '';
   var token = params.get('token') || '';
   // Kept for this tab only, so a reload still works; no script from the thread can run here
   // (the page's policy allows only this file).
