@@ -1022,6 +1022,7 @@ fn the_plans_client_calls_work_with_a_link_token_as_the_bearer() {
         &[("authorization", &bearer(&token))],
         b"",
     );
+    assert_eq!(status, 200, "{body}");
     assert_eq!(
         json(&body)["envelope"]["executor"],
         "teague-phone",
