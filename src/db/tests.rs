@@ -377,6 +377,7 @@ fn route_batch_routes_each_request_as_route_for_does_alone() {
             requires: req.iter().map(|s| s.to_string()).collect(),
             precision: prec.map(str::to_owned),
             urgency: urg.map(str::to_owned),
+            ..RouteWanted::default()
         })
         .collect();
     let batch = db.route_batch(&wanted, &noon, None).unwrap();
@@ -443,15 +444,24 @@ fn routing_covers_rules_capabilities_availability_and_metadata() {
     );
     assert_eq!(
         route(
+            &["{\"vacuum-floor\": {\"areas\": [\"kitchen\"]}}"],
+            None,
+            &noon
+        ),
+        ["kitchen-robot: holds vacuum-floor"],
+        "capability metadata is satisfied only by an executor whose metadata holds it"
+    );
+    assert!(
+        route(
             &[
                 "{\"vacuum-floor\": {\"areas\": [\"kitchen\"]}}",
                 "home-kitchen-access"
             ],
             None,
             &noon
-        ),
-        ["roomba-kitchen: rule 1 (match capability vacuum-floor) prefers roomba-kitchen"],
-        "capability metadata is tolerated"
+        )
+        .is_empty(),
+        "the kitchen's holder declares no areas"
     );
     assert_eq!(
         flat(
@@ -544,8 +554,8 @@ routing:
     assert_eq!(
         route(&["take-photo"], Some("immediate")),
         [
-            "arm: rule 2 (match urgency immediate) strategy lower_latency: all eligible",
-            "phone: rule 2 (match urgency immediate) strategy lower_latency: all eligible"
+            "arm: rule 2 (match urgency immediate) strategy lower_latency: not measured yet",
+            "phone: rule 2 (match urgency immediate) strategy lower_latency: not measured yet"
         ]
     );
 }

@@ -289,12 +289,7 @@ impl Exchange {
                 ))
             })?;
         }
-        Ok(Some(RouteWanted {
-            thread: thread.to_string(),
-            requires: input.requires,
-            precision: input.precision.map(|p| p.as_str().to_owned()),
-            urgency: input.urgency.map(|u| u.as_str().to_owned()),
-        }))
+        Ok(Some(input.wanted(thread.to_string())))
     }
 }
 

@@ -932,9 +932,10 @@ fn routing_follows_rules_then_default_then_capability() {
         "claude-agent",
         "intent: print\nrequires:\n  - vacuum-floor: {areas: [kitchen]}",
     );
-    assert!(
-        note(&meta).unwrap().contains("roomba-kitchen"),
-        "capability metadata is tolerated"
+    assert_eq!(
+        note(&meta),
+        None,
+        "capability metadata must be satisfied, and no executor here declares areas"
     );
 }
 
