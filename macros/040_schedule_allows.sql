@@ -9,26 +9,29 @@
 -- with `*`), a day matching either is allowed; otherwise both must match. A malformed
 -- schedule allows nothing (false, never an error: one bad schedule cannot stop a routing
 -- pass).
--- Depends on: cron_field_matches.
+-- Depends on: cron_parse, cron_ranges_match.
 CREATE OR REPLACE MACRO schedule_allows(fields, wall) AS
     CASE WHEN len(fields) <> 5 THEN false
-    ELSE coalesce(
-        (CASE WHEN regexp_full_match(fields[1], '[0-9]{1,2}')
-              THEN minute(make_timestamp(epoch_us(wall))) >= TRY_CAST(fields[1] AS INTEGER)
-                   AND TRY_CAST(fields[1] AS INTEGER) <= 59
-              ELSE cron_field_matches(fields[1], minute(make_timestamp(epoch_us(wall))), 0) END)
-        AND cron_field_matches(fields[2], hour(make_timestamp(epoch_us(wall))), 0)
-        AND cron_field_matches(fields[4], month(make_timestamp(epoch_us(wall))), 1)
-        AND (CASE WHEN starts_with(fields[3], '*') OR starts_with(fields[5], '*')
-                  THEN cron_field_matches(fields[3], day(make_timestamp(epoch_us(wall))), 1)
-                       AND cron_day_of_week_matches(fields[5], make_timestamp(epoch_us(wall)))
-                  ELSE (cron_field_matches(fields[3], day(make_timestamp(epoch_us(wall))), 1)
-                        OR cron_day_of_week_matches(fields[5], make_timestamp(epoch_us(wall))))
-                       -- A malformed field allows nothing, even beside one that matches.
-                       AND cron_field_matches(fields[3], 1, 1) IS NOT NULL
-                       AND cron_day_of_week_matches(fields[5], make_timestamp(epoch_us(wall))) IS NOT NULL
-             END),
-        false)
+    -- Each field is parsed once and the wall-clock time read once (the lambda holds them).
+    ELSE list_transform([{'ranges': list_transform(fields, lambda cron_f, cron_i: cron_parse(cron_f, CASE WHEN cron_i IN (3, 4) THEN 1 ELSE 0 END)),
+                          'fields': fields, 'at': make_timestamp(epoch_us(wall))}],
+        lambda cron_s: coalesce(
+            CASE WHEN regexp_full_match(cron_s.fields[1], '[0-9]{1,2}')
+                 THEN minute(cron_s.at) >= TRY_CAST(cron_s.fields[1] AS INTEGER)
+                 ELSE cron_ranges_match(cron_s.ranges[1], minute(cron_s.at)) END
+            AND cron_ranges_match(cron_s.ranges[2], hour(cron_s.at))
+            AND cron_ranges_match(cron_s.ranges[4], month(cron_s.at))
+            AND CASE WHEN NOT starts_with(cron_s.fields[3], '*') AND NOT starts_with(cron_s.fields[5], '*')
+                     -- A malformed field allows nothing, even beside one that matches.
+                     THEN (cron_ranges_match(cron_s.ranges[3], day(cron_s.at))
+                           OR cron_ranges_match(cron_s.ranges[5], dayofweek(cron_s.at))
+                           -- Sunday is 0, and 7 as well.
+                           OR (dayofweek(cron_s.at) = 0 AND cron_ranges_match(cron_s.ranges[5], 7)))
+                          AND cron_s.ranges[3] IS NOT NULL AND cron_s.ranges[5] IS NOT NULL
+                     ELSE cron_ranges_match(cron_s.ranges[3], day(cron_s.at))
+                          AND (cron_ranges_match(cron_s.ranges[5], dayofweek(cron_s.at))
+                               OR (dayofweek(cron_s.at) = 0 AND cron_ranges_match(cron_s.ranges[5], 7))) END,
+            false))[1]
     END;
 
 -- schedule_fields(schedule): the blank-separated fields of a cron schedule, in lower case,

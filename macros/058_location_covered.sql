@@ -1,21 +1,26 @@
+-- place_covered(places, wanted_place): whether an executor reaching `places`
+-- (executor_places) covers a request's place path `wanted_place` (place_path): one of its
+-- places is that path or above it (`home` covers `home/kitchen`). Covered when there is no
+-- path to compare or the executor names no place.
+CREATE OR REPLACE MACRO place_covered(places, wanted_place) AS
+    wanted_place IS NULL OR len(coalesce(places, [])) = 0
+    OR list_bool_or(list_transform(places, lambda place: wanted_place = place OR starts_with(wanted_place, place || '/')));
+
+-- area_covered(area, wanted_area): whether an executor working in `area` (area_of) covers a
+-- request's target area `wanted_area`: they overlap (centres at most the two radii apart).
+-- Covered when either is missing.
+-- Depends on: distance_km.
+CREATE OR REPLACE MACRO area_covered(area, wanted_area) AS
+    area IS NULL OR wanted_area IS NULL
+    OR distance_km(area, wanted_area) <= area.radius_km + wanted_area.radius_km;
+
 -- location_covered(access, exec_location, wanted): whether an executor with place paths
 -- `access` (VARCHAR[]) and `location` `exec_location` (JSON) covers a request's
--- `constraints.location` `wanted` (JSON). A place path (place_path) is covered by an
--- executor's path equal to it or above it (`home` covers `home/kitchen`; its `access` and a
--- text `location` count); an area (area_of) by an executor's area that overlaps it (centres
--- at most the two radii apart). Whatever cannot be compared (free text, an executor that
--- declares no place or no area, no location) is covered.
--- Depends on: place_path, area_of, distance_km.
+-- `constraints.location` `wanted` (JSON): a place path by place_covered, an area by
+-- area_covered; whatever cannot be compared (free text, an executor that declares no place or
+-- no area, no location) is covered. route_batch applies the same two tests to columns it
+-- reads once.
+-- Depends on: executor_places, place_path, area_of.
 CREATE OR REPLACE MACRO location_covered(access, exec_location, wanted) AS
-    CASE
-        WHEN place_path(wanted) IS NOT NULL THEN
-            coalesce(list_bool_or(list_transform(
-                list_concat(coalesce(access, []::VARCHAR[]),
-                            CASE WHEN json_type(exec_location) = 'VARCHAR' THEN [exec_location ->> '$'] ELSE []::VARCHAR[] END),
-                lambda place: place_path(wanted) = rtrim(lower(trim(place)), '/')
-                              OR starts_with(place_path(wanted), rtrim(lower(trim(place)), '/') || '/'))),
-                     true)
-        WHEN area_of(wanted) IS NOT NULL AND area_of(exec_location) IS NOT NULL THEN
-            distance_km(area_of(wanted), area_of(exec_location)) <= area_of(wanted).radius_km + area_of(exec_location).radius_km
-        ELSE true
-    END;
+    place_covered(executor_places(access, exec_location), place_path(wanted))
+    AND area_covered(area_of(exec_location), area_of(wanted));

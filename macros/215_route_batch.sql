@@ -7,21 +7,25 @@
 -- ordered by i, then rank.
 -- Eligible: available at `instant` (executor_availability_at), holding every required
 -- capability with metadata that satisfies the request's (meta_satisfies), covering its
--- location (location_covered) and, when the executor lists environments, every environment
--- the request names (case-insensitively). `on_demand` executors are eligible only when no
--- other executor is. A `prefer` list ranks in its order; a strategy ranks every eligible
--- executor: lower_latency by the shortest median time to claim plus median time to complete
--- (executor_stats), higher_precision by the highest share of its finished work that it
--- completed (completed / (completed + failed)), then by more completions; executors not yet
--- measured come after the measured ones, and ties go to the least loaded.
+-- location (location_covered, here over the executors' `places` and `area`) and, when the
+-- executor lists environments, every environment the request names (in any letter case).
+-- `on_demand` executors are eligible only when no other executor is. A `prefer` list ranks in
+-- its order; a strategy ranks every eligible executor: lower_latency by the shortest median
+-- time to claim plus median time to complete (executor_stats), higher_precision by the
+-- highest share of its finished work that it completed (completed / (completed + failed)),
+-- then by more completions; executors not yet measured come after the measured ones, and
+-- ties go to the least loaded.
 -- Depends on: executors, executor_availability_at, executor_stats, routing_rules,
--- capability_id, capability_needs, meta_satisfies, location_covered.
+-- capability_id, capability_needs, meta_satisfies, place_path, area_of, place_covered,
+-- area_covered.
 CREATE OR REPLACE MACRO route_batch(reqs, instant) AS TABLE
-WITH wanted AS (
-    -- Capability ids and needs once per request (`executors` already holds ids): every later
-    -- test is plain list logic, which keeps this statement cheap to bind.
+WITH wanted AS MATERIALIZED (
+    -- Capability ids, needs and location once per request (`executors` already holds ids):
+    -- every later test is plain list logic, which keeps this statement cheap to bind.
+    -- Materialized: it is read four times, and each inlined copy would be bound again.
     SELECT i, ref, requires, list_transform(requires, lambda needed: capability_id(needed)) AS req_ids,
-           capability_needs(requires) AS req_needs, want_precision, want_urgency, want_location,
+           capability_needs(requires) AS req_needs, want_precision, want_urgency,
+           place_path(want_location) AS want_place, area_of(want_location) AS want_area,
            list_transform(want_environment, lambda env_name: lower(trim(env_name))) AS want_env
     FROM (
         SELECT i, w.ref AS ref, coalesce(w.requires, []::VARCHAR[]) AS requires,
@@ -32,7 +36,7 @@ WITH wanted AS (
     )
 ),
 available AS (
-    SELECT e.id, e.capabilities, e.capability_meta, e.access, e.location,
+    SELECT e.id, e.capabilities, e.capability_meta, e.places, e.area,
            list_transform(coalesce(e.environment, []::VARCHAR[]), lambda env_name: lower(trim(env_name))) AS environment,
            e.availability = 'on_demand' AS on_demand, a.active_claims,
            s.median_time_to_claim + s.median_time_to_complete AS latency,
@@ -46,7 +50,8 @@ capable AS (
     FROM wanted w, available x
     WHERE list_has_all(coalesce(x.capabilities, []::VARCHAR[]), w.req_ids)
       AND (len(w.req_needs) = 0 OR meta_satisfies(x.capability_meta, w.req_needs))
-      AND (w.want_location IS NULL OR location_covered(x.access, x.location, w.want_location))
+      AND place_covered(x.places, w.want_place)
+      AND area_covered(x.area, w.want_area)
       AND (len(x.environment) = 0 OR list_has_all(x.environment, w.want_env))
 ),
 eligible AS (

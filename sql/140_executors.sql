@@ -5,8 +5,11 @@
 -- unset), schedule, timezone (the zone its schedule is read in: its own `timezone:`, else
 -- config.yaml's top-level `timezone:`, else UTC), access (place paths it reaches), location
 -- (JSON: a place path or an area {lat, lng, radius_km}), environment (conditions it works in),
+-- places (executor_places: its access and text location, as routing compares them), area
+-- (area_of its location),
 -- notify (JSON), source (config | registration), registered_by.
--- Depends on: read_yaml_auto, capability_id, text_list, the json extension.
+-- Depends on: read_yaml_auto, capability_id, text_list, executor_places, area_of, the json
+-- extension.
 CREATE OR REPLACE VIEW executors AS
 WITH config_file AS (
     SELECT to_json(c) AS j
@@ -70,6 +73,8 @@ SELECT id,
        text_list(json_extract(e, '$.access')) AS access,
        CASE WHEN coalesce(json_type(e, '$.location'), 'NULL') <> 'NULL' THEN json_extract(e, '$.location') END AS location,
        text_list(json_extract(e, '$.environment')) AS environment,
+       executor_places(text_list(json_extract(e, '$.access')), json_extract(e, '$.location')) AS places,
+       area_of(json_extract(e, '$.location')) AS area,
        json_extract(e, '$.notify') AS notify,
        source,
        e ->> '$.registered_by' AS registered_by

@@ -3,8 +3,9 @@
 
 /// Every asset file in load order: by the number in the file name, macros before views at the
 /// same number. DuckDB binds a macro's body when the macro is created, so scalar macros come
-/// first (010-099), then the views (100-199), then the table macros that read views
-/// (200-299), then the views that call those (300-).
+/// first (010-099, with the constant table `time_zones` among them), then the views
+/// (100-199), then the table macros that read views (200-299), then the views that call those
+/// (300-).
 pub const ASSETS: &[(&str, &str)] = &[
     (
         "macros/010_capability_id.sql",
@@ -27,12 +28,12 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/023_clock_seconds.sql"),
     ),
     (
-        "macros/024_tz_rules.sql",
-        include_str!("../../macros/024_tz_rules.sql"),
+        "macros/024_tz_parse.sql",
+        include_str!("../../macros/024_tz_parse.sql"),
     ),
     (
-        "macros/025_tz_parse.sql",
-        include_str!("../../macros/025_tz_parse.sql"),
+        "sql/025_time_zones.sql",
+        include_str!("../../sql/025_time_zones.sql"),
     ),
     (
         "macros/026_tz_transition.sql",
@@ -47,16 +48,20 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/028_local_time.sql"),
     ),
     (
-        "macros/030_cron_field_matches.sql",
-        include_str!("../../macros/030_cron_field_matches.sql"),
+        "macros/029_cron_parse.sql",
+        include_str!("../../macros/029_cron_parse.sql"),
+    ),
+    (
+        "macros/031_cron_ranges_match.sql",
+        include_str!("../../macros/031_cron_ranges_match.sql"),
+    ),
+    (
+        "macros/032_cron_field_matches.sql",
+        include_str!("../../macros/032_cron_field_matches.sql"),
     ),
     (
         "macros/035_cron_names.sql",
         include_str!("../../macros/035_cron_names.sql"),
-    ),
-    (
-        "macros/038_cron_day_of_week_matches.sql",
-        include_str!("../../macros/038_cron_day_of_week_matches.sql"),
     ),
     (
         "macros/040_schedule_allows.sql",
@@ -87,12 +92,12 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/056_distance_km.sql"),
     ),
     (
-        "macros/058_location_covered.sql",
-        include_str!("../../macros/058_location_covered.sql"),
+        "macros/057_executor_places.sql",
+        include_str!("../../macros/057_executor_places.sql"),
     ),
     (
-        "sql/105_time_zones.sql",
-        include_str!("../../sql/105_time_zones.sql"),
+        "macros/058_location_covered.sql",
+        include_str!("../../macros/058_location_covered.sql"),
     ),
     (
         "sql/110_threads.sql",
@@ -156,16 +161,16 @@ pub const ASSETS: &[(&str, &str)] = &[
 /// The placeholder for the exchange home in asset files.
 const HOME: &str = "{{home}}";
 
-/// The placeholder for the entries of the `tz_rules()` map: `'zone': 'rule', ...`.
+/// The placeholder for the rows of the `time_zones` table: `('zone', 'rule'), ...`.
 const TIME_ZONES: &str = "{{time_zones}}";
 
-/// The time zones of `protocol::tz` as SQL map entries (names and rules hold no quote;
-/// doubled anyway, so that the list can never end a string).
+/// The time zones of `protocol::tz` as SQL rows (names and rules hold no quote; doubled
+/// anyway, so that the list can never end a string).
 fn time_zone_rows() -> String {
     let quote = |s: &str| s.replace('\'', "''");
     crate::protocol::tz::ZONES
         .iter()
-        .map(|(zone, rule)| format!("'{}': '{}'", quote(zone), quote(rule)))
+        .map(|(zone, rule)| format!("('{}', '{}')", quote(zone), quote(rule)))
         .collect::<Vec<_>>()
         .join(",\n    ")
 }

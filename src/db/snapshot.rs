@@ -150,7 +150,7 @@ pub(crate) fn refresh(
                 // The shapes are constants of this file; the tables take the columns and types
                 // the shapes give, whatever the rows hold.
                 con.execute_batch(&format!(
-                    "CREATE OR REPLACE TABLE snap.executors AS \
+                    "CREATE OR REPLACE TEMP TABLE executor_rows AS \
                          SELECT unnest(from_json('[]'::JSON, '{EXECUTOR_SHAPE}'), recursive := true);
                      CREATE OR REPLACE TABLE snap.routing_rules AS \
                          SELECT unnest(from_json('[]'::JSON, '{RULE_SHAPE}'), recursive := true);"
@@ -158,10 +158,18 @@ pub(crate) fn refresh(
                 .map_err(fail)?;
                 con.execute(
                     &format!(
-                        "INSERT INTO snap.executors \
+                        "INSERT INTO executor_rows \
                          SELECT unnest(from_json(?::JSON, '{EXECUTOR_SHAPE}'), recursive := true)"
                     ),
                     [executors],
+                )
+                .map_err(fail)?;
+                // The columns the executors view derives, derived by the same macros.
+                con.execute_batch(
+                    "CREATE OR REPLACE TABLE snap.executors AS
+                         SELECT *, executor_places(access, location) AS places, area_of(location) AS area
+                         FROM executor_rows;
+                     DROP TABLE executor_rows;",
                 )
                 .map_err(fail)?;
                 con.execute(

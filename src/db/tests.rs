@@ -639,3 +639,361 @@ fn the_routing_snapshot_follows_config_edits_and_live_claims() {
     // Other statements on the connection still see the live views.
     assert_eq!(flat(&db, "SELECT count(*) FROM executors"), ["3"]);
 }
+
+#[test]
+fn time_zones_give_wall_clock_time_across_daylight_saving_changes() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    // Known answers from tzdata 2025b (Python's zoneinfo): each change's last second before
+    // and first second after, and zones with half-hour, 45-minute, negative and southern rules.
+    for (zone, instant, wall, offset) in [
+        (
+            "Europe/Berlin",
+            "2026-03-29T00:59:59Z",
+            "2026-03-29 01:59:59",
+            3600,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-03-29T01:00:00Z",
+            "2026-03-29 03:00:00",
+            7200,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-10-25T00:59:59Z",
+            "2026-10-25 02:59:59",
+            7200,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-10-25T01:00:00Z",
+            "2026-10-25 02:00:00",
+            3600,
+        ),
+        (
+            "America/New_York",
+            "2026-03-08T06:59:59Z",
+            "2026-03-08 01:59:59",
+            -18000,
+        ),
+        (
+            "America/New_York",
+            "2026-03-08T07:00:00Z",
+            "2026-03-08 03:00:00",
+            -14400,
+        ),
+        (
+            "America/New_York",
+            "2026-11-01T05:59:59Z",
+            "2026-11-01 01:59:59",
+            -14400,
+        ),
+        (
+            "America/New_York",
+            "2026-11-01T06:00:00Z",
+            "2026-11-01 01:00:00",
+            -18000,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-04-04T15:59:59Z",
+            "2026-04-05 02:59:59",
+            39600,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-04-04T16:00:00Z",
+            "2026-04-05 02:00:00",
+            36000,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-10-03T15:59:59Z",
+            "2026-10-04 01:59:59",
+            36000,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-10-03T16:00:00Z",
+            "2026-10-04 03:00:00",
+            39600,
+        ),
+        (
+            "America/Nuuk",
+            "2026-03-29T00:59:59Z",
+            "2026-03-28 22:59:59",
+            -7200,
+        ),
+        (
+            "America/Nuuk",
+            "2026-03-29T01:00:00Z",
+            "2026-03-29 00:00:00",
+            -3600,
+        ),
+        (
+            "Asia/Jerusalem",
+            "2026-03-26T23:59:59Z",
+            "2026-03-27 01:59:59",
+            7200,
+        ),
+        (
+            "Asia/Jerusalem",
+            "2026-03-27T00:00:00Z",
+            "2026-03-27 03:00:00",
+            10800,
+        ),
+        (
+            "America/Santiago",
+            "2026-04-05T02:59:59Z",
+            "2026-04-04 23:59:59",
+            -10800,
+        ),
+        (
+            "America/Santiago",
+            "2026-04-05T03:00:00Z",
+            "2026-04-04 23:00:00",
+            -14400,
+        ),
+        (
+            "Europe/Dublin",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15 12:00:00",
+            0,
+        ),
+        (
+            "Europe/Dublin",
+            "2026-07-15T12:00:00Z",
+            "2026-07-15 13:00:00",
+            3600,
+        ),
+        (
+            "Australia/Lord_Howe",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15 23:00:00",
+            39600,
+        ),
+        (
+            "Australia/Lord_Howe",
+            "2026-07-15T12:00:00Z",
+            "2026-07-15 22:30:00",
+            37800,
+        ),
+        (
+            "Pacific/Chatham",
+            "2026-01-15T12:00:00Z",
+            "2026-01-16 01:45:00",
+            49500,
+        ),
+        (
+            "Pacific/Chatham",
+            "2026-07-15T12:00:00Z",
+            "2026-07-16 00:45:00",
+            45900,
+        ),
+        (
+            "Asia/Kolkata",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15 17:30:00",
+            19800,
+        ),
+        ("UTC", "2026-01-15T12:00:00Z", "2026-01-15 12:00:00", 0),
+    ] {
+        assert_eq!(
+            flat(
+                &db,
+                &format!(
+                    "SELECT local_time('{instant}'::TIMESTAMPTZ, '{zone}'), utc_offset('{zone}', '{instant}'::TIMESTAMPTZ)"
+                )
+            ),
+            [format!("{wall}|{offset}")],
+            "{zone} at {instant}"
+        );
+    }
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT local_time('2026-01-15T12:00:00Z'::TIMESTAMPTZ, 'Europe/Berln')"
+        ),
+        ["NULL"],
+        "an unknown zone has no wall clock"
+    );
+    // Every zone's rule reads whole: an offset, and daylight saving time with both changes or
+    // not at all.
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT count(*), count(*) FILTER (WHERE std_offset IS NULL
+                 OR (dst_offset IS NULL) <> (dst_start IS NULL) OR (dst_start IS NULL) <> (dst_end IS NULL)
+                 OR (dst_start IS NOT NULL AND (dst_start.month IS NULL OR dst_start.week IS NULL
+                     OR dst_start.weekday IS NULL OR dst_end.month IS NULL OR dst_end.at IS NULL)))
+             FROM time_zones"
+        ),
+        [format!("{}|0", crate::protocol::tz::ZONES.len())]
+    );
+}
+
+#[test]
+fn cron_reads_names_minutes_and_either_day_as_vixie_cron_does() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    // 2026-01-30 is a Friday, 2026-01-31 a Saturday, 2026-02-01 a Sunday, 2026-02-13 a Friday.
+    for (schedule, wall, allowed) in [
+        ("0 8-22 * * *", "2026-01-31 08:00", true),
+        ("0 8-22 * * *", "2026-01-31 22:59", true),
+        ("0 8-22 * * *", "2026-01-31 23:00", false),
+        ("0 8-22 * * *", "2026-01-31 07:59", false),
+        ("30 9 * * *", "2026-01-31 09:29", false),
+        ("30 9 * * *", "2026-01-31 09:30", true),
+        ("30 9 * * *", "2026-01-31 09:59", true),
+        ("30 9 * * *", "2026-01-31 10:30", false),
+        ("0-29 * * * *", "2026-01-31 10:29", true),
+        ("0-29 * * * *", "2026-01-31 10:30", false),
+        ("*/15 * * * *", "2026-01-31 10:45", true),
+        ("*/15 * * * *", "2026-01-31 10:46", false),
+        ("5,35 * * * *", "2026-01-31 10:35", true),
+        ("5,35 * * * *", "2026-01-31 10:36", false),
+        ("0 8-22 * * mon-fri", "2026-01-30 10:00", true),
+        ("0 8-22 * * mon-fri", "2026-01-31 10:00", false),
+        ("0 8-22 * * MON-FRI", "2026-01-30 10:00", true),
+        ("0 * * * sat-sun", "2026-01-31 10:00", true),
+        ("0 * * * sat-sun", "2026-02-01 10:00", true),
+        ("0 * * * fri-sun", "2026-02-01 10:00", true),
+        ("0 * * * sat-sun", "2026-01-30 10:00", false),
+        ("0 * * * 7", "2026-02-01 10:00", true),
+        ("0 * * jan,dec *", "2026-01-31 10:00", true),
+        ("0 * * jan,dec *", "2026-02-01 10:00", false),
+        ("0 * * Feb-Mar *", "2026-02-01 10:00", true),
+        // Both days restricted: either matches.
+        ("0 * 13 * fri", "2026-02-13 10:00", true),
+        ("0 * 13 * fri", "2026-01-13 10:00", true),
+        ("0 * 13 * fri", "2026-01-16 10:00", true),
+        ("0 * 13 * fri", "2026-01-14 10:00", false),
+        // A day field that starts with `*` is unrestricted: both must match.
+        ("0 * */2 * mon", "2026-01-05 10:00", true),
+        ("0 * */2 * mon", "2026-01-12 10:00", false),
+        ("0 * */2 * mon", "2026-01-07 10:00", false),
+        ("0 * 1-7 * *", "2026-01-12 10:00", false),
+        // Malformed: nothing, even beside a day that matches.
+        ("0 * 13 * x", "2026-01-13 10:00", false),
+        ("0 * x * fri", "2026-01-16 10:00", false),
+        ("0 8-22 * *", "2026-01-31 10:00", false),
+    ] {
+        let got = flat(
+            &db,
+            &format!("SELECT schedule_allows(schedule_fields('{schedule}'), '{wall}'::TIMESTAMP)"),
+        );
+        assert_eq!(got, [allowed.to_string()], "{schedule} at {wall}");
+    }
+}
+
+#[test]
+fn schedules_are_read_in_each_executors_time_zone_by_views_and_routing_alike() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "timezone: Australia/Sydney
+executors:
+  berlin:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * *'
+    timezone: Europe/Berlin
+  new-york:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * *'
+    timezone: America/New_York
+  sydney:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * *'
+  weekdays:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * mon-fri'
+    timezone: UTC
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT id, timezone FROM executor_availability_at('2026-01-01T00:00:00Z'::TIMESTAMPTZ)"
+        ),
+        [
+            "berlin|Europe/Berlin",
+            "new-york|America/New_York",
+            "sydney|Australia/Sydney",
+            "weekdays|UTC"
+        ],
+        "an executor without a zone takes config.yaml's"
+    );
+    // Around each zone's changes of 2026, 8:00 and 23:00 local come an hour earlier or later in
+    // UTC (expected sets from tzdata 2025b through Python's zoneinfo).
+    for (instant, available) in [
+        ("2026-03-28T06:59:00Z", "sydney"),
+        ("2026-03-28T07:00:00Z", "berlin, sydney"),
+        ("2026-03-29T05:59:00Z", "sydney"),
+        ("2026-03-29T06:00:00Z", "berlin, sydney"),
+        ("2026-03-29T20:59:00Z", "berlin, new-york"),
+        ("2026-03-29T21:00:00Z", "new-york, sydney"),
+        ("2026-10-25T06:59:00Z", "sydney"),
+        ("2026-10-25T07:00:00Z", "berlin, sydney"),
+        ("2026-03-07T12:59:00Z", "berlin"),
+        ("2026-03-07T13:00:00Z", "berlin, new-york"),
+        ("2026-03-09T11:59:00Z", "berlin, sydney, weekdays"),
+        ("2026-03-09T12:00:00Z", "berlin, new-york, weekdays"),
+        ("2026-11-01T12:59:00Z", "berlin"),
+        ("2026-11-01T13:00:00Z", "berlin, new-york"),
+        ("2026-04-03T20:59:00Z", "berlin, new-york, weekdays"),
+        ("2026-04-03T21:00:00Z", "new-york, sydney, weekdays"),
+        ("2026-04-04T21:59:00Z", "new-york"),
+        ("2026-04-04T22:00:00Z", "new-york, sydney"),
+    ] {
+        let views = flat(
+            &db,
+            &format!(
+                "SELECT coalesce(string_agg(id, ', ' ORDER BY id), '') FROM executor_availability_at('{instant}'::TIMESTAMPTZ) WHERE available"
+            ),
+        );
+        assert_eq!(views, [available], "the views at {instant}");
+        let at = time::parse_timestamp(instant).unwrap();
+        let mut routed: Vec<String> = db
+            .route(&["watch".to_owned()], None, None, &at, None)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.executor)
+            .collect();
+        routed.sort();
+        assert_eq!(routed.join(", "), available, "routing at {instant}");
+    }
+}
+
+#[test]
+fn the_routing_snapshot_reads_schedules_to_the_minute() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:\n  early:\n    capabilities: [x]\n    availability: schedule\n    schedule: '0-29 * * * *'\n  late:\n    capabilities: [x]\n    availability: schedule\n    schedule: '30-59 * * * *'\n",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let route = |instant: &str| -> Vec<String> {
+        let at = time::parse_timestamp(instant).unwrap();
+        db.route(&["x".to_owned()], None, None, &at, None)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.executor)
+            .collect()
+    };
+    assert_eq!(route("2026-01-31T12:10:00Z"), ["early"]);
+    assert_eq!(route("2026-01-31T12:29:59Z"), ["early"]);
+    assert_eq!(
+        route("2026-01-31T12:30:00Z"),
+        ["late"],
+        "same hour, next verdict"
+    );
+    assert_eq!(route("2026-01-31T12:10:00Z"), ["early"], "and back");
+}

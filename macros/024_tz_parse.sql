@@ -2,7 +2,7 @@
 -- struct: std_offset and dst_offset (seconds east of UTC; dst_offset NULL without daylight
 -- saving time), dst_start and dst_end ({month, week, weekday, at}: the `week`th `weekday`
 -- (0 = Sunday) of `month`, week 5 being the last, at `at` seconds after midnight of the
--- local time then in force; NULL without daylight saving time). Every zone of tz_rules has
+-- local time then in force; NULL without daylight saving time). Every zone of time_zones has
 -- this form; NULL fields for other text.
 -- Depends on: clock_seconds.
 CREATE OR REPLACE MACRO tz_parse(rule) AS
