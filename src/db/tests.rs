@@ -997,3 +997,377 @@ fn the_routing_snapshot_reads_schedules_to_the_minute() {
     );
     assert_eq!(route("2026-01-31T12:10:00Z"), ["early"], "and back");
 }
+
+/// The executors `db` routes a request to, with reasons, over the snapshot (`Db::route_wanted`)
+/// and, asserting they agree, over the views (`route_for`).
+fn routed_both_ways(db: &Db, wanted: &RouteWanted, instant: &str) -> Vec<String> {
+    let at = time::parse_timestamp(instant).unwrap();
+    let snapshot: Vec<String> = db
+        .route_wanted(wanted, &at, None)
+        .unwrap()
+        .into_iter()
+        .map(|r| format!("{}: {}", r.executor, r.reason))
+        .collect();
+    let text = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let list = |items: &[String]| {
+        format!(
+            "[{}]::VARCHAR[]",
+            items.iter().map(|s| text(s)).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let or_null = |v: Option<&String>| v.map_or("NULL".to_owned(), |v| text(v));
+    let views = flat(
+        db,
+        &format!(
+            "SELECT executor || ': ' || reason FROM route_for({}, {}, {}, '{instant}'::TIMESTAMPTZ, loc := {}::JSON, env := {})",
+            list(&wanted.requires),
+            or_null(wanted.precision.as_ref()),
+            or_null(wanted.urgency.as_ref()),
+            wanted
+                .location
+                .as_ref()
+                .map_or("NULL".to_owned(), |l| text(&l.to_string())),
+            list(&wanted.environment),
+        ),
+    );
+    assert_eq!(
+        snapshot, views,
+        "{wanted:?}: the snapshot and the views disagree"
+    );
+    snapshot
+}
+
+fn wants(requires: &[&str]) -> RouteWanted {
+    RouteWanted {
+        requires: requires.iter().map(|s| s.to_string()).collect(),
+        ..RouteWanted::default()
+    }
+}
+
+#[test]
+fn strategies_rank_by_measured_latency_and_success() {
+    let (dir, db) = fixture();
+    // The fixture's history: roomba-kitchen claimed 2 (1 completed, 1 failed), median 930 s to
+    // claim and 1,800 s to complete; teague-phone claimed 3 (2 completed, none failed), 600 s
+    // and 4,500 s; kitchen-robot has no record. teague-phone holds one active claim.
+    std::fs::write(
+        dir.path().join("routing.yaml"),
+        "rules:
+  - match: {urgency: now}
+    prefer: lower_latency
+  - match: {urgency: soon}
+    prefer: higher_precision
+",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  teague-phone:
+    capabilities: [tidy]
+  roomba-kitchen:
+    capabilities: [tidy]
+  kitchen-robot:
+    capabilities: [tidy]
+",
+    )
+    .unwrap();
+    let urgent = |urgency: &str| RouteWanted {
+        urgency: Some(urgency.to_owned()),
+        ..wants(&["tidy"])
+    };
+    assert_eq!(
+        routed_both_ways(&db, &urgent("now"), "2026-02-01T12:00:00Z"),
+        [
+            "roomba-kitchen: rule 1 (match urgency now) strategy lower_latency: median 2730 s to claim and complete",
+            "teague-phone: rule 1 (match urgency now) strategy lower_latency: median 5100 s to claim and complete",
+            "kitchen-robot: rule 1 (match urgency now) strategy lower_latency: not measured yet",
+        ]
+    );
+    assert_eq!(
+        routed_both_ways(&db, &urgent("soon"), "2026-02-01T12:00:00Z"),
+        [
+            "teague-phone: rule 2 (match urgency soon) strategy higher_precision: completed 2 of 2 finished",
+            "roomba-kitchen: rule 2 (match urgency soon) strategy higher_precision: completed 1 of 2 finished",
+            "kitchen-robot: rule 2 (match urgency soon) strategy higher_precision: no finished work yet",
+        ]
+    );
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["tidy"]), "2026-02-01T12:00:00Z"),
+        [
+            "kitchen-robot: holds tidy",
+            "roomba-kitchen: holds tidy",
+            "teague-phone: holds tidy"
+        ],
+        "without a strategy: least loaded first"
+    );
+}
+
+#[test]
+fn on_demand_executors_are_offered_work_only_when_nobody_else_can_take_it() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  always-on:
+    capabilities: [fetch]
+  call-me:
+    capabilities: [fetch, drive]
+    availability: on_demand
+  mornings:
+    capabilities: [fetch]
+    availability: schedule
+    schedule: '0 9 * * *'
+routing:
+  - match: {capability: fetch}
+    prefer: [call-me]
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["fetch"]), "2026-02-02T12:00:00Z"),
+        ["always-on: holds fetch"],
+        "a rule preferring an on-demand executor does not decide while others are eligible"
+    );
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["fetch"]), "2026-02-02T09:30:00Z"),
+        ["always-on: holds fetch", "mornings: holds fetch"]
+    );
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["drive"]), "2026-02-02T12:00:00Z"),
+        ["call-me: holds drive (on demand: no other executor is eligible)"]
+    );
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  call-me:
+    capabilities: [fetch]
+    availability: on_demand
+  mornings:
+    capabilities: [fetch]
+    availability: schedule
+    schedule: '0 9 * * *'
+routing:
+  - match: {capability: fetch}
+    prefer: [call-me]
+",
+    )
+    .unwrap();
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["fetch"]), "2026-02-02T12:00:00Z"),
+        [
+            "call-me: rule 1 (match capability fetch) prefers call-me (on demand: no other executor is eligible)"
+        ],
+        "outside the schedule, the on-demand executor is the one left"
+    );
+}
+
+#[test]
+fn locations_and_environments_narrow_who_is_eligible_where_they_compare() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  kitchen-bot:
+    capabilities: [fetch]
+    access: [home/kitchen]
+  house-bot:
+    capabilities: [fetch]
+    access: [Home/]
+    environment: [Indoor]
+  garage-bot:
+    capabilities: [fetch]
+    location: home/garage
+  san-anselmo-runner:
+    capabilities: [fetch]
+    location: {lat: 37.9746, lng: -122.5616, radius_km: 10}
+  nyc-runner:
+    capabilities: [fetch]
+    location: {lat: 40.7128, lng: -74.006, radius_km: 20}
+    environment: [outdoor, daylight]
+  anywhere:
+    capabilities: [fetch]
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let at = "2026-02-02T12:00:00Z";
+    let who = |location: Option<serde_json::Value>, environment: &[&str]| -> String {
+        let wanted = RouteWanted {
+            location,
+            environment: environment.iter().map(|s| s.to_string()).collect(),
+            ..wants(&["fetch"])
+        };
+        routed_both_ways(&db, &wanted, at)
+            .iter()
+            .map(|r| r.split(':').next().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    use serde_json::json;
+    assert_eq!(
+        who(None, &[]),
+        "anywhere, garage-bot, house-bot, kitchen-bot, nyc-runner, san-anselmo-runner"
+    );
+    assert_eq!(
+        who(Some(json!("home/kitchen")), &[]),
+        "anywhere, house-bot, kitchen-bot, nyc-runner, san-anselmo-runner",
+        "a place is covered by that place or one above it, or by executors that name none"
+    );
+    assert_eq!(
+        who(Some(json!("HOME/Garage/shelf")), &[]),
+        "anywhere, garage-bot, house-bot, nyc-runner, san-anselmo-runner"
+    );
+    assert_eq!(
+        who(Some(json!("home")), &[]),
+        "anywhere, house-bot, nyc-runner, san-anselmo-runner",
+        "reaching the kitchen is not reaching the whole home"
+    );
+    assert_eq!(
+        who(Some(json!("grocery store near home")), &[]),
+        "anywhere, garage-bot, house-bot, kitchen-bot, nyc-runner, san-anselmo-runner",
+        "free text is not compared"
+    );
+    assert_eq!(
+        who(
+            Some(json!({"lat": 37.98, "lng": -122.55, "radius_km": 1})),
+            &[]
+        ),
+        "anywhere, garage-bot, house-bot, kitchen-bot, san-anselmo-runner",
+        "an area must overlap an executor's area"
+    );
+    assert_eq!(
+        who(Some(json!({"lat": 37.7749, "lng": -122.4194})), &[]),
+        "anywhere, garage-bot, house-bot, kitchen-bot",
+        "San Francisco is 24 km from San Anselmo, beyond its 10 km"
+    );
+    assert_eq!(
+        who(None, &["indoor"]),
+        "anywhere, garage-bot, house-bot, kitchen-bot, san-anselmo-runner",
+        "an executor that lists environments must list every one asked for"
+    );
+    assert_eq!(
+        who(None, &["Daylight", "outdoor"]),
+        "anywhere, garage-bot, kitchen-bot, nyc-runner, san-anselmo-runner"
+    );
+}
+
+#[test]
+fn capability_metadata_must_be_satisfied_by_the_executors_own() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen, living-room]}
+      - take-photo: {camera: [rear, front], max-resolution: 4k}
+  roomba:
+    capabilities:
+      - vacuum-floor: {areas: kitchen}
+  plain:
+    capabilities: [vacuum-floor, take-photo]
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let who = |requires: &[&str]| -> String {
+        routed_both_ways(&db, &wants(requires), "2026-02-02T12:00:00Z")
+            .iter()
+            .map(|r| r.split(':').next().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": ["kitchen"]}}"#]),
+        "arm, roomba",
+        "a list is satisfied by a list or a value that contains it"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": ["kitchen", "living-room"]}}"#]),
+        "arm"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": "living-room"}}"#]),
+        "arm"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": []}}"#]),
+        "arm, roomba",
+        "an empty list asks only that the key be there"
+    );
+    assert_eq!(
+        who(&[r#"{"take-photo": {"camera": "rear", "max-resolution": "4k"}}"#]),
+        "arm"
+    );
+    assert_eq!(
+        who(&[r#"{"take-photo": {"camera": "rear", "max-resolution": "8k"}}"#]),
+        ""
+    );
+    assert_eq!(
+        who(&[r#"{"take-photo": {"flash": true}}"#]),
+        "",
+        "every key asked for must be there"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {}}"#, "take-photo"]),
+        "arm, plain",
+        "an empty mapping asks for nothing"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": "quietly"}"#]),
+        "arm, plain, roomba",
+        "metadata that is not a mapping is informational"
+    );
+}
+
+#[test]
+fn route_request_reads_location_environment_and_metadata_from_the_request() {
+    let (dir, db) = fixture();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen]}
+    access: [home]
+    environment: [indoor]
+  roomba:
+    capabilities: [vacuum-floor]
+    access: [office]
+  outdoor-arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen]}
+    environment: [outdoor]
+",
+    )
+    .unwrap();
+    let thread = "2026-02-02-001";
+    std::fs::write(
+        dir.path().join(format!("state=received/{thread}.messe-af.yaml")),
+        format!(
+            "ref: {thread}\nrequestor: claude-agent\nstatus: pending\ncreated: 2026-02-02T10:00:00Z\nupdated: 2026-02-02T10:00:00Z\nintent: vacuum\nrequires: [vacuum-floor]\n---\nfrom: claude-agent\nreceived: 2026-02-02T10:00:00Z\nMESS:\n  - request:\n      intent: vacuum\n      requires:\n        - vacuum-floor: {{areas: [kitchen]}}\n      constraints:\n        location: home/kitchen\n        environment: [indoor]\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        flat(
+            &db,
+            &format!(
+                "SELECT executor, reason FROM route_request('{thread}', '2026-02-02T12:00:00Z'::TIMESTAMPTZ)"
+            )
+        ),
+        ["arm|holds vacuum-floor"]
+    );
+    let wanted = RouteWanted {
+        requires: vec![r#"{"vacuum-floor":{"areas":["kitchen"]}}"#.to_owned()],
+        location: Some(serde_json::json!("home/kitchen")),
+        environment: vec!["indoor".to_owned()],
+        ..RouteWanted::default()
+    };
+    assert_eq!(
+        routed_both_ways(&db, &wanted, "2026-02-02T12:00:00Z"),
+        ["arm: holds vacuum-floor"]
+    );
+}
