@@ -2,8 +2,14 @@
 -- registrations that config messages stored under executors/ (a registration replaces a
 -- config.yaml entry of the same id). Columns: id, name, capabilities (ids), capability_meta
 -- (JSON object id -> metadata, for entries that carry metadata), availability (always when
--- unset), schedule, notify (JSON), source (config | registration), registered_by.
--- Depends on: read_yaml_auto, capability_id, the json extension.
+-- unset), schedule, timezone (the zone its schedule is read in: its own `timezone:`, else
+-- config.yaml's top-level `timezone:`, else UTC), access (place paths it reaches), location
+-- (JSON: a place path or an area {lat, lng, radius_km}), environment (conditions it works in),
+-- places (executor_places: its access and text location, as routing compares them), area
+-- (area_of its location),
+-- notify (JSON), source (config | registration), registered_by.
+-- Depends on: read_yaml_auto, capability_id, text_list, executor_places, area_of, the json
+-- extension.
 CREATE OR REPLACE VIEW executors AS
 WITH config_file AS (
     SELECT to_json(c) AS j
@@ -63,6 +69,12 @@ SELECT id,
            AS capability_meta,
        coalesce(e ->> '$.availability', 'always') AS availability,
        e ->> '$.schedule' AS schedule,
+       coalesce(e ->> '$.timezone', (SELECT max(j ->> '$.timezone') FROM config_file), 'UTC') AS timezone,
+       text_list(json_extract(e, '$.access')) AS access,
+       CASE WHEN coalesce(json_type(e, '$.location'), 'NULL') <> 'NULL' THEN json_extract(e, '$.location') END AS location,
+       text_list(json_extract(e, '$.environment')) AS environment,
+       executor_places(text_list(json_extract(e, '$.access')), json_extract(e, '$.location')) AS places,
+       area_of(json_extract(e, '$.location')) AS area,
        json_extract(e, '$.notify') AS notify,
        source,
        e ->> '$.registered_by' AS registered_by

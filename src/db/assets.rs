@@ -3,20 +3,65 @@
 
 /// Every asset file in load order: by the number in the file name, macros before views at the
 /// same number. DuckDB binds a macro's body when the macro is created, so scalar macros come
-/// first (010-099), then the views (100-199), then the table macros that read views (200-299),
-/// then the views that call those (300-).
+/// first (010-099, with the constant table `time_zones` among them), then the views
+/// (100-199), then the table macros that read views (200-299), then the views that call those
+/// (300-).
 pub const ASSETS: &[(&str, &str)] = &[
     (
         "macros/010_capability_id.sql",
         include_str!("../../macros/010_capability_id.sql"),
     ),
     (
+        "macros/015_text_list.sql",
+        include_str!("../../macros/015_text_list.sql"),
+    ),
+    (
+        "macros/016_json_texts.sql",
+        include_str!("../../macros/016_json_texts.sql"),
+    ),
+    (
         "macros/020_match_capabilities.sql",
         include_str!("../../macros/020_match_capabilities.sql"),
     ),
     (
-        "macros/030_cron_field_matches.sql",
-        include_str!("../../macros/030_cron_field_matches.sql"),
+        "macros/023_clock_seconds.sql",
+        include_str!("../../macros/023_clock_seconds.sql"),
+    ),
+    (
+        "macros/024_tz_parse.sql",
+        include_str!("../../macros/024_tz_parse.sql"),
+    ),
+    (
+        "sql/025_time_zones.sql",
+        include_str!("../../sql/025_time_zones.sql"),
+    ),
+    (
+        "macros/026_tz_transition.sql",
+        include_str!("../../macros/026_tz_transition.sql"),
+    ),
+    (
+        "macros/027_utc_offset.sql",
+        include_str!("../../macros/027_utc_offset.sql"),
+    ),
+    (
+        "macros/028_local_time.sql",
+        include_str!("../../macros/028_local_time.sql"),
+    ),
+    (
+        "macros/029_cron_parse.sql",
+        include_str!("../../macros/029_cron_parse.sql"),
+    ),
+    (
+        "macros/031_cron_ranges_match.sql",
+        include_str!("../../macros/031_cron_ranges_match.sql"),
+    ),
+    (
+        "macros/032_cron_field_matches.sql",
+        include_str!("../../macros/032_cron_field_matches.sql"),
+    ),
+    (
+        "macros/035_cron_names.sql",
+        include_str!("../../macros/035_cron_names.sql"),
     ),
     (
         "macros/040_schedule_allows.sql",
@@ -25,6 +70,34 @@ pub const ASSETS: &[(&str, &str)] = &[
     (
         "macros/045_available_at.sql",
         include_str!("../../macros/045_available_at.sql"),
+    ),
+    (
+        "macros/050_capability_needs.sql",
+        include_str!("../../macros/050_capability_needs.sql"),
+    ),
+    (
+        "macros/052_meta_satisfies.sql",
+        include_str!("../../macros/052_meta_satisfies.sql"),
+    ),
+    (
+        "macros/054_place_path.sql",
+        include_str!("../../macros/054_place_path.sql"),
+    ),
+    (
+        "macros/055_area_of.sql",
+        include_str!("../../macros/055_area_of.sql"),
+    ),
+    (
+        "macros/056_distance_km.sql",
+        include_str!("../../macros/056_distance_km.sql"),
+    ),
+    (
+        "macros/057_executor_places.sql",
+        include_str!("../../macros/057_executor_places.sql"),
+    ),
+    (
+        "macros/058_location_covered.sql",
+        include_str!("../../macros/058_location_covered.sql"),
     ),
     (
         "sql/110_threads.sql",
@@ -88,14 +161,29 @@ pub const ASSETS: &[(&str, &str)] = &[
 /// The placeholder for the exchange home in asset files.
 const HOME: &str = "{{home}}";
 
+/// The placeholder for the rows of the `time_zones` table: `('zone', 'rule'), ...`.
+const TIME_ZONES: &str = "{{time_zones}}";
+
+/// The time zones of `protocol::tz` as SQL rows (names and rules hold no quote; doubled
+/// anyway, so that the list can never end a string).
+fn time_zone_rows() -> String {
+    let quote = |s: &str| s.replace('\'', "''");
+    crate::protocol::tz::ZONES
+        .iter()
+        .map(|(zone, rule)| format!("('{}', '{}')", quote(zone), quote(rule)))
+        .collect::<Vec<_>>()
+        .join(",\n    ")
+}
+
 /// The assets with `home` filled in (as a SQL string body: single quotes doubled).
 pub fn render(home: &str) -> Vec<(&'static str, String)> {
     // The home only ever appears inside `read_yaml_auto` patterns: its wildcard characters
     // are escaped so that a folder named `a[1]` is read as itself.
     let home = yaml_scan::escape_glob(home.trim_end_matches('/')).replace('\'', "''");
+    let zones = time_zone_rows();
     ASSETS
         .iter()
-        .map(|(name, sql)| (*name, sql.replace(HOME, &home)))
+        .map(|(name, sql)| (*name, sql.replace(HOME, &home).replace(TIME_ZONES, &zones)))
         .collect()
 }
 
@@ -104,8 +192,9 @@ pub fn render(home: &str) -> Vec<(&'static str, String)> {
 /// SQL of its views and macros then names no server path.
 pub fn render_relative() -> Vec<(&'static str, String)> {
     let prefix = format!("{HOME}/");
+    let zones = time_zone_rows();
     ASSETS
         .iter()
-        .map(|(name, sql)| (*name, sql.replace(&prefix, "")))
+        .map(|(name, sql)| (*name, sql.replace(&prefix, "").replace(TIME_ZONES, &zones)))
         .collect()
 }

@@ -37,12 +37,17 @@ pub struct Routed {
 pub struct RouteWanted {
     /// The thread it belongs to (carried through for the caller; routing ignores it).
     pub thread: String,
-    /// Required capability ids.
+    /// Required capabilities: ids, or JSON text of `{id: metadata}` for those whose metadata
+    /// the executor's must satisfy.
     pub requires: Vec<String>,
     /// The request's precision.
     pub precision: Option<String>,
     /// The request's urgency.
     pub urgency: Option<String>,
+    /// The request's `constraints.location`: a place path, free text or an area.
+    pub location: Option<serde_json::Value>,
+    /// The request's `constraints.environment`.
+    pub environment: Vec<String>,
 }
 
 /// An executor as routing reads it: checked by the exchange, so nothing in it can make a
@@ -57,6 +62,16 @@ pub struct ExecutorRow {
     pub availability: String,
     /// The cron schedule, when availability is `schedule`.
     pub schedule: Option<String>,
+    /// The time zone the schedule is read in (a `time_zones` zone).
+    pub timezone: String,
+    /// Metadata of the capabilities that carry any, by id (the first entry of an id).
+    pub capability_meta: serde_json::Map<String, serde_json::Value>,
+    /// The place paths it reaches.
+    pub access: Vec<String>,
+    /// Where it works: a place path or an area.
+    pub location: Option<serde_json::Value>,
+    /// The conditions it works in.
+    pub environment: Vec<String>,
 }
 
 /// A routing rule as routing reads it (the columns of the `routing_rules` view).
@@ -94,8 +109,8 @@ pub struct RoutingDirectory {
 pub struct Db {
     con: Mutex<Connection>,
     home: PathBuf,
-    /// What the routing snapshot was taken from.
-    snapshot: Mutex<Option<snapshot::Key>>,
+    /// What the routing snapshot was taken from, and when.
+    snapshot: Mutex<Option<snapshot::Taken>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -192,13 +207,24 @@ impl Db {
         directory: Option<&RoutingDirectory>,
     ) -> Result<Vec<Routed>, DbError> {
         let wanted = RouteWanted {
-            thread: String::new(),
             requires: requires.to_vec(),
             precision: precision.map(str::to_owned),
             urgency: urgency.map(str::to_owned),
+            ..RouteWanted::default()
         };
+        self.route_wanted(&wanted, at, directory)
+    }
+
+    /// The executors one request goes to (`route_for`), best first, over `directory` (or,
+    /// without one, the directory views).
+    pub fn route_wanted(
+        &self,
+        wanted: &RouteWanted,
+        at: &Timestamp,
+        directory: Option<&RoutingDirectory>,
+    ) -> Result<Vec<Routed>, DbError> {
         Ok(self
-            .route_batch(&[wanted], at, directory)?
+            .route_batch(std::slice::from_ref(wanted), at, directory)?
             .pop()
             .unwrap_or_default())
     }
@@ -225,20 +251,24 @@ impl Db {
                     "requires": w.requires,
                     "precision": w.precision,
                     "urgency": w.urgency,
+                    "location": w.location,
+                    "environment": w.environment,
                 })
             })
             .collect();
         let reqs = serde_json::Value::Array(reqs).to_string();
         let con = self.lock();
-        let key = snapshot::key(&self.home, at, directory);
+        let key = snapshot::key(&self.home, directory);
         let mut taken = match self.snapshot.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if taken.as_ref() != Some(&key) {
+        let what = snapshot::refresh_for(taken.as_ref(), &key, at);
+        if what.any() {
+            // A snapshot left half taken by a failure is taken whole next time.
             *taken = None;
-            snapshot::refresh(&con, at, directory)?;
-            *taken = Some(key);
+            snapshot::refresh(&con, at, directory, what)?;
+            *taken = Some(snapshot::Taken::new(key, at));
         }
         drop(taken);
         con.execute_batch("SET search_path = 'snap,main'")
@@ -260,7 +290,8 @@ impl Db {
         let mut stmt = con
             .prepare(
                 "SELECT i, executor, reason FROM route_batch(from_json(?::JSON, \
-                 '[{\"ref\":\"VARCHAR\",\"requires\":[\"VARCHAR\"],\"precision\":\"VARCHAR\",\"urgency\":\"VARCHAR\"}]'), \
+                 '[{\"ref\":\"VARCHAR\",\"requires\":[\"VARCHAR\"],\"precision\":\"VARCHAR\",\"urgency\":\"VARCHAR\",\
+                 \"location\":\"JSON\",\"environment\":[\"VARCHAR\"]}]'), \
                  ?::TIMESTAMPTZ) ORDER BY i, rank",
             )
             .map_err(|e| DbError::duckdb("route_batch", e))?;

@@ -1,7 +1,8 @@
 //! Property tests of the read model over hostile files (proptest, a bounded number of cases):
 //! `read_yaml_auto` and the views answer, or fail with an error, for any YAML text a writer
 //! may leave in a home (never a crash, never a panic); with `ignore_errors` they always
-//! answer; and every cron schedule the exchange accepts is one the SQL macros evaluate.
+//! answer; and every cron schedule the exchange accepts is one the SQL macros evaluate, in
+//! every time zone.
 
 use proptest::prelude::*;
 use tempfile::TempDir;
@@ -85,20 +86,26 @@ proptest! {
 
     #[test]
     fn every_accepted_schedule_evaluates(
-        fields in prop::collection::vec("\\*|[0-9]{1,2}|[0-9]{1,2}-[0-9]{1,2}|\\*/[0-9]{1,2}|[0-9]{1,2}-[0-9]{1,2}/[0-9]", 5..=5),
+        fields in prop::collection::vec(
+            "\\*|[0-9]{1,2}|[0-9]{1,2}-[0-9]{1,2}|\\*/[0-9]{1,2}|[0-9]{1,2}-[0-9]{1,2}/[0-9]|(jan|Feb|mar|dec|sun|Mon|fri|sat)(-(sun|sat|dec|jun))?|[a-z]{1,4}",
+            5..=5),
+        zone in prop::sample::select(crate::protocol::tz::ZONES.iter().map(|(z, _)| *z).collect::<Vec<_>>()),
         hour in 0u32..24,
+        minute in 0u32..60,
         day in 1u32..29,
     ) {
         let schedule = fields.join(" ");
         let db = Db::open(TempDir::new().unwrap().path()).unwrap();
-        let at = format!("2026-02-{day:02}T{hour:02}:30:00Z");
+        let at = format!("2026-03-{day:02}T{hour:02}:{minute:02}:00Z");
         let verdict = db.rows(&format!(
-            "SELECT schedule_allows(schedule_fields('{schedule}'), '{at}'::TIMESTAMPTZ)"
+            "SELECT schedule_allows(schedule_fields('{schedule}'), local_time('{at}'::TIMESTAMPTZ, '{zone}')), \
+                    available_at('schedule', '{schedule}', '{at}'::TIMESTAMPTZ, tz_name := '{zone}')"
         ));
-        // Whatever the schedule, the macro answers: a bad one allows nothing, never an error.
+        // Whatever the schedule, the macros answer: a bad one allows nothing, never an error.
         let verdict = verdict.map_err(|e| TestCaseError::fail(format!("{schedule}: {e}")))?;
+        prop_assert!(verdict[0][1].is_some(), "{} in {} gave NULL", schedule, zone);
         if cron::check_schedule(&schedule).is_ok() {
-            prop_assert!(verdict[0][0].is_some(), "{} gave NULL", schedule);
+            prop_assert!(verdict[0][0].is_some(), "{} in {} gave NULL", schedule, zone);
         }
     }
 }

@@ -377,6 +377,7 @@ fn route_batch_routes_each_request_as_route_for_does_alone() {
             requires: req.iter().map(|s| s.to_string()).collect(),
             precision: prec.map(str::to_owned),
             urgency: urg.map(str::to_owned),
+            ..RouteWanted::default()
         })
         .collect();
     let batch = db.route_batch(&wanted, &noon, None).unwrap();
@@ -443,15 +444,24 @@ fn routing_covers_rules_capabilities_availability_and_metadata() {
     );
     assert_eq!(
         route(
+            &["{\"vacuum-floor\": {\"areas\": [\"kitchen\"]}}"],
+            None,
+            &noon
+        ),
+        ["kitchen-robot: holds vacuum-floor"],
+        "capability metadata is satisfied only by an executor whose metadata holds it"
+    );
+    assert!(
+        route(
             &[
                 "{\"vacuum-floor\": {\"areas\": [\"kitchen\"]}}",
                 "home-kitchen-access"
             ],
             None,
             &noon
-        ),
-        ["roomba-kitchen: rule 1 (match capability vacuum-floor) prefers roomba-kitchen"],
-        "capability metadata is tolerated"
+        )
+        .is_empty(),
+        "the kitchen's holder declares no areas"
     );
     assert_eq!(
         flat(
@@ -544,8 +554,8 @@ routing:
     assert_eq!(
         route(&["take-photo"], Some("immediate")),
         [
-            "arm: rule 2 (match urgency immediate) strategy lower_latency: all eligible",
-            "phone: rule 2 (match urgency immediate) strategy lower_latency: all eligible"
+            "arm: rule 2 (match urgency immediate) strategy lower_latency: not measured yet",
+            "phone: rule 2 (match urgency immediate) strategy lower_latency: not measured yet"
         ]
     );
 }
@@ -628,4 +638,736 @@ fn the_routing_snapshot_follows_config_edits_and_live_claims() {
     assert_eq!(route("dig"), ["beta", "alpha"]);
     // Other statements on the connection still see the live views.
     assert_eq!(flat(&db, "SELECT count(*) FROM executors"), ["3"]);
+}
+
+#[test]
+fn time_zones_give_wall_clock_time_across_daylight_saving_changes() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    // Known answers from tzdata 2025b (Python's zoneinfo): each change's last second before
+    // and first second after, and zones with half-hour, 45-minute, negative and southern rules.
+    for (zone, instant, wall, offset) in [
+        (
+            "Europe/Berlin",
+            "2026-03-29T00:59:59Z",
+            "2026-03-29 01:59:59",
+            3600,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-03-29T01:00:00Z",
+            "2026-03-29 03:00:00",
+            7200,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-10-25T00:59:59Z",
+            "2026-10-25 02:59:59",
+            7200,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-10-25T01:00:00Z",
+            "2026-10-25 02:00:00",
+            3600,
+        ),
+        (
+            "America/New_York",
+            "2026-03-08T06:59:59Z",
+            "2026-03-08 01:59:59",
+            -18000,
+        ),
+        (
+            "America/New_York",
+            "2026-03-08T07:00:00Z",
+            "2026-03-08 03:00:00",
+            -14400,
+        ),
+        (
+            "America/New_York",
+            "2026-11-01T05:59:59Z",
+            "2026-11-01 01:59:59",
+            -14400,
+        ),
+        (
+            "America/New_York",
+            "2026-11-01T06:00:00Z",
+            "2026-11-01 01:00:00",
+            -18000,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-04-04T15:59:59Z",
+            "2026-04-05 02:59:59",
+            39600,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-04-04T16:00:00Z",
+            "2026-04-05 02:00:00",
+            36000,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-10-03T15:59:59Z",
+            "2026-10-04 01:59:59",
+            36000,
+        ),
+        (
+            "Australia/Sydney",
+            "2026-10-03T16:00:00Z",
+            "2026-10-04 03:00:00",
+            39600,
+        ),
+        (
+            "America/Nuuk",
+            "2026-03-29T00:59:59Z",
+            "2026-03-28 22:59:59",
+            -7200,
+        ),
+        (
+            "America/Nuuk",
+            "2026-03-29T01:00:00Z",
+            "2026-03-29 00:00:00",
+            -3600,
+        ),
+        (
+            "Asia/Jerusalem",
+            "2026-03-26T23:59:59Z",
+            "2026-03-27 01:59:59",
+            7200,
+        ),
+        (
+            "Asia/Jerusalem",
+            "2026-03-27T00:00:00Z",
+            "2026-03-27 03:00:00",
+            10800,
+        ),
+        (
+            "America/Santiago",
+            "2026-04-05T02:59:59Z",
+            "2026-04-04 23:59:59",
+            -10800,
+        ),
+        (
+            "America/Santiago",
+            "2026-04-05T03:00:00Z",
+            "2026-04-04 23:00:00",
+            -14400,
+        ),
+        (
+            "Europe/Dublin",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15 12:00:00",
+            0,
+        ),
+        (
+            "Europe/Dublin",
+            "2026-07-15T12:00:00Z",
+            "2026-07-15 13:00:00",
+            3600,
+        ),
+        (
+            "Australia/Lord_Howe",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15 23:00:00",
+            39600,
+        ),
+        (
+            "Australia/Lord_Howe",
+            "2026-07-15T12:00:00Z",
+            "2026-07-15 22:30:00",
+            37800,
+        ),
+        (
+            "Pacific/Chatham",
+            "2026-01-15T12:00:00Z",
+            "2026-01-16 01:45:00",
+            49500,
+        ),
+        (
+            "Pacific/Chatham",
+            "2026-07-15T12:00:00Z",
+            "2026-07-16 00:45:00",
+            45900,
+        ),
+        (
+            "Asia/Kolkata",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15 17:30:00",
+            19800,
+        ),
+        ("UTC", "2026-01-15T12:00:00Z", "2026-01-15 12:00:00", 0),
+    ] {
+        assert_eq!(
+            flat(
+                &db,
+                &format!(
+                    "SELECT local_time('{instant}'::TIMESTAMPTZ, '{zone}'), utc_offset('{zone}', '{instant}'::TIMESTAMPTZ)"
+                )
+            ),
+            [format!("{wall}|{offset}")],
+            "{zone} at {instant}"
+        );
+    }
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT local_time('2026-01-15T12:00:00Z'::TIMESTAMPTZ, 'Europe/Berln')"
+        ),
+        ["NULL"],
+        "an unknown zone has no wall clock"
+    );
+    // Every zone's rule reads whole: an offset, and daylight saving time with both changes or
+    // not at all.
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT count(*), count(*) FILTER (WHERE std_offset IS NULL
+                 OR (dst_offset IS NULL) <> (dst_start IS NULL) OR (dst_start IS NULL) <> (dst_end IS NULL)
+                 OR (dst_start IS NOT NULL AND (dst_start.month IS NULL OR dst_start.week IS NULL
+                     OR dst_start.weekday IS NULL OR dst_end.month IS NULL OR dst_end.at IS NULL)))
+             FROM time_zones"
+        ),
+        [format!("{}|0", crate::protocol::tz::ZONES.len())]
+    );
+}
+
+#[test]
+fn cron_reads_names_minutes_and_either_day_as_vixie_cron_does() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    // 2026-01-30 is a Friday, 2026-01-31 a Saturday, 2026-02-01 a Sunday, 2026-02-13 a Friday.
+    for (schedule, wall, allowed) in [
+        ("0 8-22 * * *", "2026-01-31 08:00", true),
+        ("0 8-22 * * *", "2026-01-31 22:59", true),
+        ("0 8-22 * * *", "2026-01-31 23:00", false),
+        ("0 8-22 * * *", "2026-01-31 07:59", false),
+        ("30 9 * * *", "2026-01-31 09:29", false),
+        ("30 9 * * *", "2026-01-31 09:30", true),
+        ("30 9 * * *", "2026-01-31 09:59", true),
+        ("30 9 * * *", "2026-01-31 10:30", false),
+        ("0-29 * * * *", "2026-01-31 10:29", true),
+        ("0-29 * * * *", "2026-01-31 10:30", false),
+        ("*/15 * * * *", "2026-01-31 10:45", true),
+        ("*/15 * * * *", "2026-01-31 10:46", false),
+        ("5,35 * * * *", "2026-01-31 10:35", true),
+        ("5,35 * * * *", "2026-01-31 10:36", false),
+        ("0 8-22 * * mon-fri", "2026-01-30 10:00", true),
+        ("0 8-22 * * mon-fri", "2026-01-31 10:00", false),
+        ("0 8-22 * * MON-FRI", "2026-01-30 10:00", true),
+        ("0 * * * sat-sun", "2026-01-31 10:00", true),
+        ("0 * * * sat-sun", "2026-02-01 10:00", true),
+        ("0 * * * fri-sun", "2026-02-01 10:00", true),
+        ("0 * * * sat-sun", "2026-01-30 10:00", false),
+        ("0 * * * 7", "2026-02-01 10:00", true),
+        ("0 * * jan,dec *", "2026-01-31 10:00", true),
+        ("0 * * jan,dec *", "2026-02-01 10:00", false),
+        ("0 * * Feb-Mar *", "2026-02-01 10:00", true),
+        // Both days restricted: either matches.
+        ("0 * 13 * fri", "2026-02-13 10:00", true),
+        ("0 * 13 * fri", "2026-01-13 10:00", true),
+        ("0 * 13 * fri", "2026-01-16 10:00", true),
+        ("0 * 13 * fri", "2026-01-14 10:00", false),
+        // A day field that starts with `*` is unrestricted: both must match.
+        ("0 * */2 * mon", "2026-01-05 10:00", true),
+        ("0 * */2 * mon", "2026-01-12 10:00", false),
+        ("0 * */2 * mon", "2026-01-07 10:00", false),
+        ("0 * 1-7 * *", "2026-01-12 10:00", false),
+        // Malformed: nothing, even beside a day that matches.
+        ("0 * 13 * x", "2026-01-13 10:00", false),
+        ("0 * x * fri", "2026-01-16 10:00", false),
+        ("0 8-22 * *", "2026-01-31 10:00", false),
+    ] {
+        let got = flat(
+            &db,
+            &format!("SELECT schedule_allows(schedule_fields('{schedule}'), '{wall}'::TIMESTAMP)"),
+        );
+        assert_eq!(got, [allowed.to_string()], "{schedule} at {wall}");
+    }
+}
+
+#[test]
+fn schedules_are_read_in_each_executors_time_zone_by_views_and_routing_alike() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "timezone: Australia/Sydney
+executors:
+  berlin:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * *'
+    timezone: Europe/Berlin
+  new-york:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * *'
+    timezone: America/New_York
+  sydney:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * *'
+  weekdays:
+    capabilities: [watch]
+    availability: schedule
+    schedule: '0 8-22 * * mon-fri'
+    timezone: UTC
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(
+        flat(
+            &db,
+            "SELECT id, timezone FROM executor_availability_at('2026-01-01T00:00:00Z'::TIMESTAMPTZ)"
+        ),
+        [
+            "berlin|Europe/Berlin",
+            "new-york|America/New_York",
+            "sydney|Australia/Sydney",
+            "weekdays|UTC"
+        ],
+        "an executor without a zone takes config.yaml's"
+    );
+    // Around each zone's changes of 2026, 8:00 and 23:00 local come an hour earlier or later in
+    // UTC (expected sets from tzdata 2025b through Python's zoneinfo).
+    for (instant, available) in [
+        ("2026-03-28T06:59:00Z", "sydney"),
+        ("2026-03-28T07:00:00Z", "berlin, sydney"),
+        ("2026-03-29T05:59:00Z", "sydney"),
+        ("2026-03-29T06:00:00Z", "berlin, sydney"),
+        ("2026-03-29T20:59:00Z", "berlin, new-york"),
+        ("2026-03-29T21:00:00Z", "new-york, sydney"),
+        ("2026-10-25T06:59:00Z", "sydney"),
+        ("2026-10-25T07:00:00Z", "berlin, sydney"),
+        ("2026-03-07T12:59:00Z", "berlin"),
+        ("2026-03-07T13:00:00Z", "berlin, new-york"),
+        ("2026-03-09T11:59:00Z", "berlin, sydney, weekdays"),
+        ("2026-03-09T12:00:00Z", "berlin, new-york, weekdays"),
+        ("2026-11-01T12:59:00Z", "berlin"),
+        ("2026-11-01T13:00:00Z", "berlin, new-york"),
+        ("2026-04-03T20:59:00Z", "berlin, new-york, weekdays"),
+        ("2026-04-03T21:00:00Z", "new-york, sydney, weekdays"),
+        ("2026-04-04T21:59:00Z", "new-york"),
+        ("2026-04-04T22:00:00Z", "new-york, sydney"),
+    ] {
+        let views = flat(
+            &db,
+            &format!(
+                "SELECT coalesce(string_agg(id, ', ' ORDER BY id), '') FROM executor_availability_at('{instant}'::TIMESTAMPTZ) WHERE available"
+            ),
+        );
+        assert_eq!(views, [available], "the views at {instant}");
+        let at = time::parse_timestamp(instant).unwrap();
+        let mut routed: Vec<String> = db
+            .route(&["watch".to_owned()], None, None, &at, None)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.executor)
+            .collect();
+        routed.sort();
+        assert_eq!(routed.join(", "), available, "routing at {instant}");
+    }
+}
+
+#[test]
+fn the_routing_snapshot_reads_schedules_to_the_minute() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:\n  early:\n    capabilities: [x]\n    availability: schedule\n    schedule: '0-29 * * * *'\n  late:\n    capabilities: [x]\n    availability: schedule\n    schedule: '30-59 * * * *'\n",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let route = |instant: &str| -> Vec<String> {
+        let at = time::parse_timestamp(instant).unwrap();
+        db.route(&["x".to_owned()], None, None, &at, None)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.executor)
+            .collect()
+    };
+    assert_eq!(route("2026-01-31T12:10:00Z"), ["early"]);
+    assert_eq!(route("2026-01-31T12:29:59Z"), ["early"]);
+    assert_eq!(
+        route("2026-01-31T12:30:00Z"),
+        ["late"],
+        "same hour, next verdict"
+    );
+    assert_eq!(route("2026-01-31T12:10:00Z"), ["early"], "and back");
+}
+
+/// The executors `db` routes a request to, with reasons, over the snapshot (`Db::route_wanted`)
+/// and, asserting they agree, over the views (`route_for`).
+fn routed_both_ways(db: &Db, wanted: &RouteWanted, instant: &str) -> Vec<String> {
+    let at = time::parse_timestamp(instant).unwrap();
+    let snapshot: Vec<String> = db
+        .route_wanted(wanted, &at, None)
+        .unwrap()
+        .into_iter()
+        .map(|r| format!("{}: {}", r.executor, r.reason))
+        .collect();
+    let text = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let list = |items: &[String]| {
+        format!(
+            "[{}]::VARCHAR[]",
+            items.iter().map(|s| text(s)).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let or_null = |v: Option<&String>| v.map_or("NULL".to_owned(), |v| text(v));
+    let views = flat(
+        db,
+        &format!(
+            "SELECT executor || ': ' || reason FROM route_for({}, {}, {}, '{instant}'::TIMESTAMPTZ, loc := {}::JSON, env := {})",
+            list(&wanted.requires),
+            or_null(wanted.precision.as_ref()),
+            or_null(wanted.urgency.as_ref()),
+            wanted
+                .location
+                .as_ref()
+                .map_or("NULL".to_owned(), |l| text(&l.to_string())),
+            list(&wanted.environment),
+        ),
+    );
+    assert_eq!(
+        snapshot, views,
+        "{wanted:?}: the snapshot and the views disagree"
+    );
+    snapshot
+}
+
+fn wants(requires: &[&str]) -> RouteWanted {
+    RouteWanted {
+        requires: requires.iter().map(|s| s.to_string()).collect(),
+        ..RouteWanted::default()
+    }
+}
+
+#[test]
+fn strategies_rank_by_measured_latency_and_success() {
+    let (dir, db) = fixture();
+    // The fixture's history: roomba-kitchen claimed 2 (1 completed, 1 failed), median 930 s to
+    // claim and 1,800 s to complete; teague-phone claimed 3 (2 completed, none failed), 600 s
+    // and 4,500 s; kitchen-robot has no record. teague-phone holds one active claim.
+    std::fs::write(
+        dir.path().join("routing.yaml"),
+        "rules:
+  - match: {urgency: now}
+    prefer: lower_latency
+  - match: {urgency: soon}
+    prefer: higher_precision
+",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  teague-phone:
+    capabilities: [tidy]
+  roomba-kitchen:
+    capabilities: [tidy]
+  kitchen-robot:
+    capabilities: [tidy]
+",
+    )
+    .unwrap();
+    let urgent = |urgency: &str| RouteWanted {
+        urgency: Some(urgency.to_owned()),
+        ..wants(&["tidy"])
+    };
+    assert_eq!(
+        routed_both_ways(&db, &urgent("now"), "2026-02-01T12:00:00Z"),
+        [
+            "roomba-kitchen: rule 1 (match urgency now) strategy lower_latency: median 2730 s to claim and complete",
+            "teague-phone: rule 1 (match urgency now) strategy lower_latency: median 5100 s to claim and complete",
+            "kitchen-robot: rule 1 (match urgency now) strategy lower_latency: not measured yet",
+        ]
+    );
+    assert_eq!(
+        routed_both_ways(&db, &urgent("soon"), "2026-02-01T12:00:00Z"),
+        [
+            "teague-phone: rule 2 (match urgency soon) strategy higher_precision: completed 2 of 2 finished",
+            "roomba-kitchen: rule 2 (match urgency soon) strategy higher_precision: completed 1 of 2 finished",
+            "kitchen-robot: rule 2 (match urgency soon) strategy higher_precision: no finished work yet",
+        ]
+    );
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["tidy"]), "2026-02-01T12:00:00Z"),
+        [
+            "kitchen-robot: holds tidy",
+            "roomba-kitchen: holds tidy",
+            "teague-phone: holds tidy"
+        ],
+        "without a strategy: least loaded first"
+    );
+}
+
+#[test]
+fn on_demand_executors_are_offered_work_only_when_nobody_else_can_take_it() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  always-on:
+    capabilities: [fetch]
+  call-me:
+    capabilities: [fetch, drive]
+    availability: on_demand
+  mornings:
+    capabilities: [fetch]
+    availability: schedule
+    schedule: '0 9 * * *'
+routing:
+  - match: {capability: fetch}
+    prefer: [call-me]
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["fetch"]), "2026-02-02T12:00:00Z"),
+        ["always-on: holds fetch"],
+        "a rule preferring an on-demand executor does not decide while others are eligible"
+    );
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["fetch"]), "2026-02-02T09:30:00Z"),
+        ["always-on: holds fetch", "mornings: holds fetch"]
+    );
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["drive"]), "2026-02-02T12:00:00Z"),
+        ["call-me: holds drive (on demand: no other executor is eligible)"]
+    );
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  call-me:
+    capabilities: [fetch]
+    availability: on_demand
+  mornings:
+    capabilities: [fetch]
+    availability: schedule
+    schedule: '0 9 * * *'
+routing:
+  - match: {capability: fetch}
+    prefer: [call-me]
+",
+    )
+    .unwrap();
+    assert_eq!(
+        routed_both_ways(&db, &wants(&["fetch"]), "2026-02-02T12:00:00Z"),
+        [
+            "call-me: rule 1 (match capability fetch) prefers call-me (on demand: no other executor is eligible)"
+        ],
+        "outside the schedule, the on-demand executor is the one left"
+    );
+}
+
+#[test]
+fn locations_and_environments_narrow_who_is_eligible_where_they_compare() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  kitchen-bot:
+    capabilities: [fetch]
+    access: [home/kitchen]
+  house-bot:
+    capabilities: [fetch]
+    access: [Home/]
+    environment: [Indoor]
+  garage-bot:
+    capabilities: [fetch]
+    location: home/garage
+  san-anselmo-runner:
+    capabilities: [fetch]
+    location: {lat: 37.9746, lng: -122.5616, radius_km: 10}
+  nyc-runner:
+    capabilities: [fetch]
+    location: {lat: 40.7128, lng: -74.006, radius_km: 20}
+    environment: [outdoor, daylight]
+  anywhere:
+    capabilities: [fetch]
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let at = "2026-02-02T12:00:00Z";
+    let who = |location: Option<serde_json::Value>, environment: &[&str]| -> String {
+        let wanted = RouteWanted {
+            location,
+            environment: environment.iter().map(|s| s.to_string()).collect(),
+            ..wants(&["fetch"])
+        };
+        routed_both_ways(&db, &wanted, at)
+            .iter()
+            .map(|r| r.split(':').next().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    use serde_json::json;
+    assert_eq!(
+        who(None, &[]),
+        "anywhere, garage-bot, house-bot, kitchen-bot, nyc-runner, san-anselmo-runner"
+    );
+    assert_eq!(
+        who(Some(json!("home/kitchen")), &[]),
+        "anywhere, house-bot, kitchen-bot, nyc-runner, san-anselmo-runner",
+        "a place is covered by that place or one above it, or by executors that name none"
+    );
+    assert_eq!(
+        who(Some(json!("HOME/Garage/shelf")), &[]),
+        "anywhere, garage-bot, house-bot, nyc-runner, san-anselmo-runner"
+    );
+    assert_eq!(
+        who(Some(json!("home")), &[]),
+        "anywhere, house-bot, nyc-runner, san-anselmo-runner",
+        "reaching the kitchen is not reaching the whole home"
+    );
+    assert_eq!(
+        who(Some(json!("grocery store near home")), &[]),
+        "anywhere, garage-bot, house-bot, kitchen-bot, nyc-runner, san-anselmo-runner",
+        "free text is not compared"
+    );
+    assert_eq!(
+        who(
+            Some(json!({"lat": 37.98, "lng": -122.55, "radius_km": 1})),
+            &[]
+        ),
+        "anywhere, garage-bot, house-bot, kitchen-bot, san-anselmo-runner",
+        "an area must overlap an executor's area"
+    );
+    assert_eq!(
+        who(Some(json!({"lat": 37.7749, "lng": -122.4194})), &[]),
+        "anywhere, garage-bot, house-bot, kitchen-bot",
+        "San Francisco is 24 km from San Anselmo, beyond its 10 km"
+    );
+    assert_eq!(
+        who(None, &["indoor"]),
+        "anywhere, garage-bot, house-bot, kitchen-bot, san-anselmo-runner",
+        "an executor that lists environments must list every one asked for"
+    );
+    assert_eq!(
+        who(None, &["Daylight", "outdoor"]),
+        "anywhere, garage-bot, kitchen-bot, nyc-runner, san-anselmo-runner"
+    );
+}
+
+#[test]
+fn capability_metadata_must_be_satisfied_by_the_executors_own() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen, living-room]}
+      - take-photo: {camera: [rear, front], max-resolution: 4k}
+  roomba:
+    capabilities:
+      - vacuum-floor: {areas: kitchen}
+  plain:
+    capabilities: [vacuum-floor, take-photo]
+",
+    )
+    .unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let who = |requires: &[&str]| -> String {
+        routed_both_ways(&db, &wants(requires), "2026-02-02T12:00:00Z")
+            .iter()
+            .map(|r| r.split(':').next().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": ["kitchen"]}}"#]),
+        "arm, roomba",
+        "a list is satisfied by a list or a value that contains it"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": ["kitchen", "living-room"]}}"#]),
+        "arm"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": "living-room"}}"#]),
+        "arm"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {"areas": []}}"#]),
+        "arm, roomba",
+        "an empty list asks only that the key be there"
+    );
+    assert_eq!(
+        who(&[r#"{"take-photo": {"camera": "rear", "max-resolution": "4k"}}"#]),
+        "arm"
+    );
+    assert_eq!(
+        who(&[r#"{"take-photo": {"camera": "rear", "max-resolution": "8k"}}"#]),
+        ""
+    );
+    assert_eq!(
+        who(&[r#"{"take-photo": {"flash": true}}"#]),
+        "",
+        "every key asked for must be there"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": {}}"#, "take-photo"]),
+        "arm, plain",
+        "an empty mapping asks for nothing"
+    );
+    assert_eq!(
+        who(&[r#"{"vacuum-floor": "quietly"}"#]),
+        "arm, plain, roomba",
+        "metadata that is not a mapping is informational"
+    );
+}
+
+#[test]
+fn route_request_reads_location_environment_and_metadata_from_the_request() {
+    let (dir, db) = fixture();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "executors:
+  arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen]}
+    access: [home]
+    environment: [indoor]
+  roomba:
+    capabilities: [vacuum-floor]
+    access: [office]
+  outdoor-arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen]}
+    environment: [outdoor]
+",
+    )
+    .unwrap();
+    let thread = "2026-02-02-001";
+    std::fs::write(
+        dir.path().join(format!("state=received/{thread}.messe-af.yaml")),
+        format!(
+            "ref: {thread}\nrequestor: claude-agent\nstatus: pending\ncreated: 2026-02-02T10:00:00Z\nupdated: 2026-02-02T10:00:00Z\nintent: vacuum\nrequires: [vacuum-floor]\n---\nfrom: claude-agent\nreceived: 2026-02-02T10:00:00Z\nMESS:\n  - request:\n      intent: vacuum\n      requires:\n        - vacuum-floor: {{areas: [kitchen]}}\n      constraints:\n        location: home/kitchen\n        environment: [indoor]\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        flat(
+            &db,
+            &format!(
+                "SELECT executor, reason FROM route_request('{thread}', '2026-02-02T12:00:00Z'::TIMESTAMPTZ)"
+            )
+        ),
+        ["arm|holds vacuum-floor"]
+    );
+    let wanted = RouteWanted {
+        requires: vec![r#"{"vacuum-floor":{"areas":["kitchen"]}}"#.to_owned()],
+        location: Some(serde_json::json!("home/kitchen")),
+        environment: vec!["indoor".to_owned()],
+        ..RouteWanted::default()
+    };
+    assert_eq!(
+        routed_both_ways(&db, &wanted, "2026-02-02T12:00:00Z"),
+        ["arm: holds vacuum-floor"]
+    );
 }

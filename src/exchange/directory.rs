@@ -2,7 +2,7 @@
 //! each use case so `config` messages and edits to config.yaml apply at once; plus eligibility
 //! and the routing decision for a new request.
 
-use crate::db::{ExecutorRow, RoutingDirectory, RuleRow};
+use crate::db::{ExecutorRow, RouteWanted, RoutingDirectory, RuleRow};
 use crate::protocol::message::{ExecutorSpec, Prefer, RoutingRule};
 use crate::protocol::request::{Precision, Request, Urgency};
 use crate::protocol::value::{Map, Value};
@@ -20,6 +20,9 @@ pub struct Directory {
     pub rule_positions: Vec<usize>,
     /// The capability catalog (capabilities.yaml).
     pub catalog: Vec<CatalogEntry>,
+    /// The time zone of schedules whose executor names none (config.yaml's top-level
+    /// `timezone:`; UTC without one).
+    pub timezone: Option<String>,
     /// Where each executor was declared.
     pub origins: Vec<(String, Origin)>,
     /// Entries that could not be read or do not fit together, one line each.
@@ -57,25 +60,69 @@ pub struct CatalogEntry {
 pub struct RouteInput {
     /// Required capability ids.
     pub requires: Vec<String>,
+    /// The required capabilities in the request's order, as routing takes them: an id, or the
+    /// JSON text of `{id: metadata}` when the metadata is a mapping (which the executor's
+    /// metadata must satisfy). Empty when the request was not read: `requires` stands then.
+    pub entries: Vec<String>,
     /// The request's precision.
     pub precision: Option<Precision>,
     /// The request's urgency.
     pub urgency: Option<Urgency>,
+    /// The request's `constraints.location`.
+    pub location: Option<Value>,
+    /// The request's `constraints.environment`.
+    pub environment: Vec<String>,
 }
 
 impl RouteInput {
     /// The routing view of a request.
     pub fn of(request: &Request) -> RouteInput {
+        let constraints = request.constraints.as_ref();
         RouteInput {
             requires: request.required_ids(),
+            entries: request
+                .requires
+                .iter()
+                .map(|c| match &c.meta {
+                    Some(meta @ Value::Map(_)) => {
+                        let mut entry = serde_json::Map::new();
+                        entry.insert(c.id.clone(), json(meta));
+                        serde_json::Value::Object(entry).to_string()
+                    }
+                    _ => c.id.clone(),
+                })
+                .collect(),
             precision: request.precision,
-            urgency: request
-                .constraints
-                .as_ref()
+            urgency: constraints
                 .and_then(|c| c.timing.as_ref())
                 .and_then(|t| t.urgency),
+            location: constraints.and_then(|c| c.location.clone()),
+            environment: constraints
+                .map(|c| c.environment.clone())
+                .unwrap_or_default(),
         }
     }
+
+    /// The request as `Db::route_batch` takes it, for thread `thread`.
+    pub fn wanted(&self, thread: String) -> RouteWanted {
+        RouteWanted {
+            thread,
+            requires: if self.entries.is_empty() {
+                self.requires.clone()
+            } else {
+                self.entries.clone()
+            },
+            precision: self.precision.map(|p| p.as_str().to_owned()),
+            urgency: self.urgency.map(|u| u.as_str().to_owned()),
+            location: self.location.as_ref().map(json),
+            environment: self.environment.clone(),
+        }
+    }
+}
+
+/// A protocol value as JSON (`Value` serialises as the JSON of its YAML).
+fn json(value: &Value) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }
 
 impl Directory {
@@ -90,6 +137,25 @@ impl Directory {
             dir.problems.extend(super::config_keys::problems(raw));
         }
         let config = files.config.as_ref().and_then(Value::as_map);
+        if let Some(zone) = config.and_then(|c| c.get("timezone")) {
+            // The executors view reads the same text, so an unknown zone is one there too: a
+            // schedule read in it allows nothing.
+            dir.timezone = zone.scalar_text();
+            match &dir.timezone {
+                Some(name) => {
+                    if let Err(why) = crate::protocol::tz::check_timezone(name) {
+                        dir.problems.push(format!(
+                            "config.yaml: timezone: {why}; executors with a schedule and no timezone of their own are never available"
+                        ));
+                    }
+                }
+                None if zone.is_null() => {}
+                None => dir.problems.push(format!(
+                    "config.yaml: timezone must be a time zone name, found {}; executors with a schedule and no timezone of their own are never available",
+                    zone.kind()
+                )),
+            }
+        }
         if let Some(execs) = config.and_then(|c| c.get("executors")) {
             match execs {
                 Value::Map(m) => {
@@ -266,14 +332,37 @@ impl Directory {
         let executors = self
             .executors
             .iter()
-            .map(|e| ExecutorRow {
-                id: e.id.clone(),
-                capabilities: e.capability_ids().into_iter().map(str::to_owned).collect(),
-                availability: e
-                    .availability
-                    .clone()
-                    .unwrap_or_else(|| "always".to_owned()),
-                schedule: e.schedule.clone(),
+            .map(|e| {
+                // The metadata of each id's first entry, as the executors view keeps it.
+                let mut capability_meta = serde_json::Map::new();
+                let mut seen = Vec::new();
+                for c in &e.capabilities {
+                    if seen.contains(&c.id.as_str()) {
+                        continue;
+                    }
+                    seen.push(c.id.as_str());
+                    if let Some(meta) = &c.meta {
+                        capability_meta.insert(c.id.clone(), json(meta));
+                    }
+                }
+                ExecutorRow {
+                    id: e.id.clone(),
+                    capabilities: e.capability_ids().into_iter().map(str::to_owned).collect(),
+                    availability: e
+                        .availability
+                        .clone()
+                        .unwrap_or_else(|| "always".to_owned()),
+                    schedule: e.schedule.clone(),
+                    timezone: e
+                        .timezone
+                        .clone()
+                        .or_else(|| self.timezone.clone())
+                        .unwrap_or_else(|| "UTC".to_owned()),
+                    capability_meta,
+                    access: e.access.clone(),
+                    location: e.location.as_ref().map(json),
+                    environment: e.environment.clone(),
+                }
             })
             .collect();
         let rules = self
@@ -348,6 +437,9 @@ pub fn executor_summary(e: &ExecutorSpec) -> Value {
     );
     if let Some(s) = &e.schedule {
         m.insert("schedule", Value::str(s));
+    }
+    if let Some(zone) = &e.timezone {
+        m.insert("timezone", Value::str(zone));
     }
     Value::Map(m)
 }

@@ -308,12 +308,7 @@ impl Exchange {
                 ))
             })?;
         }
-        Ok(Wanted::Route(RouteWanted {
-            thread: thread.to_string(),
-            requires: input.requires,
-            precision: input.precision.map(|p| p.as_str().to_owned()),
-            urgency: input.urgency.map(|u| u.as_str().to_owned()),
-        }))
+        Ok(Wanted::Route(input.wanted(thread.to_string())))
     }
 }
 

@@ -271,14 +271,8 @@ pub(crate) fn record_dispatch(
     }
     let directory = ex.directory().routing();
     let routed = match ex.db().and_then(|db| {
-        db.route(
-            &input.requires,
-            input.precision.map(|p| p.as_str()),
-            input.urgency.map(|u| u.as_str()),
-            &now,
-            Some(&directory),
-        )
-        .map_err(|e| e.to_string())
+        db.route_wanted(&input.wanted(String::new()), &now, Some(&directory))
+            .map_err(|e| e.to_string())
     }) {
         Ok(r) => r,
         Err(e) => {

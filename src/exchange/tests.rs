@@ -934,9 +934,10 @@ fn routing_follows_rules_then_default_then_capability() {
         "claude-agent",
         "intent: print\nrequires:\n  - vacuum-floor: {areas: [kitchen]}",
     );
-    assert!(
-        note(&meta).unwrap().contains("roomba-kitchen"),
-        "capability metadata is tolerated"
+    assert_eq!(
+        note(&meta),
+        None,
+        "capability metadata must be satisfied, and no executor here declares areas"
     );
 }
 
@@ -1872,4 +1873,137 @@ fn a_thread_grows_only_so_far() {
     assert_eq!(e.kind(), ErrorKind::TooLarge);
     assert!(e.to_string().contains("start a new request"), "{e}");
     assert!(f.text(&r).len() <= 1024 * 1024);
+}
+
+#[test]
+fn requests_route_by_zone_place_environment_and_metadata_as_the_views_route_them() {
+    // The fixture's clock: Saturday 2026-01-31 17:00 in Los Angeles, Sunday 02:00 in Berlin.
+    let f = fixture(
+        "timezone: America/Los_Angeles
+executors:
+  la-phone:
+    capabilities: [take-photo, fetch]
+    availability: schedule
+    schedule: '0 8-22 * * sat,sun'
+  berlin-phone:
+    capabilities: [take-photo, fetch]
+    availability: schedule
+    schedule: '0 8-22 * * *'
+    timezone: Europe/Berlin
+  kitchen-arm:
+    capabilities:
+      - vacuum-floor: {areas: [kitchen]}
+      - fetch
+    access: [home/kitchen]
+    environment: [indoor]
+  roomba:
+    capabilities: [vacuum-floor]
+",
+    );
+    assert_eq!(f.ex.config_problems(), Vec::<String>::new());
+    let note = |r: &str| {
+        f.env(r)
+            .history
+            .iter()
+            .find(|h| h.action == "dispatched")
+            .and_then(|h| h.note.clone())
+    };
+    let mut threads = Vec::new();
+    for (body, routed) in [
+        (
+            "intent: photo\nrequires: [take-photo]",
+            Some("routed to la-phone: holds take-photo"),
+        ),
+        (
+            "intent: vacuum\nrequires:\n  - vacuum-floor: {areas: [kitchen]}",
+            Some("routed to kitchen-arm: holds vacuum-floor"),
+        ),
+        (
+            "intent: vacuum\nrequires:\n  - vacuum-floor: {areas: [garage]}",
+            None,
+        ),
+        (
+            "intent: fetch\nrequires: [fetch]\nconstraints: {location: home/garage}",
+            Some("routed to la-phone: holds fetch"),
+        ),
+        (
+            "intent: fetch\nrequires: [fetch]\nconstraints: {environment: [outdoor]}",
+            Some("routed to la-phone: holds fetch"),
+        ),
+        (
+            "intent: fetch\nrequires: [fetch]\nconstraints: {location: home/kitchen/sink, environment: [indoor]}",
+            Some("routed to kitchen-arm: holds fetch; la-phone: holds fetch"),
+        ),
+    ] {
+        let r = f.request("claude-agent", body);
+        assert_eq!(note(&r).as_deref(), routed, "{body}");
+        threads.push(r);
+    }
+    // The same requests over the checked directory and over the views, at other hours and
+    // across both zones' changes to daylight saving time.
+    let db = f.ex.db().unwrap();
+    let directory = Directory::load(f.ex.store()).routing();
+    for instant in [
+        "2026-02-01T16:00:00Z",
+        "2026-03-08T09:59:00Z",
+        "2026-03-08T15:00:00Z",
+        "2026-03-08T16:00:00Z",
+        "2026-03-29T00:59:00Z",
+        "2026-03-29T06:00:00Z",
+    ] {
+        let now = time::parse_timestamp(instant).unwrap();
+        for r in &threads {
+            let file = f.ex.store().read(&ThreadRef::parse(r).unwrap()).unwrap();
+            let wanted = super::lifecycle::route_input(&file)
+                .unwrap()
+                .wanted(r.clone());
+            assert_eq!(
+                db.route_wanted(&wanted, &now, Some(&directory)).unwrap(),
+                db.route_wanted(&wanted, &now, None).unwrap(),
+                "{r} at {instant}"
+            );
+        }
+    }
+}
+
+#[test]
+fn unknown_time_zones_are_reported_and_their_schedules_allow_nothing() {
+    let f = fixture(
+        "timezone: Europe/Berln
+executors:
+  zoned:
+    capabilities: [x]
+    availability: schedule
+    schedule: '* * * * *'
+    timezone: Mars/Base
+  defaulted:
+    capabilities: [x]
+    availability: schedule
+    schedule: '* * * * *'
+  always:
+    capabilities: [x]
+",
+    );
+    let problems = f.ex.config_problems();
+    assert!(
+        problems.iter().any(|p| p
+            .starts_with("config.yaml: timezone: \"Europe/Berln\" is not a known IANA time zone")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p
+            .starts_with("executor zoned.timezone: \"Mars/Base\" is not a known IANA time zone")
+            && p.ends_with("that executor is skipped")),
+        "{problems:?}"
+    );
+    let r = f.request("claude-agent", "intent: x\nrequires: [x]");
+    assert_eq!(
+        f.env(&r)
+            .history
+            .iter()
+            .find(|h| h.action == "dispatched")
+            .and_then(|h| h.note.clone())
+            .as_deref(),
+        Some("routed to always: holds x")
+    );
 }

@@ -197,7 +197,20 @@ pub struct ExecutorSpec {
     pub availability: Option<String>,
     /// A cron expression, when availability is `schedule`.
     pub schedule: Option<String>,
-    /// Other fields (`notify`, `access`, ...), kept unchanged.
+    /// The IANA time zone the schedule is read in (`Europe/Berlin`); without one, config.yaml's
+    /// top-level `timezone:`, else UTC.
+    pub timezone: Option<String>,
+    /// The places it can reach, as paths (`home`, `home/kitchen`): a request whose
+    /// `constraints.location` names a path is offered only to executors with that path or one
+    /// above it (when they declare any).
+    pub access: Vec<String>,
+    /// Where it works: a place path (counted with `access`) or an area `{lat, lng, radius_km}`
+    /// that a request's target area must overlap.
+    pub location: Option<Value>,
+    /// The conditions it works in (`indoor`, `daylight`): when declared, a request's
+    /// `constraints.environment` must be among them.
+    pub environment: Vec<String>,
+    /// Other fields (`notify`, ...), kept unchanged.
     pub extra: Map,
 }
 
@@ -767,6 +780,10 @@ impl ExecutorSpec {
             capabilities,
             availability,
             schedule,
+            timezone: f.opt_str("timezone")?,
+            access: f.list("access", field::text)?,
+            location: f.take("location").filter(|v| !v.is_null()),
+            environment: f.list("environment", field::text)?,
             extra: f.rest(),
         })
     }
@@ -784,6 +801,10 @@ impl ExecutorSpec {
         );
         field::put_str(&mut m, "availability", &self.availability);
         field::put_str(&mut m, "schedule", &self.schedule);
+        field::put_str(&mut m, "timezone", &self.timezone);
+        field::put_list(&mut m, "access", &self.access, |s| Value::str(s));
+        m.insert_opt("location", self.location.clone());
+        field::put_list(&mut m, "environment", &self.environment, |s| Value::str(s));
         m.extend_missing(self.extra.clone());
         Value::Map(m)
     }
@@ -791,8 +812,11 @@ impl ExecutorSpec {
     /// Checks what the exchange takes from a registration or config.yaml before it reaches
     /// routing: capability ids of the documented character set
     /// ([`crate::protocol::ids::check_capability_id`]), a cron schedule routing can evaluate
-    /// ([`crate::protocol::cron::check_schedule`]), and a schedule wherever availability says
-    /// `schedule`. `path` names the entry in the error.
+    /// ([`crate::protocol::cron::check_schedule`]) in a known time zone
+    /// ([`crate::protocol::tz::check_timezone`]), a schedule wherever availability says
+    /// `schedule`, and a `location` routing can compare (a place path, or an area with
+    /// numeric `lat` in -90..90, `lng` in -180..180 and a `radius_km` of at least 0). `path`
+    /// names the entry in the error.
     pub fn check(&self, path: &str) -> Result<()> {
         for (i, c) in self.capabilities.iter().enumerate() {
             crate::protocol::ids::check_capability_id(&c.id)
@@ -801,6 +825,14 @@ impl ExecutorSpec {
         if let Some(schedule) = &self.schedule {
             crate::protocol::cron::check_schedule(schedule)
                 .map_err(|why| ProtocolError::invalid(format!("{path}.schedule"), why))?;
+        }
+        if let Some(zone) = &self.timezone {
+            crate::protocol::tz::check_timezone(zone)
+                .map_err(|why| ProtocolError::invalid(format!("{path}.timezone"), why))?;
+        }
+        if let Some(location) = &self.location {
+            check_area(location)
+                .map_err(|why| ProtocolError::invalid(format!("{path}.location"), why))?;
         }
         if self.availability.as_deref() == Some("schedule") && self.schedule.is_none() {
             return Err(ProtocolError::invalid(
@@ -814,6 +846,40 @@ impl ExecutorSpec {
     /// The capability ids offered.
     pub fn capability_ids(&self) -> Vec<&str> {
         self.capabilities.iter().map(|c| c.id.as_str()).collect()
+    }
+}
+
+/// Checks an executor's `location`: a place path (text) or an area `{lat, lng, radius_km?}`.
+fn check_area(location: &Value) -> std::result::Result<(), String> {
+    let area = match location {
+        Value::String(s) if !s.trim().is_empty() => return Ok(()),
+        Value::Map(m) => m,
+        other => {
+            return Err(format!(
+                "expected a place (text) or an area {{lat, lng, radius_km}}, found {}",
+                field::describe(other)
+            ));
+        }
+    };
+    let number = |key: &str| match area.get(key) {
+        Some(Value::Int(n)) => Ok(Some(*n as f64)),
+        Some(Value::Float(x)) if x.is_finite() => Ok(Some(*x)),
+        None | Some(Value::Null) => Ok(None),
+        Some(other) => Err(format!(
+            "{key} must be a number, found {}",
+            field::describe(other)
+        )),
+    };
+    for (key, limit) in [("lat", 90.0), ("lng", 180.0)] {
+        match number(key)? {
+            Some(x) if x.abs() <= limit => {}
+            Some(x) => return Err(format!("{key} {x} is outside -{limit}..{limit}")),
+            None => return Err(format!("an area needs {key} (degrees)")),
+        }
+    }
+    match number("radius_km")? {
+        Some(r) if r < 0.0 => Err(format!("radius_km {r} is negative")),
+        _ => Ok(()),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod message;
 pub mod request;
 pub mod status;
 pub mod time;
+pub mod tz;
 pub mod value;
 pub mod yaml;
 

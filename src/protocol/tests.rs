@@ -669,3 +669,110 @@ fn absurd_flow_nesting_is_refused_before_parsing() {
     ));
     assert!(err.len() < 400, "long paths are shortened: {err}");
 }
+
+#[test]
+fn schedules_take_month_and_day_names_and_refuse_other_dialects() {
+    use crate::protocol::cron::check_schedule;
+    for ok in [
+        "0 8-22 * * *",
+        "0 8-22 * * mon-fri",
+        "0 8-22 * * MON-FRI",
+        "*/30 9-17 1,15 jan-mar,Dec sun",
+        "0-29 * * * fri-sun",
+        "0 8 * * sat,sun",
+        "5,35 * 13 * fri",
+    ] {
+        assert_eq!(check_schedule(ok), Ok(()), "{ok}");
+    }
+    for (bad, why) in [
+        (
+            "0 8 * * monday",
+            "day of week field \"monday\": \"monday\" is not a name",
+        ),
+        ("0 8 jan * *", "day of month field \"jan\""),
+        ("0 8 * * 1#2", "day of week field \"1#2\""),
+        ("0 8 ? * *", "day of month field \"?\""),
+        ("@daily", "has 1 field(s)"),
+        ("0 8 * dec-jan *", "the range 12-1 runs backwards"),
+        ("0 8 * * sun-sat/0", "a step must be at least 1"),
+    ] {
+        let e = check_schedule(bad).unwrap_err();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn time_zones_are_known_iana_names_in_their_exact_spelling() {
+    use crate::protocol::tz::{self, ZONES};
+    assert!(
+        ZONES.windows(2).all(|w| w[0].0 < w[1].0),
+        "sorted and unique, as rule() searches"
+    );
+    assert_eq!(
+        tz::rule("Europe/Berlin"),
+        Some("CET-1CEST,M3.5.0,M10.5.0/3")
+    );
+    assert_eq!(tz::rule("UTC"), Some("UTC0"));
+    assert_eq!(tz::check_timezone("America/New_York"), Ok(()));
+    let e = tz::check_timezone("europe/berlin").unwrap_err();
+    assert!(e.contains("did you mean \"Europe/Berlin\""), "{e}");
+    let e = tz::check_timezone("Mars/Olympus_Mons").unwrap_err();
+    assert!(e.contains("not a known IANA time zone"), "{e}");
+    assert!(tz::check_timezone("").is_err());
+}
+
+#[test]
+fn executor_entries_name_the_field_of_a_bad_zone_or_area() {
+    use crate::protocol::message::ExecutorSpec;
+    let check = |body: &str| -> Result<(), String> {
+        let value = yaml::parse_document(body, &Limits::DEFAULT).unwrap();
+        ExecutorSpec::from_entry("arm", value, "executors.arm")
+            .and_then(|e| e.check("executor arm"))
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(
+        check(
+            "capabilities: [x]\navailability: schedule\nschedule: '0 8-22 * * mon-fri'\ntimezone: Europe/Berlin\naccess: [home/kitchen]\nlocation: {lat: 37.97, lng: -122.56, radius_km: 5}\nenvironment: [indoor]\n"
+        ),
+        Ok(())
+    );
+    assert_eq!(check("capabilities: [x]\nlocation: home\n"), Ok(()));
+    for (body, want) in [
+        (
+            "timezone: Europe/Berln\n",
+            "executor arm.timezone: \"Europe/Berln\" is not a known IANA time zone",
+        ),
+        ("timezone: 5\n", "executors.arm.timezone: expected a string"),
+        (
+            "location: {lat: 91, lng: 0}\n",
+            "executor arm.location: lat 91 is outside -90..90",
+        ),
+        (
+            "location: {lat: 1}\n",
+            "executor arm.location: an area needs lng",
+        ),
+        (
+            "location: {lat: 1, lng: 2, radius_km: -1}\n",
+            "executor arm.location: radius_km -1 is negative",
+        ),
+        (
+            "location: {lat: north, lng: 2}\n",
+            "executor arm.location: lat must be a number",
+        ),
+        (
+            "location: [1, 2]\n",
+            "executor arm.location: expected a place (text) or an area",
+        ),
+        (
+            "access: {home: yes}\n",
+            "executors.arm.access: expected a list",
+        ),
+        (
+            "environment: [{x: 1}]\n",
+            "executors.arm.environment[0]: expected a string",
+        ),
+    ] {
+        let e = check(body).unwrap_err();
+        assert!(e.starts_with(want), "{body}: {e}");
+    }
+}

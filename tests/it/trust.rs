@@ -82,6 +82,14 @@ fn bad_schedules_and_capabilities_are_refused_at_the_door_and_contained_on_disk(
             "MESS:\n  - config:\n      executor: {id: evil, capabilities: [x], availability: schedule, schedule: '0 25 * * *'}\n",
             "MESS[0].config.executor.schedule",
         ),
+        (
+            "MESS:\n  - config:\n      executor: {id: evil, capabilities: [x], availability: schedule, schedule: '0 8-22 * * mon-fri', timezone: Europe/Berln}\n",
+            "MESS[0].config.executor.timezone",
+        ),
+        (
+            "MESS:\n  - config:\n      executor: {id: evil, capabilities: [x], location: {lat: 100, lng: 0}}\n",
+            "MESS[0].config.executor.location",
+        ),
     ] {
         let (status, reply) = register(body);
         assert_eq!(status, 422, "{body}: {reply}");
