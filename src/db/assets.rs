@@ -72,8 +72,16 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/045_available_at.sql"),
     ),
     (
+        "macros/048_metadata_facts.sql",
+        include_str!("../../macros/048_metadata_facts.sql"),
+    ),
+    (
         "macros/050_capability_needs.sql",
         include_str!("../../macros/050_capability_needs.sql"),
+    ),
+    (
+        "macros/051_capability_facts.sql",
+        include_str!("../../macros/051_capability_facts.sql"),
     ),
     (
         "macros/052_meta_satisfies.sql",

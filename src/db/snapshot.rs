@@ -167,7 +167,8 @@ pub(crate) fn refresh(
                 // The columns the executors view derives, derived by the same macros.
                 con.execute_batch(
                     "CREATE OR REPLACE TABLE snap.executors AS
-                         SELECT *, executor_places(access, location) AS places, area_of(location) AS area
+                         SELECT *, executor_places(access, location) AS places, area_of(location) AS area,
+                                capability_facts(capability_meta) AS capability_facts
                          FROM executor_rows;
                      DROP TABLE executor_rows;",
                 )
