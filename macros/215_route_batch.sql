@@ -6,7 +6,8 @@
 -- it alone. Columns: i (1-based position in `reqs`), ref, executor, rank, rule, reason;
 -- ordered by i, then rank.
 -- Eligible: available at `instant` (executor_availability_at), holding every required
--- capability with metadata that satisfies the request's (meta_satisfies), covering its
+-- capability with metadata that satisfies the request's (meta_satisfies, here over the
+-- executors' `capability_facts`), covering its
 -- location (location_covered, here over the executors' `places` and `area`) and, when the
 -- executor lists environments, every environment the request names (in any letter case).
 -- `on_demand` executors are eligible only when no other executor is. A `prefer` list ranks in
@@ -16,8 +17,7 @@
 -- then by more completions; executors not yet measured come after the measured ones, and
 -- ties go to the least loaded.
 -- Depends on: executors, executor_availability_at, executor_stats, routing_rules,
--- capability_id, capability_needs, meta_satisfies, place_path, area_of, place_covered,
--- area_covered.
+-- capability_id, capability_needs, place_path, area_of, place_covered, area_covered.
 CREATE OR REPLACE MACRO route_batch(reqs, instant) AS TABLE
 WITH wanted AS MATERIALIZED (
     -- Capability ids, needs and location once per request (`executors` already holds ids):
@@ -36,7 +36,7 @@ WITH wanted AS MATERIALIZED (
     )
 ),
 available AS (
-    SELECT e.id, e.capabilities, e.capability_meta, e.places, e.area,
+    SELECT e.id, e.capabilities, e.capability_facts, e.places, e.area,
            list_transform(coalesce(e.environment, []::VARCHAR[]), lambda env_name: lower(trim(env_name))) AS environment,
            e.availability = 'on_demand' AS on_demand, a.active_claims,
            s.median_time_to_claim + s.median_time_to_complete AS latency,
@@ -49,7 +49,7 @@ capable AS (
     SELECT w.i, x.*
     FROM wanted w, available x
     WHERE list_has_all(coalesce(x.capabilities, []::VARCHAR[]), w.req_ids)
-      AND (len(w.req_needs) = 0 OR meta_satisfies(x.capability_meta, w.req_needs))
+      AND list_has_all(x.capability_facts, w.req_needs)
       AND place_covered(x.places, w.want_place)
       AND area_covered(x.area, w.want_area)
       AND (len(x.environment) = 0 OR list_has_all(x.environment, w.want_env))

@@ -6,10 +6,11 @@
 -- config.yaml's top-level `timezone:`, else UTC), access (place paths it reaches), location
 -- (JSON: a place path or an area {lat, lng, radius_km}), environment (conditions it works in),
 -- places (executor_places: its access and text location, as routing compares them), area
--- (area_of its location),
+-- (area_of its location), capability_facts (what its capability metadata states, as routing
+-- compares it: capability_facts),
 -- notify (JSON), source (config | registration), registered_by.
--- Depends on: read_yaml_auto, capability_id, text_list, executor_places, area_of, the json
--- extension.
+-- Depends on: read_yaml_auto, capability_id, capability_facts, text_list, executor_places,
+-- area_of, the json extension.
 CREATE OR REPLACE VIEW executors AS
 WITH config_file AS (
     SELECT to_json(c) AS j
@@ -52,30 +53,34 @@ entries AS (
                lambda cap_json: CASE json_type(cap_json) WHEN 'OBJECT' THEN cap_json::VARCHAR ELSE cap_json ->> '$' END
            ) AS caps
     FROM chosen
+),
+shaped AS (
+    SELECT id,
+           e ->> '$.name' AS name,
+           list_transform(caps, lambda cap_entry: capability_id(cap_entry)) AS capabilities,
+           map_from_entries(list_filter(
+               list_transform(caps, lambda cap_entry: {
+                   'k': capability_id(cap_entry),
+                   'v': CASE WHEN starts_with(trim(cap_entry), '{') AND json_valid(cap_entry)
+                                  AND json_type(cap_entry::JSON) = 'OBJECT' THEN
+                            from_json(cap_entry::JSON, '"MAP(VARCHAR, JSON)"')[capability_id(cap_entry)]
+                        END}),
+               -- Metadata only, and the first entry of an id listed twice (map keys are unique).
+               lambda meta_entry, i: meta_entry.v IS NOT NULL AND json_type(meta_entry.v) <> 'NULL'
+                   AND list_position(list_transform(caps, lambda other: capability_id(other)), meta_entry.k) = i))
+               AS capability_meta,
+           coalesce(e ->> '$.availability', 'always') AS availability,
+           e ->> '$.schedule' AS schedule,
+           coalesce(e ->> '$.timezone', (SELECT max(j ->> '$.timezone') FROM config_file), 'UTC') AS timezone,
+           text_list(json_extract(e, '$.access')) AS access,
+           CASE WHEN coalesce(json_type(e, '$.location'), 'NULL') <> 'NULL' THEN json_extract(e, '$.location') END AS location,
+           text_list(json_extract(e, '$.environment')) AS environment,
+           executor_places(text_list(json_extract(e, '$.access')), json_extract(e, '$.location')) AS places,
+           area_of(json_extract(e, '$.location')) AS area,
+           json_extract(e, '$.notify') AS notify,
+           source,
+           e ->> '$.registered_by' AS registered_by
+    FROM entries
 )
-SELECT id,
-       e ->> '$.name' AS name,
-       list_transform(caps, lambda cap_entry: capability_id(cap_entry)) AS capabilities,
-       map_from_entries(list_filter(
-           list_transform(caps, lambda cap_entry: {
-               'k': capability_id(cap_entry),
-               'v': CASE WHEN starts_with(trim(cap_entry), '{') AND json_valid(cap_entry)
-                              AND json_type(cap_entry::JSON) = 'OBJECT' THEN
-                        from_json(cap_entry::JSON, '"MAP(VARCHAR, JSON)"')[capability_id(cap_entry)]
-                    END}),
-           -- Metadata only, and the first entry of an id listed twice (map keys are unique).
-           lambda meta_entry, i: meta_entry.v IS NOT NULL AND json_type(meta_entry.v) <> 'NULL'
-               AND list_position(list_transform(caps, lambda other: capability_id(other)), meta_entry.k) = i))
-           AS capability_meta,
-       coalesce(e ->> '$.availability', 'always') AS availability,
-       e ->> '$.schedule' AS schedule,
-       coalesce(e ->> '$.timezone', (SELECT max(j ->> '$.timezone') FROM config_file), 'UTC') AS timezone,
-       text_list(json_extract(e, '$.access')) AS access,
-       CASE WHEN coalesce(json_type(e, '$.location'), 'NULL') <> 'NULL' THEN json_extract(e, '$.location') END AS location,
-       text_list(json_extract(e, '$.environment')) AS environment,
-       executor_places(text_list(json_extract(e, '$.access')), json_extract(e, '$.location')) AS places,
-       area_of(json_extract(e, '$.location')) AS area,
-       json_extract(e, '$.notify') AS notify,
-       source,
-       e ->> '$.registered_by' AS registered_by
-FROM entries;
+SELECT *, capability_facts(capability_meta) AS capability_facts
+FROM shaped;

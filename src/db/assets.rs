@@ -72,8 +72,16 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/045_available_at.sql"),
     ),
     (
+        "macros/048_metadata_facts.sql",
+        include_str!("../../macros/048_metadata_facts.sql"),
+    ),
+    (
         "macros/050_capability_needs.sql",
         include_str!("../../macros/050_capability_needs.sql"),
+    ),
+    (
+        "macros/051_capability_facts.sql",
+        include_str!("../../macros/051_capability_facts.sql"),
     ),
     (
         "macros/052_meta_satisfies.sql",
@@ -161,18 +169,20 @@ pub const ASSETS: &[(&str, &str)] = &[
 /// The placeholder for the exchange home in asset files.
 const HOME: &str = "{{home}}";
 
-/// The placeholder for the rows of the `time_zones` table: `('zone', 'rule'), ...`.
+/// The placeholder for the rows of the `time_zones` table, a JSON list inside a SQL string:
+/// `[{"zone": ..., "rule": ...}, ...]`.
 const TIME_ZONES: &str = "{{time_zones}}";
 
-/// The time zones of `protocol::tz` as SQL rows (names and rules hold no quote; doubled
-/// anyway, so that the list can never end a string).
+/// The time zones of `protocol::tz` as the JSON text of a SQL string (names and rules hold no
+/// quote; doubled anyway, so that the text can never end the string).
 fn time_zone_rows() -> String {
-    let quote = |s: &str| s.replace('\'', "''");
-    crate::protocol::tz::ZONES
+    let rows: Vec<serde_json::Value> = crate::protocol::tz::ZONES
         .iter()
-        .map(|(zone, rule)| format!("('{}', '{}')", quote(zone), quote(rule)))
-        .collect::<Vec<_>>()
-        .join(",\n    ")
+        .map(|(zone, rule)| serde_json::json!({"zone": zone, "rule": rule}))
+        .collect();
+    serde_json::Value::Array(rows)
+        .to_string()
+        .replace('\'', "''")
 }
 
 /// The assets with `home` filled in (as a SQL string body: single quotes doubled).

@@ -1,11 +1,12 @@
 //! The routing snapshot of the embedded read model: the directory views routing reads
-//! (`executors`, `routing_rules`), each executor's schedule verdict for the current minute and,
-//! when a rule ranks by a strategy, `executor_stats` as of the hour, kept as tables in schema
-//! `snap`. The directory tables are refreshed when config.yaml, routing.yaml or a
-//! registration changes, the verdicts when the minute turns (schedules are read to the
-//! minute), the statistics when the hour turns. Routing then runs the same `route_batch` with
-//! `snap` first on the search path, where only the active claims are read live; binding the
-//! directory views and the schedule macros at every routing pass cost most of its time.
+//! (`executors`, `routing_rules`), each executor's schedule verdict for every minute of the
+//! current hour and, when a rule ranks by a strategy, `executor_stats` as of the hour, kept as
+//! tables in schema `snap`. The directory tables are refreshed when config.yaml, routing.yaml
+//! or a registration changes, the verdicts and statistics when the hour turns (schedules are
+//! read to the minute: a pass reads its minute's verdicts). Routing then runs the same
+//! `route_batch` with `snap` first on the search path, where only the active claims are read
+//! live; binding the directory views and the schedule macros at every routing pass cost most
+//! of its time.
 
 use std::path::Path;
 use std::time::UNIX_EPOCH;
@@ -26,27 +27,24 @@ pub(crate) struct Key {
     given: Option<String>,
 }
 
-/// A snapshot as taken: its directory key, and the hour and minute of its statistics and
-/// verdicts.
+/// A snapshot as taken: its directory key, and the hour of its statistics and verdicts.
 #[derive(Debug, Clone)]
 pub(crate) struct Taken {
     key: Key,
     hour: i64,
-    minute: i64,
 }
 
 /// Which parts of a snapshot a routing pass must take again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Refresh {
     directory: bool,
-    stats: bool,
-    verdicts: bool,
+    hour: bool,
 }
 
 impl Refresh {
     /// Whether anything is to be taken.
     pub(crate) fn any(self) -> bool {
-        self.directory || self.stats || self.verdicts
+        self.directory || self.hour
     }
 }
 
@@ -56,7 +54,6 @@ impl Taken {
         Taken {
             key,
             hour: at.timestamp().div_euclid(3600),
-            minute: at.timestamp().div_euclid(60),
         }
     }
 }
@@ -66,13 +63,11 @@ pub(crate) fn refresh_for(taken: Option<&Taken>, key: &Key, at: &Timestamp) -> R
     match taken {
         Some(t) if &t.key == key => Refresh {
             directory: false,
-            stats: t.hour != at.timestamp().div_euclid(3600),
-            verdicts: t.minute != at.timestamp().div_euclid(60),
+            hour: t.hour != at.timestamp().div_euclid(3600),
         },
         _ => Refresh {
             directory: true,
-            stats: true,
-            verdicts: true,
+            hour: true,
         },
     }
 }
@@ -167,7 +162,8 @@ pub(crate) fn refresh(
                 // The columns the executors view derives, derived by the same macros.
                 con.execute_batch(
                     "CREATE OR REPLACE TABLE snap.executors AS
-                         SELECT *, executor_places(access, location) AS places, area_of(location) AS area
+                         SELECT *, executor_places(access, location) AS places, area_of(location) AS area,
+                                capability_facts(capability_meta) AS capability_facts
                          FROM executor_rows;
                      DROP TABLE executor_rows;",
                 )
@@ -183,7 +179,7 @@ pub(crate) fn refresh(
             }
         }
     }
-    if what.stats {
+    if what.hour {
         // Only strategy rules read the statistics, which cost a pass over every thread's
         // history: without one the table stays empty.
         let strategies: i64 = con
@@ -202,24 +198,30 @@ pub(crate) fn refresh(
         };
         con.execute_batch(stats).map_err(fail)?;
     }
-    if what.verdicts {
+    if what.hour {
+        // One statement for the hour's 60 minutes: evaluating costs little beside binding.
         let instant = time::format_timestamp(at);
         con.execute_batch(&format!(
             "CREATE OR REPLACE TABLE snap.available AS
-                 SELECT id, availability, schedule, timezone,
-                        coalesce(available_at(availability, schedule, '{instant}'::TIMESTAMPTZ, tz_name := timezone), false)
+                 SELECT id, availability, schedule, timezone, m.minute,
+                        coalesce(available_at(availability, schedule,
+                                              make_timestamp(epoch_us('{instant}'::TIMESTAMPTZ) // 3600000000 * 3600000000
+                                                             + m.minute::BIGINT * 60000000),
+                                              tz_name := timezone), false)
                             AS available
-                 FROM snap.executors"
+                 FROM snap.executors, (SELECT range::INTEGER AS minute FROM range(60)) m"
         ))
         .map_err(fail)?;
     }
     if what.directory {
-        // Created after `snap.available`, which it reads (a macro binds when it is created).
+        // Created after `snap.available`, which it reads (a macro binds when it is created);
+        // `instant` is within the hour the verdicts were taken for.
         con.execute_batch(
             "CREATE OR REPLACE MACRO snap.executor_availability_at(instant) AS TABLE
                  SELECT a.id, a.availability, a.schedule, a.timezone, a.available,
                         coalesce(w.active, 0) AS active_claims
                  FROM snap.available a LEFT JOIN main.active_claims() w ON w.executor = a.id
+                 WHERE a.minute = minute(make_timestamp(epoch_us(instant)))
                  ORDER BY a.id;",
         )
         .map_err(fail)?;

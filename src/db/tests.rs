@@ -1320,6 +1320,36 @@ fn capability_metadata_must_be_satisfied_by_the_executors_own() {
         "arm, plain, roomba",
         "metadata that is not a mapping is informational"
     );
+    // Registrations are read together, in one shape: each gets the others' metadata keys as
+    // null, which must not count as having them. The exchange's checked directory agrees.
+    std::fs::create_dir_all(dir.path().join("executors")).unwrap();
+    std::fs::write(
+        dir.path().join("executors/kitchen-only.yaml"),
+        "id: kitchen-only\ncapabilities:\n  - mop-floor: {areas: [kitchen]}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("executors/expert.yaml"),
+        "id: expert\ncapabilities:\n  - mop-floor: {level: expert, areas: ~}\n",
+    )
+    .unwrap();
+    assert_eq!(who(&[r#"{"mop-floor": {"level": "expert"}}"#]), "expert");
+    assert_eq!(who(&[r#"{"mop-floor": {"areas": []}}"#]), "kitchen-only");
+    let directory =
+        crate::exchange::directory::Directory::load(&crate::store::FileStore::open(dir.path()))
+            .routing();
+    let at = time::parse_timestamp("2026-02-02T12:00:00Z").unwrap();
+    for need in [
+        r#"{"mop-floor": {"level": "expert"}}"#,
+        r#"{"mop-floor": {"areas": []}}"#,
+    ] {
+        assert_eq!(
+            db.route_wanted(&wants(&[need]), &at, Some(&directory))
+                .unwrap(),
+            db.route_wanted(&wants(&[need]), &at, None).unwrap(),
+            "{need}"
+        );
+    }
 }
 
 #[test]
