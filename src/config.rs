@@ -11,6 +11,10 @@ use crate::protocol::time;
 use crate::protocol::value::Value;
 use crate::protocol::yaml::{self, Limits};
 
+mod mcp_file;
+
+pub use mcp_file::McpFile;
+
 /// The resolved settings of one run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -24,6 +28,9 @@ pub struct Config {
     pub notify: notify::Settings,
     /// The port `mess serve` listens on without `--addr` (`http.port`, the plan's name).
     pub http_port: Option<u16>,
+    /// Whether `mess mcp` also serves the HTTP API and the human page (`http.enabled`, the
+    /// plan's switch for the human client's endpoint); `mess serve` serves them regardless.
+    pub http_enabled: bool,
 }
 
 /// A configuration problem, reported before any work starts.
@@ -39,7 +46,19 @@ pub struct ConfigError {
 impl Config {
     /// Resolves the settings for `home` (from `--home`/`MESS_HOME`, else `~/.mess`).
     pub fn resolve(home: Option<PathBuf>) -> Result<Config, ConfigError> {
-        let mut config = Config::read(home)?;
+        Config::resolve_with(home, None)
+    }
+
+    /// Resolves the settings for `home` as [`Config::resolve`] does, with an agent host's MCP
+    /// file under them: its `exchange.path` is the home unless one is given, its `agent_id`
+    /// outranks the home's, and its `dispatch`, `http`, `secret` and `limits` apply where the
+    /// home's config.yaml has no such key.
+    pub fn resolve_with(
+        home: Option<PathBuf>,
+        mcp: Option<&McpFile>,
+    ) -> Result<Config, ConfigError> {
+        let home = home.or_else(|| mcp.and_then(|m| m.home.clone()));
+        let mut config = Config::read(home, mcp)?;
         // The exchange reports executors whose channels cannot send, so it learns which.
         config.exchange.dispatch.unconfigured = notify::Channel::NAMES
             .into_iter()
@@ -49,7 +68,7 @@ impl Config {
     }
 
     /// Defaults, then config.yaml, then the environment variables read here.
-    fn read(home: Option<PathBuf>) -> Result<Config, ConfigError> {
+    fn read(home: Option<PathBuf>, mcp: Option<&McpFile>) -> Result<Config, ConfigError> {
         let home = match home {
             Some(h) => expand_home(&h),
             None => default_home(),
@@ -61,6 +80,7 @@ impl Config {
             exchange: Settings::defaults(),
             notify: notify::Settings::defaults(),
             http_port: None,
+            http_enabled: false,
         };
         // Values the exchange reads from config.yaml later (an executor's webhook key) are
         // expanded with the same environment.
@@ -82,7 +102,7 @@ impl Config {
         let path = home.join("config.yaml");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(config),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => {
                 return Err(ConfigError {
                     path,
@@ -96,11 +116,21 @@ impl Config {
         };
         let value = yaml::parse_document(&interpolate(&text), &Limits::DEFAULT)
             .map_err(|e| err(e.message))?;
-        let map = match value {
+        let mut map = match value {
             Value::Map(m) => m,
-            Value::Null => return Ok(config),
+            Value::Null => crate::protocol::value::Map::new(),
             other => return Err(err(format!("expected a mapping, found {}", other.kind()))),
         };
+        if let Some(mcp) = mcp {
+            for key in McpFile::SHARED {
+                if let (false, Some(v)) = (map.contains_key(key), mcp.shared.get(key)) {
+                    map.insert(key, v.clone());
+                }
+            }
+            if let Some(id) = &mcp.agent_id {
+                map.insert("agent_id", Value::str(id.clone()));
+            }
+        }
         match map.get("agent_id") {
             // `agent_id: ${MESS_AGENT}` with the variable unset reads as empty: no default.
             None | Some(Value::Null) => {}
@@ -139,6 +169,11 @@ fn read_http(map: &crate::protocol::value::Map, config: &mut Config) -> Result<(
         Some(Value::Map(m)) => Some(m),
         Some(other) => return Err(format!("http must be a mapping, found {}", other.kind())),
     };
+    match http.and_then(|h| h.get("enabled")) {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => config.http_enabled = *b,
+        Some(_) => return Err("http.enabled must be true or false".to_owned()),
+    }
     if let Some(port) = http.and_then(|h| h.get("port")) {
         match port {
             Value::Int(n) if (1..=65535).contains(n) => config.http_port = Some(*n as u16),

@@ -1,22 +1,29 @@
 //! `mess mcp`: the MCP server over stdio for agent hosts (`command: mess, args: [mcp]`). Stdout
 //! is the protocol channel, so logs go to stderr and nothing else is printed.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
 
 use crate::cli::{CliError, Context, output};
-use crate::exchange::Sender;
 use crate::exchange::auth::{Principal, Role};
+use crate::exchange::{Sender, background};
 use crate::mcp::MessMcp;
+use crate::notify::Notifier;
 
-/// Arguments of `mess mcp` (the identity comes from --as, MESS_AGENT_ID or agent_id).
+/// Arguments of `mess mcp` (the identity comes from --as, MESS_AGENT_ID, agent_id of
+/// ~/.config/mess-mcp/config.yaml, or agent_id of the home's config.yaml).
 #[derive(Debug, clap::Args)]
 pub(crate) struct McpArgs {
     /// Act as the exchange's operator: change routing rules, register any executor and see
     /// the whole home through SQL (without it, the session is the agent it is started as)
     #[arg(long)]
     operator: bool,
+    /// Also serve the HTTP API and the human page on this address while the session lasts
+    /// [default with `http.enabled: true`: 127.0.0.1 on `http.port`, else 8420]
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<SocketAddr>,
 }
 
 pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
@@ -39,7 +46,18 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             "mcp",
         )
     };
-    let mut server = MessMcp::new(Arc::new(cx.exchange.clone()), sender);
+    if let Some(file) = &cx.mcp_file {
+        for problem in &file.problems {
+            tracing::warn!("{problem}");
+        }
+    }
+    let http = args.http.or_else(|| {
+        cx.config
+            .http_enabled
+            .then(|| SocketAddr::from(([127, 0, 0, 1], cx.config.http_port.unwrap_or(8420))))
+    });
+    let exchange = Arc::new(cx.exchange.clone());
+    let mut server = MessMcp::new(exchange.clone(), sender);
     if let Some(every) = output::env_millis("MESS_MCP_HEARTBEAT_MS") {
         server = server.with_heartbeat(every);
     }
@@ -51,15 +69,65 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             None
         }
     };
+    let notifier = Notifier::new(cx.config.notify.clone())
+        .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
     runtime.block_on(async move {
+        let stop = tokio_util::sync::CancellationToken::new();
+        // The plan's "no separate server needed": with no `mess serve` on the home, this
+        // session routes requests and sends notices; with one, it stands by.
+        let worker = background::run(
+            (*exchange).clone(),
+            notifier,
+            stop.clone(),
+            crate::cli::serve::dispatch_retry(),
+        );
+        let web = match http {
+            Some(addr) => serve_http(exchange, addr, stop.clone()).await,
+            None => None,
+        };
         let running = server
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| CliError::new(format!("MCP session failed to start: {e}")))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| CliError::new(format!("MCP session ended with an error: {e}")))?;
-        Ok(())
+            .map_err(|e| CliError::new(format!("MCP session failed to start: {e}")));
+        let ended = match running {
+            Ok(r) => r
+                .waiting()
+                .await
+                .map(|_| ())
+                .map_err(|e| CliError::new(format!("MCP session ended with an error: {e}"))),
+            Err(e) => Err(e),
+        };
+        stop.cancel();
+        if let Some(web) = web {
+            let _ = web.await;
+        }
+        let _ = worker.await;
+        ended
     })
+}
+
+/// Serves the HTTP API and the human page on `addr` until `stop`; a port already taken (by
+/// `mess serve` or another session) is reported and the MCP session goes on without it.
+async fn serve_http(
+    exchange: Arc<crate::exchange::Exchange>,
+    addr: SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(%addr, error = %e, "cannot serve HTTP; the MCP session goes on without it");
+            return None;
+        }
+    };
+    if let Ok(local) = listener.local_addr() {
+        tracing::warn!("serving the HTTP API and the human page on http://{local}");
+    }
+    let app = crate::http::app(exchange, stop.clone());
+    Some(tokio::spawn(crate::http::serve::serve(
+        listener,
+        app,
+        crate::http::serve::Limits::defaults(),
+        stop,
+    )))
 }

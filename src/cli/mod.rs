@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, McpFile};
 use crate::exchange::clock::SystemClock;
 use crate::exchange::error::{Error, ErrorKind};
 use crate::exchange::{Exchange, Sender};
@@ -111,6 +111,8 @@ struct Context {
     config: Config,
     exchange: Exchange,
     as_id: Option<String>,
+    /// The agent host's MCP file, read for `mess mcp` only.
+    mcp_file: Option<McpFile>,
 }
 
 impl Context {
@@ -134,7 +136,17 @@ impl Context {
 
     /// Submits one message as the acting principal.
     fn submit(&self, message: Message) -> Result<Message, CliError> {
-        Ok(self.exchange.submit(message, &self.sender()?)?)
+        let answer = self.exchange.submit(message, &self.sender()?)?;
+        self.warn_stalled();
+        Ok(answer)
+    }
+
+    /// Says so when notices wait with no process to send them (a one-shot command queues
+    /// them; a long-lived `mess serve` or `mess mcp` sends them).
+    fn warn_stalled(&self) {
+        if let Some(note) = self.exchange.notices_stalled() {
+            output::warn(&note);
+        }
     }
 }
 
@@ -263,15 +275,24 @@ fn dispatch(args: Args) -> Result<(), CliError> {
         Command::QueryWorker(a) => return query_worker::run(a),
         other => other,
     };
-    let mut config = Config::resolve(args.home)?;
+    // An agent host's `mess mcp` reads the plan's MCP file too (identity, home, settings).
+    let mcp_file = match &command {
+        Command::Mcp(_) => McpFile::find()?,
+        _ => None,
+    };
+    let mut config = Config::resolve_with(args.home, mcp_file.as_ref())?;
     // Queries run in workers of this same program (`mess query-worker`).
     config.exchange.queries.worker = std::env::current_exe().ok();
+    if let Some(after) = output::env_millis("MESS_NOTICE_OVERDUE_MS") {
+        config.exchange.dispatch.overdue = after;
+    }
     let store = FileStore::open(&config.home);
     let exchange = Exchange::new(store, config.exchange.clone(), Arc::new(SystemClock));
     let cx = Context {
         config,
         exchange,
         as_id: args.as_id,
+        mcp_file,
     };
     match command {
         Command::Init(a) => init::run(&cx, a),

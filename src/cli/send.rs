@@ -42,6 +42,7 @@ pub(crate) fn run(cx: &Context, args: SendArgs) -> Result<(), CliError> {
             Err(e) => return Err(e.into()),
         }
     }
+    cx.warn_stalled();
     Ok(())
 }
 

@@ -4,14 +4,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::cli::{CliError, Context, output};
-use crate::exchange::{deliver, dispatch, mail_sweep, sweep};
+use crate::exchange::background;
 use crate::notify::Notifier;
 
 /// How often the dispatcher looks again at every pending thread nobody could take yet
 /// (`MESS_DISPATCH_RETRY_MS` overrides it).
 const DISPATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 
-fn dispatch_retry() -> std::time::Duration {
+pub(crate) fn dispatch_retry() -> std::time::Duration {
     output::env_millis("MESS_DISPATCH_RETRY_MS").unwrap_or(DISPATCH_RETRY)
 }
 
@@ -87,12 +87,16 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         }
         output::line(&format!("listening on http://{local}"));
         let stop = tokio_util::sync::CancellationToken::new();
-        let dispatcher = dispatch::run((*exchange).clone(), stop.clone(), dispatch_retry());
-        let sweeper = sweep::run((*exchange).clone(), stop.clone());
-        let mail_sweeper = mail_sweep::run((*exchange).clone(), stop.clone());
         let notifier = Notifier::new(cx.config.notify.clone())
             .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
-        let deliveries = deliver::run((*exchange).clone(), notifier, stop.clone());
+        // Routing, deadlines and notices run here unless an agent host's `mess mcp` already
+        // does them for this home; then this server takes over when that process exits.
+        let background = background::run(
+            (*exchange).clone(),
+            notifier,
+            stop.clone(),
+            dispatch_retry(),
+        );
         let app = crate::http::app(exchange, stop.clone());
         let signalled = stop.clone();
         tokio::spawn(async move {
@@ -113,10 +117,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         }
         crate::http::serve::serve(listener, app, limits, stop).await;
         // A pass in flight finishes its writes before the process exits.
-        let _ = dispatcher.await;
-        let _ = sweeper.await;
-        let _ = mail_sweeper.await;
-        let _ = deliveries.await;
+        let _ = background.await;
         Ok(())
     })
 }

@@ -33,6 +33,9 @@ fn one(cx: &Context, re: &str, format: Format) -> Result<(), CliError> {
     let who = cx.identity().unwrap_or_default();
     let thread = cx.exchange.thread(re, &who)?;
     let v = ThreadView::of(&thread)?;
+    if let Some(note) = cx.exchange.notices_stalled() {
+        output::warn(&note);
+    }
     match format {
         Format::Yaml => output::yaml(&v.to_value()),
         Format::Json => output::json(&v.to_value())?,
@@ -178,6 +181,9 @@ fn entry_line(entry: &ContentEntry) -> String {
 fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
     for problem in cx.exchange.config_problems() {
         output::warn(&problem);
+    }
+    if let Some(note) = cx.exchange.notices_stalled() {
+        output::warn(&note);
     }
     let states: &[State] = if all {
         &State::ALL

@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod background;
 pub mod clock;
 mod config_keys;
 pub mod deliver;
@@ -126,6 +127,9 @@ pub struct DispatchSettings {
     /// the configuration layer from the channels' settings), so executors using them are
     /// reported before a delivery fails.
     pub unconfigured: Vec<(&'static str, &'static str)>,
+    /// How long a due notice may wait before `mess status` and MCP answers say that the
+    /// process sending notices seems stuck.
+    pub overdue: std::time::Duration,
 }
 
 impl DispatchSettings {
@@ -143,6 +147,7 @@ impl DispatchSettings {
             webhook_secret: None,
             webhook_allow: crate::notify::Allow::public_only(),
             unconfigured: Vec::new(),
+            overdue: std::time::Duration::from_secs(60),
         }
     }
 }

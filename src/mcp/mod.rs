@@ -70,10 +70,24 @@ impl MessMcp {
         &self,
         work: impl FnOnce(&Exchange, &Sender) -> Result<Value, Error> + Send + 'static,
     ) -> CallToolResult {
-        match self.run(work).await {
-            Ok(value) => answer(&value),
+        let stalled = self
+            .run(move |ex, who| Ok((work(ex, who), ex.notices_stalled())))
+            .await;
+        match stalled {
+            Ok((Ok(value), note)) => with_note(answer(&value), note),
+            Ok((Err(e), note)) => with_note(self.failure(&e), note),
             Err(failed) => failed,
         }
+    }
+
+    /// `result` with the exchange's warning about notices nobody sends, if there is one.
+    async fn noted(&self, result: CallToolResult) -> CallToolResult {
+        let note = self
+            .run(|ex, _| Ok(ex.notices_stalled()))
+            .await
+            .ok()
+            .flatten();
+        with_note(result, note)
     }
 
     /// Runs exchange work off the async workers; a failure comes back as the tool error to
@@ -92,6 +106,17 @@ impl MessMcp {
             ))])),
         }
     }
+}
+
+/// Adds `note` to what the model reads, after the answer; the structured content keeps its
+/// schema.
+fn with_note(mut result: CallToolResult, note: Option<String>) -> CallToolResult {
+    if let Some(note) = note {
+        result
+            .content
+            .push(ContentBlock::text(format!("note: {note}")));
+    }
+    result
 }
 
 /// A successful result: YAML for the model to read, the same data as structured content.

@@ -762,7 +762,7 @@ impl MessMcp {
         out.insert("thread", view);
         out.insert("waited_s", Value::Int(waiting.waited_s() as i64));
         out.insert("timed_out", Value::Bool(!settles(status)));
-        super::answer(&Value::Map(out))
+        self.noted(super::answer(&Value::Map(out))).await
     }
 }
 

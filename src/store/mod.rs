@@ -55,9 +55,19 @@ impl std::fmt::Debug for FileStore {
     }
 }
 
+/// The lock file of the home's background work.
+const WORKER_LOCK: &str = "worker.lock";
+
 /// The one-server-per-home lock, held while it lives.
 #[derive(Debug)]
 pub struct ServeLock {
+    _held: lock::Lock,
+}
+
+/// The home's background-work lock (routing passes, deadlines, notice delivery), held while it
+/// lives: one process per home does that work, or every notice would go out twice.
+#[derive(Debug)]
+pub struct WorkerLock {
     _held: lock::Lock,
 }
 
@@ -103,6 +113,19 @@ impl FileStore {
     pub fn serve_lock(&self) -> Result<Option<ServeLock>, StoreError> {
         Ok(lock::try_acquire(&self.layout.locks_dir(), "serve.lock")?
             .map(|held| ServeLock { _held: held }))
+    }
+
+    /// Holds the home's background-work lock while the returned guard lives; `None` when
+    /// another process does that work.
+    pub fn worker_lock(&self) -> Result<Option<WorkerLock>, StoreError> {
+        Ok(lock::try_acquire(&self.layout.locks_dir(), WORKER_LOCK)?
+            .map(|held| WorkerLock { _held: held }))
+    }
+
+    /// Whether some process holds the background-work lock now. The probe takes the lock for
+    /// an instant when it is free; a process standing by to take over just tries again.
+    pub fn worker_alive(&self) -> Result<bool, StoreError> {
+        Ok(self.worker_lock()?.is_none())
     }
 
     pub fn layout(&self) -> &Layout {

@@ -211,6 +211,18 @@ impl FileStore {
         (queued, errors)
     }
 
+    /// Whether `shelf` holds any delivery file (read from the folder only, so a check on every
+    /// answer costs one directory listing).
+    pub fn has_deliveries(&self, shelf: Shelf) -> bool {
+        std::fs::read_dir(self.shelf_dir(shelf)).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".yaml") && !name.contains(fsio::TEMP_MARK)
+            })
+        })
+    }
+
     /// The deliveries on `shelf`, in id order, with the files that could not be read.
     pub fn deliveries(&self, shelf: Shelf) -> (Vec<Delivery>, Vec<StoreError>) {
         self.deliveries_where(shelf, |_| true)

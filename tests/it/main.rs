@@ -14,6 +14,7 @@ mod mail_spec;
 mod mcp;
 mod mcp_plan;
 mod mcp_python;
+mod no_server;
 mod notebooks;
 mod outbound;
 mod query;
