@@ -71,7 +71,7 @@
   // was given for: a link naming another exchange never receives a token it did not carry.
   try {
     var key = 'mess-token:' + ref;
-    if (token) sessionStorage.setItem(key, JSON.stringify({ token: token, exchange: exchange }));
+    if (token && base !== null) sessionStorage.setItem(key, JSON.stringify({ token: token, exchange: exchange }));
     else {
       var kept = JSON.parse(sessionStorage.getItem(key) || 'null');
       if (isObj(kept) && kept.exchange === exchange && typeof kept.token === 'string') token = kept.token;
