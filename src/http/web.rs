@@ -71,10 +71,9 @@ pub async fn page(params: Result<Query<PageParams>, QueryRejection>) -> Response
         .and_then(|Query(p)| p.exchange)
         .and_then(|e| exchange_origin(&e));
     let policy = match origin {
-        Some(o) => HeaderValue::from_str(&POLICY.replace(
-            "connect-src 'self'",
-            &format!("connect-src 'self' {o}"),
-        ))
+        Some(o) => HeaderValue::from_str(
+            &POLICY.replace("connect-src 'self'", &format!("connect-src 'self' {o}")),
+        )
         // The origin holds only letters, digits and `.-:[]/`, which a header value takes.
         .unwrap_or(HeaderValue::from_static(POLICY)),
         None => HeaderValue::from_static(POLICY),

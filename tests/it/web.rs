@@ -1,6 +1,9 @@
 //! The human executor page in real headless Chromium: open a link, see the request (its HTML
 //! shown as text), claim, ask a question, see the agent's reply arrive, complete with text and
-//! an uploaded photo; a page load alone changes nothing; a bad link gets a clear page.
+//! an uploaded photo; a page load alone changes nothing; a bad link gets a clear page. Then the
+//! plan's features one by one: context media, places and references, remote media loaded only
+//! on a tap; structured answers, notes, video, a place and a re-encoded photo; every waiting
+//! reason; `confirm_before` first; preferences and the system's theme; `exchange=`.
 //! Screenshots of the main screens land in `<target tmp>/screenshots/`.
 
 use serde_json::Value;
@@ -263,7 +266,10 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    assert!(Browser::available(), "chromium and chromium-driver are needed");
+    assert!(
+        Browser::available(),
+        "chromium and chromium-driver are needed"
+    );
     let home = Home::with_config(CONFIG);
     let agent = home
         .ok(&["token", "agent", "claude-agent"])
@@ -350,11 +356,11 @@ fn context_shows_video_places_and_references_and_remote_media_waits_for_a_tap() 
         b.run("return document.querySelector('#context .location a.coordinates').href"),
         Value::from("https://www.openstreetmap.org/?mlat=37.9&mlon=-122.5#map=17/37.9/-122.5")
     );
-    assert!(b.text("#constraints").contains("where: within 2 km · 37.95, -122.7"));
-    assert_eq!(
-        b.text("#context .ref"),
-        "refers to request dinner-check"
+    assert!(
+        b.text("#constraints")
+            .contains("where: within 2 km · 37.95, -122.7")
     );
+    assert_eq!(b.text("#context .ref"), "refers to request dinner-check");
     b.screenshot("5-context");
     // A tap loads the image, from the https server only.
     b.click("#context .load-remote");
@@ -410,7 +416,10 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
     // A wrong type is named and nothing is sent.
     b.type_into("[data-field=count]", ".5");
     b.click("#complete-button");
-    assert!(b.wait_text("#result", "count must be a whole number").contains("count"));
+    assert!(
+        b.wait_text("#result", "count must be a whole number")
+            .contains("count")
+    );
     assert!(payloads(&s.home, &r, "response").is_empty());
     b.run("document.querySelector('[data-field=count]').value = ''; return null");
     b.type_into("[data-field=count]", "3");
@@ -433,7 +442,12 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
     let response = payloads(&s.home, &r, "response").remove(0);
     assert_eq!(response["notes"], "moved the mat to get underneath");
     let content = response["content"].as_array().unwrap();
-    let find = |k: &str| content.iter().find(|c| !c[k].is_null()).map(|c| c[k].clone());
+    let find = |k: &str| {
+        content
+            .iter()
+            .find(|c| !c[k].is_null())
+            .map(|c| c[k].clone())
+    };
     assert_eq!(content[0], "Three cans.");
     assert_eq!(
         find("structured").unwrap(),
@@ -441,7 +455,12 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
     );
     let video = find("video").unwrap();
     assert_eq!(video["mime"], "video/webm");
-    assert!(video["uri"].as_str().unwrap().starts_with("data:video/webm;base64,"));
+    assert!(
+        video["uri"]
+            .as_str()
+            .unwrap()
+            .starts_with("data:video/webm;base64,")
+    );
     assert_eq!(video["name"], "clip.webm");
     assert_eq!(
         find("location").unwrap(),
@@ -462,7 +481,8 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
 #[test]
 fn the_waiting_form_sends_each_reason_with_its_fields() {
     let s = setup();
-    let r = s.open("MESS:\n  - request:\n      intent: dice the onions\n      requires: [take-photo]\n");
+    let r = s
+        .open("MESS:\n  - request:\n      intent: dice the onions\n      requires: [take-photo]\n");
     let b = &s.browser;
     b.click("#claim");
     assert_eq!(b.wait_text("#status", "claimed"), "claimed");
@@ -471,12 +491,30 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
     // A reason without its field is refused in the page, naming what is missing.
     choose(b, "#wait-type", "condition");
     b.click("#wait");
-    assert!(b.wait_text("#result", "Say the condition first.").contains("condition"));
+    assert!(
+        b.wait_text("#result", "Say the condition first.")
+            .contains("condition")
+    );
     let steps: [(&str, &[(&str, &str)]); 5] = [
         ("dependency", &[("#wait-ref", "deliver-onions, get-knife")]),
-        ("condition", &[("#wait-condition", "daylight"), ("#wait-eta", "7h")]),
-        ("resource", &[("#wait-resource", "PLA filament"), ("#wait-resource-note", "ordered")]),
-        ("access", &[("#wait-location", "the garage"), ("#wait-access-note", "door locked")]),
+        (
+            "condition",
+            &[("#wait-condition", "daylight"), ("#wait-eta", "7h")],
+        ),
+        (
+            "resource",
+            &[
+                ("#wait-resource", "PLA filament"),
+                ("#wait-resource-note", "ordered"),
+            ],
+        ),
+        (
+            "access",
+            &[
+                ("#wait-location", "the garage"),
+                ("#wait-access-note", "door locked"),
+            ],
+        ),
         ("schedule", &[]),
     ];
     for (n, (kind, fields)) in steps.iter().enumerate() {
@@ -492,7 +530,10 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
         assert!(
             wait_until(
                 b,
-                &format!("return document.querySelectorAll('#history .message').length >= {}", n + 4)
+                &format!(
+                    "return document.querySelectorAll('#history .message').length >= {}",
+                    n + 4
+                )
             ),
             "{kind}: {}",
             b.text("main")
@@ -533,7 +574,10 @@ fn confirm_before_puts_asking_for_confirmation_first() {
         "MESS:\n  - request:\n      intent: turn off the main water valve\n      requires: [take-photo]\n      confirm_before: true\n",
     );
     let b = &s.browser;
-    assert!(b.text("#confirm-note").contains("needs the requester's confirmation"));
+    assert!(
+        b.text("#confirm-note")
+            .contains("needs the requester's confirmation")
+    );
     b.click("#claim");
     assert_eq!(b.wait_text("#status", "claimed"), "claimed");
     // The ask comes before everything else, visible without opening anything.
@@ -549,8 +593,14 @@ fn confirm_before_puts_asking_for_confirmation_first() {
     b.type_into("#confirm-action", "close the valve in the garage");
     b.type_into("#confirm-consequences", "no water in the house");
     b.click("#ask-confirm");
-    assert_eq!(b.wait_text("#status", "needs_confirmation"), "needs_confirmation");
-    assert!(b.text("#confirm-first").contains("wait for the requester's answer"));
+    assert_eq!(
+        b.wait_text("#status", "needs_confirmation"),
+        "needs_confirmation"
+    );
+    assert!(
+        b.text("#confirm-first")
+            .contains("wait for the requester's answer")
+    );
     let asked = payloads(&s.home, &r, "status")
         .into_iter()
         .find(|p| p["code"] == "needs_confirmation")
@@ -563,7 +613,10 @@ fn confirm_before_puts_asking_for_confirmation_first() {
     );
     assert_eq!(status, 200, "{body}");
     assert!(
-        wait_until(b, "return document.getElementById('confirm-first') === null"),
+        wait_until(
+            b,
+            "return document.getElementById('confirm-first') === null"
+        ),
         "the yes arrives on its own: {}",
         b.text("main")
     );
@@ -575,7 +628,9 @@ fn confirm_before_puts_asking_for_confirmation_first() {
 #[test]
 fn preferences_are_kept_and_the_theme_follows_the_system() {
     let s = setup();
-    let r = s.open("MESS:\n  - request:\n      intent: record the noise\n      requires: [take-photo]\n");
+    let r = s.open(
+        "MESS:\n  - request:\n      intent: record the noise\n      requires: [take-photo]\n",
+    );
     let b = &s.browser;
     let background = "return getComputedStyle(document.body).backgroundColor";
     assert_eq!(b.run(background), Value::from("rgb(255, 255, 255)"));
@@ -589,9 +644,11 @@ fn preferences_are_kept_and_the_theme_follows_the_system() {
     choose(b, "#pref-theme", "light");
     assert_eq!(b.run(background), Value::from("rgb(255, 255, 255)"));
     choose(b, "#pref-camera", "front");
-    let wanted = ["mp4", "ogg"]
-        .into_iter()
-        .find(|f| b.run(&format!("return MediaRecorder.isTypeSupported('audio/{f}')")) == Value::Bool(true));
+    let wanted = ["mp4", "ogg"].into_iter().find(|f| {
+        b.run(&format!(
+            "return MediaRecorder.isTypeSupported('audio/{f}')"
+        )) == Value::Bool(true)
+    });
     if let Some(f) = wanted {
         choose(b, "#pref-audio", f);
     }
@@ -652,7 +709,10 @@ fn an_exchange_parameter_sends_everything_to_that_exchange() {
         s.server.port, proxy.url
     );
     // The page's policy lets it talk to that exchange, and to no other.
-    let (status, head) = raw_head(&s.server, &format!("/respond?request={r}&exchange={}/", proxy.url));
+    let (status, head) = raw_head(
+        &s.server,
+        &format!("/respond?request={r}&exchange={}/", proxy.url),
+    );
     assert_eq!(status, 200);
     assert!(
         head.contains(&format!("connect-src 'self' {};", proxy.url)),
@@ -663,7 +723,10 @@ fn an_exchange_parameter_sends_everything_to_that_exchange() {
     assert_eq!(b.wait_text("#intent", "check"), "check the door");
     assert_eq!(
         b.run("return location.search"),
-        Value::from(format!("?ref={r}&exchange={}", urlencode(&format!("{}/", proxy.url))))
+        Value::from(format!(
+            "?ref={r}&exchange={}",
+            urlencode(&format!("{}/", proxy.url))
+        ))
     );
     b.click("#claim");
     assert_eq!(b.wait_text("#status", "claimed"), "claimed");
@@ -671,8 +734,9 @@ fn an_exchange_parameter_sends_everything_to_that_exchange() {
     let hits = proxy.hits();
     let bearer = format!("Bearer {token}");
     assert!(
-        hits.iter()
-            .any(|h| h.method == "GET" && h.path == format!("/mess/{r}") && h.authorization == bearer),
+        hits.iter().any(|h| h.method == "GET"
+            && h.path == format!("/mess/{r}")
+            && h.authorization == bearer),
         "{hits:?}"
     );
     assert!(
@@ -700,7 +764,10 @@ fn an_exchange_parameter_sends_everything_to_that_exchange() {
         s.server.port,
         urlencode("http://127.0.0.1:9")
     ));
-    assert!(b.wait_text("main", "incomplete").contains("it needs a ref and a token"));
+    assert!(
+        b.wait_text("main", "incomplete")
+            .contains("it needs a ref and a token")
+    );
 }
 
 fn urlencode(s: &str) -> String {

@@ -297,7 +297,11 @@ fn serve_tls(
     let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
     let mut tls = rustls::StreamOwned::new(conn, stream);
     let head = read_head(&mut tls)?;
-    let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
+    let path = head
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
     paths.lock().unwrap().push(path);
     let mut answer = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -409,12 +413,18 @@ fn pass_on(
         authorization,
     });
     if method == "OPTIONS" || path.contains("/events") {
-        let code = if method == "OPTIONS" { "204 No Content" } else { "404 Not Found" };
-        let answer = format!("HTTP/1.1 {code}\r\n{CORS}Content-Length: 0\r\nConnection: close\r\n\r\n");
+        let code = if method == "OPTIONS" {
+            "204 No Content"
+        } else {
+            "404 Not Found"
+        };
+        let answer =
+            format!("HTTP/1.1 {code}\r\n{CORS}Content-Length: 0\r\nConnection: close\r\n\r\n");
         return stream.write_all(answer.as_bytes());
     }
     let mut upstream = std::net::TcpStream::connect(("127.0.0.1", target))?;
-    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{target}\r\nConnection: close\r\n");
+    let mut out =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{target}\r\nConnection: close\r\n");
     for h in headers {
         out.push_str(&h);
         out.push_str("\r\n");
