@@ -1,30 +1,13 @@
 // The human executor page: shows one request from a presigned link and sends the executor's
-// answers as MESS messages to /thread/{ref}?token=. Every value from the thread is rendered as
-// text (textContent, never innerHTML); the token lives only in this closure, and loading the
-// page changes nothing.
+// answers as MESS messages. It reads `GET <exchange>/mess/{ref}` and posts `POST <exchange>/mess`
+// with the link's token as its bearer token (the implementation plan's page), where <exchange>
+// is the link's `exchange=` (http or https only) or this server. Every value from the thread
+// is rendered as text (textContent, never innerHTML); the token lives only in this closure and
+// this tab's storage, and loading the page changes nothing.
 'use strict';
 (function () {
   var params = new URLSearchParams(location.search);
-  // The implementation plan's links name the thread `request=`; ours `ref=`.
-  var ref = params.get('ref') || params.get('request') || '';
-  var token = params.get('token') || '';
-  // Kept for this tab only, so a reload still works; no script from the thread can run here
-  // (the page's policy allows only this file).
-  try {
-    if (token) sessionStorage.setItem('mess-token:' + ref, token);
-    else token = sessionStorage.getItem('mess-token:' + ref) || '';
-  } catch (e) { /* storage disabled: the link must be opened again after a reload */ }
-  // The token leaves the address bar (and with it copied links and the history).
-  history.replaceState(null, '', location.pathname + '?ref=' + encodeURIComponent(ref));
-  var api = '/thread/' + encodeURIComponent(ref);
-  var withToken = '?token=' + encodeURIComponent(token);
   var app = document.getElementById('app');
-  var thread = null;
-  var recorder = null;
-
-  function stopRecording() {
-    if (recorder && recorder.state !== 'inactive') recorder.stop();
-  }
 
   function el(tag, text, cls) {
     var node = document.createElement(tag);
@@ -36,15 +19,133 @@
   function isObj(v) { return v !== null && typeof v === 'object' && !Array.isArray(v); }
   function uriOf(v) { return isObj(v) ? v.uri : v; }
   function safeData(uri, kind) { return typeof uri === 'string' && uri.indexOf('data:' + kind + '/') === 0; }
-
   function fail(message) {
     app.textContent = '';
     add(app, el('h1', 'This link cannot be used'));
     add(app, el('p', message, 'error'));
   }
 
-  // One context or content entry, as its kind says; media only from data URIs (the page
-  // loads nothing from other hosts), anything else as text.
+  // Preferences (the plan's list), kept on this device; anything unknown falls back.
+  var CHOICES = {
+    defaultCamera: ['rear', 'front'],
+    imageQuality: [1, 0.9, 0.8, 0.6, 0.4],
+    audioFormat: ['webm', 'ogg', 'mp4'],
+    theme: ['auto', 'light', 'dark']
+  };
+  var prefs = { defaultCamera: 'rear', imageQuality: 0.8, audioFormat: 'webm', theme: 'auto' };
+  try {
+    var saved = JSON.parse(localStorage.getItem('mess-prefs') || '{}');
+    Object.keys(CHOICES).forEach(function (k) {
+      if (isObj(saved) && CHOICES[k].indexOf(saved[k]) >= 0) prefs[k] = saved[k];
+    });
+  } catch (e) { /* storage disabled or garbled: the defaults */ }
+  function savePrefs() {
+    try { localStorage.setItem('mess-prefs', JSON.stringify(prefs)); } catch (e) { /* kept for this visit */ }
+  }
+  function applyTheme() {
+    if (prefs.theme === 'auto') document.documentElement.removeAttribute('data-theme');
+    else document.documentElement.setAttribute('data-theme', prefs.theme);
+  }
+  applyTheme();
+  var AUDIO = { webm: 'audio/webm', ogg: 'audio/ogg', mp4: 'audio/mp4' };
+  function audioSupported(format) {
+    return !!(window.MediaRecorder && MediaRecorder.isTypeSupported && MediaRecorder.isTypeSupported(AUDIO[format]));
+  }
+  function captureMode() { return prefs.defaultCamera === 'front' ? 'user' : 'environment'; }
+
+  // The exchange the link names, as its base URL: http or https only, no user or password.
+  function exchangeBase(text) {
+    if (!text) return '';
+    var u;
+    try { u = new URL(text); } catch (e) { return null; }
+    if ((u.protocol !== 'https:' && u.protocol !== 'http:') || u.username || u.password) return null;
+    return u.origin + u.pathname.replace(/\/+$/, '');
+  }
+
+  // The implementation plan's links name the thread `request=`; ours `ref=`.
+  var ref = params.get('ref') || params.get('request') || '';
+  var token = params.get('token') || '';
+  var exchange = params.get('exchange') || '';
+  var base = exchangeBase(exchange);
+  // Kept for this tab only, so a reload still works, and only together with the exchange it
+  // was given for: a link naming another exchange never receives a token it did not carry.
+  try {
+    var key = 'mess-token:' + ref;
+    if (token && base !== null) sessionStorage.setItem(key, JSON.stringify({ token: token, exchange: exchange }));
+    else {
+      var kept = JSON.parse(sessionStorage.getItem(key) || 'null');
+      if (isObj(kept) && kept.exchange === exchange && typeof kept.token === 'string') token = kept.token;
+    }
+  } catch (e) { /* storage disabled: the link must be opened again after a reload */ }
+  // The token leaves the address bar (and with it copied links and the history).
+  history.replaceState(null, '', location.pathname + '?ref=' + encodeURIComponent(ref) +
+    (exchange ? '&exchange=' + encodeURIComponent(exchange) : ''));
+  var thread = null;
+  var recorder = null;
+
+  function stopRecording() {
+    if (recorder && recorder.state !== 'inactive') recorder.stop();
+  }
+
+  function call(method, path, body) {
+    var headers = { 'Accept': 'application/json', 'Authorization': 'Bearer ' + token };
+    if (body) headers['Content-Type'] = 'application/json';
+    return fetch(base + path, {
+      method: method, headers: headers, body: body, credentials: 'omit',
+      referrerPolicy: 'no-referrer', cache: 'no-store'
+    });
+  }
+
+  function hostOf(uri) { try { return new URL(uri).host; } catch (e) { return ''; } }
+  function isHttps(uri) { try { return new URL(uri).protocol === 'https:'; } catch (e) { return false; } }
+
+  // Media from other hosts: https only, and only when the executor taps (a request's author
+  // learns nothing from a page that was merely opened); anything else stays text.
+  function remoteMedia(box, kind, uri, name) {
+    var label = kind + ': ' + (name ? name + ' ' : '');
+    if (!isHttps(uri)) {
+      box.textContent = label + String(uri) + ' (not loaded: only https addresses are)';
+      return;
+    }
+    add(box, el('div', label + '(' + hostOf(uri) + ')', 'meta'));
+    if (kind === 'file') {
+      var a = add(box, el('a', 'Open ' + (name || uri)));
+      a.href = uri; a.rel = 'noopener noreferrer'; a.target = '_blank'; a.referrerPolicy = 'no-referrer';
+      return;
+    }
+    var b = button(box, 'Load ' + kind + ' from ' + hostOf(uri), function () {
+      var m = el(kind === 'image' ? 'img' : kind);
+      m.referrerPolicy = 'no-referrer';
+      if (kind === 'image') m.alt = name || 'image'; else m.controls = true;
+      m.src = uri;
+      b.replaceWith(m);
+    }, 'secondary load-remote');
+  }
+
+  function coordinates(v) {
+    var lat = Number(v.lat), lng = Number(v.lng);
+    if (v.lat === undefined || v.lng === undefined || !isFinite(lat) || !isFinite(lng)) return null;
+    // A link the executor may follow; the page itself fetches no map.
+    var a = el('a', lat + ', ' + lng, 'coordinates');
+    a.href = 'https://www.openstreetmap.org/?mlat=' + lat + '&mlon=' + lng + '#map=17/' + lat + '/' + lng;
+    a.rel = 'noopener noreferrer'; a.target = '_blank'; a.referrerPolicy = 'no-referrer';
+    return a;
+  }
+
+  // A place: the names a person reads first, then the coordinates as a map link.
+  function locationNode(box, v, label) {
+    if (!isObj(v)) { box.textContent = label + String(v); return box; }
+    var parts = [];
+    ['name', 'address', 'description'].forEach(function (k) { if (v[k]) parts.push(String(v[k])); });
+    if (v.radius_km !== undefined) parts.push('within ' + v.radius_km + ' km');
+    add(box, el('span', label + parts.join(' · ')));
+    var map = coordinates(v);
+    if (map) { add(box, document.createTextNode(parts.length ? ' · ' : '')); add(box, map); }
+    return box;
+  }
+
+  // One context or content entry, as its kind says; media play from data URIs, or from https
+  // after a tap; anything else as text.
   function entryNode(entry) {
     var box = el('div', null, 'entry');
     if (typeof entry === 'string') { box.textContent = entry; return box; }
@@ -52,28 +153,30 @@
     var kind = Object.keys(entry)[0];
     var v = entry[kind];
     var uri = uriOf(v);
-    var name = isObj(v) && v.name ? v.name : '';
+    var name = isObj(v) && v.name ? String(v.name) : '';
     if (kind === 'text') { box.textContent = String(v); }
     else if (kind === 'image' && safeData(uri, 'image')) { var img = add(box, el('img')); img.src = uri; img.alt = name || 'image'; }
     else if (kind === 'audio' && safeData(uri, 'audio')) { var au = add(box, el('audio')); au.controls = true; au.src = uri; }
-    else if (kind === 'video' && safeData(uri, 'video')) { var vi = add(box, el('video')); vi.controls = true; vi.src = uri; }
+    else if (kind === 'video' && safeData(uri, 'video')) {
+      if (name) add(box, el('div', 'video: ' + name, 'meta'));
+      var vi = add(box, el('video')); vi.controls = true; vi.src = uri;
+    }
     else if (kind === 'image' || kind === 'audio' || kind === 'video' || kind === 'file') {
-      box.textContent = kind + ': ' + (name ? name + ' ' : '') + (typeof uri === 'string' && uri.indexOf('data:') === 0 ? '(attached)' : String(uri));
+      if (typeof uri === 'string' && uri.indexOf('data:') === 0) box.textContent = kind + ': ' + (name ? name + ' ' : '') + '(attached)';
+      else remoteMedia(box, kind, uri, name);
     }
     else if (kind === 'url') {
       if (typeof v === 'string' && /^https?:\/\//.test(v)) {
         var a = add(box, el('a', v)); a.href = v; a.rel = 'noopener noreferrer'; a.target = '_blank';
       } else { box.textContent = 'url: ' + String(v); }
     }
-    else if (kind === 'location' && isObj(v)) {
-      var parts = [];
-      if (v.name) parts.push(v.name);
-      if (v.address) parts.push(v.address);
-      if (v.lat !== undefined && v.lng !== undefined) parts.push(v.lat + ', ' + v.lng);
-      if (v.description) parts.push(v.description);
-      box.textContent = 'location: ' + parts.join(' · ');
+    else if (kind === 'location') { locationNode(box, v, 'location: '); box.className += ' location'; }
+    else if (kind === 'ref') {
+      // Another thread of this exchange: named, not fetched (the link reads only its own).
+      box.className += ' ref';
+      add(box, el('span', 'refers to request '));
+      add(box, el('code', String(v)));
     }
-    else if (kind === 'ref') { box.textContent = 'see ' + String(v); }
     else if (kind === 'confirmation') { box.textContent = 'confirmation: ' + (isObj(v) ? JSON.stringify(v) : String(v)); }
     else { add(box, el('pre', kind + ': ' + JSON.stringify(v, null, 2))); }
     return box;
@@ -90,7 +193,14 @@
   function summary(payload) {
     var kind = Object.keys(payload)[0];
     var body = payload[kind];
-    if (kind === 'status' && isObj(body)) return 'status: ' + body.code + (body.message ? ' — ' + body.message : '');
+    if (kind === 'status' && isObj(body)) {
+      var extra = '';
+      if (isObj(body.waiting_for)) {
+        var w = body.waiting_for;
+        extra = ' (' + Object.keys(w).map(function (k) { return k + ': ' + [].concat(w[k]).join(', '); }).join('; ') + ')';
+      }
+      return 'status: ' + body.code + extra + (body.message ? ' — ' + body.message : '');
+    }
     if (kind === 'reply' && isObj(body)) {
       var bits = [];
       if (body.message) bits.push(body.message);
@@ -101,6 +211,19 @@
     if (kind === 'request') return 'request';
     if (kind === 'ack') return 'acknowledged';
     return kind;
+  }
+
+  // The answer kinds the request asks for: `[{kind, spec}]` from `response_hint`.
+  function hintsOf(req) {
+    return [].concat(req.response_hint || []).map(function (h) {
+      if (typeof h === 'string') return { kind: h, spec: null };
+      if (isObj(h)) { var k = Object.keys(h)[0]; return { kind: k, spec: h[k] }; }
+      return { kind: String(h), spec: null };
+    });
+  }
+  function hintText(kind) {
+    var found = hintsOf(requestOf(thread)).filter(function (h) { return h.kind === kind && typeof h.spec === 'string'; });
+    return found.length ? found[0].spec : '';
   }
 
   function render(t) {
@@ -121,14 +244,21 @@
     if (req.constraints) {
       var con = add(app, el('section')); con.id = 'constraints';
       add(con, el('h2', 'Constraints'));
-      add(con, el('pre', JSON.stringify(req.constraints, null, 2)));
+      var rest = {};
+      Object.keys(req.constraints).forEach(function (k) {
+        if (k === 'location') locationNode(add(con, el('div', null, 'entry location')), req.constraints.location, 'where: ');
+        else rest[k] = req.constraints[k];
+      });
+      if (Object.keys(rest).length) add(con, el('pre', JSON.stringify(rest, null, 2)));
     }
-    if (req.response_hint) add(app, el('p', 'wanted: ' + [].concat(req.response_hint).map(function (h) {
-      return typeof h === 'string' ? h : Object.keys(h).map(function (k) { return k + ' (' + h[k] + ')'; }).join(', ');
+    var hints = hintsOf(req);
+    if (hints.length) add(app, el('p', 'wanted: ' + hints.map(function (h) {
+      return h.kind + (h.spec === null ? '' : ' (' + (typeof h.spec === 'string' ? h.spec : JSON.stringify(h.spec)) + ')');
     }).join(', '), 'meta')).id = 'hint';
     add(app, historyNode(t));
     var out = add(app, el('div')); out.id = 'result';
     actions(env);
+    preferences();
   }
 
   // The thread so far, as a detached section.
@@ -143,6 +273,7 @@
         var kind = Object.keys(p)[0];
         var body = p[kind];
         if (kind === 'response' && isObj(body) && body.content) body.content.forEach(function (c) { add(box, entryNode(c)); });
+        if (kind === 'response' && isObj(body) && body.notes) add(box, el('div', 'notes: ' + body.notes, 'entry'));
         if (kind === 'status' && isObj(body) && body.questions) body.questions.forEach(function (q) {
           var opts = (q.options || []).map(function (o) { return typeof o === 'string' ? o : JSON.stringify(o); });
           add(box, el('div', '? ' + q.question + (opts.length ? ' (' + opts.join(' / ') + ')' : ''), 'entry'));
@@ -152,17 +283,24 @@
     return so;
   }
 
-  function form(title, id) {
-    var d = add(app, el('details')); d.id = id;
+  function form(title, id, parent) {
+    var d = add(parent || app, el('details')); d.id = id;
     add(d, el('summary', title));
     return d;
   }
   function field(parent, label, type, id) {
     add(parent, el('label', label)).htmlFor = id;
-    var input = add(parent, el(type === 'textarea' ? 'textarea' : 'input'));
-    if (type !== 'textarea') input.type = type;
+    var input = add(parent, el(type === 'textarea' || type === 'select' ? type : 'input'));
+    if (type !== 'textarea' && type !== 'select') input.type = type;
     input.id = id;
     return input;
+  }
+  function options(select, list) {
+    list.forEach(function (o) {
+      var opt = add(select, el('option', o[1]));
+      opt.value = String(o[0]);
+    });
+    return select;
   }
   function button(parent, text, onClick, cls) {
     var b = add(parent, el('button', text, cls));
@@ -182,6 +320,119 @@
     return !thread.link || (thread.link.actions || []).indexOf(action) >= 0;
   }
 
+  // A `datetime-local` value as a timestamp with its offset (the exchange wants one).
+  function timestamp(text) {
+    var d = new Date(text);
+    return isNaN(d.getTime()) ? text : d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  }
+
+  // The fields to ask for a confirmation (action, consequences, reversible) and the button.
+  function confirmFields(parent) {
+    field(parent, 'What you are about to do', 'text', 'confirm-action');
+    field(parent, 'Consequences', 'text', 'confirm-consequences');
+    var rev = field(parent, 'Reversible', 'checkbox', 'confirm-reversible');
+    button(parent, 'Ask for confirmation', function () {
+      if (!value('confirm-action')) { note('Say what you are about to do first.', true); return; }
+      send([status('needs_confirmation', { action: value('confirm-action'), consequences: value('confirm-consequences'), reversible: rev.checked })]);
+    }).id = 'ask-confirm';
+  }
+
+  var WAITS = [
+    ['dependency', 'Another request must finish first'],
+    ['condition', 'A condition (daylight, weather, temperature)'],
+    ['resource', 'Something I need (material, tool)'],
+    ['access', 'Getting into a place'],
+    ['schedule', 'Until a set time']
+  ];
+
+  // `waiting` with the reason the executor picks, shaped as MESS v1.0 section 4.3 says.
+  function waitingForm(w) {
+    var kind = options(field(w, 'Waiting for', 'select', 'wait-type'), WAITS);
+    var groups = {};
+    WAITS.forEach(function (pair) { groups[pair[0]] = add(w, el('div')); groups[pair[0]].dataset.type = pair[0]; });
+    field(groups.dependency, 'Which requests (refs, comma separated)', 'text', 'wait-ref');
+    field(groups.condition, 'Condition (e.g. daylight)', 'text', 'wait-condition');
+    field(groups.condition, 'Expected in (e.g. 7h, optional)', 'text', 'wait-eta');
+    field(groups.resource, 'What is missing', 'text', 'wait-resource');
+    field(groups.resource, 'Note (optional)', 'text', 'wait-resource-note');
+    field(groups.access, 'Where', 'text', 'wait-location');
+    field(groups.access, 'Note (optional)', 'text', 'wait-access-note');
+    field(groups.schedule, 'Available at', 'datetime-local', 'wait-available');
+    function show() { Object.keys(groups).forEach(function (k) { groups[k].hidden = k !== kind.value; }); }
+    kind.addEventListener('change', show);
+    show();
+    button(w, 'Waiting', function () {
+      var t = kind.value;
+      var need = { dependency: ['wait-ref', 'which requests'], condition: ['wait-condition', 'the condition'],
+        resource: ['wait-resource', 'what is missing'], access: ['wait-location', 'where'], schedule: ['wait-available', 'the time'] }[t];
+      if (!value(need[0])) { note('Say ' + need[1] + ' first.', true); return; }
+      var f = { type: t };
+      if (t === 'dependency') f.ref = value('wait-ref').split(',').map(function (s) { return s.trim(); }).filter(Boolean);
+      if (t === 'condition') { f.condition = value('wait-condition'); if (value('wait-eta')) f.eta = isoDuration(value('wait-eta')); }
+      if (t === 'resource') { f.resource = value('wait-resource'); if (value('wait-resource-note')) f.note = value('wait-resource-note'); }
+      if (t === 'access') { f.location = value('wait-location'); if (value('wait-access-note')) f.note = value('wait-access-note'); }
+      if (t === 'schedule') f.available_at = timestamp(value('wait-available'));
+      send([status('waiting', { waiting_for: f })]);
+    }, 'secondary').id = 'wait';
+    field(w, 'Or pause it: why (optional)', 'text', 'hold-reason');
+    button(w, 'Hold', function () { send([status('held', { reason: value('hold-reason') || 'on hold' })]); }, 'secondary').id = 'hold';
+  }
+
+  // The fields of a `structured:` (or `json:`) hint whose spec maps field names to types:
+  // number/integer, boolean, date, datetime, a list of choices, or anything else as text
+  // (a description becomes the placeholder). Returns a reader that yields the object, or
+  // throws naming the field whose value is not of its type.
+  function structuredForm(parent, hint, n) {
+    var box = add(parent, el('fieldset', null, 'structured'));
+    box.id = 'structured-' + n;
+    add(box, el('legend', hint.kind === 'json' ? 'Data asked for' : 'Details asked for'));
+    var inputs = Object.keys(hint.spec).map(function (name, i) {
+      var spec = hint.spec[name];
+      var word = typeof spec === 'string' ? spec.trim().toLowerCase() : '';
+      var id = 'sf-' + n + '-' + i;
+      var type = Array.isArray(spec) ? 'choice'
+        : ['number', 'float', 'decimal'].indexOf(word) >= 0 ? 'number'
+        : ['integer', 'int', 'count'].indexOf(word) >= 0 ? 'integer'
+        : ['boolean', 'bool', 'yes/no'].indexOf(word) >= 0 ? 'boolean'
+        : word === 'date' ? 'date'
+        : ['datetime', 'timestamp', 'time'].indexOf(word) >= 0 ? 'datetime'
+        : isObj(spec) ? 'data' : 'text';
+      var input;
+      if (type === 'choice') {
+        input = options(field(box, name, 'select', id), [['', '—']].concat(spec.map(function (o) { var s = typeof o === 'string' ? o : JSON.stringify(o); return [s, s]; })));
+      } else if (type === 'data') {
+        input = field(box, name + ' (JSON)', 'textarea', id);
+        input.placeholder = JSON.stringify(spec);
+      } else {
+        input = field(box, name, { number: 'number', integer: 'number', boolean: 'checkbox', date: 'date', datetime: 'datetime-local' }[type] || 'text', id);
+        if (type === 'integer') input.step = '1';
+        if (type === 'number') input.step = 'any';
+        if (type === 'text' && typeof spec === 'string' && ['string', 'text'].indexOf(word) < 0) input.placeholder = spec;
+      }
+      input.dataset.field = name;
+      return { name: name, type: type, input: input };
+    });
+    return function () {
+      var out = {};
+      inputs.forEach(function (f) {
+        var raw = f.input.value.trim();
+        if (f.type === 'boolean') { if (f.input.checked) out[f.name] = true; return; }
+        if (raw === '') return;
+        if (f.type === 'number' || f.type === 'integer') {
+          var num = Number(raw);
+          if (!isFinite(num) || (f.type === 'integer' && !Number.isInteger(num))) throw new Error(f.name + ' must be ' + (f.type === 'integer' ? 'a whole number' : 'a number'));
+          out[f.name] = num;
+        } else if (f.type === 'datetime') out[f.name] = timestamp(raw);
+        else if (f.type === 'data') {
+          try { out[f.name] = JSON.parse(raw); } catch (e) { throw new Error(f.name + ' must be JSON'); }
+        } else out[f.name] = raw;
+      });
+      if (!Object.keys(out).length) return null;
+      var entry = {}; entry[hint.kind] = out;
+      return entry;
+    };
+  }
+
   function actions(env) {
     var s = env.status;
     var me = thread.link && thread.link.executor;
@@ -189,10 +440,12 @@
       add(app, el('p', 'Taken by ' + env.executor + '; nothing more to do here.', 'notice')).id = 'taken';
       return;
     }
+    var mustConfirm = env.confirm_before === true && env.confirmation !== 'confirmed';
     if (s === 'pending') {
       if (!allows('claim')) { add(app, el('p', 'This link lets you look, not take it.', 'notice')).id = 'read-only'; return; }
       var take = add(app, el('section')); take.id = 'take';
       add(take, el('h2', 'Take it'));
+      if (mustConfirm) add(take, el('p', 'Before you act, this request needs the requester\'s confirmation: after claiming, you will describe what you are about to do and ask first.', 'notice')).id = 'confirm-note';
       field(take, 'How long will it take? (e.g. PT20M, optional)', 'text', 'estimate');
       button(take, 'Claim', function () { send([status('claimed', { estimate: isoDuration(value('estimate')) })]); }).id = 'claim';
       var no = form('Decline', 'decline-form');
@@ -206,6 +459,19 @@
     if (['completed', 'failed', 'declined', 'expired', 'cancelled', 'superseded', 'delegated'].indexOf(s) >= 0) {
       add(app, el('p', 'This request is ' + s + '.', 'notice')).id = 'final';
       return;
+    }
+    // v1.1 confirm_before: asking comes first, and the exchange refuses work until a yes.
+    if (mustConfirm) {
+      var first = add(app, el('section')); first.id = 'confirm-first';
+      add(first, el('h2', 'Ask for confirmation first'));
+      if (env.confirmation === 'requested') {
+        add(first, el('p', 'You asked; wait for the requester\'s answer before you act. It appears here when it arrives.', 'notice'));
+      } else {
+        add(first, el('p', env.confirmation === 'rejected'
+          ? 'The requester said no: do not go ahead. You may ask again with a different plan.'
+          : 'This request needs the requester\'s confirmation before you act: say what you are about to do and ask.', 'notice'));
+        confirmFields(first);
+      }
     }
     var p = form('Progress', 'progress-form');
     field(p, 'Percent done', 'number', 'progress');
@@ -221,26 +487,23 @@
       send([status('needs_input', { questions: [question] })]);
     }).id = 'ask';
 
-    var c = form('Ask to confirm', 'confirm-form');
-    field(c, 'What you are about to do', 'text', 'confirm-action');
-    field(c, 'Consequences', 'text', 'confirm-consequences');
-    var rev = field(c, 'Reversible', 'checkbox', 'confirm-reversible');
-    button(c, 'Ask for confirmation', function () {
-      send([status('needs_confirmation', { action: value('confirm-action'), consequences: value('confirm-consequences'), reversible: rev.checked })]);
-    }).id = 'ask-confirm';
+    if (!mustConfirm) confirmFields(form('Ask to confirm', 'confirm-form'));
 
-    var w = form('Waiting or on hold', 'wait-form');
-    field(w, 'What for / why', 'text', 'wait-note');
-    button(w, 'Waiting', function () { send([status('waiting', { waiting_for: { type: 'condition', note: value('wait-note') || 'waiting' } })]); }, 'secondary').id = 'wait';
-    button(w, 'Hold', function () { send([status('held', { reason: value('wait-note') || 'on hold' })]); }, 'secondary').id = 'hold';
+    waitingForm(form('Waiting or on hold', 'wait-form'));
 
     var done = add(app, el('section')); done.id = 'complete';
     add(done, el('h2', 'Done'));
-    field(done, 'Answer', 'textarea', 'answer-text');
-    var camera = field(done, 'Take a photo', 'file', 'camera');
-    camera.accept = 'image/*'; camera.setAttribute('capture', 'environment');
+    if (mustConfirm) add(done, el('p', 'Completing works once the requester has confirmed.', 'meta'));
+    var hints = hintsOf(requestOf(thread));
+    field(done, hintText('text') ? 'Answer: ' + hintText('text') : 'Answer', 'textarea', 'answer-text');
+    var readers = hints.filter(function (h) { return (h.kind === 'structured' || h.kind === 'json') && isObj(h.spec); })
+      .map(function (h, n) { return structuredForm(done, h, n); });
+    var camera = field(done, hintText('image') ? 'Take a photo: ' + hintText('image') : 'Take a photo', 'file', 'camera');
+    camera.accept = 'image/*'; camera.setAttribute('capture', captureMode());
     var photos = field(done, 'Photos from the phone', 'file', 'photos');
     photos.accept = 'image/*'; photos.multiple = true;
+    var video = field(done, hintText('video') ? 'Video: ' + hintText('video') : 'Video (record or pick)', 'file', 'video');
+    video.accept = 'video/*'; video.setAttribute('capture', captureMode());
     var files = field(done, 'Files', 'file', 'files');
     files.multiple = true;
     var audio = null;
@@ -249,45 +512,85 @@
       var rb = button(done, 'Record audio', function () {
         if (recorder) { recorder.stop(); return; }
         navigator.mediaDevices.getUserMedia({ audio: true }).then(function (stream) {
-          chunks = []; var rec = new MediaRecorder(stream); recorder = rec;
+          var type = audioSupported(prefs.audioFormat) ? AUDIO[prefs.audioFormat] : '';
+          chunks = []; var rec = new MediaRecorder(stream, type ? { mimeType: type } : undefined); recorder = rec;
           rec.ondataavailable = function (e) { chunks.push(e.data); };
           rec.onstop = function () {
             stream.getTracks().forEach(function (tr) { tr.stop(); });
-            audio = new Blob(chunks, { type: rec.mimeType || 'audio/webm' }); recorder = null; rb.textContent = 'Record again';
+            audio = new Blob(chunks, { type: (rec.mimeType || 'audio/webm').split(';')[0] }); recorder = null; rb.textContent = 'Record again';
           };
           rec.start(); rb.textContent = 'Stop recording';
         }).catch(function (e) { note('No microphone: ' + e.message, true); });
       }, 'secondary');
       rb.id = 'record';
     }
+    var place = add(done, el('fieldset', null, 'place'));
+    place.id = 'place';
+    add(place, el('legend', hintText('location') ? 'Where: ' + hintText('location') : 'Where (optional)'));
+    field(place, 'Place name', 'text', 'loc-name');
+    field(place, 'Address', 'text', 'loc-address');
+    field(place, 'Description', 'text', 'loc-description');
     var where = null;
     if (navigator.geolocation) {
-      button(done, 'Add my location', function () {
+      button(place, 'Add my coordinates', function () {
         navigator.geolocation.getCurrentPosition(function (pos) {
           where = { lat: pos.coords.latitude, lng: pos.coords.longitude, accuracy: pos.coords.accuracy };
-          note('Location added.');
+          note('Coordinates added.');
         }, function (e) { note('No location: ' + e.message, true); });
       }, 'secondary').id = 'locate';
     }
     var ok = field(done, 'Confirm it is done', 'checkbox', 'confirmed');
+    field(done, 'Notes (optional)', 'textarea', 'notes');
     button(done, 'Complete', function () {
       var content = [];
       if (value('answer-text')) content.push(value('answer-text'));
-      Promise.all([].map.call(camera.files, function (f) { return media('image', f); })
-        .concat([].map.call(photos.files, function (f) { return media('image', f); }))
+      try {
+        readers.forEach(function (read) { var entry = read(); if (entry) content.push(entry); });
+      } catch (e) { note(e.message, true); return; }
+      Promise.all([].map.call(camera.files, photo)
+        .concat([].map.call(photos.files, photo))
+        .concat([].map.call(video.files, function (f) { return media('video', f); }))
         .concat([].map.call(files.files, function (f) { return media('file', f); }))
         .concat(audio ? [media('audio', audio)] : [])).then(function (items) {
         content = content.concat(items);
-        if (where) content.push({ location: where });
+        var loc = {};
+        if (where) Object.keys(where).forEach(function (k) { loc[k] = where[k]; });
+        [['name', 'loc-name'], ['address', 'loc-address'], ['description', 'loc-description']].forEach(function (f) {
+          if (value(f[1])) loc[f[0]] = value(f[1]);
+        });
+        if (Object.keys(loc).length) content.push({ location: loc });
         if (ok.checked) content.push({ confirmation: true });
         if (!content.length) { note('Add an answer, a photo, a file or a confirmation first.', true); return; }
-        send([status('completed'), { response: { re: thread.envelope.ref, content: content } }]);
+        var response = { re: thread.envelope.ref, content: content };
+        if (value('notes')) response.notes = value('notes');
+        send([status('completed'), { response: response }]);
       });
     }).id = 'complete-button';
 
     var f = form('Could not do it', 'fail-form');
     field(f, 'What went wrong', 'text', 'fail-reason');
     button(f, 'Report failure', function () { send([status('failed', { reason: value('fail-reason') || 'failed' })]); }, 'danger').id = 'fail';
+  }
+
+  // The plan's preferences: camera, photo quality, audio format, theme; stored on this device.
+  function preferences() {
+    var d = form('Preferences', 'prefs-form');
+    var cam = options(field(d, 'Camera', 'select', 'pref-camera'), [['rear', 'Rear'], ['front', 'Front']]);
+    var qual = options(field(d, 'Photo quality', 'select', 'pref-quality'),
+      [[1, 'Original'], [0.9, 'High (90%)'], [0.8, 'Good (80%)'], [0.6, 'Smaller (60%)'], [0.4, 'Smallest (40%)']]);
+    var aud = options(field(d, 'Audio format', 'select', 'pref-audio'), [['webm', 'WebM'], ['ogg', 'Ogg'], ['mp4', 'MP4']]);
+    [].forEach.call(aud.options, function (o) {
+      if (window.MediaRecorder && !audioSupported(o.value)) { o.disabled = true; o.textContent += ' (not on this device)'; }
+    });
+    var theme = options(field(d, 'Theme', 'select', 'pref-theme'), [['auto', 'As the system'], ['light', 'Light'], ['dark', 'Dark']]);
+    cam.value = prefs.defaultCamera; qual.value = String(prefs.imageQuality); aud.value = prefs.audioFormat; theme.value = prefs.theme;
+    function changed() {
+      prefs.defaultCamera = cam.value; prefs.imageQuality = Number(qual.value);
+      prefs.audioFormat = aud.value; prefs.theme = theme.value;
+      savePrefs(); applyTheme();
+      [].forEach.call(document.querySelectorAll('#camera, #video'), function (i) { i.setAttribute('capture', captureMode()); });
+    }
+    [cam, qual, aud, theme].forEach(function (s) { s.addEventListener('change', changed); });
   }
 
   // "20m", "1h", "90 min" as ISO 8601 (PT20M); anything else is sent as typed.
@@ -297,17 +600,32 @@
     return 'PT' + m[1] + (m[2].charAt(0).toLowerCase() === 'h' ? 'H' : 'M');
   }
 
-  function media(kind, blob) {
+  function media(kind, blob, name) {
     return new Promise(function (resolve) {
       var r = new FileReader();
-      r.onerror = function () { resolve({ text: 'could not read ' + (blob.name || kind) }); };
+      r.onerror = function () { resolve({ text: 'could not read ' + (name || blob.name || kind) }); };
       r.onload = function () {
         var entry = {}; entry[kind] = { uri: r.result, mime: blob.type || 'application/octet-stream' };
-        if (blob.name) entry[kind].name = blob.name;
+        if (name || blob.name) entry[kind].name = name || blob.name;
         resolve(entry);
       };
       r.readAsDataURL(blob);
     });
+  }
+
+  // A JPEG photo re-encoded through a canvas at the chosen quality (which also drops its
+  // metadata, such as where it was taken); other formats, and "Original", go as they are.
+  function photo(file) {
+    var q = prefs.imageQuality;
+    if (q >= 1 || file.type !== 'image/jpeg' || !window.createImageBitmap) return media('image', file);
+    return createImageBitmap(file).then(function (bitmap) {
+      var c = document.createElement('canvas');
+      c.width = bitmap.width; c.height = bitmap.height;
+      c.getContext('2d').drawImage(bitmap, 0, 0);
+      return new Promise(function (resolve) { c.toBlob(resolve, 'image/jpeg', q); });
+    }).then(function (blob) {
+      return blob ? media('image', blob, file.name) : media('image', file);
+    }, function () { return media('image', file); });
   }
 
   function note(text, bad) {
@@ -315,6 +633,7 @@
     if (!out) return;
     out.textContent = '';
     add(out, el('p', text, bad ? 'error' : 'notice'));
+    out.scrollIntoView({ block: 'nearest' });
   }
 
   function busy(on) {
@@ -328,11 +647,7 @@
       return Promise.resolve();
     }
     busy(true);
-    return fetch(api + withToken, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', 'Accept': 'application/json' },
-      body: body
-    }).then(function (r) {
+    return call('POST', '/mess', body).then(function (r) {
       return r.json().then(function (body) {
         if (!r.ok) { busy(false); note((body.error && body.error.message) || ('failed: HTTP ' + r.status), true); return; }
         return load().then(function () { note('Sent.'); });
@@ -340,8 +655,10 @@
     }).catch(function (e) { busy(false); note('Could not send: ' + e.message, true); });
   }
 
+  var thing = '/mess/' + encodeURIComponent(ref);
+
   function load() {
-    return fetch(api + withToken, { headers: { 'Accept': 'application/json' } }).then(function (r) {
+    return call('GET', thing).then(function (r) {
       return r.json().then(function (body) {
         if (!r.ok) {
           if (r.status === 404) {
@@ -364,13 +681,13 @@
 
   // A change while the executor may be halfway through a form: the history and the status
   // badge are redrawn in place, the forms (typed text, chosen files, a recording) stay; only a
-  // new status, which changes the actions, redraws the page.
+  // new status or confirmation state, which changes the actions, redraws the page.
   function refresh() {
-    var before = thread && thread.envelope.status;
-    return fetch(api + withToken, { headers: { 'Accept': 'application/json' } }).then(function (r) {
+    var before = thread && thread.envelope.status + '/' + thread.envelope.confirmation;
+    return call('GET', thing).then(function (r) {
       if (!r.ok) return load();
       return r.json().then(function (t) {
-        if (!thread || t.envelope.status !== before) { stopRecording(); render(t); return; }
+        if (!thread || t.envelope.status + '/' + t.envelope.confirmation !== before) { stopRecording(); render(t); return; }
         thread = t;
         var old = document.getElementById('history');
         if (old) old.replaceWith(historyNode(t));
@@ -378,11 +695,12 @@
     }).catch(function () { /* the next event tries again */ });
   }
 
+  if (base === null) { fail('The link names an exchange that is not an http or https address.'); return; }
   if (!ref || !token) { fail('The link is incomplete: it needs a ref and a token.'); return; }
   load().then(function () {
     if (!thread || !window.EventSource) return;
     // The agent's replies (and any change) arrive as they happen.
-    var events = new EventSource(api + '/events' + withToken);
+    var events = new EventSource(base + '/thread/' + encodeURIComponent(ref) + '/events?token=' + encodeURIComponent(token));
     events.addEventListener('thread', refresh);
     events.addEventListener('lagged', refresh);
     events.addEventListener('open', refresh);

@@ -77,8 +77,10 @@ impl Browser {
             assert!(Instant::now() < until, "chromedriver did not start");
             std::thread::sleep(Duration::from_millis(50));
         }
+        // The test https server's certificate is self-signed (`tests/fixtures/tls/`).
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
+            "acceptInsecureCerts": true,
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
@@ -86,7 +88,8 @@ impl Browser {
                          // Loopback only: no update checks, sync or other background calls.
                          "--no-first-run", "--disable-background-networking",
                          "--disable-component-update", "--disable-sync",
-                         "--disable-default-apps", "--use-fake-ui-for-media-stream"]
+                         "--disable-default-apps", "--use-fake-ui-for-media-stream",
+                         "--use-fake-device-for-media-stream"]
             }
         }}});
         let answer = call(port, "POST", "/session", Some(&caps));
@@ -181,6 +184,15 @@ impl Browser {
         }
     }
 
+    /// Runs one Chrome DevTools Protocol command (chromedriver's `goog/cdp/execute`).
+    pub(crate) fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.at(
+            "POST",
+            "/goog/cdp/execute",
+            Some(&json!({"cmd": cmd, "params": params})),
+        )
+    }
+
     /// Saves a PNG screenshot as `<target tmp>/screenshots/<name>.png`.
     pub(crate) fn screenshot(&self, name: &str) {
         let b64 = self.at("GET", "/screenshot", None);
@@ -205,7 +217,7 @@ impl Drop for Browser {
 }
 
 /// Standard base64 (as WebDriver sends screenshots).
-fn decode_base64(text: &str) -> Vec<u8> {
+pub(crate) fn decode_base64(text: &str) -> Vec<u8> {
     let value = |c: u8| match c {
         b'A'..=b'Z' => Some(c - b'A'),
         b'a'..=b'z' => Some(c - b'a' + 26),

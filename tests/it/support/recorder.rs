@@ -1,6 +1,9 @@
 //! Local stand-ins for the outbound services: an HTTP server on `127.0.0.1:0` that records
 //! every request and answers in each API's shape (Slack, Telegram, Twilio, ntfy, webhooks),
-//! with scripted failures and delays, and an SMTP server that records each message.
+//! with scripted failures and delays, and an SMTP server that records each message. For the
+//! human page: an https server with the test certificate (`tests/fixtures/tls/`) that records
+//! what a browser fetched, and a recording proxy that puts an exchange at another origin with
+//! CORS, as a remote exchange named by `exchange=` would be.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -232,4 +235,211 @@ fn session(stream: std::net::TcpStream, mails: &Mutex<Vec<Mail>>) -> std::io::Re
             out.write_all(b"250 ok\r\n")?;
         }
     }
+}
+
+/// An https server on `127.0.0.1:0` with the test certificate: it answers every request with
+/// one fixed body and records the request lines' paths.
+#[derive(Clone)]
+pub(crate) struct HttpsRecorder {
+    pub(crate) url: String,
+    paths: Arc<Mutex<Vec<String>>>,
+}
+
+impl HttpsRecorder {
+    pub(crate) fn start(body: &'static [u8], content_type: &'static str) -> HttpsRecorder {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let cert = CertificateDer::from(include_bytes!("../../fixtures/tls/cert.der").to_vec());
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+            include_bytes!("../../fixtures/tls/key.der").to_vec(),
+        ));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let paths: Arc<Mutex<Vec<String>>> = Arc::default();
+        let shared = paths.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (config, shared) = (config.clone(), shared.clone());
+                std::thread::spawn(move || {
+                    let _ = serve_tls(stream, config, &shared, body, content_type);
+                });
+            }
+        });
+        HttpsRecorder {
+            url: format!("https://127.0.0.1:{port}"),
+            paths,
+        }
+    }
+
+    /// The paths requested so far.
+    pub(crate) fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap().clone()
+    }
+}
+
+fn serve_tls(
+    stream: std::net::TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    paths: &Mutex<Vec<String>>,
+    body: &[u8],
+    content_type: &str,
+) -> std::io::Result<()> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, stream);
+    let head = read_head(&mut tls)?;
+    let path = head
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    paths.lock().unwrap().push(path);
+    let mut answer = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(body);
+    tls.write_all(&answer)?;
+    tls.conn.send_close_notify();
+    tls.flush()?;
+    let mut rest = [0u8; 64];
+    let _ = tls.read(&mut rest);
+    Ok(())
+}
+
+/// The request head (through the blank line) read from `stream`.
+fn read_head(stream: &mut impl std::io::Read) -> std::io::Result<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// One request the CORS proxy passed on.
+#[derive(Debug, Clone)]
+pub(crate) struct ProxyHit {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) authorization: String,
+}
+
+/// A proxy on `127.0.0.1:0` in front of a local server: it answers CORS preflights, passes
+/// other requests on (but not event streams, which it refuses) and adds
+/// `Access-Control-Allow-Origin: *` to the answers, recording each request.
+#[derive(Clone)]
+pub(crate) struct CorsProxy {
+    pub(crate) url: String,
+    hits: Arc<Mutex<Vec<ProxyHit>>>,
+}
+
+impl CorsProxy {
+    pub(crate) fn start(target: u16) -> CorsProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits: Arc<Mutex<Vec<ProxyHit>>> = Arc::default();
+        let shared = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    let _ = pass_on(stream, target, &shared);
+                });
+            }
+        });
+        CorsProxy {
+            url: format!("http://127.0.0.1:{port}"),
+            hits,
+        }
+    }
+
+    /// The requests so far.
+    pub(crate) fn hits(&self) -> Vec<ProxyHit> {
+        self.hits.lock().unwrap().clone()
+    }
+}
+
+const CORS: &str = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Headers: authorization, content-type, accept\r\nAccess-Control-Allow-Methods: GET, POST\r\n";
+
+fn pass_on(
+    mut stream: std::net::TcpStream,
+    target: u16,
+    hits: &Mutex<Vec<ProxyHit>>,
+) -> std::io::Result<()> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let head = read_head(&mut stream)?;
+    let mut lines = head.split("\r\n");
+    let first = lines.next().unwrap_or_default().to_owned();
+    let mut parts = first.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_owned();
+    let path = parts.next().unwrap_or_default().to_owned();
+    let mut headers = Vec::new();
+    let (mut length, mut authorization) = (0usize, String::new());
+    for line in lines.filter(|l| !l.is_empty()) {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let k = k.trim().to_ascii_lowercase();
+        if k == "content-length" {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if k == "authorization" {
+            authorization = v.trim().to_owned();
+        }
+        if !matches!(k.as_str(), "host" | "connection" | "origin") {
+            headers.push(line.to_owned());
+        }
+    }
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body)?;
+    hits.lock().unwrap().push(ProxyHit {
+        method: method.clone(),
+        path: path.clone(),
+        authorization,
+    });
+    if method == "OPTIONS" || path.contains("/events") {
+        let code = if method == "OPTIONS" {
+            "204 No Content"
+        } else {
+            "404 Not Found"
+        };
+        let answer =
+            format!("HTTP/1.1 {code}\r\n{CORS}Content-Length: 0\r\nConnection: close\r\n\r\n");
+        return stream.write_all(answer.as_bytes());
+    }
+    let mut upstream = std::net::TcpStream::connect(("127.0.0.1", target))?;
+    let mut out =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{target}\r\nConnection: close\r\n");
+    for h in headers {
+        out.push_str(&h);
+        out.push_str("\r\n");
+    }
+    out.push_str("\r\n");
+    upstream.write_all(out.as_bytes())?;
+    upstream.write_all(&body)?;
+    let mut answer = Vec::new();
+    upstream.read_to_end(&mut answer)?;
+    let at = answer
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map_or(answer.len(), |i| i + 2);
+    let mut back = answer[..at].to_vec();
+    back.extend_from_slice(CORS.as_bytes());
+    back.extend_from_slice(&answer[at..]);
+    stream.write_all(&back)
 }
