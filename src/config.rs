@@ -31,6 +31,9 @@ pub struct Config {
     /// Whether `mess mcp` also serves the HTTP API and the human page (`http.enabled`, the
     /// plan's switch for the human client's endpoint); `mess serve` serves them regardless.
     pub http_enabled: bool,
+    /// Origins whose pages may call the API from a browser (`http.cors_origins`, each
+    /// `scheme://host[:port]`): a human page hosted elsewhere, as the plan's `exchange=` allows.
+    pub http_cors_origins: Vec<String>,
 }
 
 /// A configuration problem, reported before any work starts.
@@ -81,6 +84,7 @@ impl Config {
             notify: notify::Settings::defaults(),
             http_port: None,
             http_enabled: false,
+            http_cors_origins: Vec::new(),
         };
         // Values the exchange reads from config.yaml later (an executor's webhook key) are
         // expanded with the same environment.
@@ -174,6 +178,20 @@ fn read_http(map: &crate::protocol::value::Map, config: &mut Config) -> Result<(
         Some(Value::Bool(b)) => config.http_enabled = *b,
         Some(_) => return Err("http.enabled must be true or false".to_owned()),
     }
+    match http.and_then(|h| h.get("cors_origins")) {
+        None | Some(Value::Null) => {}
+        Some(Value::Seq(items)) => {
+            for item in items {
+                let text = item.scalar_text().unwrap_or_default();
+                config.http_cors_origins.push(origin(&text).ok_or_else(|| {
+                    format!(
+                        "http.cors_origins: {text:?} is not an origin (https://host or http://host:port, no path; \"*\" is not allowed)"
+                    )
+                })?);
+            }
+        }
+        Some(_) => return Err("http.cors_origins must be a list of origins".to_owned()),
+    }
     if let Some(port) = http.and_then(|h| h.get("port")) {
         match port {
             Value::Int(n) if (1..=65535).contains(n) => config.http_port = Some(*n as u16),
@@ -199,6 +217,18 @@ fn read_http(map: &crate::protocol::value::Map, config: &mut Config) -> Result<(
         config.exchange.link_secret = Some(Secret(text));
     }
     Ok(())
+}
+
+/// `text` as a browser sends it in `Origin` (`scheme://host[:port]`, lower case), if it is one.
+fn origin(text: &str) -> Option<String> {
+    let text = text.trim().trim_end_matches('/');
+    let (scheme, authority) = text.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let host_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']');
+    ((scheme == "http" || scheme == "https")
+        && !authority.is_empty()
+        && authority.chars().all(host_ok))
+    .then(|| format!("{scheme}://{}", authority.to_ascii_lowercase()))
 }
 
 /// Reads `limits:` (message size; queries: memory, how many at once, time) into `config`.

@@ -76,6 +76,13 @@ pub struct Grant {
     /// through the link carry it as their `channel`.
     #[serde(rename = "ch", default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The exchange that issued it, as its executors reach it (its public URL): the page
+    /// talks to it when the link names no `exchange=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iss: Option<String>,
+    /// The exchange it is for (the home's exchange id): another exchange refuses it even when
+    /// both sign with the same secret.
+    pub aud: String,
 }
 
 impl Grant {
@@ -116,9 +123,15 @@ pub fn mint(secret: &[u8], grant: &Grant) -> Result<String, LinkError> {
 
 /// Checks `token` for `thread` at `now` (seconds since the epoch) and returns its grant. Only
 /// HS256 is accepted, so `alg: none` and algorithm swaps fail; the expiry is checked against
-/// `now` with no leeway.
-pub fn verify(secret: &[u8], token: &str, thread: &str, now: i64) -> Result<Grant, LinkError> {
-    let grant = verify_any(secret, token, now)?;
+/// `now` with no leeway, and the token must be for `audience`.
+pub fn verify(
+    secret: &[u8],
+    audience: &str,
+    token: &str,
+    thread: &str,
+    now: i64,
+) -> Result<Grant, LinkError> {
+    let grant = verify_any(secret, audience, token, now)?;
     if grant.thread != thread {
         return Err(LinkError::OtherThread);
     }
@@ -127,7 +140,13 @@ pub fn verify(secret: &[u8], token: &str, thread: &str, now: i64) -> Result<Gran
 
 /// Checks a token's signature and expiry and returns what it grants, for whichever thread it
 /// names (callers that take the thread from the token must still hold every payload to it).
-pub fn verify_any(secret: &[u8], token: &str, now: i64) -> Result<Grant, LinkError> {
+/// The token must be for `audience` (its `aud`).
+pub fn verify_any(
+    secret: &[u8],
+    audience: &str,
+    token: &str,
+    now: i64,
+) -> Result<Grant, LinkError> {
     if secret.len() < MIN_SECRET_BYTES {
         return Err(LinkError::WeakSecret);
     }
@@ -135,7 +154,11 @@ pub fn verify_any(secret: &[u8], token: &str, now: i64) -> Result<Grant, LinkErr
     // The expiry is checked below against the caller's clock, not the system's.
     validation.validate_exp = false;
     validation.leeway = 0;
-    validation.required_spec_claims = ["exp", "sub"].iter().map(|s| s.to_string()).collect();
+    validation.required_spec_claims = ["exp", "sub", "aud"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    validation.set_audience(&[audience]);
     let grant =
         jsonwebtoken::decode::<Grant>(token, &DecodingKey::from_secret(secret), &validation)
             .map_err(|_| LinkError::Invalid)?

@@ -69,6 +69,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             None
         }
     };
+    let cors = cx.config.http_cors_origins.clone();
     let notifier = Notifier::new(cx.config.notify.clone())
         .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
     runtime.block_on(async move {
@@ -82,7 +83,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             crate::cli::serve::dispatch_retry(),
         );
         let web = match http {
-            Some(addr) => serve_http(exchange, addr, stop.clone()).await,
+            Some(addr) => serve_http(exchange, addr, cors, stop.clone()).await,
             None => None,
         };
         let running = server
@@ -111,6 +112,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
 async fn serve_http(
     exchange: Arc<crate::exchange::Exchange>,
     addr: SocketAddr,
+    cors_origins: Vec<String>,
     stop: tokio_util::sync::CancellationToken,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let listener = match tokio::net::TcpListener::bind(addr).await {
@@ -123,7 +125,7 @@ async fn serve_http(
     if let Ok(local) = listener.local_addr() {
         tracing::warn!("serving the HTTP API and the human page on http://{local}");
     }
-    let app = crate::http::app(exchange, stop.clone());
+    let app = crate::http::app(exchange, stop.clone(), &cors_origins);
     Some(tokio::spawn(crate::http::serve::serve(
         listener,
         app,

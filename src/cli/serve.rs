@@ -97,7 +97,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             stop.clone(),
             dispatch_retry(),
         );
-        let app = crate::http::app(exchange, stop.clone());
+        let app = crate::http::app(exchange, stop.clone(), &cx.config.http_cors_origins);
         let signalled = stop.clone();
         tokio::spawn(async move {
             shutdown().await;

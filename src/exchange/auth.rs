@@ -179,6 +179,8 @@ impl Exchange {
             exp: now.saturating_add(ttl_seconds),
             iat: now,
             via: via.map(str::to_owned),
+            iss: Some(self.settings().dispatch.public_url.clone()),
+            aud: self.store().exchange_id()?,
         };
         links::mint(&self.link_secret()?, &grant).map_err(link_error)
     }
@@ -187,6 +189,7 @@ impl Exchange {
     pub fn check_link(&self, token: &str, thread: &ThreadRef) -> Result<Grant, Error> {
         links::verify(
             &self.link_secret()?,
+            &self.store().exchange_id()?,
             token,
             thread.as_str(),
             self.now().timestamp(),
@@ -198,7 +201,26 @@ impl Exchange {
     /// for the implementation plan's client calls that carry it as a bearer token
     /// (`POST /mess`, `GET /mess/{ref}`).
     pub fn check_link_token(&self, token: &str) -> Result<Grant, Error> {
-        links::verify_any(&self.link_secret()?, token, self.now().timestamp()).map_err(link_error)
+        links::verify_any(
+            &self.link_secret()?,
+            &self.store().exchange_id()?,
+            token,
+            self.now().timestamp(),
+        )
+        .map_err(link_error)
+    }
+
+    /// Follows a short link (`/r/{code}`, sent by SMS): the thread and the token its code
+    /// stands for. Unknown, expired and malformed codes, and codes whose token no longer
+    /// checks, get one answer.
+    pub fn follow_short_link(&self, code: &str) -> Result<(String, String), Error> {
+        let gone = || Error::not_found("no such link (it may have expired)");
+        let token = self
+            .store()
+            .short_link(code, self.now().timestamp())?
+            .ok_or_else(gone)?;
+        let grant = self.check_link_token(&token).map_err(|_| gone())?;
+        Ok((grant.thread, token))
     }
 
     /// Submits `message` through a presigned link: every payload must be a status or a

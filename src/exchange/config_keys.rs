@@ -43,7 +43,7 @@ const DISPATCH: &[&str] = &[
     "email",
 ];
 
-const HTTP: &[&str] = &["enabled", "port", "secret"];
+const HTTP: &[&str] = &["enabled", "port", "secret", "cors_origins"];
 
 /// Fields of an executor entry that mess reads.
 const EXECUTOR: &[&str] = &[

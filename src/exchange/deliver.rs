@@ -109,6 +109,21 @@ impl Exchange {
             d.link_ttl_seconds,
             Some(via),
         ) {
+            // A text message carries a short link: the code maps to the token server-side
+            // and lives as long as it.
+            Ok(token) if via == "sms" => {
+                let exp = self.now().timestamp().saturating_add(d.link_ttl_seconds);
+                match self.store().save_short_link(&token, exp) {
+                    Ok(code) => Some(format!("{}/r/{code}", d.public_url)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no short link; the notice carries the long one");
+                        Some(format!(
+                            "{}/respond?ref={thread}&token={token}",
+                            d.public_url
+                        ))
+                    }
+                }
+            }
             Ok(token) => Some(format!(
                 "{}/respond?ref={thread}&token={token}",
                 d.public_url
@@ -569,8 +584,11 @@ pub fn run(
             if swept.is_none_or(|t| t.elapsed() >= SWEEP_DONE) {
                 swept = Some(tokio::time::Instant::now());
                 let worker = ex.clone();
-                let _ =
-                    tokio::task::spawn_blocking(move || worker.store().prune_done(KEEP_DONE)).await;
+                let _ = tokio::task::spawn_blocking(move || {
+                    let _ = worker.store().prune_done(KEEP_DONE);
+                    worker.store().prune_short_links(worker.now().timestamp())
+                })
+                .await;
             }
             if follow_all || !follow.is_empty() {
                 let only = (!follow_all).then(|| std::mem::take(&mut follow));

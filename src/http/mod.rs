@@ -51,7 +51,11 @@ impl AppState {
 
 /// The API router over `exchange`; long-lived streams (MCP sessions) end when `stop` is
 /// cancelled.
-pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -> Router {
+pub fn app(
+    exchange: Arc<Exchange>,
+    stop: tokio_util::sync::CancellationToken,
+    cors_origins: &[String],
+) -> Router {
     let state = AppState {
         mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop.clone())),
         exchange,
@@ -70,6 +74,7 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
         .route("/respond", get(web::page))
         .route("/respond/app.js", get(web::script))
         .route("/respond/app.css", get(web::style))
+        .route("/r/{code}", get(web::short))
         .route("/events", get(events::events))
         .route("/mcp", axum::routing::any(mcp::mcp))
         .route("/query", get(query::get).post(query::post))
@@ -77,7 +82,28 @@ pub fn app(exchange: Arc<Exchange>, stop: tokio_util::sync::CancellationToken) -
         .route("/capabilities", get(directory::capabilities))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(trace))
+        .layer(cors(cors_origins))
         .with_state(state)
+}
+
+/// Cross-origin calls from the configured origins only (a page hosted elsewhere talking to
+/// this exchange with a link token or a key); with none configured, browsers keep every other
+/// origin out as usual.
+fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, HeaderValue, Method, header};
+    let allowed: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::AllowOrigin::list(allowed))
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
+        .expose_headers([
+            header::RETRY_AFTER,
+            HeaderName::from_static("x-mess-truncated"),
+        ])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 /// One span per request (method and path; never the query string, which may hold a link

@@ -7,6 +7,7 @@ use super::*;
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef-test-secret";
 const NOW: i64 = 1_800_000_000;
+const AUD: &str = "mess-0123456789abcdef";
 
 fn grant() -> Grant {
     Grant {
@@ -16,6 +17,8 @@ fn grant() -> Grant {
         exp: NOW + 3600,
         iat: NOW,
         via: None,
+        iss: Some("https://mess.example".into()),
+        aud: AUD.into(),
     }
 }
 
@@ -38,15 +41,15 @@ fn b64(bytes: &[u8]) -> String {
 #[test]
 fn a_minted_link_verifies_for_its_thread_until_it_expires() {
     let token = mint(SECRET, &grant()).unwrap();
-    let got = verify(SECRET, &token, "2026-01-31-001", NOW).unwrap();
+    let got = verify(SECRET, AUD, &token, "2026-01-31-001", NOW).unwrap();
     assert_eq!(got, grant());
     assert!(got.allows(Action::Respond) && !got.allows(Action::Claim));
     assert_eq!(
-        verify(SECRET, &token, "2026-01-31-001", NOW + 3600),
+        verify(SECRET, AUD, &token, "2026-01-31-001", NOW + 3600),
         Err(LinkError::Expired)
     );
     assert_eq!(
-        verify(SECRET, &token, "2026-01-31-002", NOW),
+        verify(SECRET, AUD, &token, "2026-01-31-002", NOW),
         Err(LinkError::OtherThread)
     );
 }
@@ -54,10 +57,11 @@ fn a_minted_link_verifies_for_its_thread_until_it_expires() {
 #[test]
 fn forged_tampered_truncated_and_unsigned_links_are_refused() {
     let token = mint(SECRET, &grant()).unwrap();
-    let check = |t: &str| verify(SECRET, t, "2026-01-31-001", NOW);
+    let check = |t: &str| verify(SECRET, AUD, t, "2026-01-31-001", NOW);
     assert_eq!(
         verify(
             b"another-secret-another-secret-another",
+            AUD,
             &token,
             "2026-01-31-001",
             NOW
@@ -94,9 +98,20 @@ fn forged_tampered_truncated_and_unsigned_links_are_refused() {
     )
     .unwrap();
     assert_eq!(check(&hs512), Err(LinkError::Invalid), "another algorithm");
+    assert_eq!(
+        verify(
+            SECRET,
+            "mess-another-exchange",
+            &token,
+            "2026-01-31-001",
+            NOW
+        ),
+        Err(LinkError::Invalid),
+        "another exchange, same secret"
+    );
     assert_eq!(mint(b"short", &grant()), Err(LinkError::WeakSecret));
     assert_eq!(
-        verify(b"short", &token, "2026-01-31-001", NOW),
+        verify(b"short", AUD, &token, "2026-01-31-001", NOW),
         Err(LinkError::WeakSecret)
     );
 }

@@ -118,6 +118,15 @@ impl FileStore {
         self.generated_secret(&self.layout().webhook_secret_file())
     }
 
+    /// This home's exchange id (`mess-` and 32 hex digits), made on first use like the
+    /// secrets: what its links name as their audience, so that two homes sharing a link
+    /// secret still refuse each other's links.
+    pub fn exchange_id(&self) -> Result<String, StoreError> {
+        let raw = self.generated_secret(&self.layout().exchange_id_file())?;
+        let hex = String::from_utf8_lossy(&raw);
+        Ok(format!("mess-{}", &hex[..hex.len().min(32)]))
+    }
+
     /// The secret in `path`, made on first use from the kernel's randomness (hex text, mode
     /// 0600); concurrent first uses agree on one.
     fn generated_secret(&self, path: &std::path::Path) -> Result<Vec<u8>, StoreError> {

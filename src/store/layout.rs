@@ -112,6 +112,11 @@ impl Layout {
         self.internal_dir().join("webhook-secret")
     }
 
+    /// `.mess/exchange-id`: this home's exchange id, the audience of its links.
+    pub fn exchange_id_file(&self) -> PathBuf {
+        self.internal_dir().join("exchange-id")
+    }
+
     pub(crate) fn locks_dir(&self) -> PathBuf {
         self.internal_dir().join("locks")
     }

@@ -13,6 +13,7 @@ pub(crate) mod lock;
 pub mod outbox;
 pub(crate) mod refs;
 pub mod registry;
+pub mod short;
 pub mod thread;
 
 #[cfg(test)]

@@ -584,6 +584,7 @@ fn the_plans_config_names_are_read_and_misspelt_keys_are_reported() {
     let mut rules = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
     rules.required_spec_claims.clear();
     rules.validate_exp = false;
+    rules.validate_aud = false;
     let with = |key: &str| {
         jsonwebtoken::decode::<serde_json::Value>(
             &token,
@@ -591,7 +592,15 @@ fn the_plans_config_names_are_read_and_misspelt_keys_are_reported() {
             &rules,
         )
     };
-    assert!(with(secret).is_ok());
+    // The token names the exchange: `iss` where executors reach it, `aud` this home's id.
+    let claims = with(secret).unwrap().claims;
+    assert_eq!(claims["iss"], "http://127.0.0.1:8420", "{claims}");
+    let id = std::fs::read_to_string(home.path().join(".mess/exchange-id")).unwrap();
+    assert_eq!(
+        claims["aud"],
+        format!("mess-{}", &id.trim()[..32]),
+        "{claims}"
+    );
     assert!(with("another-secret-of-more-than-32-bytes-0123456789").is_err());
     // `http.port` is where `mess serve` listens without --addr.
     let mut child = home

@@ -115,13 +115,26 @@ fn routed_executors_hear_on_every_channel_and_the_others_learn_when_it_is_taken(
     assert_eq!(sms.len(), 1, "{hits:#?}");
     assert!(sms[0].headers["authorization"].starts_with("Basic "));
     assert!(sms[0].body.contains("To=%2B15551234567"), "{}", sms[0].body);
+    // A text message carries the plan's short link; the server maps its code to the token.
+    let short = "https%3A%2F%2Fmess.example%2Fr%2F";
+    let at = sms[0]
+        .body
+        .find(short)
+        .unwrap_or_else(|| panic!("{}", sms[0].body))
+        + short.len();
+    let code: String = sms[0].body[at..]
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    assert_eq!(code.len(), 12, "{}", sms[0].body);
+    let (status, head) = server.send_head("GET", &format!("/r/{code}"));
+    assert_eq!(status, 303, "{head}");
     assert!(
-        sms[0]
-            .body
-            .contains("https%3A%2F%2Fmess.example%2Frespond%3Fref%3D"),
-        "{}",
-        sms[0].body
+        head.contains(&format!("location: /respond?ref={r}&token=ey")),
+        "{head}"
     );
+    assert_eq!(server.send_head("GET", "/r/AAAAAAAAAAAA").0, 404);
+    assert_eq!(server.send_head("GET", "/r/..%2Fsecret").0, 404);
 
     let ntfy = find(&hits, "/ntfy/");
     assert_eq!(ntfy.len(), 2, "{hits:#?}");

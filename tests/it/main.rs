@@ -10,6 +10,7 @@ mod dispatch;
 mod duckdb_cli;
 mod http;
 mod inspector;
+mod links_plan;
 mod mail_spec;
 mod mcp;
 mod mcp_plan;

@@ -75,6 +75,46 @@ impl Server {
         (status, body.to_owned())
     }
 
+    /// Sends a request without a body; returns the status and the head (lower-case header
+    /// names), for redirects and CORS headers.
+    pub(crate) fn send_head(&self, method: &str, path: &str) -> (u16, String) {
+        self.send_head_with(method, path, &[])
+    }
+
+    /// [`Server::send_head`] with request headers.
+    pub(crate) fn send_head_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, String) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut head =
+            format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let head = text.split("\r\n\r\n").next().unwrap_or_default();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let lines: Vec<String> = head
+            .lines()
+            .map(|l| match l.split_once(':') {
+                Some((k, v)) => format!("{}:{v}", k.to_ascii_lowercase()),
+                None => l.to_owned(),
+            })
+            .collect();
+        (status, lines.join("\n"))
+    }
+
     /// `GET path` with a bearer key.
     pub(crate) fn get(&self, path: &str, key: &str) -> (u16, String) {
         let auth = format!("Bearer {key}");
