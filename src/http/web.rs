@@ -91,6 +91,31 @@ pub async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
 }
 
+/// `GET /r/{code}`: the short link of a text message, sent on to the page with the token the
+/// code stands for (an unknown or expired code answers 404).
+pub async fn short(
+    State(state): State<crate::http::AppState>,
+    code: Result<Path<String>, PathRejection>,
+) -> Result<Response, crate::http::error::ApiError> {
+    let Path(code) = code.map_err(|e| crate::http::error::ApiError::malformed(e.body_text()))?;
+    let ex = state.exchange.clone();
+    let (thread, token) = state
+        .blocking(move || ex.follow_short_link(&code))
+        .await??;
+    let to = format!("/respond?ref={thread}&token={token}");
+    let mut r = axum::http::StatusCode::SEE_OTHER.into_response();
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&to) {
+        h.insert(header::LOCATION, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    Ok(r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::exchange_origin;
@@ -116,29 +141,4 @@ mod tests {
             assert_eq!(exchange_origin(bad), None, "{bad}");
         }
     }
-}
-
-/// `GET /r/{code}`: the short link of a text message, sent on to the page with the token the
-/// code stands for (an unknown or expired code answers 404).
-pub async fn short(
-    State(state): State<crate::http::AppState>,
-    code: Result<Path<String>, PathRejection>,
-) -> Result<Response, crate::http::error::ApiError> {
-    let Path(code) = code.map_err(|e| crate::http::error::ApiError::malformed(e.body_text()))?;
-    let ex = state.exchange.clone();
-    let (thread, token) = state
-        .blocking(move || ex.follow_short_link(&code))
-        .await??;
-    let to = format!("/respond?ref={thread}&token={token}");
-    let mut r = axum::http::StatusCode::SEE_OTHER.into_response();
-    let h = r.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&to) {
-        h.insert(header::LOCATION, v);
-    }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    Ok(r)
 }
