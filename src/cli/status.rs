@@ -33,13 +33,26 @@ fn one(cx: &Context, re: &str, format: Format) -> Result<(), CliError> {
     let who = cx.identity().unwrap_or_default();
     let thread = cx.exchange.thread(re, &who)?;
     let v = ThreadView::of(&thread)?;
+    let queued = view::queue_position(&cx.exchange, &thread.envelope);
     if let Some(note) = cx.exchange.notices_stalled() {
         output::warn(&note);
     }
+    let value = || {
+        let mut value = v.to_value();
+        if let (Value::Map(m), Some(p)) = (&mut value, queued) {
+            m.insert("queue_position", Value::Int(p));
+        }
+        value
+    };
     match format {
-        Format::Yaml => output::yaml(&v.to_value()),
-        Format::Json => output::json(&v.to_value())?,
-        Format::Table => human(&v),
+        Format::Yaml => output::yaml(&value()),
+        Format::Json => output::json(&value())?,
+        Format::Table => {
+            human(&v);
+            if let Some(p) = queued {
+                output::line(&format!("{:<12} {p}", "in queue"));
+            }
+        }
     }
     Ok(())
 }

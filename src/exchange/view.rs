@@ -491,10 +491,9 @@ pub fn executors(dir: &Directory, only: Option<&str>) -> Value {
     )
 }
 
-/// The fields of a thread that listings show.
 /// Where `env` stands among the threads waiting for an executor (1 is next, in
 /// `Envelope::queue_key` order); `None` when it does not wait.
-pub(crate) fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
+pub fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
     if env.status != Status::Pending {
         return None;
     }
@@ -520,6 +519,7 @@ fn queue_positions(listed: &[Envelope]) -> std::collections::HashMap<ThreadRef, 
         .collect()
 }
 
+/// The fields of a thread that listings show.
 pub fn thread_summary(e: &Envelope) -> Value {
     let mut m = Map::new();
     m.insert("ref", Value::str(e.thread_ref.as_str()));

@@ -64,7 +64,7 @@ fn thread_summary() -> Value {
 pub(crate) fn status() -> Arc<JsonObject> {
     object(json!({
         "type": "object",
-        "description": "With re: the thread's envelope fields, `state`, the latest status details under the status name (questions under needs_input, action and consequences under needs_confirmation), and when finished `response` (the executor's content) and `notes`. Without re: `threads`, your open requests.",
+        "description": "With re: the thread's envelope fields, `state`, the latest status details under the status name (questions under needs_input, action and consequences under needs_confirmation), and when finished `response` (the executor's content) and `notes`; while pending, `queue_position`. Without re: `threads`, your open requests.",
         "properties": {
             "ref": {"type": "string"},
             "status": {"type": "string"},
@@ -78,6 +78,7 @@ pub(crate) fn status() -> Arc<JsonObject> {
             "notes": {"type": "string"},
             "unmet_hints": {"type": "array", "items": {"type": "string"}},
             "messages": {"type": "integer"},
+            "queue_position": {"type": "integer", "description": "while pending: 1 is the next request an executor is offered"},
             "threads": {"type": "array", "items": thread_summary()}
         }
     }))

@@ -97,7 +97,26 @@ fn needs_re(re: String) -> Result<String, Error> {
 /// The status of one thread for its requestor: envelope, current status, response.
 pub(crate) fn status_of(ex: &Exchange, who: &str, re: &str) -> Result<Value, Error> {
     let thread = ex.thread_for(re, who)?;
-    Ok(ThreadView::of(&thread)?.to_value())
+    Ok(with_queue_position(
+        ex,
+        &thread.envelope,
+        ThreadView::of(&thread)?.to_value(),
+    ))
+}
+
+/// A status view with the thread's place in the queue while it waits for an executor.
+fn with_queue_position(
+    ex: &Exchange,
+    env: &crate::protocol::envelope::Envelope,
+    view: Value,
+) -> Value {
+    match (view, crate::exchange::view::queue_position(ex, env)) {
+        (Value::Map(mut m), Some(p)) => {
+            m.insert("queue_position", Value::Int(p));
+            Value::Map(m)
+        }
+        (v, _) => v,
+    }
 }
 
 /// What `mess_status` takes as `re` for every thread of the caller (the plan's "Request ID or
@@ -751,7 +770,11 @@ impl MessMcp {
         let view = self
             .run(move |ex, who| {
                 let file = ex.thread_for(r.as_str(), &who.id)?;
-                Ok((file.envelope.status, ThreadView::of(&file)?.to_value()))
+                let view = ThreadView::of(&file)?.to_value();
+                Ok((
+                    file.envelope.status,
+                    with_queue_position(ex, &file.envelope, view),
+                ))
             })
             .await;
         let (status, view) = match view {
