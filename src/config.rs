@@ -528,6 +528,9 @@ pub const EXAMPLE_CONFIG: &str = r#"# mess exchange configuration.
 # Overridden by --as or MESS_AGENT_ID.
 agent_id: claude-agent
 
+# The time zone cron schedules are read in when an executor names none (an IANA name).
+timezone: America/Los_Angeles
+
 # Executors: who can do what. Requests are routed by capability: an executor is eligible when it
 # holds every capability a request `requires`. `config` messages can add executors at runtime
 # (they are stored under executors/).
@@ -535,13 +538,24 @@ executors:
   teague-phone:
     name: "Teague's Phone"
     capabilities: [take-photo, check-visual, home-access, local-errands]
+    # always | schedule (with `schedule`, a cron line, read in `timezone`, else the top-level
+    # one, else UTC) | on_demand (offered work only when nobody else can take it)
     availability: always
-    notify:
+    # availability: schedule
+    # schedule: "0 8-22 * * *"        # a minute field of one number: 8:00 to 22:59
+    # timezone: America/Los_Angeles
+    access: [home, san_anselmo]       # places it can reach: a request's constraints.location
+    notify:                           #   `home/kitchen` goes to executors with `home` here
       slack: U04XXXXXX
   roomba-kitchen:
     name: Kitchen Roomba
-    capabilities: [vacuum-floor, home-kitchen-access]
+    # Metadata a request's `requires` can ask for: `vacuum-floor: {areas: [kitchen]}`.
+    capabilities:
+      - vacuum-floor: { areas: [kitchen, living_room] }
+      - home-kitchen-access
     availability: always
+    access: [home/kitchen, home/living_room]
+    environment: [indoor]             # a request's constraints.environment must be listed here
     notify:
       webhook: http://localhost:8080/roomba/mess
 
@@ -555,10 +569,12 @@ routing:
     prefer: [teague-phone]
 
 # The key that signs presigned links (JWTs); MESS_SECRET in the environment wins. Without
-# either, a key generated into .mess/ is used. `http: {port, secret}` are read too: `port` is
-# where `mess serve` listens without --addr.
+# either, a key generated into .mess/ is used. Links work only on this home whatever the key.
 # secret: "${MESS_SECRET}"
-# http: { port: 8420 }
+# The HTTP side: `port` is where `mess serve` listens without --addr; `enabled: true` makes an
+# agent host's `mess mcp` serve the API and the human page there too; `cors_origins` lists the
+# origins whose pages may call the API from a browser.
+# http: { enabled: false, port: 8420, cors_origins: [] }
 
 # Limits on incoming messages and on SQL queries (`mess query`, /query, mess_query). Each
 # query runs in a worker process whose memory is capped at query_memory; a query needing more
@@ -572,7 +588,8 @@ limits:
   queries_per_key: 2
   query_timeout: 10s
 
-# Notifications: `mess serve` tells routed executors on their `notify:` channels (webhook,
+# Notifications: the exchange (`mess serve`, or an agent host's `mess mcp` when no server runs)
+# tells routed executors on their `notify:` channels (webhook,
 # slack, telegram, sms, ntfy, email). Tokens come from the environment through ${NAME}; never
 # write them here. Every base_url can point elsewhere (a proxy, a local test server).
 dispatch:
