@@ -1477,3 +1477,98 @@ fn the_example_files_replay_with_their_documented_effects() {
         .collect();
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
+
+/// `value` with every `v:` payload left out and `from` refs rewritten to `to`.
+fn normalized(value: &Value, from: &str, to: &str) -> Value {
+    let text = serde_json::to_string(value).unwrap().replace(from, to);
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    if let Some(list) = v["MESS"].as_array_mut() {
+        list.retain(|p| p.get("v").is_none());
+    }
+    v
+}
+
+/// Builds the thread of a MESSE-AF example file through the exchange, sending each of its
+/// message documents as its `from` (the exchange's own ack is the exchange's answer), and
+/// compares the result with the file: the envelope's fields and history (actions and who),
+/// and every message's sender and payloads, modulo refs, timestamps and the channel (these
+/// are sent with the CLI). mess always writes its ack into the thread, and records its routing decision as a `dispatched` entry even
+/// where the example shows none (the needs-input thread).
+fn rebuild(file: &str, config: &str) {
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/threads/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let want = documents(&text);
+    let example_ref = want[0]["ref"].as_str().unwrap().to_owned();
+    let mut r = Replay::new(config);
+    for doc in &want[1..] {
+        let from = doc["from"].as_str().unwrap();
+        if from == "exchange" {
+            continue;
+        }
+        let mut yaml = serde_yaml::to_string(&doc["MESS"]).unwrap();
+        yaml = format!("MESS:\n{}", indent(&yaml));
+        let yaml = match r.acked.first() {
+            Some(real) => yaml.replace(&example_ref, real),
+            None => yaml,
+        };
+        r.send(from, &yaml);
+    }
+    let real = r.r(0).to_owned();
+    let got = r.thread(&real);
+    let env = &got[0];
+    for key in ["requestor", "executor", "status", "intent", "priority"] {
+        assert_eq!(env[key], want[0][key], "{file}: envelope {key}");
+    }
+    assert_eq!(env["ref"], real);
+    let who = |h: &Value| {
+        h["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["action"].clone(), e["by"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let mut expected = who(&want[0]);
+    if !expected.iter().any(|(a, _)| a == "dispatched") {
+        expected.insert(1, ("dispatched".into(), "exchange".into()));
+    }
+    assert_eq!(who(env), expected, "{file}: history");
+    // mess writes its ack into every thread, as the complete example shows; the needs-input
+    // example leaves it out.
+    let mut got = got;
+    if !want.iter().any(|d| d["from"] == "exchange") {
+        assert_eq!(got[2]["from"], "exchange");
+        assert_eq!(got[2]["MESS"][0]["ack"]["ref"], real);
+        got.remove(2);
+    }
+    assert_eq!(got.len(), want.len(), "{file}: message documents");
+    for (g, w) in got[1..].iter().zip(&want[1..]) {
+        assert_eq!(g["from"], w["from"], "{file}");
+        let w = normalized(w, &example_ref, &real);
+        let g = normalized(g, "", "");
+        assert_eq!(g["MESS"], w["MESS"], "{file}: message from {}", g["from"]);
+    }
+}
+
+fn indent(yaml: &str) -> String {
+    yaml.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+#[test]
+fn the_messe_af_complete_thread_is_what_the_exchange_writes() {
+    rebuild(
+        "complete-example.messe-af.yaml",
+        "agent_id: claude-agent\nexecutors:\n  teague-phone:\n    capabilities: [take-photo]\n",
+    );
+}
+
+#[test]
+fn the_messe_af_needs_input_thread_is_what_the_exchange_writes() {
+    rebuild(
+        "needs-input-example.messe-af.yaml",
+        "agent_id: claude-agent\nexecutors:\n  roomba-kitchen:\n    capabilities: [vacuum-floor]\n",
+    );
+}
