@@ -1572,3 +1572,100 @@ fn the_messe_af_needs_input_thread_is_what_the_exchange_writes() {
         "agent_id: claude-agent\nexecutors:\n  roomba-kitchen:\n    capabilities: [vacuum-floor]\n",
     );
 }
+
+#[test]
+fn the_plan_s_phase_1_test_flow_runs_through_mcp() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::TokioChildProcess;
+
+    use crate::support::recorder::Recorder;
+
+    // The plan's Phase 1 config (agent_id, an executor notified on Slack), with Slack's API
+    // at a local recorder.
+    let slack = Recorder::start();
+    let home = Home::with_config(&format!(
+        "agent_id: claude-agent
+dispatch:
+  public_url: https://mess.example
+  slack: {{bot_token: xoxb-test-token, base_url: {}/slack}}
+executors:
+  teague-phone:
+    capabilities: [visual_sensor, judgment]
+    notify:
+      slack: U04XXXXXX
+",
+        slack.url
+    ));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", home.path())
+            .env_remove("MESS_AGENT_ID");
+        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let call = |name: &'static str, a: Value| {
+            let params =
+                CallToolRequestParams::new(name).with_arguments(a.as_object().cloned().unwrap());
+            let client = &client;
+            async move {
+                let r = client.call_tool(params).await.unwrap();
+                assert_ne!(r.is_error, Some(true), "{name}: {:?}", r.content);
+                r.structured_content.unwrap()
+            }
+        };
+        // 1. Claude calls mess() with request YAML.
+        let ack = call(
+            "mess",
+            serde_json::json!({"message": "MESS:\n  - request:\n      intent: is the garage door closed?\n      requires: [visual_sensor]\n"}),
+        )
+        .await;
+        let r = ack["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
+        // 2. The MESSE-AF file is created in state=received/.
+        let file = home
+            .path()
+            .join("state=received")
+            .join(format!("{r}.messe-af.yaml"));
+        assert!(file.is_file(), "{}", file.display());
+        // 3. The router selects the executor from the config.
+        let thread = documents(&std::fs::read_to_string(&file).unwrap());
+        let dispatched = thread[0]["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["action"] == "dispatched")
+            .unwrap()
+            .clone();
+        assert!(
+            dispatched["note"]
+                .as_str()
+                .unwrap()
+                .starts_with("routed to teague-phone"),
+            "{dispatched}"
+        );
+        // 4. A Slack notification is sent with a JWT link (by this MCP session, the home's
+        //    only long-lived process).
+        let hits = slack.wait_for(std::time::Duration::from_secs(20), |h| {
+            h.iter().any(|h| h.path.ends_with("/slack/chat.postMessage"))
+        });
+        let post = hits
+            .iter()
+            .find(|h| h.path.ends_with("/slack/chat.postMessage"))
+            .unwrap();
+        let body: Value = serde_json::from_str(&post.body).unwrap();
+        assert_eq!(body["channel"], "U04XXXXXX");
+        let url = body["blocks"][2]["elements"][0]["url"].as_str().unwrap();
+        assert!(
+            url.starts_with(&format!("https://mess.example/respond?ref={r}&token=")),
+            "{url}"
+        );
+        let token = url.split("token=").nth(1).unwrap();
+        assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+        // 5. mess_status() returns the thread from state=received/.
+        let status = call("mess_status", serde_json::json!({"re": r})).await;
+        let text = serde_json::to_string(&status).unwrap();
+        assert!(text.contains(&r) && text.contains("\"pending\""), "{text}");
+        assert!(text.contains("received"), "{text}");
+        client.cancel().await.unwrap();
+    });
+}
