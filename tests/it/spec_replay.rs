@@ -1669,3 +1669,52 @@ executors:
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn the_mail_format_s_example_message_is_read_claimed_and_archived_as_its_shell_steps_do() {
+    // mail-storage-format.md's message, written as another tool would write it, named as its
+    // filename examples are; the shell steps of "Processing Messages" done with mess.
+    let home = Home::with_config("");
+    let dir = home.path().join(".mail/orchestrator");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = "20260128T153000Z_worker-bug-069_status.md";
+    std::fs::write(
+        dir.join(name),
+        "---\nfrom: worker-bug-069\nto: orchestrator\ntype: status\ntimestamp: 2026-01-28T15:30:00Z\nneeds_response: false\npriority: normal\ntags: [BUG-069, fugue]\n---\n\n## Status Update\n\nBUG-069 investigation complete. Root cause identified:\n- Messages delivered to wrong session due to attached_session fallback\n- Fix implemented: made worker_id optional in poll_messages\n\nReady for review and merge.\n",
+    )
+    .unwrap();
+    let me = |args: &[&str]| {
+        let mut all = vec!["--as", "orchestrator", "mail"];
+        all.extend_from_slice(args);
+        home.ok(&all)
+    };
+    // ls .mail/orchestrator/*.md
+    assert!(me(&["list"]).contains(name));
+    // cat: the frontmatter and the Markdown body.
+    let read = me(&["read", name]);
+    assert!(
+        read.contains("worker-bug-069") && read.contains("BUG-069"),
+        "{read}"
+    );
+    assert!(read.contains("## Status Update"), "{read}");
+    // mv to read/: the claim.
+    me(&["mark-read", name]);
+    assert!(dir.join("read").join(name).is_file());
+    assert!(!dir.join(name).exists());
+    assert!(!me(&["list"]).contains(name));
+    // The SQL view reads the same frontmatter.
+    let rows = home.ok(&[
+        "query",
+        "SELECT folder, \"from\", type FROM mail",
+        "--format",
+        "csv",
+    ]);
+    assert!(rows.contains("read,worker-bug-069,status"), "{rows}");
+    // mv read/*.md archive/
+    me(&["archive", name]);
+    assert!(dir.join("archive").join(name).is_file());
+    // The example's timestamp is more than 90 days old: README "Agent mail": "Archive is kept
+    // 90 days from each message's timestamp, then deleted", so listing the archive drops it.
+    assert!(!me(&["list", "--folder", "archive"]).contains(name));
+    assert!(!dir.join("archive").join(name).exists());
+}
