@@ -478,13 +478,15 @@ fn answered(r: &Replay, re: &str, field: &str, value: &str) {
     assert_eq!(r.status(re)["status"], "needs_input");
 }
 
-/// The requestor's confirmation (`confirmed` or `rejected`) is recorded and shown.
+/// The requestor's confirmation is recorded (history note `confirmed`, or `confirmation
+/// refused: <reason>`) and shown (`confirmation: confirmed | rejected`).
 fn confirmed(r: &Replay, re: &str, word: &str) {
+    let noted = if word == "rejected" { "refused" } else { word };
     let e = r.last_entry(re);
     assert_eq!(e["action"], "replied");
     let note = e["note"].as_str().unwrap();
     assert!(
-        note == word || note.starts_with(&format!("confirmation {word}: ")),
+        note == noted || note.starts_with(&format!("confirmation {noted}: ")),
         "{note}"
     );
     let s = r.status(re);
