@@ -20,6 +20,7 @@ mod notebooks;
 mod outbound;
 mod query;
 mod query_limits;
+mod spec_replay;
 mod support;
 mod tidy;
 mod trust;
