@@ -161,6 +161,44 @@ fn a_bare_response_passes_the_confirmation_gate_like_completed() {
 }
 
 #[test]
+fn a_response_to_a_pending_thread_claims_it_and_completes_it_as_v1_1_flows_do() {
+    let f = fixture(EXECUTORS);
+    let r = f.request(
+        "claude-agent",
+        "intent: where is the spare key?\nrequires: [take-photo]",
+    );
+    let response =
+        format!("MESS:\n  - response:\n      re: {r}\n      content:\n        - under the mat\n");
+    // Not from an executor that cannot take it, and not from the requestor.
+    f.refused(
+        "roomba-kitchen",
+        &response,
+        ErrorKind::Forbidden,
+        "lacks the required capability",
+    );
+    f.refused("claude-agent", &response, ErrorKind::Forbidden, "requestor");
+    assert_eq!(f.env(&r).status, Status::Pending);
+    f.ok("teague-phone", &response);
+    let env = f.env(&r);
+    assert_eq!(env.status, Status::Completed);
+    assert_eq!(env.executor.as_deref(), Some("teague-phone"));
+    let actions: Vec<&str> = env.history.iter().map(|h| h.action.as_str()).collect();
+    assert!(actions.ends_with(&["claimed", "completed"]), "{actions:?}");
+    // The confirmation gate holds for it as for a claimed thread.
+    let gated = f.request(
+        "claude-agent",
+        "intent: start the dishwasher\nrequires: [take-photo]\nconfirm_before: true",
+    );
+    f.refused(
+        "teague-phone",
+        &format!("MESS:\n  - response:\n      re: {gated}\n      content:\n        - started\n"),
+        ErrorKind::Conflict,
+        "requires confirmation before work starts",
+    );
+    assert_eq!(f.env(&gated).status, Status::Pending);
+}
+
+#[test]
 fn a_claimant_may_take_a_thread_whose_dependencies_are_open_and_wait_for_them() {
     let f = fixture(EXECUTORS);
     let first = f.request(

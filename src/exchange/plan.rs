@@ -208,6 +208,12 @@ pub(crate) fn check_group(
         match payload {
             Payload::Status(s) => check_status(&running, s.code, cx)?,
             Payload::Response(_) => {
+                // A response on a pending thread claims it first, as the v1.1 flows show:
+                // checked as a claim, then as the claimant's response.
+                if running.status == Status::Pending {
+                    check_status(&running, Status::Claimed, cx)?;
+                    running.claim_implicitly(cx.sender, cx.now, "responding");
+                }
                 if running.executor.as_deref() != Some(cx.sender)
                     || running.status == Status::Pending
                 {

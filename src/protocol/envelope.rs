@@ -293,20 +293,8 @@ impl Envelope {
                 }
                 // Work reported on a thread nobody holds claims it first (the protocol's own
                 // examples go from received straight to needs_confirmation).
-                if self.status == Status::Pending
-                    && s.code.implies_claim()
-                    && from != EXCHANGE
-                    && from != self.requestor
-                {
-                    self.status = Status::Claimed;
-                    self.executor = Some(from.to_owned());
-                    self.record(
-                        Status::Claimed.as_str(),
-                        at,
-                        from,
-                        Some(format!("claimed by reporting {}", s.code)),
-                    );
-                    changed = true;
+                if s.code.implies_claim() {
+                    changed |= self.claim_implicitly(from, at, &format!("reporting {}", s.code));
                 }
                 if s.code != self.status {
                     self.status = s.code;
@@ -348,6 +336,9 @@ impl Envelope {
                 self.record("replied", at, from, note);
                 changed = true;
             }
+            // A response on a thread nobody holds claims it first (v1.1's flows answer
+            // straight after the request); a response with no status then completes it.
+            Payload::Response(_) => changed |= self.claim_implicitly(from, at, "responding"),
             Payload::Suggestion(s) => {
                 let note = match &s.id {
                     Some(id) => format!("{} ({id})", s.kind),
@@ -362,6 +353,27 @@ impl Envelope {
             self.updated = at;
         }
         changed
+    }
+
+    /// Claims a thread nobody holds for `from`, who does work on it (`how`: "reporting
+    /// in_progress", "responding"); false when the thread is not pending or `from` is the
+    /// exchange or the requestor.
+    pub fn claim_implicitly(&mut self, from: &str, at: Timestamp, how: &str) -> bool {
+        if self.status != Status::Pending || from == EXCHANGE || from == self.requestor {
+            return false;
+        }
+        self.status = Status::Claimed;
+        self.executor = Some(from.to_owned());
+        self.record(
+            Status::Claimed.as_str(),
+            at,
+            from,
+            Some(format!("claimed by {how}")),
+        );
+        if at > self.updated {
+            self.updated = at;
+        }
+        true
     }
 
     /// A response from the claimant that came with no status completes the thread, as the

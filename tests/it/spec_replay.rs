@@ -305,10 +305,6 @@ struct Case {
     executor: Option<&'static str>,
     /// Messages sent before the fixture's own, as (sender, YAML).
     prelude: &'static [(&'static str, &'static str)],
-    /// Where mess does not yet do what the example shows: the reason. The replay then claims
-    /// a pending thread for the executor before its response (the claim the example leaves
-    /// out), so the rest of the example is still checked; the lead decides on the gap.
-    gap: Option<&'static str>,
     /// Text replacements for placeholders, applied to the fixture before it is sent.
     replace: &'static [(&'static str, &'static str)],
     check: fn(&Replay),
@@ -370,16 +366,6 @@ fn replay(case: &Case) -> Replay {
                 }
             }
             Some(who) => {
-                let payload = &doc["MESS"].as_array().unwrap().last().unwrap()["response"];
-                if case.gap.is_some() && payload.is_object() {
-                    let re = r.acked.last().unwrap().clone();
-                    if r.status(&re)["status"] == "pending" {
-                        r.send(
-                            &who,
-                            &format!("MESS:\n  - status: {{re: {re}, code: claimed}}\n"),
-                        );
-                    }
-                }
                 r.send(&who, &block);
             }
         }
@@ -494,10 +480,6 @@ fn confirmed(r: &Replay, re: &str, word: &str) {
     assert_eq!(s["confirmation"], word, "{s:#}");
 }
 
-/// The gap of v1.1 sections 3.5 and 6.3: a response straight after the request.
-const RESPONSE_UNCLAIMED: &str = "a response to a pending thread is refused (claim it first); \
-     v1.1 shows the executor responding to a request it never claimed";
-
 const CREATED: &str = "created";
 const DISPATCHED: &str = "dispatched";
 
@@ -508,7 +490,6 @@ const CASES: &[Case] = &[
         fixture: "messe-af-00-multi-request.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             // One thread per request, both waiting; the ack maps each client id to its ref.
@@ -527,7 +508,6 @@ const CASES: &[Case] = &[
             AGENT,
             "MESS:\n  - request: {id: my-task-1, intent: check the fridge}\n  - request: {id: my-task-2, intent: water the plants}\n",
         )],
-        gap: None,
         replace: &[],
         check: |r| {
             // The client id and the ref name the same thread: it completed once (a `completed`
@@ -546,7 +526,6 @@ const CASES: &[Case] = &[
         fixture: "messe-af-02-thread-messages.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             // Replayed in `received` order: request, teague-phone's claim, the reply.
@@ -577,7 +556,6 @@ const CASES: &[Case] = &[
                 "MESS:\n  - suggestion:\n      id: sug:merge-grocery\n      type: merge\n      re: [get-onions, get-garlic]\n      proposed: {executor: instacart-proxy}\n      reason: same store\n",
             ),
         ],
-        gap: None,
         replace: &[],
         check: |r| {
             // The fabricator request goes to the one executor whose metadata has the variant.
@@ -601,7 +579,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-02.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             // Each form opens a thread; the answer names the version of the message answered
@@ -617,7 +594,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-05.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -629,7 +605,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-07.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -641,7 +616,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-08.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -659,7 +633,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-09.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             // Routed only to the executor holding both required capabilities.
@@ -677,7 +650,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-10.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -691,7 +663,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-11.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             // Three threads; the two that depend on another are not dispatched yet.
@@ -709,7 +680,6 @@ const CASES: &[Case] = &[
             AGENT,
             include_str!("../fixtures/messages/valid/v1.0-11.yaml"),
         )],
-        gap: None,
         replace: &[],
         check: |r| {
             // v1.0 section 4.4: an executor claims early and waits for the dependency.
@@ -731,7 +701,6 @@ const CASES: &[Case] = &[
             AGENT,
             "MESS:\n  - request: {id: outdoor-photo, intent: photo of the garden, requires: [outdoor-photo]}\n",
         )],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -752,7 +721,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-17.yaml",
         executor: None,
         prelude: &[(AGENT, VACUUM)],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -771,7 +739,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-18.yaml",
         executor: None,
         prelude: &[(AGENT, GARAGE)],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -790,7 +757,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-19.yaml",
         executor: None,
         prelude: &[(AGENT, PRINT)],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -819,7 +785,6 @@ const CASES: &[Case] = &[
                 "MESS:\n  - status: {re: garage-check, code: claimed}\n",
             ),
         ],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -838,7 +803,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-21.yaml",
         executor: None,
         prelude: &[(AGENT, VACUUM)],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -856,7 +820,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-23.yaml",
         executor: None,
         prelude: &[(AGENT, FRIDGE), ("teague-phone", claim!("fridge-check"))],
-        gap: None,
         replace: &[],
         check: |r| {
             // A response without a status completes the thread (README).
@@ -883,7 +846,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-24.yaml",
         executor: None,
         prelude: &[(AGENT, FRIDGE), ("teague-phone", claim!("fridge-check"))],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -901,7 +863,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-25.yaml",
         executor: None,
         prelude: &[(AGENT, VACUUM), ("roomba", claim!("vacuum-kitchen"))],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -923,7 +884,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-26.yaml",
         executor: None,
         prelude: &[(AGENT, PRINT), ("prusa-mk4", claim!("print-clips"))],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -941,7 +901,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-28.yaml",
         executor: None,
         prelude: &[(AGENT, VACUUM), ("roomba", VACUUM_QUESTION)],
-        gap: None,
         replace: &[],
         check: |r| {
             answered(r, "vacuum-kitchen", "location", "both");
@@ -953,7 +912,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-29.yaml",
         executor: None,
         prelude: &[(AGENT, GARAGE), ("cleanup-bot", GARAGE_CONFIRM)],
-        gap: None,
         replace: &[],
         check: |r| confirmed(r, "cleanup-garage", "confirmed"),
     },
@@ -962,7 +920,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-30.yaml",
         executor: None,
         prelude: &[(AGENT, GARAGE), ("cleanup-bot", GARAGE_CONFIRM)],
-        gap: None,
         replace: &[],
         check: |r| {
             confirmed(r, "cleanup-garage", "rejected");
@@ -983,7 +940,6 @@ const CASES: &[Case] = &[
                 "MESS:\n  - status: {re: print-clips, code: needs_confirmation, action: print 4 clips in PETG}\n",
             ),
         ],
-        gap: None,
         replace: &[],
         check: |r| {
             confirmed(r, "print-clips", "confirmed");
@@ -1003,7 +959,6 @@ const CASES: &[Case] = &[
             "MESS:\n  - request: {id: some-task, intent: check the mail}\n",
         )],
         // The schema's placeholder names the request the prelude created.
-        gap: None,
         replace: &[("<reference>", "some-task")],
         check: |r| {
             r.expect(
@@ -1019,7 +974,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-38.yaml",
         executor: None,
         prelude: &[(AGENT, GROCERIES)],
-        gap: None,
         replace: &[],
         check: |r| {
             // The suggestion is stored in every thread it names, for the requestor to answer.
@@ -1035,7 +989,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-42.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -1047,7 +1000,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-44.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             // Answered as v1.0-45 shows: a response with the capabilities tagged `visual`.
@@ -1070,7 +1022,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-47.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -1082,7 +1033,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-48.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -1095,7 +1045,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-49.yaml",
         executor: None,
         prelude: &[(AGENT, FRIDGE)],
-        gap: None,
         replace: &[],
         check: |r| {
             // The sender's open threads.
@@ -1112,7 +1061,6 @@ const CASES: &[Case] = &[
         executor: None,
         prelude: &[(AGENT, VACUUM), ("roomba", VACUUM_QUESTION)],
         // The reference block's placeholders, filled with the question the prelude asked.
-        gap: None,
         replace: &[
             ("<request>", "vacuum-kitchen"),
             ("<field>", "location"),
@@ -1125,7 +1073,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-51.yaml",
         executor: None,
         prelude: &[(AGENT, GARAGE), ("cleanup-bot", GARAGE_CONFIRM)],
-        gap: None,
         replace: &[("<request>", "cleanup-garage")],
         check: |r| confirmed(r, "cleanup-garage", "confirmed"),
     },
@@ -1137,7 +1084,6 @@ const CASES: &[Case] = &[
             AGENT,
             "MESS:\n  - request: {id: some-task, intent: check the mail}\n",
         )],
-        gap: None,
         replace: &[("<request>", "some-task")],
         check: |r| {
             r.expect(
@@ -1153,7 +1099,6 @@ const CASES: &[Case] = &[
         fixture: "v1.0-53.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             // The appendix's conversation: the claimant answers, the agent builds on it, the
@@ -1196,7 +1141,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-01-confirm-before-flow.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -1220,7 +1164,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-02-claim-estimate.yaml",
         executor: None,
         prelude: &[(AGENT, GROCERY_PURCHASE)],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -1241,7 +1184,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-03-location-response.yaml",
         executor: None,
         prelude: &[(AGENT, LOCAL_ERRAND), ("teague-phone", claim!("errand"))],
-        gap: None,
         replace: &[],
         check: |r| {
             // `re: last` is the thread last offered to the sender.
@@ -1261,7 +1203,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-04-multiple-hints.yaml",
         executor: None,
         prelude: &[],
-        gap: Some(RESPONSE_UNCLAIMED),
         replace: &[],
         check: |r| {
             r.expect(
@@ -1279,7 +1220,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-06-consequential.yaml",
         executor: None,
         prelude: &[],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(r.r(0), "pending", "received", &[CREATED, DISPATCHED]);
@@ -1292,7 +1232,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-07-location-flow.yaml",
         executor: None,
         prelude: &[],
-        gap: Some(RESPONSE_UNCLAIMED),
         replace: &[],
         check: |r| {
             r.expect(
@@ -1310,7 +1249,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-08-claim-with-estimate.yaml",
         executor: None,
         prelude: &[(AGENT, GROCERY_ERRAND)],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
@@ -1335,7 +1273,6 @@ const CASES: &[Case] = &[
         fixture: "v1.1-09-location-examples.yaml",
         executor: None,
         prelude: &[(AGENT, LOCAL_ERRAND), ("teague-phone", claim!("errand"))],
-        gap: None,
         replace: &[],
         check: |r| {
             r.expect(
