@@ -320,8 +320,8 @@ impl Envelope {
                     Some(false) => {
                         self.confirmation = Some(ConfirmState::Rejected);
                         Some(match &r.reason {
-                            Some(why) => format!("confirmation refused: {why}"),
-                            None => "confirmation refused".to_owned(),
+                            Some(why) => format!("confirmation rejected: {why}"),
+                            None => "confirmation rejected".to_owned(),
                         })
                     }
                     None => r.accept.map(|a| {

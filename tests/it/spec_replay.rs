@@ -465,9 +465,9 @@ fn answered(r: &Replay, re: &str, field: &str, value: &str) {
 }
 
 /// The requestor's confirmation is recorded (history note `confirmed`, or `confirmation
-/// refused: <reason>`) and shown (`confirmation: confirmed | rejected`).
+/// rejected: <reason>`) and shown (`confirmation: confirmed | rejected`), in the same words.
 fn confirmed(r: &Replay, re: &str, word: &str) {
-    let noted = if word == "rejected" { "refused" } else { word };
+    let noted = word;
     let e = r.last_entry(re);
     assert_eq!(e["action"], "replied");
     let note = e["note"].as_str().unwrap();
