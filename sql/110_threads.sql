@@ -19,12 +19,12 @@ WITH template AS (
 ),
 live AS (
     SELECT *, false AS archived
-    FROM read_yaml_auto('{{home}}/state=*/*.messe-af.yaml', multi_document := 'first',
+    FROM read_yaml_auto(['{{home}}/state=*/*.messe-af.yaml', '{{home}}/state=*/*.messe-af'], multi_document := 'first',
                         hive_partitioning := true, filename := true, allow_empty := true)
 ),
 old AS (
     SELECT *, true AS archived
-    FROM read_yaml_auto('{{home}}/archive/*/*.messe-af.yaml', multi_document := 'first',
+    FROM read_yaml_auto(['{{home}}/archive/*/*.messe-af.yaml', '{{home}}/archive/*/*.messe-af'], multi_document := 'first',
                         hive_partitioning := false, filename := true, allow_empty := true)
 ),
 everything AS (
