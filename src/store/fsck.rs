@@ -145,7 +145,11 @@ impl FileStore {
                 format!(
                     "second file for {thread} in the same folder (`.messe-af` and `.messe-af.yaml`); the copy at {} has more messages{}",
                     path.display(),
-                    if prefix { "" } else { " (the other's differing documents go to .mess/quarantine/)" }
+                    if prefix {
+                        ""
+                    } else {
+                        " (the other's differing documents go to .mess/quarantine/)"
+                    }
                 )
             } else {
                 format!(

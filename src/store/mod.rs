@@ -525,7 +525,10 @@ fn read_envelope_checked(path: &Path) -> Result<Option<(Envelope, Freshness)>, S
             let tail = spans.get(1).map_or(text.len(), |s| s.start);
             let head = &text[..tail];
             break (
-                spans.first().map_or(text, |s| &text[s.start..s.end.min(tail)]).to_owned(),
+                spans
+                    .first()
+                    .map_or(text, |s| &text[s.start..s.end.min(tail)])
+                    .to_owned(),
                 thread::freshness(head, text.len() - tail),
             );
         }
@@ -539,7 +542,9 @@ fn read_envelope_checked(path: &Path) -> Result<Option<(Envelope, Freshness)>, S
             // The length of the open file, not of the path: a rename over it cannot mix two files.
             let len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
             let tail = spans[1].start;
-            let after = usize::try_from(len).unwrap_or(usize::MAX).saturating_sub(tail);
+            let after = usize::try_from(len)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(tail);
             break (
                 text[spans[0].start..spans[0].end].to_owned(),
                 thread::freshness(&text[..tail], after),

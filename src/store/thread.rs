@@ -66,8 +66,12 @@ impl ThreadFile {
     /// byte of the file is lost.
     pub fn replayed(&self) -> Result<Envelope, StoreError> {
         let messages = self.messages()?;
-        crate::protocol::envelope::rebuild(&self.envelope.thread_ref, Some(&self.envelope), &messages)
-            .map_err(|e| StoreError::malformed(&self.path, e))
+        crate::protocol::envelope::rebuild(
+            &self.envelope.thread_ref,
+            Some(&self.envelope),
+            &messages,
+        )
+        .map_err(|e| StoreError::malformed(&self.path, e))
     }
 
     /// The same file with `envelope` in place of its own (for a rewrite under the lock).

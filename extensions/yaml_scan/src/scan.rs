@@ -843,11 +843,17 @@ fn shape(
             }
             let mut envelope = match front.finish() {
                 Ty::Struct(fields) => fields,
-                Ty::Json => return data_columns(&Ty::Json, Source::Data, &mut columns).map(|_| (columns, rows)),
+                Ty::Json => {
+                    return data_columns(&Ty::Json, Source::Data, &mut columns)
+                        .map(|_| (columns, rows));
+                }
                 _ => Vec::new(),
             };
             for (k, t) in envelope_template() {
-                if !envelope.iter().any(|(have, _)| have.eq_ignore_ascii_case(&k)) {
+                if !envelope
+                    .iter()
+                    .any(|(have, _)| have.eq_ignore_ascii_case(&k))
+                {
                     envelope.push((k, t));
                 }
             }
