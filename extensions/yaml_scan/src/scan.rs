@@ -69,7 +69,7 @@ pub struct Options {
     /// Add a `document_index` column (0 = the first document of a file).
     pub document_index: bool,
     /// How documents become rows; `None` chooses by the file names: `thread` for MESSE-AF
-    /// thread files, `rows` for anything else.
+    /// thread files, `rows` for anything else (and whenever `document_index` is asked for).
     pub mode: Option<Mode>,
     /// Skip files and documents that do not parse instead of failing.
     pub ignore_errors: bool,
@@ -242,7 +242,12 @@ impl Plan {
         if let Some(root) = &root {
             confine(&paths, root, open)?;
         }
-        let mode = opts.mode.unwrap_or_else(|| default_mode(patterns, &paths));
+        // Asking for `document_index` asks for documents.
+        let mode = match opts.mode {
+            Some(m) => m,
+            None if opts.document_index => Mode::Rows,
+            None => default_mode(patterns, &paths),
+        };
         let need_all = mode != Mode::First;
         let parsed = load(&paths, need_all, opts.ignore_errors)?;
         let dirs: HashSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();

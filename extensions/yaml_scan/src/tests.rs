@@ -789,6 +789,13 @@ fn thread_files_give_one_row_per_thread_with_their_messages() {
         )),
         s("7")
     );
+    // Asking for document indexes asks for documents.
+    assert_eq!(
+        d.one(&format!(
+            "SELECT max(document_index) FROM read_yaml_auto('{f}', document_index := true)"
+        )),
+        s("4")
+    );
 }
 
 #[test]
