@@ -9,7 +9,7 @@ SELECT executor, count(*) AS active
 FROM (
     SELECT * FROM template
     UNION ALL BY NAME
-    SELECT * FROM read_yaml_auto('{{home}}/state=executing/*.messe-af.yaml', multi_document := 'first', ignore_errors := true,
+    SELECT * FROM read_yaml_auto(['{{home}}/state=executing/*.messe-af.yaml', '{{home}}/state=executing/*.messe-af'], multi_document := 'first', ignore_errors := true,
                                  hive_partitioning := false, filename := true, allow_empty := true)
 )
 WHERE executor IS NOT NULL

@@ -2,7 +2,9 @@
 -- state folders and the archive. Columns: the envelope fields (ref, client_id, requestor,
 -- executor, status, created, updated, expires, intent, priority, requires, needed_by,
 -- confirm_before, depends_on, estimate, confirmation, history, and any other field found),
--- state (the folder: received, executing, finished, canceled), archived, filename.
+-- messages (documents 2.. of the file, as written: from, received, channel, MESS, ...; e.g.
+-- yaml_extract(messages, '$[*].from')), state (the folder: received, executing, finished,
+-- canceled), archived, filename.
 -- A thread caught in two folders by an interrupted move appears once, as its newer copy.
 -- Depends on: read_yaml_auto.
 CREATE OR REPLACE VIEW threads AS
@@ -19,12 +21,12 @@ WITH template AS (
 ),
 live AS (
     SELECT *, false AS archived
-    FROM read_yaml_auto('{{home}}/state=*/*.messe-af.yaml', multi_document := 'first',
+    FROM read_yaml_auto(['{{home}}/state=*/*.messe-af.yaml', '{{home}}/state=*/*.messe-af'], multi_document := 'thread',
                         hive_partitioning := true, filename := true, allow_empty := true)
 ),
 old AS (
     SELECT *, true AS archived
-    FROM read_yaml_auto('{{home}}/archive/*/*.messe-af.yaml', multi_document := 'first',
+    FROM read_yaml_auto(['{{home}}/archive/*/*.messe-af.yaml', '{{home}}/archive/*/*.messe-af'], multi_document := 'thread',
                         hive_partitioning := false, filename := true, allow_empty := true)
 ),
 everything AS (

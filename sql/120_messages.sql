@@ -15,12 +15,12 @@ everything AS (
     SELECT *, NULL::BOOLEAN AS archived FROM template
     UNION ALL BY NAME
     SELECT *, false AS archived
-    FROM read_yaml_auto('{{home}}/state=*/*.messe-af.yaml', multi_document := 'frontmatter',
+    FROM read_yaml_auto(['{{home}}/state=*/*.messe-af.yaml', '{{home}}/state=*/*.messe-af'], multi_document := 'frontmatter',
                         document_index := true, hive_partitioning := true, filename := true,
                         allow_empty := true)
     UNION ALL BY NAME
     SELECT *, true AS archived
-    FROM read_yaml_auto('{{home}}/archive/*/*.messe-af.yaml', multi_document := 'frontmatter',
+    FROM read_yaml_auto(['{{home}}/archive/*/*.messe-af.yaml', '{{home}}/archive/*/*.messe-af'], multi_document := 'frontmatter',
                         document_index := true, hive_partitioning := false, filename := true,
                         allow_empty := true)
 )

@@ -13,7 +13,7 @@ pending AS (
     SELECT ref, created, requires FROM (
         SELECT * FROM template
         UNION ALL BY NAME
-        SELECT * FROM read_yaml_auto('{{home}}/state=received/*.messe-af.yaml', multi_document := 'first',
+        SELECT * FROM read_yaml_auto(['{{home}}/state=received/*.messe-af.yaml', '{{home}}/state=received/*.messe-af'], multi_document := 'first',
                                      hive_partitioning := false, filename := true, allow_empty := true)
     ) WHERE status = 'pending'
 )

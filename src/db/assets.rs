@@ -20,6 +20,10 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/016_json_texts.sql"),
     ),
     (
+        "macros/017_yaml_extract.sql",
+        include_str!("../../macros/017_yaml_extract.sql"),
+    ),
+    (
         "macros/020_match_capabilities.sql",
         include_str!("../../macros/020_match_capabilities.sql"),
     ),

@@ -84,7 +84,10 @@ fn a_locked_instance_names_no_server_path_in_its_catalog_or_settings() {
         &con,
         "SELECT sql FROM duckdb_views() WHERE view_name = 'threads'",
     );
-    assert!(threads.contains("read_yaml_auto('state=*/"), "{threads}");
+    assert!(
+        threads.contains("read_yaml_auto(list_value('state=*/"),
+        "{threads}"
+    );
 }
 
 /// The verdict on `sql`: `Ok` with its text, or the refusal.

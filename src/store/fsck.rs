@@ -140,10 +140,23 @@ impl FileStore {
             let prefix = best
                 .message_text(&text)
                 .starts_with(other.message_text(other_text));
-            let problem = format!(
-                "duplicate copy of {thread} (an interrupted move); the copy at {} is newer",
-                path.display()
-            );
+            let problem = if other_path.parent() == path.parent() {
+                // MESSE-AF allows both suffixes, so two writers can each have named the thread.
+                format!(
+                    "second file for {thread} in the same folder (`.messe-af` and `.messe-af.yaml`); the copy at {} has more messages{}",
+                    path.display(),
+                    if prefix {
+                        ""
+                    } else {
+                        " (the other's differing documents go to .mess/quarantine/)"
+                    }
+                )
+            } else {
+                format!(
+                    "duplicate copy of {thread} (an interrupted move); the copy at {} is newer",
+                    path.display()
+                )
+            };
             if repair {
                 if !prefix {
                     self.quarantine(thread, other_text)?;

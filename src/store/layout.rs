@@ -9,8 +9,12 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
 
-/// File name suffix of thread files.
+/// File name suffix of the thread files mess writes.
 pub const THREAD_SUFFIX: &str = ".messe-af.yaml";
+
+/// Every suffix a thread file may have: MESSE-AF allows `.messe-af` too, and files other
+/// writers named so are read, moved and archived like ours (a rewrite names them ours).
+pub const THREAD_SUFFIXES: [&str; 2] = [THREAD_SUFFIX, ".messe-af"];
 
 /// Where a thread file sits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,9 +71,16 @@ impl Layout {
         }
     }
 
-    /// The thread file of `thread` at `location`.
+    /// The thread file of `thread` at `location`, as mess writes it.
     pub fn thread_path(&self, location: &Location, thread: &ThreadRef) -> PathBuf {
         self.dir(location).join(file_name(thread))
+    }
+
+    /// Every path the thread file of `thread` may have at `location` (one per suffix), the
+    /// one mess writes first.
+    pub fn thread_paths(&self, location: &Location, thread: &ThreadRef) -> [PathBuf; 2] {
+        let dir = self.dir(location);
+        THREAD_SUFFIXES.map(|suffix| dir.join(format!("{}{suffix}", thread.as_str())))
     }
 
     /// `config.yaml`.
@@ -137,15 +148,6 @@ impl Layout {
     pub fn quarantine_dir(&self) -> PathBuf {
         self.internal_dir().join("quarantine")
     }
-
-    /// A glob over the thread files of some states, for SQL readers.
-    pub fn glob(&self, states: &[State]) -> String {
-        let folder = match states {
-            [one] => format!("state={}", one.as_str()),
-            _ => "state=*".to_owned(),
-        };
-        format!("{}/{folder}/*{THREAD_SUFFIX}", self.root.display())
-    }
 }
 
 /// The file name of a thread.
@@ -155,7 +157,9 @@ pub fn file_name(thread: &ThreadRef) -> String {
 
 /// The ref named by a thread file name, if it is one.
 pub fn ref_of_file(name: &str) -> Option<ThreadRef> {
-    let stem = name.strip_suffix(THREAD_SUFFIX)?;
+    let stem = THREAD_SUFFIXES
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))?;
     ThreadRef::parse(stem).ok()
 }
 

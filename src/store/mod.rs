@@ -32,7 +32,7 @@ use crate::protocol::status::State;
 use crate::protocol::yaml::{self, Limits};
 use crate::store::error::StoreError;
 use crate::store::layout::{Layout, Location};
-use crate::store::thread::ThreadFile;
+use crate::store::thread::{Freshness, ThreadFile};
 
 pub use crate::store::index::Key as IndexKey;
 
@@ -179,18 +179,16 @@ impl FileStore {
     /// lifecycle order so a concurrent forward move is never missed.
     pub fn find(&self, thread: &ThreadRef) -> Result<Vec<(Location, PathBuf)>, StoreError> {
         let mut found = Vec::new();
-        for state in State::ALL {
-            let loc = Location::State(state);
-            let path = self.layout.thread_path(&loc, thread);
-            if path.is_file() {
-                found.push((loc, path));
-            }
-        }
-        for month in self.archive_months_for(thread)? {
-            let loc = Location::Archive(month);
-            let path = self.layout.thread_path(&loc, thread);
-            if path.is_file() {
-                found.push((loc, path));
+        let months = self.archive_months_for(thread)?;
+        let locations = State::ALL
+            .into_iter()
+            .map(Location::State)
+            .chain(months.into_iter().map(Location::Archive));
+        for loc in locations {
+            for path in self.layout.thread_paths(&loc, thread) {
+                if path.is_file() {
+                    found.push((loc.clone(), path));
+                }
             }
         }
         Ok(found)
@@ -213,8 +211,17 @@ impl FileStore {
         }
     }
 
-    /// Reads a thread; `NotFound` when no file holds it.
+    /// Reads a thread; `NotFound` when no file holds it. An envelope that no longer accounts
+    /// for the messages (a hand edit) is rebuilt and written back first (see [`FileStore::heal`]).
     pub fn read(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
+        let t = self.read_as_is(thread)?;
+        if t.freshness() == Freshness::Current {
+            return Ok(t);
+        }
+        self.heal(thread)
+    }
+
+    fn read_as_is(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
         match self.read_copies(thread)?.into_iter().next() {
             Some(t) => Ok(t),
             None => {
@@ -249,17 +256,74 @@ impl FileStore {
         Ok(copies)
     }
 
-    /// Reads only the envelope of a thread, without loading its messages.
+    /// Reads only the envelope of a thread, without loading its messages (unless the file
+    /// changed behind mess's back: then it is healed first).
     pub fn envelope(&self, thread: &ThreadRef) -> Result<(Envelope, Location), StoreError> {
         let found = self.find(thread)?;
         if found.len() == 1 {
             let (location, path) = &found[0];
-            if let Some(env) = read_envelope_file(path)? {
+            if let Some((env, Freshness::Current)) = read_envelope_checked(path)? {
                 return Ok((env, location.clone()));
             }
         }
         let t = self.read(thread)?;
         Ok((t.envelope, t.location))
+    }
+
+    /// Rebuilds the envelope of a thread whose messages changed behind mess's back (MESSE-AF's
+    /// recipes append with `cat >>`) and writes it back: the messages are replayed through
+    /// [`Envelope::apply`], the rule each message went through when it arrived, and the file
+    /// is rewritten atomically into the folder of the status they give. A file whose
+    /// documents are not all MESS messages is left exactly as it is (and logged; `mess fsck`
+    /// reports it). Returns the thread as it now is.
+    pub fn heal(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
+        let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
+        let copies = self.read_copies(thread)?;
+        let Some(current) = copies.first() else {
+            return Err(StoreError::NotFound {
+                thread: thread.to_string(),
+            });
+        };
+        let Some(envelope) = replay_if_needed(current) else {
+            return Ok(current.clone());
+        };
+        let edit = Edit {
+            envelope,
+            append: Vec::new(),
+        };
+        let (path, location) = self.write_locked(thread, current, &copies, &edit)?;
+        let text = fsio::read_optional(&path)?.ok_or_else(|| StoreError::NotFound {
+            thread: thread.to_string(),
+        })?;
+        ThreadFile::parse(&path, location, text)
+    }
+
+    /// Writes `edit` over `current` (the best of `copies`, all read under the thread's lock):
+    /// the new text into the folder of the new status, then the stale copies removed.
+    fn write_locked(
+        &self,
+        thread: &ThreadRef,
+        current: &ThreadFile,
+        copies: &[ThreadFile],
+        edit: &Edit,
+    ) -> Result<(PathBuf, Location), StoreError> {
+        let target = match &current.location {
+            Location::Archive(_) if edit.envelope.status == current.envelope.status => {
+                current.location.clone()
+            }
+            _ => Location::State(edit.envelope.status.state()),
+        };
+        let path = self.layout.thread_path(&target, thread);
+        let text = current.compose(&edit.envelope, &edit.append);
+        fsio::ensure_dir(&self.layout.dir(&target))?;
+        fsio::write_atomic(&path, text.as_bytes())?;
+        for copy in copies {
+            if copy.path != path {
+                fsio::remove_durable(&copy.path)?;
+            }
+        }
+        self.changed(&edit.envelope);
+        Ok((path, target))
     }
 
     /// Changes a thread under its lock: `decide` sees the current file and returns an [`Edit`]
@@ -272,33 +336,30 @@ impl FileStore {
     ) -> Result<T, E> {
         let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
         let copies = self.read_copies(thread)?;
-        let Some(current) = copies.first() else {
+        let Some(first) = copies.first() else {
             return Err(StoreError::NotFound {
                 thread: thread.to_string(),
             }
             .into());
         };
-        current.check_tail()?;
-        let (edit, out) = decide(current)?;
-        let Some(edit) = edit else {
-            return Ok(out);
+        first.check_tail()?;
+        // A hand edit since mess last wrote: the caller decides on the envelope the messages
+        // give, and the write (or, if it writes nothing, the heal) records it.
+        let healed = replay_if_needed(first);
+        let current = match &healed {
+            Some(envelope) => first.clone().with_envelope(envelope.clone()),
+            None => first.clone(),
         };
-        let target = match &current.location {
-            Location::Archive(_) if edit.envelope.status == current.envelope.status => {
-                current.location.clone()
-            }
-            _ => Location::State(edit.envelope.status.state()),
+        let (edit, out) = decide(&current)?;
+        let edit = match (edit, healed) {
+            (Some(edit), _) => edit,
+            (None, Some(envelope)) => Edit {
+                envelope,
+                append: Vec::new(),
+            },
+            (None, None) => return Ok(out),
         };
-        let path = self.layout.thread_path(&target, thread);
-        let text = current.compose(&edit.envelope, &edit.append);
-        fsio::ensure_dir(&self.layout.dir(&target))?;
-        fsio::write_atomic(&path, text.as_bytes())?;
-        for copy in &copies {
-            if copy.path != path {
-                fsio::remove_durable(&copy.path)?;
-            }
-        }
-        self.changed(&edit.envelope);
+        self.write_locked(thread, &current, &copies, &edit)?;
         Ok(out)
     }
 
@@ -314,8 +375,22 @@ impl FileStore {
         let mut seen: std::collections::HashMap<ThreadRef, usize> =
             std::collections::HashMap::new();
         for (location, path) in self.files(states, archive, &mut errors) {
-            match read_envelope_file(&path) {
-                Ok(Some(env)) => {
+            let checked = match read_envelope_checked(&path) {
+                Ok(Some((_, fresh))) if fresh != Freshness::Current => {
+                    let healed = layout::ref_of_file(
+                        &path.file_name().unwrap_or_default().to_string_lossy(),
+                    )
+                    .map(|thread| self.heal(&thread));
+                    match healed {
+                        Some(Ok(t)) => Ok(Some((t.envelope, t.location, t.path))),
+                        Some(Err(e)) => Err(e),
+                        None => Ok(None),
+                    }
+                }
+                other => other.map(|o| o.map(|(env, _)| (env, location.clone(), path.clone()))),
+            };
+            match checked {
+                Ok(Some((env, location, path))) => {
                     // After an interrupted move a thread has two copies; the move changed the
                     // status, so the copy updated last (then later in the lifecycle) is current.
                     match seen.get(&env.thread_ref) {
@@ -420,9 +495,41 @@ impl FileStore {
     }
 }
 
+/// Whether a thread's envelope needs rebuilding from its messages, and the rebuilt envelope
+/// if so: always after a hand edit of a file mess wrote, and for a file of another writer when
+/// the replay disagrees with it. `None` also when the documents are not all MESS messages:
+/// nothing is rewritten then, so nothing is lost.
+fn replay_if_needed(t: &ThreadFile) -> Option<Envelope> {
+    let fresh = t.freshness();
+    if fresh == Freshness::Current {
+        return None;
+    }
+    match t.replayed() {
+        Ok(rebuilt) => (fresh == Freshness::Stale
+            || crate::protocol::envelope::differs_in_state(&t.envelope, &rebuilt))
+        .then_some(rebuilt),
+        Err(e) => {
+            if fresh == Freshness::Stale {
+                tracing::warn!(
+                    thread = %t.envelope.thread_ref,
+                    error = %e,
+                    "a thread file was edited by hand into something that is not MESS; left as it is (see mess fsck)"
+                );
+            }
+            None
+        }
+    }
+}
+
 /// Reads just the first document of a thread file and parses the envelope; `None` if the file
 /// vanished (moved by a concurrent writer).
 pub fn read_envelope_file(path: &Path) -> Result<Option<Envelope>, StoreError> {
+    Ok(read_envelope_checked(path)?.map(|(env, _)| env))
+}
+
+/// [`read_envelope_file`], also judging whether the envelope accounts for the messages after
+/// it, from the file's length (one `fstat`): see [`Freshness`].
+fn read_envelope_checked(path: &Path) -> Result<Option<(Envelope, Freshness)>, StoreError> {
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -433,13 +540,21 @@ pub fn read_envelope_file(path: &Path) -> Result<Option<Envelope>, StoreError> {
     };
     let mut bytes = Vec::new();
     let mut chunk = vec![0u8; 16 * 1024];
-    let envelope_text = loop {
+    let (envelope_text, fresh) = loop {
         let n = file.read(&mut chunk).map_err(|e| StoreError::io(path, e))?;
         bytes.extend_from_slice(&chunk[..n]);
         if n == 0 {
-            break std::str::from_utf8(&bytes)
-                .map_err(|_| not_utf8())?
-                .to_owned();
+            let text = std::str::from_utf8(&bytes).map_err(|_| not_utf8())?;
+            let spans = yaml::split_documents(text);
+            let tail = spans.get(1).map_or(text.len(), |s| s.start);
+            let head = &text[..tail];
+            break (
+                spans
+                    .first()
+                    .map_or(text, |s| &text[s.start..s.end.min(tail)])
+                    .to_owned(),
+                thread::freshness(head, text.len() - tail),
+            );
         }
         // Only whole lines are searched, so a marker is never judged on half a line.
         let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else {
@@ -448,12 +563,21 @@ pub fn read_envelope_file(path: &Path) -> Result<Option<Envelope>, StoreError> {
         let text = std::str::from_utf8(&bytes[..=last_newline]).map_err(|_| not_utf8())?;
         let spans = yaml::split_documents(text);
         if spans.len() >= 2 {
-            break text[spans[0].start..spans[0].end].to_owned();
+            // The length of the open file, not of the path: a rename over it cannot mix two files.
+            let len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+            let tail = spans[1].start;
+            let after = usize::try_from(len)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(tail);
+            break (
+                text[spans[0].start..spans[0].end].to_owned(),
+                thread::freshness(&text[..tail], after),
+            );
         }
     };
     let value = yaml::parse_document(&envelope_text, &Limits::DEFAULT)
         .map_err(|e| StoreError::malformed(path, e.into()))?;
     Envelope::from_value(value)
-        .map(Some)
+        .map(|env| Some((env, fresh)))
         .map_err(|e| StoreError::malformed(path, e))
 }

@@ -81,10 +81,9 @@ fn exists_anywhere(layout: &Layout, r: &ThreadRef) -> bool {
         .unwrap_or_default();
     State::ALL
         .iter()
-        .map(|s| layout.thread_path(&Location::State(*s), r))
-        .chain(std::iter::once(
-            layout.thread_path(&Location::Archive(month), r),
-        ))
+        .map(|s| Location::State(*s))
+        .chain(std::iter::once(Location::Archive(month)))
+        .flat_map(|loc| layout.thread_paths(&loc, r))
         .any(|p| p.exists())
 }
 

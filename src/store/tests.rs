@@ -474,3 +474,165 @@ fn a_claim_in_the_same_instant_as_the_dispatch_is_not_a_problem() {
     let findings = store.fsck(false, &mut |_, _| {}).unwrap().findings;
     assert!(findings.is_empty(), "{findings:?}");
 }
+
+fn append(p: &Path, doc: &str) {
+    use std::io::Write;
+    let mut f = fs::OpenOptions::new().append(true).open(p).unwrap();
+    f.write_all(doc.as_bytes()).unwrap();
+}
+
+const HAND_CLAIM: &str = "---\nfrom: robot\nreceived: 2026-01-31T17:01:00Z\nchannel: http\nMESS:\n  - status:\n      re: 2026-01-31-001\n      code: claimed\n";
+const HAND_DONE: &str = "---\nfrom: robot\nreceived: 2026-01-31T17:05:00Z\nchannel: http\nMESS:\n  - status:\n      re: 2026-01-31-001\n      code: completed\n  - response:\n      re: 2026-01-31-001\n      content:\n        - the fridge holds milk\n";
+
+#[test]
+fn a_hand_appended_message_takes_effect_on_the_next_read() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    let p = path(&store, State::Received, "2026-01-31-001");
+    // MESSE-AF's recipe: `cat >>` a message, without touching the envelope or moving the file.
+    append(&p, HAND_CLAIM);
+    append(&p, HAND_DONE);
+    let (env, location) = store.envelope(&t).unwrap();
+    assert_eq!(env.status, Status::Completed);
+    assert_eq!(env.executor.as_deref(), Some("robot"));
+    assert_eq!(location, Location::State(State::Finished));
+    let actions: Vec<&str> = env.history.iter().map(|h| h.action.as_str()).collect();
+    assert_eq!(actions, ["created", "claimed", "completed"]);
+    // Rewritten once, into its new folder, with every message byte kept.
+    assert_eq!(store.find(&t).unwrap().len(), 1);
+    let text = fs::read_to_string(path(&store, State::Finished, "2026-01-31-001")).unwrap();
+    assert!(text.ends_with(HAND_DONE), "{text}");
+    assert!(text.contains(HAND_CLAIM));
+    let (listed, errors) = store.list(&State::ALL, false);
+    assert!(errors.is_empty());
+    assert_eq!(listed[0].0.status, Status::Completed);
+    assert!(
+        store
+            .fsck(false, &mut |_, _| {})
+            .unwrap()
+            .findings
+            .is_empty()
+    );
+}
+
+#[test]
+fn listings_and_writes_see_hand_edits_too() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    append(&path(&store, State::Received, "2026-01-31-001"), HAND_CLAIM);
+    let (listed, _) = store.list(&State::ALL, false);
+    assert_eq!(listed[0].0.status, Status::Claimed);
+    assert_eq!(listed[0].1, Location::State(State::Executing));
+    // A write decides on the envelope the messages give.
+    append(&path(&store, State::Executing, "2026-01-31-001"), HAND_DONE);
+    let seen = store
+        .modify(&t, |t| -> Result<_, crate::store::error::StoreError> {
+            Ok((None, t.envelope.status))
+        })
+        .unwrap();
+    assert_eq!(seen, Status::Completed);
+    assert_eq!(
+        store.read(&t).unwrap().location,
+        Location::State(State::Finished)
+    );
+}
+
+#[test]
+fn a_hand_appended_document_that_is_not_mess_is_left_as_it_is() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    let p = path(&store, State::Received, "2026-01-31-001");
+    append(&p, "---\nnotes: bought milk\n");
+    let before = fs::read_to_string(&p).unwrap();
+    assert_eq!(store.envelope(&t).unwrap().0.status, Status::Pending);
+    assert_eq!(store.read(&t).unwrap().envelope.status, Status::Pending);
+    assert_eq!(fs::read_to_string(&p).unwrap(), before);
+    let problems: Vec<String> = store
+        .fsck(false, &mut |_, _| {})
+        .unwrap()
+        .findings
+        .into_iter()
+        .map(|f| f.problem)
+        .collect();
+    assert!(
+        problems.iter().any(|p| p.contains("not a MESS message")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn messe_af_files_are_read_moved_and_archived() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    let ours = path(&store, State::Received, "2026-01-31-001");
+    let theirs = store
+        .layout()
+        .state_dir(State::Received)
+        .join("2026-01-31-001.messe-af");
+    fs::rename(&ours, &theirs).unwrap();
+    assert_eq!(store.read(&t).unwrap().path, theirs);
+    assert_eq!(store.list(&State::ALL, false).0.len(), 1);
+    // A ref whose file has the other suffix is taken.
+    let refs = store
+        .allocate_refs(NaiveDate::from_ymd_opt(2026, 1, 31).unwrap(), 1)
+        .unwrap();
+    assert_eq!(refs[0].as_str(), "2026-01-31-002");
+    report(&store, &t, "robot", "2026-01-31T17:01:00Z", "claimed");
+    assert!(!theirs.exists());
+    assert!(path(&store, State::Executing, "2026-01-31-001").exists());
+    report(&store, &t, "robot", "2026-01-31T17:02:00Z", "completed");
+    let done = path(&store, State::Finished, "2026-01-31-001");
+    let finished = store
+        .layout()
+        .state_dir(State::Finished)
+        .join("2026-01-31-001.messe-af");
+    fs::rename(&done, &finished).unwrap();
+    let cutoff = time::parse_timestamp("2026-03-01T00:00:00Z").unwrap();
+    let archived = store.archive(cutoff, &mut |_, _| {});
+    assert_eq!(archived.moved.len(), 1, "{:?}", archived.errors);
+    assert_eq!(
+        store.read(&t).unwrap().location,
+        Location::Archive("2026-01".into())
+    );
+}
+
+#[test]
+fn two_files_for_one_ref_are_an_fsck_finding() {
+    let (_d, store) = home();
+    let t = new_thread(&store, "2026-01-31-001");
+    let ours = path(&store, State::Received, "2026-01-31-001");
+    let theirs = store
+        .layout()
+        .state_dir(State::Received)
+        .join("2026-01-31-001.messe-af");
+    fs::copy(&ours, &theirs).unwrap();
+    append(&ours, HAND_CLAIM);
+    assert_eq!(store.read(&t).unwrap().envelope.status, Status::Claimed);
+    // Reading healed the copy with more messages and removed the other.
+    assert_eq!(store.find(&t).unwrap().len(), 1);
+    fs::copy(
+        path(&store, State::Executing, "2026-01-31-001"),
+        store
+            .layout()
+            .state_dir(State::Executing)
+            .join("2026-01-31-001.messe-af"),
+    )
+    .unwrap();
+    let r = store.fsck(false, &mut |_, _| {}).unwrap();
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.problem.contains("second file for 2026-01-31-001")),
+        "{:?}",
+        r.findings
+    );
+    store.fsck(true, &mut |_, _| {}).unwrap();
+    assert_eq!(store.find(&t).unwrap().len(), 1);
+    assert!(
+        store
+            .fsck(false, &mut |_, _| {})
+            .unwrap()
+            .findings
+            .is_empty()
+    );
+}

@@ -54,6 +54,32 @@ impl ThreadFile {
         &self.text
     }
 
+    /// Whether the envelope still accounts for every message (see [`Freshness`]).
+    pub fn freshness(&self) -> Freshness {
+        let tail = self.spans.get(1).map_or(self.text.len(), |s| s.start);
+        freshness(&self.text[..tail], self.text.len() - tail)
+    }
+
+    /// The envelope replayed from the messages through the exchange's own rules
+    /// ([`Envelope::apply`], as when each arrived), keeping what only the envelope knows.
+    /// `Err` when a document is not a MESS message: the envelope then stays as it is, and no
+    /// byte of the file is lost.
+    pub fn replayed(&self) -> Result<Envelope, StoreError> {
+        let messages = self.messages()?;
+        crate::protocol::envelope::rebuild(
+            &self.envelope.thread_ref,
+            Some(&self.envelope),
+            &messages,
+        )
+        .map_err(|e| StoreError::malformed(&self.path, e))
+    }
+
+    /// The same file with `envelope` in place of its own (for a rewrite under the lock).
+    pub(crate) fn with_envelope(mut self, envelope: Envelope) -> ThreadFile {
+        self.envelope = envelope;
+        self
+    }
+
     /// Number of message documents (documents after the envelope), empty ones not counted.
     pub fn message_count(&self) -> usize {
         self.spans[1..]
@@ -130,23 +156,57 @@ impl ThreadFile {
 }
 
 /// Builds thread-file text: envelope, then `rest` (earlier documents, as they were), then
-/// `appended`.
+/// `appended`. The envelope ends with the [`MARK`] comment: how many bytes of messages follow
+/// it as mess wrote them, so a reader can tell from the file's length alone whether someone
+/// appended to it since (`cat >>`, as MESSE-AF's recipes do).
 pub(crate) fn compose_text(envelope: &Envelope, rest: &str, appended: &[MessageDoc]) -> String {
-    let mut out = emit::to_yaml(&envelope.to_value());
+    let mut tail = String::new();
     if !rest.is_empty() {
         if !rest.starts_with("---") {
-            out.push_str("---\n");
+            tail.push_str("---\n");
         }
-        out.push_str(rest);
-        if !out.ends_with('\n') {
-            out.push('\n');
+        tail.push_str(rest);
+        if !tail.ends_with('\n') {
+            tail.push('\n');
         }
     }
     for doc in appended {
-        out.push_str("---\n");
-        out.push_str(&emit::to_yaml(&doc.to_value()));
+        tail.push_str("---\n");
+        tail.push_str(&emit::to_yaml(&doc.to_value()));
     }
+    let mut out = emit::to_yaml(&envelope.to_value());
+    out.push_str(&format!("{MARK}{} bytes of messages follow\n", tail.len()));
+    out.push_str(&tail);
     out
+}
+
+/// The comment that ends an envelope mess wrote (a comment, so no YAML reader sees it).
+pub(crate) const MARK: &str = "# mess: ";
+
+/// Whether a thread file's envelope accounts for every document after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// The messages are the bytes mess wrote with this envelope.
+    Current,
+    /// The messages changed since mess wrote the envelope (a hand edit): rebuild it.
+    Stale,
+    /// No mark (another writer, or a person, wrote the envelope): only a replay can tell.
+    Unknown,
+}
+
+/// Judges an envelope document's text against the length of the file after it.
+pub(crate) fn freshness(envelope_text: &str, tail_len: usize) -> Freshness {
+    let mark = envelope_text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(MARK))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<usize>().ok());
+    match mark {
+        Some(n) if n == tail_len => Freshness::Current,
+        Some(_) => Freshness::Stale,
+        None => Freshness::Unknown,
+    }
 }
 
 /// True for a document with nothing but comments and whitespace (or a bare marker).

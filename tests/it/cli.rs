@@ -620,3 +620,47 @@ fn the_plans_config_names_are_read_and_misspelt_keys_are_reported() {
     let _ = child.wait();
     assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
 }
+
+#[test]
+fn a_message_appended_by_hand_as_messe_af_shows_takes_effect() {
+    let home = Home::with_config(CONFIG);
+    let r = home.ok(&["request", "is the door locked?"]);
+    let r = r.trim();
+    let file = home
+        .path()
+        .join(format!("state=received/{r}.messe-af.yaml"));
+    // messe-af-v1.md, "Append Message": `cat >>` a claim, then a completion with a response.
+    let appended = format!(
+        "---\nfrom: teague-phone\nreceived: 2026-01-31T17:00:30-08:00\nchannel: http\nMESS:\n  - status:\n      re: {r}\n      code: claimed\n---\nfrom: teague-phone\nreceived: 2026-01-31T17:05:00-08:00\nchannel: http\nMESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - locked\n"
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("cat >> \"$0\"")
+        .arg(&file)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(appended.as_bytes())?;
+            c.wait()
+        })
+        .unwrap();
+    assert!(out.success());
+    let status = home.ok(&["status", r, "--format", "yaml"]);
+    assert!(
+        status.contains("status: completed") && status.contains("teague-phone"),
+        "{status}"
+    );
+    assert!(status.contains("locked"), "{status}");
+    let moved = home
+        .path()
+        .join(format!("state=finished/{r}.messe-af.yaml"));
+    assert!(moved.exists() && !file.exists());
+    assert!(
+        std::fs::read_to_string(&moved)
+            .unwrap()
+            .ends_with(&appended)
+    );
+    let fsck = home.ok(&["fsck"]);
+    assert!(!fsck.contains("out of date"), "{fsck}");
+}

@@ -60,6 +60,10 @@ fn the_duckdb_cli_with_the_extension_answers_like_the_embedded_duckdb() {
         format!("SELECT ref, history, document_index FROM read_yaml_auto('{h}/state=finished/*.messe-af.yaml', document_index := true, filename := true) ORDER BY filename, document_index"),
         format!("SELECT len(documents), documents[1].ref FROM read_yaml_auto('{h}/state=*/*.messe-af.yaml', multi_document := 'list') ORDER BY 2"),
         format!("SELECT ref, \"from\", received FROM read_yaml_auto('{h}/state=*/*.messe-af.yaml', multi_document := 'frontmatter') ORDER BY ALL"),
+        // Thread files: one row per thread by default; a glob over an empty folder is empty.
+        format!("SELECT ref, intent, created, priority, executor, len(messages) FROM read_yaml_auto('{h}/state=*/*.messe-af.yaml') ORDER BY ref"),
+        format!("SELECT count(*), count(ref) FROM read_yaml_auto('{h}/state=nothing/*.messe-af.yaml')"),
+        "SELECT ref, yaml_extract(messages, '$[*].from') AS actors, yaml_extract(messages, '$[-1].MESS') AS last_message FROM threads ORDER BY ref".to_owned(),
         "SELECT * EXCLUDE (filename) FROM threads ORDER BY ref".to_owned(),
         "SELECT * EXCLUDE (filename) FROM messages ORDER BY ref, seq".to_owned(),
         "SELECT * FROM thread_history ORDER BY ref, seq".to_owned(),

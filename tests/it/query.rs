@@ -70,11 +70,17 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 fn the_spec_queries_run_unchanged_and_answer_as_expected() {
     let h = SpecHome::new();
     // messe-af-v1.md, "Folder Mapping": hive partitions give a `state` column.
-    let executing = h.csv("SELECT ref, state FROM (SELECT * FROM read_yaml_auto('~/.mess/state=*/*.messe-af.yaml', hive_partitioning=true)\nWHERE state = 'executing') WHERE ref IS NOT NULL");
+    // Thread files give one row per thread (`multi_document := 'thread'` is their default).
+    let executing = h.csv("SELECT ref, state FROM read_yaml_auto('~/.mess/state=*/*.messe-af.yaml', hive_partitioning=true)\nWHERE state = 'executing';");
     assert_eq!(executing, ["2026-01-31-006,executing"]);
-    // messe-af-v1.md, "With DuckDB (optional)".
+    // messe-af-v1.md, "With DuckDB (optional)": one executing thread.
     assert_eq!(
         h.csv("SELECT count(*) FROM read_yaml_auto('~/.mess/state=executing/*.messe-af.yaml')"),
+        ["1"]
+    );
+    // Documents are rows when asked for.
+    assert_eq!(
+        h.csv("SELECT count(*) FROM read_yaml_auto('~/.mess/state=executing/*.messe-af.yaml', multi_document := 'rows')"),
         ["5"]
     );
     // `*/` reaches the four state folders and the flat `threads/` folder (all eight threads).
@@ -84,10 +90,7 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
     );
     // implementation-plan.md, "Basic Queries with read_yaml_auto".
     assert_eq!(
-        sorted(h.csv("SELECT ref, intent, created, priority\nFROM read_yaml_auto('~/.mess/state=received/*.messe-af.yaml')")
-            .into_iter()
-            .filter(|r| !r.starts_with(','))
-            .collect()),
+        sorted(h.csv("SELECT ref, intent, created, priority\nFROM read_yaml_auto('~/.mess/state=received/*.messe-af.yaml')")),
         [
             "2026-01-31-004,photo of the garden,2026-01-31 11:00:00+00,normal",
             "2026-01-31-005,print a cable clip,2026-01-31 11:30:00+00,normal",
@@ -95,16 +98,19 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         ]
     );
     let working = h.csv("SELECT ref, intent, executor, updated\nFROM read_yaml_auto('~/.mess/state=executing/*.messe-af.yaml')");
-    assert!(
-        working.contains(
-            &"2026-01-31-006,is the door locked?,teague-phone,2026-01-31 12:06:00+00".to_owned()
-        ),
-        "{working:?}"
+    assert_eq!(
+        working,
+        ["2026-01-31-006,is the door locked?,teague-phone,2026-01-31 12:06:00+00"]
     );
     assert_eq!(
         sorted(h.csv("-- Executor stats from finished\nSELECT executor, COUNT(*) as completed\nFROM read_yaml_auto('~/.mess/state=finished/*.messe-af.yaml')\nGROUP BY executor;")),
-        [",8", "roomba-kitchen,1", "teague-phone,1"],
-        "message documents have no executor"
+        ["roomba-kitchen,1", "teague-phone,1"]
+    );
+    // implementation-plan.md, "Advanced: duckdb_yaml for Message Parsing", over the threads view.
+    let actors = h.csv("SELECT \n    ref,\n    yaml_extract(messages, '$[*].from') as actors,\n    yaml_extract(messages, '$[-1].MESS') as last_message\nFROM threads;");
+    assert!(
+        actors.contains(&r#"2026-01-31-002,"[""claude-agent"", ""exchange"", ""roomba-kitchen"", ""roomba-kitchen""]","[{""request"":null,""ack"":null,""status"":{""re"":""2026-01-31-002"",""code"":""completed"",""reason"":null,""progress_pct"":null,""estimate"":null},""response"":null}]""#.to_owned()),
+        "{actors:?}"
     );
     assert_eq!(
         h.csv("SELECT ref, intent, status, updated\nFROM read_yaml_auto('~/.mess/state=canceled/*.messe-af.yaml')\nWHERE status = 'failed';"),
@@ -266,4 +272,36 @@ fn query_errors_and_filenames_are_relative_to_the_home() {
     let out = home.ok(&["query", "--format", "csv", "SELECT filename FROM threads"]);
     assert!(out.contains("state=received/"), "{out}");
     assert!(!out.contains(&server_path), "{out}");
+}
+
+#[test]
+fn the_spec_queries_answer_zero_rows_on_a_new_home() {
+    let h = SpecHome {
+        dir: TempDir::new().unwrap(),
+    };
+    let init = Command::new(env!("CARGO_BIN_EXE_mess"))
+        .arg("init")
+        .env("HOME", h.dir.path())
+        .env_remove("MESS_HOME")
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    for sql in [
+        "SELECT ref, intent, status, updated\nFROM read_yaml_auto('~/.mess/state=canceled/*.messe-af.yaml')\nWHERE status = 'failed';",
+        "SELECT * FROM read_yaml_auto('~/.mess/state=*/*.messe-af.yaml', hive_partitioning=true)\nWHERE state = 'executing';",
+        "SELECT executor, COUNT(*) as completed\nFROM read_yaml_auto('~/.mess/state=finished/*.messe-af.yaml')\nGROUP BY executor;",
+        "SELECT ref, yaml_extract(messages, '$[*].from') as actors FROM threads;",
+    ] {
+        assert_eq!(h.csv(sql), Vec::<String>::new(), "{sql}");
+    }
+    // A path without wildcards names one file: a missing one is an error.
+    let (code, _, err) = h.query(&[
+        "SELECT * FROM read_yaml_auto('~/.mess/state=canceled/2026-01-31-001.messe-af.yaml')",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("No files found"), "{err}");
 }

@@ -36,7 +36,8 @@ pub(crate) fn expand(pattern: &str) -> Vec<PathBuf> {
     out
 }
 
-fn has_wildcard(s: &str) -> bool {
+/// Whether a pattern has wildcards (a path without them names one file).
+pub(crate) fn has_wildcard(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 

@@ -24,5 +24,5 @@ mod tests;
 
 pub use cache::{cached_files, clear_cache, parsed_files};
 pub use glob::escape as escape_glob;
-pub use scan::{Mode, Options, Plan, defining};
+pub use scan::{Mode, Options, Plan, THREAD_SUFFIXES, defining, is_thread_name};
 pub use vtab::{Confinement, ReadYaml, register, register_confined, register_within};

@@ -18,10 +18,18 @@ use crate::node::{Key, Node};
 use crate::parse::{self, Doc, ParsedFile};
 use crate::types::{self, FileTypes, Ty, Union};
 
+/// File name endings of MESSE-AF thread files: the format allows both.
+pub const THREAD_SUFFIXES: [&str; 2] = [".messe-af.yaml", ".messe-af"];
+
+/// Whether a file name (or a pattern's last part) names MESSE-AF thread files.
+pub fn is_thread_name(name: &str) -> bool {
+    THREAD_SUFFIXES.iter().any(|s| name.ends_with(s))
+}
+
 /// How documents become rows (`multi_document`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// One row per mapping document (the default).
+    /// One row per mapping document (the default for files other than thread files).
     Rows,
     /// Document 1 of each file only.
     First,
@@ -29,6 +37,10 @@ pub enum Mode {
     List,
     /// Document 1's keys as columns on a row for each of documents 2...
     Frontmatter,
+    /// One row per file: document 1's keys as columns (every MESSE-AF envelope field among
+    /// them, NULL where a file lacks it) and `messages`, the list of documents 2... The
+    /// default when every file (or, with no files, every pattern) names MESSE-AF thread files.
+    Thread,
 }
 
 impl Mode {
@@ -39,8 +51,9 @@ impl Mode {
             "first" => Ok(Mode::First),
             "list" => Ok(Mode::List),
             "frontmatter" => Ok(Mode::Frontmatter),
+            "thread" => Ok(Mode::Thread),
             other => Err(format!(
-                "Invalid value \"{other}\" for multi_document (expected 'rows', 'first', 'list' or 'frontmatter')"
+                "Invalid value \"{other}\" for multi_document (expected 'rows', 'first', 'list', 'frontmatter' or 'thread')"
             )),
         }
     }
@@ -55,14 +68,17 @@ pub struct Options {
     pub filename: bool,
     /// Add a `document_index` column (0 = the first document of a file).
     pub document_index: bool,
-    /// How documents become rows.
-    pub mode: Mode,
+    /// How documents become rows; `None` chooses by the file names: `thread` for MESSE-AF
+    /// thread files, `rows` for anything else (and whenever `document_index` is asked for).
+    pub mode: Option<Mode>,
     /// Skip files and documents that do not parse instead of failing.
     pub ignore_errors: bool,
     /// A top-level sequence gives one row per element (default) rather than one row.
     pub expand_root_sequence: bool,
-    /// A pattern that matches nothing gives no rows instead of an error; with no rows at all
-    /// the scan has the `filename` column only (views add their columns by name).
+    /// A pattern without wildcards that names no file gives no rows instead of an error (a
+    /// glob that matches nothing always does). With no file at all the scan has the hive
+    /// columns its patterns name and, in `thread` mode, the envelope columns and `messages`;
+    /// otherwise only `filename` (views add their columns by name).
     pub allow_empty: bool,
 }
 
@@ -72,7 +88,7 @@ impl Default for Options {
             hive: None,
             filename: false,
             document_index: false,
-            mode: Mode::Rows,
+            mode: None,
             ignore_errors: false,
             expand_root_sequence: true,
             allow_empty: false,
@@ -95,6 +111,8 @@ enum Source {
     DocumentIndex,
     /// Every document of the file (`list`).
     Documents,
+    /// Documents 2.. of the file (`thread`).
+    Messages,
 }
 
 impl Source {
@@ -207,7 +225,10 @@ impl Plan {
                         .is_some_and(|rel| only.contains(&rel))
                 });
             }
-            if matched.is_empty() && !opts.allow_empty {
+            // A glob over an empty folder is an empty answer (a new home has no canceled
+            // threads yet); a path without wildcards names one file, and a missing one is
+            // most likely a typo.
+            if matched.is_empty() && !opts.allow_empty && !glob::has_wildcard(&pattern) {
                 return Err(format!(
                     "No files found that match the pattern \"{pattern}\""
                 ));
@@ -221,7 +242,13 @@ impl Plan {
         if let Some(root) = &root {
             confine(&paths, root, open)?;
         }
-        let need_all = opts.mode != Mode::First;
+        // Asking for `document_index` asks for documents.
+        let mode = match opts.mode {
+            Some(m) => m,
+            None if opts.document_index => Mode::Rows,
+            None => default_mode(patterns, &paths),
+        };
+        let need_all = mode != Mode::First;
         let parsed = load(&paths, need_all, opts.ignore_errors)?;
         let dirs: HashSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
         cache::prune(&dirs, &seen);
@@ -248,21 +275,36 @@ impl Plan {
                 parsed,
             });
         }
+        // With no file, the `key=value` folders the patterns name give the hive columns, so
+        // `WHERE state = 'canceled'` over an empty folder binds and answers nothing.
+        let pattern_hive: Vec<Vec<(String, String)>> = if files.is_empty() {
+            patterns
+                .iter()
+                .map(|p| hive_parts(Path::new(&glob::expand_home(p))))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let hive_sources: Vec<&Vec<(String, String)>> = if files.is_empty() {
+            pattern_hive.iter().collect()
+        } else {
+            files.iter().map(|f| &f.hive).collect()
+        };
         let hive_on = opts
             .hive
-            .unwrap_or_else(|| files.iter().any(|f| !f.hive.is_empty()));
+            .unwrap_or_else(|| hive_sources.iter().any(|h| !h.is_empty()));
         let mut hive_keys: Vec<String> = Vec::new();
         if hive_on {
-            for f in &files {
-                for (k, _) in &f.hive {
+            for h in &hive_sources {
+                for (k, _) in h.iter() {
                     if !hive_keys.contains(k) {
                         hive_keys.push(k.clone());
                     }
                 }
             }
         }
-        let (mut columns, rows) = shape(&files, opts, &hive_keys)?;
-        if columns.is_empty() && opts.allow_empty && rows.is_empty() {
+        let (mut columns, rows) = shape(&files, opts, mode, &hive_keys)?;
+        if columns.is_empty() && rows.is_empty() && (files.is_empty() || opts.allow_empty) {
             columns.push(Column {
                 name: "filename".to_owned(),
                 ty: Ty::Text,
@@ -399,14 +441,15 @@ impl Plan {
                 }
                 Arc::new(b.finish())
             }
-            Source::Documents => {
+            Source::Documents | Source::Messages => {
                 let Ty::List(elem) = &col.ty else {
                     return build(&col.ty, &vec![None; rows.len()]);
                 };
+                let skip = usize::from(matches!(col.source, Source::Messages));
                 let mut offsets = vec![0i32];
                 let mut children: Vec<Option<&Node>> = Vec::new();
                 for r in rows {
-                    for d in &self.files[r.file as usize].parsed.docs {
+                    for d in self.files[r.file as usize].parsed.docs.iter().skip(skip) {
                         if let Doc::Value(n @ Node::Map(_)) = d {
                             children.push(Some(n));
                         }
@@ -635,10 +678,65 @@ fn file_types(file: &ParsedFile) -> &FileTypes {
     })
 }
 
+/// The mode a scan without `multi_document` uses: `thread` when it reads MESSE-AF thread
+/// files only (judged by the files' names, or by the patterns' when nothing matched), where a
+/// row per document would count every thread once per message; `rows` otherwise.
+fn default_mode(patterns: &[String], paths: &[PathBuf]) -> Mode {
+    let threads = if paths.is_empty() {
+        !patterns.is_empty() && patterns.iter().all(|p| is_thread_name(p))
+    } else {
+        paths.iter().all(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_thread_name)
+        })
+    };
+    if threads { Mode::Thread } else { Mode::Rows }
+}
+
+/// The MESSE-AF v1 envelope fields, typed as the format's examples write them: a `thread`
+/// scan has each as a column even when no file has it (an unclaimed thread has no
+/// `executor`), so the format's queries bind on any home.
+fn envelope_template() -> Vec<(Key, Ty)> {
+    let text = |k: &str| (Key::from(k), Ty::Text);
+    let time = |k: &str| (Key::from(k), Ty::TimestampTz);
+    vec![
+        text("ref"),
+        text("client_id"),
+        text("requestor"),
+        text("executor"),
+        text("status"),
+        time("created"),
+        time("updated"),
+        time("expires"),
+        text("intent"),
+        text("priority"),
+        (
+            Key::from("history"),
+            Ty::List(Box::new(Ty::Struct(vec![
+                text("action"),
+                time("at"),
+                text("by"),
+            ]))),
+        ),
+    ]
+}
+
+/// The element type of `messages` when no file has a message: MESSE-AF's message fields.
+fn message_template() -> Ty {
+    Ty::Struct(vec![
+        (Key::from("from"), Ty::Text),
+        (Key::from("received"), Ty::TimestampTz),
+        (Key::from("channel"), Ty::Text),
+        (Key::from("MESS"), Ty::Json),
+    ])
+}
+
 /// The columns and rows of a scan.
 fn shape(
     files: &[File],
     opts: &Options,
+    mode: Mode,
     hive_keys: &[String],
 ) -> Result<(Vec<Column>, Vec<Row>), String> {
     let mut columns = Vec::new();
@@ -668,19 +766,19 @@ fn shape(
         }
         Ok(())
     };
-    match opts.mode {
+    match mode {
         Mode::Rows | Mode::First => {
             let mut ty = Ty::Null;
             let mut shared = Union::default();
             for (fi, f) in files.iter().enumerate() {
-                let docs = if opts.mode == Mode::First {
+                let docs = if mode == Mode::First {
                     &f.parsed.docs[..f.parsed.docs.len().min(1)]
                 } else {
                     &f.parsed.docs[..]
                 };
                 if opts.expand_root_sequence {
                     let t = file_types(&f.parsed);
-                    shared.absorb(if opts.mode == Mode::First {
+                    shared.absorb(if mode == Mode::First {
                         &t.first
                     } else {
                         &t.all
@@ -736,6 +834,47 @@ fn shape(
             }
             columns.extend(doc_cols);
         }
+        Mode::Thread => {
+            let (mut front, mut rest) = (Union::default(), Union::default());
+            for (fi, f) in files.iter().enumerate() {
+                let t = file_types(&f.parsed);
+                front.absorb(&t.first);
+                rest.absorb(&t.rest);
+                rows.push(Row {
+                    file: fi as u32,
+                    doc: 0,
+                    elem: u32::MAX,
+                });
+            }
+            let mut envelope = match front.finish() {
+                Ty::Struct(fields) => fields,
+                Ty::Json => {
+                    return data_columns(&Ty::Json, Source::Data, &mut columns)
+                        .map(|_| (columns, rows));
+                }
+                _ => Vec::new(),
+            };
+            for (k, t) in envelope_template() {
+                if !envelope
+                    .iter()
+                    .any(|(have, _)| have.eq_ignore_ascii_case(&k))
+                {
+                    envelope.push((k, t));
+                }
+            }
+            data_columns(&Ty::Struct(envelope), Source::Data, &mut columns)?;
+            let elem = match rest.finish() {
+                Ty::Null => message_template(),
+                other => other,
+            };
+            let list = Ty::List(Box::new(elem));
+            columns.push(Column {
+                name: "messages".to_owned(),
+                arrow: list.arrow(),
+                ty: list,
+                source: Source::Messages,
+            });
+        }
         Mode::List => {
             let mut shared = Union::default();
             for (fi, f) in files.iter().enumerate() {
@@ -772,7 +911,7 @@ fn shape(
             source: Source::Filename,
         });
     }
-    if opts.document_index && opts.mode != Mode::List {
+    if opts.document_index && !matches!(mode, Mode::List | Mode::Thread) {
         columns.push(Column {
             name: "document_index".to_owned(),
             ty: Ty::Int,

@@ -286,7 +286,7 @@ fn case_19_to_24_scalars_by_yaml_1_2() {
 #[test]
 fn case_25_to_27_errors() {
     let d = db();
-    let pattern = d.path("nothing*.yaml");
+    let pattern = d.path("nothing.yaml");
     let e = d.error(&format!("SELECT * FROM read_yaml_auto('{pattern}')"));
     assert!(
         e.contains(&format!(
@@ -384,7 +384,7 @@ const THREAD: &str = "ref: 2026-01-31-001\nstatus: completed\ncreated: 2026-01-3
 fn case_34_35_39_thread_files() {
     let d = db();
     let f = d.file("t.messe-af.yaml", THREAD);
-    let src = format!("read_yaml_auto('{f}')");
+    let src = format!("read_yaml_auto('{f}', multi_document := 'rows')");
     assert_eq!(d.one(&format!("SELECT count(*) FROM {src}")), s("5"));
     let types = d.types(&format!("SELECT history, MESS FROM {src}"));
     assert_eq!(
@@ -410,7 +410,7 @@ fn case_34_35_39_thread_files() {
     );
     let idx: Vec<Option<String>> = d
         .rows(&format!(
-            "SELECT document_index FROM read_yaml_auto('{f}', document_index := true)"
+            "SELECT document_index FROM read_yaml_auto('{f}', document_index := true, multi_document := 'rows')"
         ))
         .into_iter()
         .map(|mut r| r.remove(0))
@@ -709,4 +709,138 @@ fn names_that_differ_only_by_case_are_kept_apart() {
         "SELECT \"ID\", id_1, c.id_1, filename_1, state FROM ({sql})"
     ))[0];
     assert_eq!(row, &vec![s("1"), s("2"), s("4"), s("mine"), s("a")]);
+}
+
+#[test]
+fn thread_files_give_one_row_per_thread_with_their_messages() {
+    let d = db();
+    d.file("h/state=finished/2026-01-31-001.messe-af.yaml", THREAD);
+    // An unclaimed thread written by another tool, with the format's other suffix.
+    d.file(
+        "h/state=received/2026-01-31-002.messe-af",
+        "ref: 2026-01-31-002\nstatus: pending\nintent: water the plants\n---\nfrom: agent\nMESS:\n  - request:\n      intent: water the plants\n",
+    );
+    let all = format!(
+        "read_yaml_auto(['{0}', '{1}'])",
+        d.path("h/state=*/*.messe-af.yaml"),
+        d.path("h/state=*/*.messe-af")
+    );
+    assert_eq!(
+        d.rows(&format!(
+            "SELECT ref, status, state, executor, len(messages) FROM {all} ORDER BY ref"
+        )),
+        vec![
+            vec![
+                s("2026-01-31-001"),
+                s("completed"),
+                s("finished"),
+                None,
+                s("4")
+            ],
+            vec![
+                s("2026-01-31-002"),
+                s("pending"),
+                s("received"),
+                None,
+                s("1")
+            ],
+        ]
+    );
+    // The implementation plan's message query, with DuckDB's JSON paths.
+    assert_eq!(
+        d.rows(&format!(
+            "SELECT json_extract(to_json(messages), '$[*].from')::VARCHAR, json_extract(to_json(messages), '$[#-1].MESS[0].status.code')::VARCHAR FROM {all} ORDER BY ref"
+        )),
+        vec![
+            vec![s(r#"["agent", "exchange", "robot", "robot"]"#), s(r#""completed""#)],
+            vec![s(r#"["agent"]"#), None],
+        ]
+    );
+    // Every MESSE-AF envelope field is a column, typed as the format writes it.
+    let types = d.types(&format!("SELECT * FROM {all}"));
+    for (name, ty) in [
+        ("ref", "VARCHAR"),
+        ("executor", "VARCHAR"),
+        ("updated", "TIMESTAMP WITH TIME ZONE"),
+        ("priority", "VARCHAR"),
+        ("state", "VARCHAR"),
+    ] {
+        assert!(
+            types.contains(&(name.to_owned(), ty.to_owned())),
+            "{name}: {types:?}"
+        );
+    }
+    // Asked for, the documents are still rows; other YAML files keep one row per document.
+    let f = d.path("h/state=finished/2026-01-31-001.messe-af.yaml");
+    assert_eq!(
+        d.one(&format!(
+            "SELECT count(*) FROM read_yaml_auto('{f}', multi_document := 'rows')"
+        )),
+        s("5")
+    );
+    let other = d.file("plain.yaml", "a: 1\n---\na: 2\n");
+    assert_eq!(
+        d.one(&format!("SELECT count(*) FROM read_yaml_auto('{other}')")),
+        s("2")
+    );
+    assert_eq!(
+        d.one(&format!(
+            "SELECT count(*) FROM read_yaml_auto(['{other}', '{f}'])"
+        )),
+        s("7")
+    );
+    // Asking for document indexes asks for documents.
+    assert_eq!(
+        d.one(&format!(
+            "SELECT max(document_index) FROM read_yaml_auto('{f}', document_index := true)"
+        )),
+        s("4")
+    );
+}
+
+#[test]
+fn a_glob_over_an_empty_folder_answers_zero_rows() {
+    let d = db();
+    std::fs::create_dir_all(d.path("h/state=canceled")).unwrap();
+    let empty = d.path("h/state=canceled/*.messe-af.yaml");
+    let sql = format!(
+        "SELECT ref, intent, status, updated, state FROM read_yaml_auto('{empty}') WHERE status = 'failed'"
+    );
+    assert!(d.rows(&sql).is_empty());
+    let types = d.types(&format!("SELECT * FROM read_yaml_auto('{empty}')"));
+    let names: Vec<&str> = types.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ref",
+            "client_id",
+            "requestor",
+            "executor",
+            "status",
+            "created",
+            "updated",
+            "expires",
+            "intent",
+            "priority",
+            "history",
+            "messages",
+            "state"
+        ]
+    );
+    // A folder that does not exist either, with the spec's hive_partitioning=true.
+    let missing = d.path("h/state=*/*.messe-af.yaml");
+    assert_eq!(
+        d.one(&format!("SELECT count(*) FROM read_yaml_auto('{missing}', hive_partitioning=true) WHERE state = 'executing'")),
+        s("0")
+    );
+    // Other files: zero rows, with `filename` as the one column.
+    let yaml = d.path("h/none/*.yaml");
+    assert_eq!(
+        d.types(&format!("SELECT * FROM read_yaml_auto('{yaml}')")),
+        vec![("filename".to_owned(), "VARCHAR".to_owned())]
+    );
+    // A path without wildcards names one file: a missing one is still an error.
+    let one = d.path("h/state=canceled/2026-01-31-001.messe-af.yaml");
+    let e = d.error(&format!("SELECT * FROM read_yaml_auto('{one}')"));
+    assert!(e.contains("No files found that match the pattern"), "{e}");
 }

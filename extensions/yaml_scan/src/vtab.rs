@@ -119,7 +119,7 @@ fn options_of(bind: &BindInfo) -> Result<Options, String> {
         .get_named_parameter("multi_document")
         .filter(|v| !v.is_null())
     {
-        opts.mode = Mode::parse(&m.to_string())?;
+        opts.mode = Some(Mode::parse(&m.to_string())?);
     }
     Ok(opts)
 }
