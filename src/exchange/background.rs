@@ -16,7 +16,7 @@ use crate::store::outbox::Shelf;
 const TAKEOVER: Duration = Duration::from_secs(2);
 
 /// Runs the home's background work until `stop`, once this process holds the worker lock
-/// (trying again every [`TAKEOVER`] while another process holds it).
+/// (trying again every 2 s while another process holds it).
 pub fn run(
     ex: Exchange,
     notifier: Notifier,
