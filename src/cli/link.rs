@@ -18,14 +18,10 @@ pub(crate) struct LinkArgs {
     /// What the link allows, comma-separated (default: all of read, claim, update, respond, decline)
     #[arg(long, value_delimiter = ',', value_name = "ACTIONS")]
     actions: Vec<String>,
-    /// The exchange's address as the executor's browser reaches it
-    #[arg(
-        long,
-        env = "MESS_PUBLIC_URL",
-        default_value = "http://127.0.0.1:8420",
-        value_name = "URL"
-    )]
-    base_url: String,
+    /// The exchange's address as the executor's browser reaches it [default: dispatch.public_url
+    /// of config.yaml, or MESS_PUBLIC_URL, as the links in notifications use]
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
 }
 
 pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
@@ -51,7 +47,10 @@ pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
     // The human client's page; the same token works on /thread/{ref}?token= for programs.
     output::line(&format!(
         "{}/respond?ref={thread}&token={token}",
-        args.base_url.trim_end_matches('/')
+        args.base_url
+            .as_deref()
+            .unwrap_or(&cx.config.exchange.dispatch.public_url)
+            .trim_end_matches('/')
     ));
     Ok(())
 }

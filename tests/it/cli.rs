@@ -434,6 +434,25 @@ fn tokens_and_links_from_the_shell() {
         link.starts_with(&format!("https://mess.example/respond?ref={r}&token=ey")),
         "{link}"
     );
+    // Without --base-url, the address notifications use: dispatch.public_url (or the
+    // environment's MESS_PUBLIC_URL, which wins).
+    let default = home.ok(&["link", &r, "--executor", "roomba-kitchen"]);
+    assert!(
+        default.starts_with(&format!("http://127.0.0.1:8420/respond?ref={r}&token=ey")),
+        "{default}"
+    );
+    let public = home
+        .command(&["link", &r, "--executor", "roomba-kitchen"])
+        .env("MESS_PUBLIC_URL", "https://exchange.example/")
+        .output()
+        .unwrap();
+    let public = String::from_utf8_lossy(&public.stdout);
+    assert!(
+        public.starts_with(&format!(
+            "https://exchange.example/respond?ref={r}&token=ey"
+        )),
+        "{public}"
+    );
     let err = home.fails(
         &[
             "link",
