@@ -61,7 +61,7 @@ fn the_duckdb_cli_with_the_extension_answers_like_the_embedded_duckdb() {
         format!("SELECT len(documents), documents[1].ref FROM read_yaml_auto('{h}/state=*/*.messe-af.yaml', multi_document := 'list') ORDER BY 2"),
         format!("SELECT ref, \"from\", received FROM read_yaml_auto('{h}/state=*/*.messe-af.yaml', multi_document := 'frontmatter') ORDER BY ALL"),
         // Thread files: one row per thread by default; a glob over an empty folder is empty.
-        format!("SELECT ref, intent, created, priority, executor, len(messages) FROM read_yaml_auto('{h}/state=*/*.messe-af.yaml') ORDER BY ref"),
+        format!("SELECT ref, intent, created, priority, executor, json_array_length(messages) FROM read_yaml_auto('{h}/state=*/*.messe-af.yaml') ORDER BY ref"),
         format!("SELECT count(*), count(ref) FROM read_yaml_auto('{h}/state=nothing/*.messe-af.yaml')"),
         "SELECT ref, yaml_extract(messages, '$[*].from') AS actors, yaml_extract(messages, '$[-1].MESS') AS last_message FROM threads ORDER BY ref".to_owned(),
         "SELECT * EXCLUDE (filename) FROM threads ORDER BY ref".to_owned(),

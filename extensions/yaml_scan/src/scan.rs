@@ -132,6 +132,8 @@ struct Column {
 
 #[derive(Debug)]
 struct File {
+    /// The path read, for parsing the rest of a thread file when its messages are asked for.
+    path: PathBuf,
     shown: String,
     hive: Vec<(String, String)>,
     parsed: Arc<ParsedFile>,
@@ -248,7 +250,10 @@ impl Plan {
             None if opts.document_index => Mode::Rows,
             None => default_mode(patterns, &paths),
         };
-        let need_all = mode != Mode::First;
+        // A thread row's `messages` are JSON read when the column is scanned, so binding a
+        // thread scan parses only envelopes, and a query that never reads `messages` (a count,
+        // a status listing) never parses the rest of a file.
+        let need_all = !matches!(mode, Mode::First | Mode::Thread);
         let parsed = load(&paths, need_all, opts.ignore_errors)?;
         let dirs: HashSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
         cache::prune(&dirs, &seen);
@@ -270,6 +275,7 @@ impl Plan {
                 None => path.to_string_lossy(),
             };
             files.push(File {
+                path: path.clone(),
                 shown: shown.into_owned(),
                 hive: hive_parts(&path),
                 parsed,
@@ -441,15 +447,37 @@ impl Plan {
                 }
                 Arc::new(b.finish())
             }
-            Source::Documents | Source::Messages => {
+            Source::Messages => {
+                // Documents 2.. of each thread file as one JSON array, parsed now (the scan's
+                // bind read only the envelopes); a file that cannot be read gives null.
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 256);
+                for r in rows {
+                    match full_parse(&self.files[r.file as usize]) {
+                        Some(parsed) => {
+                            let docs: Vec<Node> = parsed
+                                .docs
+                                .iter()
+                                .skip(1)
+                                .filter_map(|d| match d {
+                                    Doc::Value(n @ Node::Map(_)) => Some(n.clone()),
+                                    _ => None,
+                                })
+                                .collect();
+                            b.append_value(Node::List(docs.into_boxed_slice()).to_text());
+                        }
+                        None => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            Source::Documents => {
                 let Ty::List(elem) = &col.ty else {
                     return build(&col.ty, &vec![None; rows.len()]);
                 };
-                let skip = usize::from(matches!(col.source, Source::Messages));
                 let mut offsets = vec![0i32];
                 let mut children: Vec<Option<&Node>> = Vec::new();
                 for r in rows {
-                    for d in self.files[r.file as usize].parsed.docs.iter().skip(skip) {
+                    for d in self.files[r.file as usize].parsed.docs.iter() {
                         if let Doc::Value(n @ Node::Map(_)) = d {
                             children.push(Some(n));
                         }
@@ -623,6 +651,17 @@ fn read_and_parse(path: &Path, need_all: bool) -> Result<Option<Arc<ParsedFile>>
     Ok(Some(parsed))
 }
 
+/// Every document of `file`: its bind-time parse when complete, else the cache's or a new one.
+fn full_parse(file: &File) -> Option<Arc<ParsedFile>> {
+    if file.parsed.complete {
+        return Some(file.parsed.clone());
+    }
+    if let Some(hit) = Stamp::of(&file.path).and_then(|s| cache::get(&file.path, s, true)) {
+        return Some(hit);
+    }
+    parse_guarded(&file.path, true).ok().flatten()
+}
+
 /// The `key=value` folders of a path, outermost first.
 fn hive_parts(path: &Path) -> Vec<(String, String)> {
     let Some(parent) = path.parent() else {
@@ -720,16 +759,6 @@ fn envelope_template() -> Vec<(Key, Ty)> {
             ]))),
         ),
     ]
-}
-
-/// The element type of `messages` when no file has a message: MESSE-AF's message fields.
-fn message_template() -> Ty {
-    Ty::Struct(vec![
-        (Key::from("from"), Ty::Text),
-        (Key::from("received"), Ty::TimestampTz),
-        (Key::from("channel"), Ty::Text),
-        (Key::from("MESS"), Ty::Json),
-    ])
 }
 
 /// The columns and rows of a scan.
@@ -835,11 +864,10 @@ fn shape(
             columns.extend(doc_cols);
         }
         Mode::Thread => {
-            let (mut front, mut rest) = (Union::default(), Union::default());
+            let mut front = Union::default();
             for (fi, f) in files.iter().enumerate() {
                 let t = file_types(&f.parsed);
                 front.absorb(&t.first);
-                rest.absorb(&t.rest);
                 rows.push(Row {
                     file: fi as u32,
                     doc: 0,
@@ -863,15 +891,10 @@ fn shape(
                 }
             }
             data_columns(&Ty::Struct(envelope), Source::Data, &mut columns)?;
-            let elem = match rest.finish() {
-                Ty::Null => message_template(),
-                other => other,
-            };
-            let list = Ty::List(Box::new(elem));
             columns.push(Column {
                 name: "messages".to_owned(),
-                arrow: list.arrow(),
-                ty: list,
+                arrow: Ty::Json.arrow(),
+                ty: Ty::Json,
                 source: Source::Messages,
             });
         }
