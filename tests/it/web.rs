@@ -41,6 +41,7 @@ fn thread_file(home: &Home, r: &str) -> String {
 }
 
 #[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     assert!(
         Browser::available(),
@@ -299,6 +300,7 @@ impl Setup {
 }
 
 #[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn context_shows_video_places_and_references_and_remote_media_waits_for_a_tap() {
     let s = setup();
     let https = HttpsRecorder::start(PNG, "image/png");
@@ -389,6 +391,7 @@ fn jpeg(b: &Browser) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_photo() {
     let s = setup();
     let r = s.open(
@@ -479,6 +482,7 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
 }
 
 #[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn the_waiting_form_sends_each_reason_with_its_fields() {
     let s = setup();
     let r = s
@@ -568,6 +572,7 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
 }
 
 #[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn confirm_before_puts_asking_for_confirmation_first() {
     let s = setup();
     let r = s.open(
@@ -626,6 +631,7 @@ fn confirm_before_puts_asking_for_confirmation_first() {
 }
 
 #[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn preferences_are_kept_and_the_theme_follows_the_system() {
     let s = setup();
     let r = s.open(
@@ -695,6 +701,7 @@ fn preferences_are_kept_and_the_theme_follows_the_system() {
 }
 
 #[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn an_exchange_parameter_sends_everything_to_that_exchange() {
     let s = setup();
     let proxy = CorsProxy::start(s.server.port);
