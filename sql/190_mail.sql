@@ -1,4 +1,4 @@
--- mail: one row per agent mail message (mail-storage-format.md), from the frontmatter of every
+-- mail: one row per agent mail message (the agent mail format), from the frontmatter of every
 -- file under .mail/: mailbox, folder (unread | read | archive), file, and the fields from,
 -- to, type, timestamp, needs_response, priority, tags, in_reply_to, thread_id, expires,
 -- read_at.

@@ -2,13 +2,15 @@
 //! in a `state=` folder, executors move it through its lifecycle, and everything is queryable.
 //!
 //! Modules in reading order: `protocol` (pure types and rules), `store` (thread files on disk),
-//! `db` (the DuckDB read model over the files), `links` (presigned link tokens), `exchange` (the use cases that combine them), `config` (settings),
-//! `cli` (the `mess` command).
+//! `db` (the DuckDB read model over the files), `links` (presigned link tokens), `mail` (agent
+//! mail), `notify` (the notification channels), `exchange` (the use cases that combine them, and
+//! the one place that decides access), then the adapters: `http` (the HTTP API and the human
+//! page), `mcp` (the MCP server) and `cli` (the `mess` command and its settings).
 
+#![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod cli;
-pub mod config;
 pub mod db;
 pub mod exchange;
 pub mod http;

@@ -1,7 +1,7 @@
 //! `mess init`: creates the home layout and a commented example config.yaml.
 
+use crate::cli::config::EXAMPLE_CONFIG;
 use crate::cli::{CliError, Context, output};
-use crate::config::EXAMPLE_CONFIG;
 
 /// Arguments of `mess init`.
 #[derive(Debug, clap::Args)]

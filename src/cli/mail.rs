@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use crate::cli::{CliError, Context, output};
+use crate::cli::{CliError, Context, one_of, output};
 use crate::mail::{ARCHIVE_KEEP_DAYS, Folder, Found, Letter, TYPES};
 use crate::protocol::time;
 
@@ -28,8 +28,8 @@ enum MailCommand {
         /// The Markdown body (read from stdin when absent)
         #[arg(long)]
         body: Option<String>,
-        /// urgent, normal or low
-        #[arg(long, default_value = "normal")]
+        /// How urgent it is
+        #[arg(long, default_value = "normal", value_parser = one_of(["urgent", "normal", "low"]))]
         priority: String,
         /// Tags, comma-separated
         #[arg(long, value_delimiter = ',')]
@@ -51,8 +51,8 @@ enum MailCommand {
     List {
         /// The mailbox (default: your own)
         mailbox: Option<String>,
-        /// unread (default), read or archive
-        #[arg(long, default_value = "unread")]
+        /// Which folder to list
+        #[arg(long, default_value = "unread", value_parser = one_of(Folder::ALL.iter().map(|f| f.as_str())))]
         folder: String,
     },
     /// Print one message

@@ -5,6 +5,7 @@ mod archive;
 mod cancel;
 mod claim;
 mod complete;
+mod config;
 mod demo;
 mod fsck;
 mod init;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, ConfigError, McpFile};
+use crate::cli::config::{Config, ConfigError, McpFile};
 use crate::exchange::clock::SystemClock;
 use crate::exchange::error::{Error, ErrorKind};
 use crate::exchange::{Exchange, Sender};
@@ -322,6 +323,12 @@ fn dispatch(args: Args) -> Result<(), CliError> {
 
 /// Builds a one-payload message `{MESS: [{kind: body}]}` from flags and validates it like any
 /// input; a problem is a usage error that names the flag.
+/// A flag's parser that takes exactly these words: a value outside them exits 2 with clap's
+/// message listing them, before anything runs.
+fn one_of(words: impl IntoIterator<Item = &'static str>) -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(words)
+}
+
 fn message_of(
     command: &str,
     kind: &str,

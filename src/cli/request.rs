@@ -1,8 +1,9 @@
 //! `mess request`: builds a request from flags, submits it, and prints the ref.
 
-use crate::cli::{CliError, Context, output};
+use crate::cli::{CliError, Context, one_of, output};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Message, Payload};
+use crate::protocol::request::Priority;
 use crate::protocol::status::Status;
 use crate::protocol::value::{Map, Value};
 
@@ -17,8 +18,8 @@ pub(crate) struct RequestArgs {
     /// A capability the executor must hold (repeatable)
     #[arg(long = "requires", value_name = "CAPABILITY")]
     requires: Vec<String>,
-    /// background, normal, elevated or urgent
-    #[arg(long)]
+    /// How urgent it is
+    #[arg(long, value_parser = one_of(Priority::ALL.iter().map(|p| p.as_str())))]
     priority: Option<String>,
     /// When the request goes stale (RFC 3339 with offset, e.g. 2026-02-08T23:00:00-08:00)
     #[arg(long, value_name = "TIME")]

@@ -1,6 +1,7 @@
 //! `mess update`: an executor reports a status with the code's fields.
 
-use crate::cli::{CliError, Context, message_of, output};
+use crate::cli::{CliError, Context, message_of, one_of, output};
+use crate::protocol::status::{Status, WaitingKind};
 use crate::protocol::time;
 use crate::protocol::value::{Map, Value};
 
@@ -9,9 +10,8 @@ use crate::protocol::value::{Map, Value};
 pub(crate) struct UpdateArgs {
     /// The request's ref
     re: String,
-    /// The status code: in_progress, waiting, held, retrying, needs_input, needs_confirmation,
-    /// completed, partial, failed, declined, expired, cancelled, superseded, delegated
-    #[arg(long, value_name = "CODE")]
+    /// The status code
+    #[arg(long, value_name = "CODE", value_parser = one_of(Status::ALL.iter().map(|s| s.as_str())))]
     status: String,
     /// A human-readable message
     #[arg(long)]
@@ -40,8 +40,8 @@ pub(crate) struct UpdateArgs {
     /// Whether the action can be undone (needs_confirmation)
     #[arg(long)]
     reversible: Option<bool>,
-    /// What blocks the work: dependency, condition, resource, access or schedule (waiting)
-    #[arg(long, value_name = "TYPE")]
+    /// What blocks the work (waiting)
+    #[arg(long, value_name = "TYPE", value_parser = one_of(WaitingKind::ALL.iter().map(|k| k.as_str())))]
     waiting_for: Option<String>,
     /// The condition waited for (waiting)
     #[arg(long)]

@@ -47,7 +47,7 @@ pub fn quick_verdict(who: &str, env: &Envelope) -> Option<bool> {
 
 /// Whether `who` may address a message to the thread of `env` and hear why it is refused: a
 /// party to it, or an executor able to take it while the thread is open (one that lost a claim
-/// race learns that it lost, as contract section 2 promises it a conflict, not silence). A
+/// race learns that it lost, as the lifecycle rules promise it a conflict, not silence). A
 /// thread that has ended is its parties' alone, so nobody can probe which ended threads exist.
 pub fn may_address(who: &str, env: &Envelope, directory: &Directory) -> bool {
     party(who, env) || (!env.status.is_terminal() && eligible(who, env, directory))

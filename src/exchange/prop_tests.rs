@@ -1,6 +1,6 @@
 //! Property tests of the thread state machine through the exchange: random sequences of
 //! messages from random principals (the requestor, executors able to take the thread, one
-//! that is not, a stranger) on a real temp home never break the rules of contract section 2,
+//! that is not, a stranger) on a real temp home never break the lifecycle rules (docs/protocol.md),
 //! and never lose an acknowledged message. Seeded by proptest, a bounded number of cases.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! API errors: every failure leaves as `{"error": {"code": "...", "message": "..."}}` with the
-//! status of contract section 4, decided here and nowhere else. Internal failures are logged
+//! status of docs/reference/http.md, decided here and nowhere else. Internal failures are logged
 //! and answered with a generic message, so no server path or trace reaches a client.
 
 use axum::http::StatusCode;

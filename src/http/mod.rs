@@ -1,4 +1,4 @@
-//! The HTTP API of `mess serve` (contract section 4): axum routes that decode a request, call the
+//! The HTTP API of `mess serve` (docs/reference/http.md): axum routes that decode a request, call the
 //! exchange on a blocking thread (every write is fsynced), and map the result; errors are mapped
 //! once, in `error`. `app` builds the router so tests can serve it on `127.0.0.1:0`.
 

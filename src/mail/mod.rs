@@ -1,4 +1,4 @@
-//! Agent mail (`mail-storage-format.md`): Markdown files with YAML frontmatter in mailboxes
+//! Agent mail (the agent mail format): Markdown files with YAML frontmatter in mailboxes
 //! under `<home>/.mail/<mailbox>/` (unread), `read/` and `archive/`; a message is claimed by
 //! renaming it into `read/`, so of several readers of a shared (tag) mailbox exactly one gets
 //! it. `__broadcast` is for every session, so reading one of its messages records that reader
@@ -74,7 +74,8 @@ impl Folder {
         }
     }
 
-    const ALL: [Folder; 3] = [Folder::Unread, Folder::Read, Folder::Archive];
+    /// Every folder.
+    pub const ALL: [Folder; 3] = [Folder::Unread, Folder::Read, Folder::Archive];
 }
 
 /// One message: the frontmatter fields and the Markdown body.

@@ -1,4 +1,4 @@
-//! The MCP server (contract section 7): the exchange's tools and resources for agents, over
+//! The MCP server (docs/reference/mcp.md): the exchange's tools and resources for agents, over
 //! stdio (`mess mcp`) and streamable HTTP (`/mcp` in `mess serve`). A translator like `http`:
 //! it decodes tool arguments, calls the exchange on a blocking thread, and answers with YAML
 //! text plus the same data as structured content; failures the model can fix are tool errors.

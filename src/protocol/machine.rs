@@ -1,4 +1,4 @@
-//! The thread state machine of contract section 2 as pure functions: which status changes each
+//! The thread state machine (docs/protocol.md) as pure functions: which status changes each
 //! kind of actor may make, and the v1.1 confirmation gate.
 
 use crate::protocol::envelope::ConfirmState;

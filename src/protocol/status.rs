@@ -192,7 +192,7 @@ impl Status {
     }
 
     /// True when a dependent of a thread in this status can never run: every final status but
-    /// `completed` (the contract names failed, declined, expired and cancelled; superseded and
+    /// `completed` (the documented lifecycle names failed, declined, expired and cancelled; superseded and
     /// delegated threads never complete either).
     pub fn fails_dependents(self) -> bool {
         self.is_terminal() && self != Status::Completed
@@ -351,7 +351,8 @@ pub enum WaitingKind {
 }
 
 impl WaitingKind {
-    const ALL: [WaitingKind; 5] = [
+    /// Every kind, in the protocol's order.
+    pub const ALL: [WaitingKind; 5] = [
         WaitingKind::Dependency,
         WaitingKind::Condition,
         WaitingKind::Resource,

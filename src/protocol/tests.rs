@@ -415,7 +415,7 @@ fn durations_parse_iso_and_short_forms() {
     );
 }
 
-/// Every status change each actor may make, written out by hand from contract section 2 and
+/// Every status change each actor may make, written out by hand from the lifecycle rules (docs/protocol.md) and
 /// the protocol's state machine. Rows are `from`; the list names the allowed `to` statuses.
 fn allowed(actor: Actor, from: Status) -> Vec<Status> {
     use Status::*;

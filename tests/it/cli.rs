@@ -648,7 +648,7 @@ fn a_message_appended_by_hand_as_messe_af_shows_takes_effect() {
     let file = home
         .path()
         .join(format!("state=received/{r}.messe-af.yaml"));
-    // messe-af-v1.md, "Append Message": `cat >>` a claim, then a completion with a response.
+    // MESSE-AF 1, "Append Message": `cat >>` a claim, then a completion with a response.
     let appended = format!(
         "---\nfrom: teague-phone\nreceived: 2026-01-31T17:00:30-08:00\nchannel: http\nMESS:\n  - status:\n      re: {r}\n      code: claimed\n---\nfrom: teague-phone\nreceived: 2026-01-31T17:05:00-08:00\nchannel: http\nMESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - locked\n"
     );

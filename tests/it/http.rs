@@ -1,5 +1,5 @@
 //! The HTTP API end to end: the real `mess serve` on loopback, real keys, a full lifecycle, every
-//! error code of the contract, hostile input, and concurrent claims.
+//! error code of docs/reference/http.md, hostile input, and concurrent claims.
 
 use serde_json::Value;
 
@@ -14,7 +14,7 @@ fn key(home: &Home, role: &str, id: &str) -> String {
     home.ok(&["token", role, id]).trim().to_owned()
 }
 
-/// The error code of an error body, after checking it has the contract's shape and names no
+/// The error code of an error body, after checking it has the documented shape and names no
 /// server path.
 fn error_code(body: &str) -> String {
     let v = json(body);

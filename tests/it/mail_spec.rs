@@ -1,4 +1,4 @@
-//! Agent mail as `mail-storage-format.md` specifies it, through the real binary: `__broadcast`
+//! Agent mail as the agent mail format specifies it, through the real binary: `__broadcast`
 //! read per session, tag mailboxes shared by the sessions their registration tags, `expires`
 //! and the pruning of expired mail and old archive, and the format's own message types.
 

@@ -23,5 +23,6 @@ mod query_limits;
 mod spec_replay;
 mod support;
 mod tidy;
+mod tidy_modules;
 mod trust;
 mod web;

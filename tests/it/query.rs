@@ -69,11 +69,11 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 #[test]
 fn the_spec_queries_run_unchanged_and_answer_as_expected() {
     let h = SpecHome::new();
-    // messe-af-v1.md, "Folder Mapping": hive partitions give a `state` column.
+    // MESSE-AF 1, "Folder Mapping": hive partitions give a `state` column.
     // Thread files give one row per thread (`multi_document := 'thread'` is their default).
     let executing = h.csv("SELECT ref, state FROM read_yaml_auto('~/.mess/state=*/*.messe-af.yaml', hive_partitioning=true)\nWHERE state = 'executing';");
     assert_eq!(executing, ["2026-01-31-006,executing"]);
-    // messe-af-v1.md, "With DuckDB (optional)": one executing thread.
+    // MESSE-AF 1, "With DuckDB (optional)": one executing thread.
     assert_eq!(
         h.csv("SELECT count(*) FROM read_yaml_auto('~/.mess/state=executing/*.messe-af.yaml')"),
         ["1"]
@@ -88,7 +88,7 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         h.csv("SELECT count(DISTINCT ref) FROM read_yaml_auto('~/.mess/*/*.messe-af.yaml')"),
         ["8"]
     );
-    // implementation-plan.md, "Basic Queries with read_yaml_auto".
+    // the MESS implementation plan, "Basic Queries with read_yaml_auto".
     assert_eq!(
         sorted(h.csv("SELECT ref, intent, created, priority\nFROM read_yaml_auto('~/.mess/state=received/*.messe-af.yaml')")),
         [
@@ -106,7 +106,7 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         sorted(h.csv("-- Executor stats from finished\nSELECT executor, COUNT(*) as completed\nFROM read_yaml_auto('~/.mess/state=finished/*.messe-af.yaml')\nGROUP BY executor;")),
         ["roomba-kitchen,1", "teague-phone,1"]
     );
-    // implementation-plan.md, "Advanced: duckdb_yaml for Message Parsing", over the threads view.
+    // the MESS implementation plan, "Advanced: duckdb_yaml for Message Parsing", over the threads view.
     let actors = h.csv("SELECT \n    ref,\n    yaml_extract(messages, '$[*].from') as actors,\n    yaml_extract(messages, '$[-1].MESS') as last_message\nFROM threads;");
     assert!(
         actors.contains(&r#"2026-01-31-002,"[""claude-agent"", ""exchange"", ""roomba-kitchen"", ""roomba-kitchen""]","[{""status"":{""re"":""2026-01-31-002"",""code"":""completed""}}]""#.to_owned()),
@@ -116,7 +116,7 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         h.csv("SELECT ref, intent, status, updated\nFROM read_yaml_auto('~/.mess/state=canceled/*.messe-af.yaml')\nWHERE status = 'failed';"),
         ["2026-01-31-003,vacuum the hall,failed,2026-01-31 10:45:00+00"]
     );
-    // implementation-plan.md, "When You'd Add DuckDB" (the flat threads/ layout).
+    // the MESS implementation plan, "When You'd Add DuckDB" (the flat threads/ layout).
     assert_eq!(
         h.csv("SELECT count(DISTINCT ref) FROM read_yaml_auto('~/.mess/threads/*.yaml')"),
         ["8"]

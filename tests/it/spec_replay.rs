@@ -1611,7 +1611,7 @@ executors:
 
 #[test]
 fn the_mail_format_s_example_message_is_read_claimed_and_archived_as_its_shell_steps_do() {
-    // mail-storage-format.md's message, written as another tool would write it, named as its
+    // the agent mail format's message, written as another tool would write it, named as its
     // filename examples are; the shell steps of "Processing Messages" done with mess.
     let home = Home::with_config("");
     let dir = home.path().join(".mail/orchestrator");

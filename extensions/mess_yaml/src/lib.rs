@@ -2,6 +2,9 @@
 //! same `read_yaml_auto` as the embedded DuckDB of `mess` (the scanner lives in `yaml_scan`).
 //! Build it with `extensions/mess_yaml/build`, which also appends DuckDB's metadata trailer.
 
+// The entry-point macro expands to the C ABI glue DuckDB calls, which is unsafe by nature.
+#![allow(unsafe_code)]
+
 use std::error::Error;
 
 use duckdb::{Connection, duckdb_entrypoint_c_api};

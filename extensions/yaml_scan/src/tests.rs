@@ -1,4 +1,4 @@
-//! The compatibility cases of duckdb-notes.md §5, each on an in-memory DuckDB with
+//! The cases where `read_yaml_auto` must answer as DuckDB's `read_json_auto` does, each on an in-memory DuckDB with
 //! `read_yaml_auto` registered, plus cache correctness under edits, moves and deletes.
 
 use std::path::Path;

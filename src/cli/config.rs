@@ -13,50 +13,45 @@ use crate::protocol::yaml::{self, Limits};
 
 mod mcp_file;
 
-pub use mcp_file::McpFile;
+pub(crate) use mcp_file::McpFile;
 
 /// The resolved settings of one run.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     /// The exchange home.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// Default identity for commands that act for a principal (`agent_id` in config.yaml).
-    pub agent_id: Option<String>,
+    pub(crate) agent_id: Option<String>,
     /// The exchange's slice.
-    pub exchange: Settings,
+    pub(crate) exchange: Settings,
     /// The notification channels' settings (`dispatch:`).
-    pub notify: notify::Settings,
+    pub(crate) notify: notify::Settings,
     /// The port `mess serve` listens on without `--addr` (`http.port`, the plan's name).
-    pub http_port: Option<u16>,
+    pub(crate) http_port: Option<u16>,
     /// Whether `mess mcp` also serves the HTTP API and the human page (`http.enabled`, the
     /// plan's switch for the human client's endpoint); `mess serve` serves them regardless.
-    pub http_enabled: bool,
+    pub(crate) http_enabled: bool,
     /// Origins whose pages may call the API from a browser (`http.cors_origins`, each
     /// `scheme://host[:port]`): a human page hosted elsewhere, as the plan's `exchange=` allows.
-    pub http_cors_origins: Vec<String>,
+    pub(crate) http_cors_origins: Vec<String>,
 }
 
 /// A configuration problem, reported before any work starts.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {message}", path.display())]
-pub struct ConfigError {
+pub(crate) struct ConfigError {
     /// The file at fault.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Config {
-    /// Resolves the settings for `home` (from `--home`/`MESS_HOME`, else `~/.mess`).
-    pub fn resolve(home: Option<PathBuf>) -> Result<Config, ConfigError> {
-        Config::resolve_with(home, None)
-    }
-
-    /// Resolves the settings for `home` as [`Config::resolve`] does, with an agent host's MCP
-    /// file under them: its `exchange.path` is the home unless one is given, its `agent_id`
+    /// Resolves the settings for `home` (from `--home`/`MESS_HOME`, else `~/.mess`), with an
+    /// agent host's MCP file, when there is one, under them: its `exchange.path` is the home unless one is given, its `agent_id`
     /// outranks the home's, and its `dispatch`, `http`, `secret` and `limits` apply where the
     /// home's config.yaml has no such key.
-    pub fn resolve_with(
+    pub(crate) fn resolve_with(
         home: Option<PathBuf>,
         mcp: Option<&McpFile>,
     ) -> Result<Config, ConfigError> {
@@ -488,7 +483,7 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 /// Replaces `${NAME}` with the environment variable `NAME` (empty when unset); `$${` escapes.
-pub fn interpolate(text: &str) -> String {
+pub(crate) fn interpolate(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(pos) = rest.find("${") {
@@ -520,7 +515,7 @@ pub fn interpolate(text: &str) -> String {
 }
 
 /// The commented example `config.yaml` that `mess init` writes.
-pub const EXAMPLE_CONFIG: &str = r#"# mess exchange configuration.
+pub(crate) const EXAMPLE_CONFIG: &str = r#"# mess exchange configuration.
 # Precedence: built-in defaults < this file < environment (MESS_HOME, MESS_AGENT_ID) < flags.
 # ${NAME} is replaced by the environment variable NAME.
 

@@ -4,33 +4,31 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{ConfigError, expand_home, interpolate};
+use crate::cli::config::{ConfigError, expand_home, interpolate};
 use crate::protocol::value::{Map, Value};
 use crate::protocol::yaml::{self, Limits};
 
 /// What `mess mcp` reads from the MCP configuration file.
 #[derive(Debug, Clone, Default)]
-pub struct McpFile {
-    /// Where it was read from.
-    pub path: PathBuf,
+pub(crate) struct McpFile {
     /// The identity the MCP session acts as.
-    pub agent_id: Option<String>,
+    pub(crate) agent_id: Option<String>,
     /// The home of the local exchange (`exchange.path`, `~` expanded).
-    pub home: Option<PathBuf>,
+    pub(crate) home: Option<PathBuf>,
     /// Home settings written here as the plan's example does (`dispatch`, `http`, `secret`,
     /// `limits`); the home's config.yaml wins key by key.
-    pub shared: Map,
+    pub(crate) shared: Map,
     /// Lines to report: keys that mean nothing here.
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 impl McpFile {
     /// The top-level keys that are the home's settings.
-    pub const SHARED: [&'static str; 4] = ["dispatch", "http", "secret", "limits"];
+    pub(crate) const SHARED: [&'static str; 4] = ["dispatch", "http", "secret", "limits"];
 
     /// Where the file is looked for: `$XDG_CONFIG_HOME/mess-mcp/config.yaml`, else
     /// `$HOME/.config/mess-mcp/config.yaml`.
-    pub fn default_path() -> Option<PathBuf> {
+    pub(crate) fn default_path() -> Option<PathBuf> {
         let base = std::env::var_os("XDG_CONFIG_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
@@ -39,7 +37,7 @@ impl McpFile {
     }
 
     /// Reads the file at [`McpFile::default_path`]; `None` when there is none.
-    pub fn find() -> Result<Option<McpFile>, ConfigError> {
+    pub(crate) fn find() -> Result<Option<McpFile>, ConfigError> {
         match McpFile::default_path() {
             Some(path) => McpFile::read(&path),
             None => Ok(None),
@@ -47,7 +45,7 @@ impl McpFile {
     }
 
     /// Reads the file at `path`; `None` when it does not exist.
-    pub fn read(path: &Path) -> Result<Option<McpFile>, ConfigError> {
+    pub(crate) fn read(path: &Path) -> Result<Option<McpFile>, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -71,10 +69,7 @@ impl McpFile {
             Value::Null => Map::new(),
             other => return Err(err(format!("expected a mapping, found {}", other.kind()))),
         };
-        let mut file = McpFile {
-            path: path.to_owned(),
-            ..McpFile::default()
-        };
+        let mut file = McpFile::default();
         for (key, value) in map.iter() {
             match key.as_str() {
                 "agent_id" => {
