@@ -8,6 +8,7 @@ mod resources;
 mod schemas;
 mod subscribe;
 mod tools;
+mod views;
 mod wait;
 
 use std::sync::Arc;
