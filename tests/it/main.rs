@@ -7,6 +7,7 @@ mod cli;
 mod concurrency;
 mod crash;
 mod dispatch;
+mod docs;
 mod duckdb_cli;
 mod http;
 mod inspector;
