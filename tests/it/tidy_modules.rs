@@ -3,25 +3,9 @@
 //! import cycle between the files of one module, and only known entries at the repository's top.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(rust_files(&p));
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
-}
+use crate::tidy::{root, rust_files};
 
 /// The module path of a source file under `src/` (`src/exchange/plan.rs` is
 /// `["exchange", "plan"]`, `src/exchange/mod.rs` is `["exchange"]`).
