@@ -8,6 +8,7 @@
 pub mod access;
 pub mod auth;
 pub mod background;
+mod backoff;
 pub mod clock;
 mod config_keys;
 pub mod deliver;
