@@ -332,7 +332,7 @@ pub(crate) fn apply_config(
 
 fn structured_response(data: Value) -> Payload {
     Payload::Response(Response {
-        re: crate::protocol::message::Re::One("last".to_owned()),
+        re: crate::protocol::ids::Re::One("last".to_owned()),
         content: vec![ContentEntry::Structured(data)],
         executor: None,
         completed_at: None,

@@ -7,6 +7,7 @@ pub mod args;
 mod resources;
 mod schemas;
 mod subscribe;
+mod threads;
 mod tools;
 mod wait;
 

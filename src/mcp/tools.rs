@@ -19,12 +19,13 @@ use crate::mcp::args::{
     MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, StatusArgs, WaitArgs,
     YesNo, either,
 };
+use crate::mcp::threads::{all_threads, open_threads, status_of, with_queue_position};
 use crate::mcp::wait::{self, Woke};
 use crate::mcp::{resources, schemas};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::Message;
-use crate::protocol::status::{State, Status, StatusDetails};
+use crate::protocol::status::{Status, StatusDetails};
 use crate::protocol::value::{Map, Value};
 
 fn strings(items: &[String]) -> Value {
@@ -94,56 +95,9 @@ fn needs_re(re: String) -> Result<String, Error> {
     }
 }
 
-/// The status of one thread for its requestor: envelope, current status, response.
-pub(crate) fn status_of(ex: &Exchange, who: &str, re: &str) -> Result<Value, Error> {
-    let thread = ex.thread_for(re, who)?;
-    Ok(with_queue_position(
-        ex,
-        &thread.envelope,
-        ThreadView::of(&thread)?.to_value(),
-    ))
-}
-
-/// A status view with the thread's place in the queue while it waits for an executor.
-fn with_queue_position(
-    ex: &Exchange,
-    env: &crate::protocol::envelope::Envelope,
-    view: Value,
-) -> Value {
-    match (view, crate::exchange::view::queue_position(ex, env)) {
-        (Value::Map(mut m), Some(p)) => {
-            m.insert("queue_position", Value::Int(p));
-            Value::Map(m)
-        }
-        (v, _) => v,
-    }
-}
-
 /// What `mess_status` takes as `re` for every thread of the caller (the plan's "Request ID or
 /// 'all'"); a client id `all` is therefore reached through its ref.
 const ALL: &str = "all";
-
-/// Every thread `who` may see, finished ones too, newest first.
-pub(crate) fn all_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
-    let list = ex.threads_for(who, &State::ALL)?;
-    let mut out = Map::new();
-    out.insert(
-        "threads",
-        Value::Seq(list.iter().map(view::thread_summary).collect()),
-    );
-    Ok(Value::Map(out))
-}
-
-/// The open threads of `who` (pending and in progress), newest first.
-pub(crate) fn open_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
-    let list = ex.threads_for(who, &[State::Received, State::Executing])?;
-    let mut out = Map::new();
-    out.insert(
-        "threads",
-        Value::Seq(list.iter().map(view::thread_summary).collect()),
-    );
-    Ok(Value::Map(out))
-}
 
 fn found_value(f: &crate::mail::Found, with_body: bool) -> Value {
     let l = &f.letter;

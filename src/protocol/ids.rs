@@ -1,8 +1,11 @@
-//! Thread refs: the exchange-assigned identifiers that also name thread files.
+//! Thread refs, the exchange-assigned identifiers that also name thread files, and `Re`, how a
+//! payload refers to threads (a ref, a client id or `last`, one or a list).
 
 use chrono::{Datelike, NaiveDate};
 
 use crate::protocol::error::ProtocolError;
+use crate::protocol::field::{self, Fields};
+use crate::protocol::value::Value;
 
 /// An exchange-assigned thread identifier, safe to use as a file name.
 ///
@@ -113,4 +116,59 @@ pub fn check_capability_id(id: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The `re:` of a payload: one reference or a list (`cancel: {re: [a, b]}`).
+///
+/// A reference is a ref, a client id, or `last`; the exchange resolves it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Re {
+    /// A single reference.
+    One(String),
+    /// Several references.
+    Many(Vec<String>),
+}
+
+impl Re {
+    pub(crate) fn read(f: &mut Fields, required: bool) -> field::Result<Option<Re>> {
+        let path = f.at("re");
+        match f.take("re") {
+            None if required => Err(ProtocolError::invalid(
+                path,
+                "required field is missing (a ref, a client id or `last`)",
+            )),
+            None => Ok(None),
+            Some(Value::Seq(items)) => {
+                if items.is_empty() {
+                    return Err(ProtocolError::invalid(
+                        path,
+                        "the list of references is empty",
+                    ));
+                }
+                let refs = items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| field::id_text(v, &format!("{path}[{i}]")))
+                    .collect::<field::Result<Vec<_>>>()?;
+                Ok(Some(Re::Many(refs)))
+            }
+            Some(v) => Ok(Some(Re::One(field::id_text(v, &path)?))),
+        }
+    }
+
+    /// Writes the reference back.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Re::One(s) => Value::str(s),
+            Re::Many(v) => Value::Seq(v.iter().map(Value::str).collect()),
+        }
+    }
+
+    /// The references as a list.
+    pub fn items(&self) -> Vec<&str> {
+        match self {
+            Re::One(s) => vec![s.as_str()],
+            Re::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
 }

@@ -4,6 +4,7 @@
 use crate::protocol::content::ContentEntry;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::field::{self, Fields, Result};
+use crate::protocol::ids::Re;
 use crate::protocol::request::{Capability, Precision, Request, Urgency};
 use crate::protocol::status::{self, Status, StatusMsg};
 use crate::protocol::time::{self, Timestamp};
@@ -38,61 +39,6 @@ pub enum Payload {
         kind: String,
         body: Value,
     },
-}
-
-/// The `re:` of a payload: one reference or a list (`cancel: {re: [a, b]}`).
-///
-/// A reference is a ref, a client id, or `last`; the exchange resolves it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Re {
-    /// A single reference.
-    One(String),
-    /// Several references.
-    Many(Vec<String>),
-}
-
-impl Re {
-    pub(crate) fn read(f: &mut Fields, required: bool) -> Result<Option<Re>> {
-        let path = f.at("re");
-        match f.take("re") {
-            None if required => Err(ProtocolError::invalid(
-                path,
-                "required field is missing (a ref, a client id or `last`)",
-            )),
-            None => Ok(None),
-            Some(Value::Seq(items)) => {
-                if items.is_empty() {
-                    return Err(ProtocolError::invalid(
-                        path,
-                        "the list of references is empty",
-                    ));
-                }
-                let refs = items
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| field::id_text(v, &format!("{path}[{i}]")))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(Some(Re::Many(refs)))
-            }
-            Some(v) => Ok(Some(Re::One(field::id_text(v, &path)?))),
-        }
-    }
-
-    /// Writes the reference back.
-    pub fn to_value(&self) -> Value {
-        match self {
-            Re::One(s) => Value::str(s),
-            Re::Many(v) => Value::Seq(v.iter().map(Value::str).collect()),
-        }
-    }
-
-    /// The references as a list.
-    pub fn items(&self) -> Vec<&str> {
-        match self {
-            Re::One(s) => vec![s.as_str()],
-            Re::Many(v) => v.iter().map(String::as_str).collect(),
-        }
-    }
 }
 
 /// `reply`: the requestor answers questions, confirms an action or accepts a suggestion.

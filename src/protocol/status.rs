@@ -4,7 +4,7 @@
 use crate::protocol::content::number;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::field::{self, Fields, Result};
-use crate::protocol::message::Re;
+use crate::protocol::ids::Re;
 use crate::protocol::time::{self, Duration, Timestamp};
 use crate::protocol::value::{Map, Value};
 
