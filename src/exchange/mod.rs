@@ -14,13 +14,13 @@ mod config_keys;
 pub mod deliver;
 pub mod demo;
 pub mod directory;
-pub mod dispatch;
 pub mod error;
 mod lifecycle;
 pub mod mail_sweep;
 mod plan;
 pub mod queries;
 mod requests;
+pub mod route;
 mod submit;
 pub mod sweep;
 pub mod view;
@@ -68,7 +68,7 @@ pub struct Settings {
     pub link_secret: Option<Secret>,
     /// Notification policy: links, retries, escalation.
     pub dispatch: DispatchSettings,
-    /// Whether new requests are routed by a background dispatcher ([`dispatch`]) instead of
+    /// Whether new requests are routed by a background router ([`route`]) instead of
     /// before their create is acknowledged (a server turns this on; one-shot commands route
     /// at once, as nobody else would).
     pub route_in_background: bool,
@@ -384,7 +384,7 @@ impl Exchange {
         Ok(self.db.get_or_init(|| db))
     }
 
-    /// This exchange with routing left to a background dispatcher ([`dispatch::run`]), for
+    /// This exchange with routing left to a background router ([`route::run`]), for
     /// a server: creates are acknowledged once durable, without waiting for routing.
     pub fn with_background_routing(mut self) -> Exchange {
         self.settings.route_in_background = true;

@@ -10,8 +10,8 @@ use tempfile::TempDir;
 
 use crate::exchange::clock::FixedClock;
 use crate::exchange::directory::Directory;
-use crate::exchange::dispatch::{Pass, Scope};
 use crate::exchange::error::{Error, ErrorKind};
+use crate::exchange::route::{Pass, PassScope};
 use crate::exchange::view::ThreadView;
 use crate::exchange::{Exchange, Sender, Settings};
 use crate::protocol::envelope::Envelope;
