@@ -67,7 +67,7 @@ pub struct Settings {
     /// The key that signs presigned links (`MESS_SECRET`); `None` uses the home's generated one.
     pub link_secret: Option<Secret>,
     /// Notification policy: links, retries, escalation.
-    pub dispatch: DispatchSettings,
+    pub dispatch: NoticePolicy,
     /// Whether new requests are routed by a background router ([`route`]) instead of
     /// before their create is acknowledged (a server turns this on; one-shot commands route
     /// at once, as nobody else would).
@@ -83,7 +83,7 @@ impl Settings {
             max_message_bytes: 16 * 1024 * 1024,
             max_thread_bytes: 64 * 1024 * 1024,
             link_secret: None,
-            dispatch: DispatchSettings::defaults(),
+            dispatch: NoticePolicy::defaults(),
             route_in_background: false,
             queries: queries::QuerySettings::defaults(),
         }
@@ -100,7 +100,7 @@ pub use crate::notify::Secret;
 /// How the exchange notifies executors (`dispatch:` in config.yaml, beside the channels'
 /// settings that `notify` takes).
 #[derive(Debug, Clone)]
-pub struct DispatchSettings {
+pub struct NoticePolicy {
     /// The exchange's address as executors' browsers reach it, for links (`MESS_PUBLIC_URL`).
     pub public_url: String,
     /// How long a link in a notification works.
@@ -133,11 +133,11 @@ pub struct DispatchSettings {
     pub overdue: std::time::Duration,
 }
 
-impl DispatchSettings {
+impl NoticePolicy {
     /// The documented defaults: links to `http://127.0.0.1:8420` valid 24 h, 8 attempts from
     /// 2 s up to 10 min apart, escalation after 15 min.
-    pub fn defaults() -> DispatchSettings {
-        DispatchSettings {
+    pub fn defaults() -> NoticePolicy {
+        NoticePolicy {
             public_url: "http://127.0.0.1:8420".to_owned(),
             link_ttl_seconds: 24 * 3600,
             attempts: 8,
