@@ -7,7 +7,7 @@ use crate::cli::{CliError, Context, output};
 use crate::exchange::background;
 use crate::notify::Notifier;
 
-/// How often the dispatcher looks again at every pending thread nobody could take yet
+/// How often the router looks again at every pending thread nobody could take yet
 /// (`MESS_DISPATCH_RETRY_MS` overrides it).
 const DISPATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::exchange::{Exchange, deliver, dispatch, mail_sweep, sweep};
+use crate::exchange::{Exchange, deliver, mail_sweep, route, sweep};
 use crate::notify::Notifier;
 use crate::store::outbox::Shelf;
 
@@ -48,7 +48,7 @@ pub fn run(
         };
         tracing::info!("this process routes requests and sends notices for the home");
         let tasks = [
-            dispatch::run(ex.clone(), stop.clone(), retry),
+            route::run(ex.clone(), stop.clone(), retry),
             sweep::run(ex.clone(), stop.clone()),
             mail_sweep::run(ex.clone(), stop.clone()),
             deliver::run(ex, notifier, stop),

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
 use crate::exchange::{Error, Exchange, access};
 use crate::links::Action;
@@ -394,21 +395,17 @@ impl Exchange {
         }
     }
 
-    /// The wait after the `tries`-th failure: the first retry delay doubled per failure, at
-    /// most the maximum, less up to a quarter at random so retries of many deliveries spread.
+    /// The wait after the `tries`-th failure under the notice policy, with noise drawn from the
+    /// store's random source (the middle of the range when it cannot give any).
     fn backoff(&self, tries: u32) -> chrono::TimeDelta {
         let policy = &self.settings().dispatch;
-        let doubled = policy
-            .first_retry
-            .saturating_mul(1u32 << tries.saturating_sub(1).min(20));
-        let wait = doubled.min(policy.max_retry);
         let noise = self
             .store()
             .random_bytes(2)
             .map(|b| f64::from(u16::from_le_bytes([b[0], b[1]])) / f64::from(u16::MAX))
             .unwrap_or(0.5);
-        let jittered = wait.mul_f64(1.0 - 0.25 * noise);
-        chrono::TimeDelta::from_std(jittered).unwrap_or(chrono::TimeDelta::seconds(1))
+        let wait = backoff::backoff(tries, policy.first_retry, policy.max_retry, noise);
+        chrono::TimeDelta::from_std(wait).unwrap_or(chrono::TimeDelta::seconds(1))
     }
 
     /// Writes a `notify_failed` history entry into the delivery's thread. The requestor and the

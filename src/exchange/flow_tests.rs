@@ -3,8 +3,8 @@
 //! responses that complete, and claims taken while dependencies are still open.
 
 use super::Settings;
-use super::dispatch::Scope;
 use super::error::ErrorKind;
+use super::route::PassScope;
 use super::tests::{EXECUTORS, fixture, fixture_with};
 use crate::protocol::content::ContentEntry;
 use crate::protocol::message::Payload;
@@ -344,8 +344,8 @@ fn not_before_holds_offers_and_claims_until_it_comes() {
     let e = f.status("teague-phone", &r, "code: claimed").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
     assert!(e.to_string().contains("may not start before"), "{e}");
-    // The dispatcher learns when to look again, and then offers it.
-    let pass = f.ex.dispatch_waiting(Scope::All).unwrap();
+    // The router learns when to look again, and then offers it.
+    let pass = f.ex.route_waiting(PassScope::All).unwrap();
     assert!(pass.routed.is_empty());
     assert_eq!(
         pass.next_start.map(|t| time::format_timestamp(&t)),
@@ -356,7 +356,7 @@ fn not_before_holds_offers_and_claims_until_it_comes() {
             .unwrap()
             .to_utc(),
     );
-    let pass = f.ex.dispatch_waiting(Scope::All).unwrap();
+    let pass = f.ex.route_waiting(PassScope::All).unwrap();
     assert_eq!(pass.routed.len(), 1);
     assert!(f.env(&r).dispatched());
     f.status("teague-phone", &r, "code: claimed").unwrap();

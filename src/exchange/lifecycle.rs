@@ -257,7 +257,7 @@ pub(crate) fn route_input(thread: &ThreadFile) -> Result<RouteInput, Error> {
 /// Routes a pending thread with the SQL macro `route_for` (the body of `route_request`) and
 /// records the decision as a `dispatched` history entry; returns false (and records nothing)
 /// when no executor is eligible, the read model cannot answer, or the exchange routes in the
-/// background (the dispatcher then routes the thread soon after it is written). Routing never
+/// background (the router then routes the thread soon after it is written). Routing never
 /// blocks a request: a broken config.yaml shows in `mess status` and `mess fsck` warnings
 /// instead.
 pub(crate) fn record_dispatch(
@@ -285,7 +285,7 @@ pub(crate) fn record_dispatch(
         // Queued before the thread is written: a crash in between leaves notices about a
         // thread that never was, which the worker drops, never a routed thread unannounced.
         if let Err(e) = ex.queue_notices(&env.thread_ref, &executors, "new", now) {
-            // Not recorded as routed, so a server's dispatcher routes (and notifies) it later.
+            // Not recorded as routed, so a server's router routes (and notifies) it later.
             tracing::warn!(thread = %env.thread_ref, error = %e, "cannot queue the notices; the request waits undispatched");
             return false;
         }

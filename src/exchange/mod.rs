@@ -8,18 +8,19 @@
 pub mod access;
 pub mod auth;
 pub mod background;
+mod backoff;
 pub mod clock;
 mod config_keys;
 pub mod deliver;
 pub mod demo;
 pub mod directory;
-pub mod dispatch;
 pub mod error;
 mod lifecycle;
 pub mod mail_sweep;
 mod plan;
 pub mod queries;
 mod requests;
+pub mod route;
 mod submit;
 pub mod sweep;
 pub mod view;
@@ -66,8 +67,8 @@ pub struct Settings {
     /// The key that signs presigned links (`MESS_SECRET`); `None` uses the home's generated one.
     pub link_secret: Option<Secret>,
     /// Notification policy: links, retries, escalation.
-    pub dispatch: DispatchSettings,
-    /// Whether new requests are routed by a background dispatcher ([`dispatch`]) instead of
+    pub dispatch: NoticePolicy,
+    /// Whether new requests are routed by a background router ([`route`]) instead of
     /// before their create is acknowledged (a server turns this on; one-shot commands route
     /// at once, as nobody else would).
     pub route_in_background: bool,
@@ -82,7 +83,7 @@ impl Settings {
             max_message_bytes: 16 * 1024 * 1024,
             max_thread_bytes: 64 * 1024 * 1024,
             link_secret: None,
-            dispatch: DispatchSettings::defaults(),
+            dispatch: NoticePolicy::defaults(),
             route_in_background: false,
             queries: queries::QuerySettings::defaults(),
         }
@@ -99,7 +100,7 @@ pub use crate::notify::Secret;
 /// How the exchange notifies executors (`dispatch:` in config.yaml, beside the channels'
 /// settings that `notify` takes).
 #[derive(Debug, Clone)]
-pub struct DispatchSettings {
+pub struct NoticePolicy {
     /// The exchange's address as executors' browsers reach it, for links (`MESS_PUBLIC_URL`).
     pub public_url: String,
     /// How long a link in a notification works.
@@ -132,11 +133,11 @@ pub struct DispatchSettings {
     pub overdue: std::time::Duration,
 }
 
-impl DispatchSettings {
+impl NoticePolicy {
     /// The documented defaults: links to `http://127.0.0.1:8420` valid 24 h, 8 attempts from
     /// 2 s up to 10 min apart, escalation after 15 min.
-    pub fn defaults() -> DispatchSettings {
-        DispatchSettings {
+    pub fn defaults() -> NoticePolicy {
+        NoticePolicy {
             public_url: "http://127.0.0.1:8420".to_owned(),
             link_ttl_seconds: 24 * 3600,
             attempts: 8,
@@ -383,7 +384,7 @@ impl Exchange {
         Ok(self.db.get_or_init(|| db))
     }
 
-    /// This exchange with routing left to a background dispatcher ([`dispatch::run`]), for
+    /// This exchange with routing left to a background router ([`route::run`]), for
     /// a server: creates are acknowledged once durable, without waiting for routing.
     pub fn with_background_routing(mut self) -> Exchange {
         self.settings.route_in_background = true;

@@ -232,7 +232,7 @@ pub(crate) fn create(
             extra: Map::new(),
         };
         let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
-        // Work with a `not_before` ahead is offered when it comes (the dispatcher wakes for it).
+        // Work with a `not_before` ahead is offered when it comes (the router wakes for it).
         if envelope.depends_on.is_empty() && !envelope.too_early(now) {
             lifecycle::record_dispatch(ex, &mut envelope, &RouteInput::of(&req.request), now);
         }

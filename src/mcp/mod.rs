@@ -7,8 +7,8 @@ pub mod args;
 mod resources;
 mod schemas;
 mod subscribe;
+mod threads;
 mod tools;
-mod views;
 mod wait;
 
 use std::sync::Arc;

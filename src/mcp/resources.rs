@@ -3,7 +3,7 @@
 
 use crate::exchange::Exchange;
 use crate::exchange::error::Error;
-use crate::mcp::views::{all_threads, open_threads, status_of};
+use crate::mcp::threads::{all_threads, open_threads, status_of};
 use crate::protocol::emit;
 
 /// The MIME type of the YAML resources: the implementation plan's `application/x-yaml`, which

@@ -1,4 +1,4 @@
-//! The MCP tools (docs/reference/mcp.md), each a thin translation to one exchange use case.
+//! The tools of contract section 7, each a thin translation to one exchange use case.
 
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use crate::mcp::args::{
     MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, StatusArgs, WaitArgs,
     YesNo, either,
 };
-use crate::mcp::views::{all_threads, open_threads, status_of, with_queue_position};
+use crate::mcp::threads::{all_threads, open_threads, status_of, with_queue_position};
 use crate::mcp::wait::{self, Woke};
 use crate::mcp::{resources, schemas};
 use crate::protocol::error::ProtocolError;

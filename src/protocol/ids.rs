@@ -1,5 +1,5 @@
-//! Thread refs (the exchange-assigned identifiers that also name thread files) and `re:`, the
-//! references payloads give to threads.
+//! Thread refs, the exchange-assigned identifiers that also name thread files, and `Re`, how a
+//! payload refers to threads (a ref, a client id or `last`, one or a list).
 
 use chrono::{Datelike, NaiveDate};
 

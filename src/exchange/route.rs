@@ -1,4 +1,4 @@
-//! The background dispatcher of a server: routes pending threads that wait for executors
+//! The background router of a server: routes pending threads that wait for executors
 //! (created while routing runs in the background, whose dependencies just completed, or that
 //! nobody could take when they came in) in batches, one `route_batch` statement per pass.
 //! Creates are acknowledged as soon as their file is durable; routing follows within one pass.
@@ -23,14 +23,14 @@ use crate::protocol::time::Timestamp;
 use crate::store::Edit;
 use crate::store::error::StoreError;
 
-/// What one dispatch pass did.
+/// What one routing pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pass {
     /// Threads routed (a `dispatched` entry was written).
     pub routed: Vec<ThreadRef>,
     /// Threads still waiting: no executor is eligible now (tried again on the next full pass).
     pub waiting: Vec<ThreadRef>,
-    /// The earliest `not_before` still ahead among the threads looked at: the dispatcher
+    /// The earliest `not_before` still ahead among the threads looked at: the router
     /// wakes for it.
     pub next_start: Option<Timestamp>,
 }
@@ -47,7 +47,7 @@ enum Wanted {
 
 /// Which threads a pass looks at.
 #[derive(Debug, Clone)]
-pub enum Scope {
+pub enum PassScope {
     /// Every pending thread (at start, after missed changes, and on the retry interval).
     All,
     /// These threads, and the dependents of those among them that completed.
@@ -57,10 +57,10 @@ pub enum Scope {
 impl Exchange {
     /// Routes the pending threads in `scope` that wait for executors, all in one statement, and
     /// records each decision; threads claimed, canceled or routed meanwhile are left alone.
-    pub fn dispatch_waiting(&self, scope: Scope) -> Result<Pass, Error> {
+    pub fn route_waiting(&self, scope: PassScope) -> Result<Pass, Error> {
         let now = self.now();
         let candidates: Vec<ThreadRef> = match scope {
-            Scope::All => {
+            PassScope::All => {
                 // Urgent work first, then the oldest: the order every pending list follows.
                 let (mut pending, _) = self.store().list(&[State::Received], false);
                 pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
@@ -69,7 +69,7 @@ impl Exchange {
                     .map(|(env, _, _)| env.thread_ref)
                     .collect()
             }
-            Scope::Threads(threads) => {
+            PassScope::Threads(threads) => {
                 let mut all = threads.clone();
                 for thread in &threads {
                     all.extend(self.store().dependents(thread)?);
@@ -343,13 +343,13 @@ fn waits_for_routing(env: &Envelope, now: Timestamp) -> bool {
         && env.expires.or(env.needed_by).is_none_or(|t| t > now)
 }
 
-/// Routing time a burst of passes may take back to back before the dispatcher rests.
+/// Routing time a burst of passes may take back to back before the router rests.
 const BURST: Duration = Duration::from_millis(250);
 
-/// Runs the dispatcher until `stop`: a pass over every pending thread at start and every
+/// Runs the router until `stop`: a pass over every pending thread at start and every
 /// `retry`, and in between a pass over the threads each batch of changes names. Changes that
 /// arrive during a pass wait for the next one, so under load each pass routes many threads;
-/// beyond a short burst, the dispatcher rests so that routing takes at most half of one core
+/// beyond a short burst, the router rests so that routing takes at most half of one core
 /// from the requests themselves.
 pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -374,16 +374,16 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                 let scope = if full {
                     next_full = Instant::now() + retry;
                     named.clear();
-                    Scope::All
+                    PassScope::All
                 } else {
-                    Scope::Threads(std::mem::take(&mut named).into_iter().collect())
+                    PassScope::Threads(std::mem::take(&mut named).into_iter().collect())
                 };
                 full = false;
                 let worker = ex.clone();
                 let started = Instant::now();
-                let escalate = matches!(scope, Scope::All);
+                let escalate = matches!(scope, PassScope::All);
                 match tokio::task::spawn_blocking(move || {
-                    let pass = worker.dispatch_waiting(scope)?;
+                    let pass = worker.route_waiting(scope)?;
                     if escalate {
                         worker.escalate_due()?;
                     }
@@ -401,14 +401,14 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                             tracing::debug!(
                                 routed = pass.routed.len(),
                                 waiting = pass.waiting.len(),
-                                "dispatch pass"
+                                "routing pass"
                             );
                         }
                     }
                     Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "dispatch pass failed; retrying later")
+                        tracing::warn!(error = %e, "routing pass failed; retrying later")
                     }
-                    Err(e) => tracing::error!(error = %e, "dispatch pass panicked"),
+                    Err(e) => tracing::error!(error = %e, "routing pass panicked"),
                 }
                 let now = Instant::now();
                 owed = owed.saturating_sub((now - settled) / 2) + started.elapsed();

@@ -1,9 +1,11 @@
-//! What an agent sees of its threads, shared by the tools and the resources: one thread's status
-//! (with its place in the queue while it waits), the open ones, and all of them.
+//! The thread views that tools and resources both answer with (`mess_status` and the
+//! `mess://` resources): one thread's status for its requestor, and the open or all threads of
+//! a principal.
 
 use crate::exchange::Exchange;
 use crate::exchange::error::Error;
 use crate::exchange::view::{self, ThreadView};
+use crate::protocol::envelope::Envelope;
 use crate::protocol::status::State;
 use crate::protocol::value::{Map, Value};
 
@@ -18,12 +20,8 @@ pub(crate) fn status_of(ex: &Exchange, who: &str, re: &str) -> Result<Value, Err
 }
 
 /// A status view with the thread's place in the queue while it waits for an executor.
-pub(crate) fn with_queue_position(
-    ex: &Exchange,
-    env: &crate::protocol::envelope::Envelope,
-    view: Value,
-) -> Value {
-    match (view, crate::exchange::view::queue_position(ex, env)) {
+pub(crate) fn with_queue_position(ex: &Exchange, env: &Envelope, view: Value) -> Value {
+    match (view, view::queue_position(ex, env)) {
         (Value::Map(mut m), Some(p)) => {
             m.insert("queue_position", Value::Int(p));
             Value::Map(m)

@@ -1,0 +1,150 @@
+//! Exchange tests on a temp home with a fixed clock, one file per topic; this file holds what
+//! they share: the executors config most tests use and the `Fixture` that sends messages as a
+//! principal and reads thread files back.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use tempfile::TempDir;
+
+use crate::exchange::clock::FixedClock;
+use crate::exchange::directory::Directory;
+use crate::exchange::error::{Error, ErrorKind};
+use crate::exchange::route::{Pass, PassScope};
+use crate::exchange::view::ThreadView;
+use crate::exchange::{Exchange, Sender, Settings};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::status::{State, Status};
+use crate::protocol::time;
+use crate::protocol::value::Value;
+use crate::protocol::yaml::{self, Limits};
+use crate::store::FileStore;
+use crate::store::layout::Location;
+
+mod config;
+mod examples;
+mod expiry_and_dependencies;
+mod lifecycle;
+mod routing;
+mod submission;
+mod views_and_access;
+
+pub(super) const EXECUTORS: &str = "
+agent_id: claude-agent
+executors:
+  teague-phone:
+    name: Teague's Phone
+    capabilities: [take-photo, check-visual]
+    notify:
+      slack: U04XXXXXX
+  roomba-kitchen:
+    capabilities: [vacuum-floor, home-kitchen-access]
+  kitchen-robot:
+    capabilities: [vacuum-floor, precision-knife-work, home-kitchen-access]
+routing:
+  - match: { capability: vacuum-floor }
+    prefer: [roomba-kitchen]
+  - default:
+    prefer: [teague-phone]
+";
+
+pub(super) struct Fixture {
+    pub(super) dir: TempDir,
+    pub(super) ex: Exchange,
+    pub(super) clock: Arc<FixedClock>,
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    time::parse_timestamp(s).unwrap().to_utc()
+}
+
+pub(super) fn fixture(config: &str) -> Fixture {
+    fixture_with(config, Settings::defaults())
+}
+
+pub(super) fn fixture_with(config: &str, settings: Settings) -> Fixture {
+    let dir = TempDir::new().unwrap();
+    if !config.is_empty() {
+        std::fs::write(dir.path().join("config.yaml"), config).unwrap();
+    }
+    let clock = Arc::new(FixedClock::new(at("2026-01-31T17:00:00-08:00")));
+    let ex = Exchange::new(FileStore::open(dir.path()), settings, clock.clone());
+    Fixture { dir, ex, clock }
+}
+
+impl Fixture {
+    pub(super) fn send_via(&self, who: &str, channel: &str, yaml: &str) -> Result<Message, Error> {
+        let mut answers = self.ex.submit_text(yaml, &Sender::new(who, channel))?;
+        Ok(answers.remove(0))
+    }
+
+    pub(super) fn send(&self, who: &str, yaml: &str) -> Result<Message, Error> {
+        self.send_via(who, "cli", yaml)
+    }
+
+    pub(super) fn ok(&self, who: &str, yaml: &str) -> Message {
+        self.send(who, yaml)
+            .unwrap_or_else(|e| panic!("{who} sending\n{yaml}\nfailed: {e}"))
+    }
+
+    pub(super) fn refused(&self, who: &str, yaml: &str, kind: ErrorKind, text: &str) {
+        match self.send(who, yaml) {
+            Ok(a) => panic!("accepted:\n{yaml}\nanswer: {a:?}"),
+            Err(e) => {
+                assert_eq!(e.kind(), kind, "{e}");
+                assert!(e.to_string().contains(text), "expected {text:?} in {e:?}");
+            }
+        }
+    }
+
+    /// Submits a request and returns its ref.
+    pub(super) fn request(&self, who: &str, body: &str) -> String {
+        let answer = self.ok(who, &format!("MESS:\n  - request:\n{}", indent(body, 6)));
+        match answer.content().next().unwrap() {
+            Payload::Ack(a) => a.thread_ref.clone().unwrap(),
+            other => panic!("no ack: {other:?}"),
+        }
+    }
+
+    pub(super) fn status(&self, who: &str, r: &str, body: &str) -> Result<Message, Error> {
+        self.send(
+            who,
+            &format!("MESS:\n  - status:\n      re: {r}\n{}", indent(body, 6)),
+        )
+    }
+
+    pub(super) fn env(&self, r: &str) -> Envelope {
+        self.ex
+            .store()
+            .read(&ThreadRef::parse(r).unwrap())
+            .unwrap()
+            .envelope
+    }
+
+    pub(super) fn location(&self, r: &str) -> Location {
+        self.ex
+            .store()
+            .read(&ThreadRef::parse(r).unwrap())
+            .unwrap()
+            .location
+    }
+
+    pub(super) fn text(&self, r: &str) -> String {
+        self.ex
+            .store()
+            .read(&ThreadRef::parse(r).unwrap())
+            .unwrap()
+            .text()
+            .to_owned()
+    }
+}
+
+pub(super) fn indent(body: &str, n: usize) -> String {
+    body.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("{}{}\n", " ".repeat(n), l))
+        .collect()
+}

@@ -1,0 +1,192 @@
+//! Views and access: queries, status views, API keys shown once and stored hashed, share links
+//! and their expiry, and a weak link secret reported to the operator.
+
+use super::*;
+
+#[test]
+fn queries_answer_with_structured_content() {
+    let f = fixture(EXECUTORS);
+    std::fs::write(
+        f.dir.path().join("capabilities.yaml"),
+        "id: take-photo\ndescription: Capture and attach photos\ntags: [visual, attachments]\n---\nid: vacuum-floor\ndescription: Vacuum floors\ntags: [cleaning]\n",
+    )
+    .unwrap();
+    let mine = f.request("claude-agent", "intent: photo\nrequires: [take-photo]");
+    f.request("other-agent", "intent: not mine");
+    let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: status\n");
+    let text = crate::protocol::emit::to_yaml(&answer.to_value());
+    assert!(
+        text.contains(&format!("ref: {mine}")) && !text.contains("not mine"),
+        "{text}"
+    );
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:\n  - query:\n      type: capabilities\n      filter:\n        tags: [visual]\n",
+    );
+    let text = crate::protocol::emit::to_yaml(&answer.to_value());
+    assert!(
+        text.contains("id: take-photo")
+            && text.contains("- teague-phone")
+            && !text.contains("vacuum-floor"),
+        "{text}"
+    );
+    let answer = f.ok("claude-agent", "MESS:\n  - query:\n      type: executors\n");
+    let text = crate::protocol::emit::to_yaml(&answer.to_value());
+    assert!(
+        text.contains("id: roomba-kitchen") && text.contains("availability: always"),
+        "{text}"
+    );
+}
+
+#[test]
+fn status_views_show_questions_and_the_latest_response() {
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    f.status("roomba-kitchen", &r, "code: needs_input\nquestions:\n  - field: location\n    question: which?\n    options: [sink, stove]").unwrap();
+    let v = ThreadView::of(&f.ex.thread(&r, "claude-agent").unwrap()).unwrap();
+    let text = crate::protocol::emit::to_yaml(&v.to_value());
+    assert!(text.contains("needs_input:\n  questions:"), "{text}");
+    f.status("roomba-kitchen", &r, "code: in_progress").unwrap();
+    f.send("roomba-kitchen", &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - all clean\n      notes: moved the mat\n")).unwrap();
+    let v = ThreadView::of(&f.ex.thread(&r, "claude-agent").unwrap()).unwrap();
+    let text = crate::protocol::emit::to_yaml(&v.to_value());
+    assert!(
+        text.contains("response:\n  - all clean\nnotes: moved the mat"),
+        "{text}"
+    );
+}
+
+#[test]
+fn status_views_name_response_hints_the_response_left_unanswered() {
+    let f = fixture(EXECUTORS);
+    let r = f.request(
+        "claude-agent",
+        "intent: where are my keys?\nresponse_hint: [location, image, text]",
+    );
+    f.status("teague-phone", &r, "code: claimed").unwrap();
+    f.send(
+        "teague-phone",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n  - response:\n      re: {r}\n      content:\n        - location:\n            name: Kitchen counter\n        - next to the fruit bowl\n"),
+    )
+    .unwrap();
+    let v = ThreadView::of(&f.ex.thread(&r, "claude-agent").unwrap()).unwrap();
+    assert_eq!(
+        v.unmet_hints,
+        vec!["image".to_owned()],
+        "the response has no image"
+    );
+    assert!(crate::protocol::emit::to_yaml(&v.to_value()).contains("unmet_hints:\n  - image"));
+}
+
+#[test]
+fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
+    use crate::exchange::auth::{Principal, Role};
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture(EXECUTORS);
+    let agent = f.ex.issue_key(Role::Agent, "claude-agent").unwrap();
+    let robot = f.ex.issue_key(Role::Executor, "roomba-kitchen").unwrap();
+    assert!(
+        agent.starts_with("mess_") && agent.len() == 5 + 64,
+        "{agent}"
+    );
+    assert_ne!(agent, robot);
+    assert_eq!(
+        f.ex.authenticate(&agent).unwrap(),
+        Some(Principal {
+            id: "claude-agent".into(),
+            role: Role::Agent
+        })
+    );
+    assert_eq!(
+        f.ex.authenticate(&robot).unwrap().map(|p| p.role),
+        Some(Role::Executor)
+    );
+    assert_eq!(f.ex.authenticate("mess_not-a-key").unwrap(), None);
+    assert_eq!(f.ex.authenticate("").unwrap(), None);
+    let file = f.ex.store().layout().keys_file();
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(!stored.contains(&agent[5..]), "only hashes are kept");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let e = f.ex.issue_key(Role::Agent, "../etc").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+
+    // A key made elsewhere (another process: `mess token` beside a running server) works at
+    // once, though this exchange has the old records cached.
+    let elsewhere = Exchange::new(
+        FileStore::open(f.dir.path()),
+        Settings::defaults(),
+        f.clock.clone(),
+    );
+    let late = elsewhere.issue_key(Role::Executor, "teague-phone").unwrap();
+    assert_eq!(
+        f.ex.authenticate(&late).unwrap().map(|p| p.id),
+        Some("teague-phone".to_owned())
+    );
+    assert!(f.ex.authenticate(&agent).unwrap().is_some());
+}
+
+#[test]
+fn links_work_for_their_thread_until_they_expire() {
+    use crate::links::Action;
+    let f = fixture(EXECUTORS);
+    let r =
+        ThreadRef::parse(&f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]"))
+            .unwrap();
+    let other =
+        ThreadRef::parse(&f.request("claude-agent", "intent: photo\nrequires: [take-photo]"))
+            .unwrap();
+    let token =
+        f.ex.mint_link(&r, "roomba-kitchen", &[Action::Read, Action::Claim], 3600)
+            .unwrap();
+    let grant = f.ex.check_link(&token, &r).unwrap();
+    assert_eq!(grant.executor, "roomba-kitchen");
+    assert!(grant.allows(Action::Claim) && !grant.allows(Action::Respond));
+    assert_eq!(
+        f.ex.check_link(&token, &other).unwrap_err().kind(),
+        ErrorKind::Forbidden
+    );
+    assert_eq!(
+        f.ex.check_link("forged.token.here", &r).unwrap_err().kind(),
+        ErrorKind::Unauthorized
+    );
+    f.clock.advance(TimeDelta::seconds(3600));
+    let e = f.ex.check_link(&token, &r).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthorized);
+    assert!(e.to_string().contains("expired"), "{e}");
+    let missing = ThreadRef::parse("2026-01-31-999").unwrap();
+    assert_eq!(
+        f.ex.mint_link(&missing, "roomba-kitchen", &[], 60)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    // The secret is made once, private, and kept.
+    let secret = f.ex.store().layout().secret_file();
+    let first = std::fs::read(&secret).unwrap();
+    f.ex.mint_link(&r, "roomba-kitchen", &[], 60).unwrap();
+    assert_eq!(std::fs::read(&secret).unwrap(), first);
+}
+
+#[test]
+fn a_weak_link_secret_is_the_operators_problem_not_the_callers() {
+    use crate::exchange::Secret;
+    let f = fixture_with(
+        EXECUTORS,
+        Settings {
+            link_secret: Some(Secret("short".to_owned())),
+            ..Settings::defaults()
+        },
+    );
+    let r = ThreadRef::parse(&f.request("claude-agent", "intent: look")).unwrap();
+    let e = f.ex.mint_link(&r, "teague-phone", &[], 60).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Internal, "{e}");
+    assert!(e.to_string().contains("MESS_SECRET"), "{e}");
+    assert_eq!(
+        f.ex.public_message(&e),
+        "the exchange could not complete this; the server log has the details"
+    );
+}
