@@ -104,8 +104,9 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(thread_file(&home, &r), before, "a page load writes nothing");
 
-    // Claim with an estimate.
-    browser.type_into("#estimate", "20m");
+    // Claim with an estimate picked as buttons: "Other…", then 20 in minutes.
+    browser.click("#estimate-custom");
+    browser.type_into("#estimate-minutes", "20");
     browser.click("#claim");
     assert_eq!(browser.wait_text("#status", "claimed"), "claimed");
     let claimed = thread_file(&home, &r);
