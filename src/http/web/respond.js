@@ -862,11 +862,11 @@
   function note(text, bad) {
     var out = document.getElementById('result');
     if (!out) return;
-    // A toast at the bottom of the screen, so nothing scrolls away; good news fades.
+    // A toast at the bottom of the screen, so nothing scrolls away; it fades (errors later).
     out.textContent = '';
     add(out, el('p', text, bad ? 'error' : 'notice'));
     clearTimeout(note.timer);
-    if (!bad) note.timer = setTimeout(function () { out.textContent = ''; }, 4000);
+    note.timer = setTimeout(function () { out.textContent = ''; }, bad ? 10000 : 4000);
   }
 
   function busy(on) {
