@@ -808,3 +808,181 @@ fn raw_head(server: &Server, path: &str) -> (u16, String) {
         .unwrap_or(0);
     (status, head)
 }
+
+/// A small drawn photo (a fridge shelf with a carton) as a PNG data URI, by the browser.
+fn shelf_photo(b: &Browser) -> String {
+    let uri = b.run(
+        "var c = document.createElement('canvas'); c.width = 240; c.height = 180;
+         var g = c.getContext('2d');
+         g.fillStyle = '#dfe7ee'; g.fillRect(0, 0, 240, 180);
+         g.fillStyle = '#9aa9b5'; g.fillRect(0, 60, 240, 6); g.fillRect(0, 130, 240, 6);
+         g.fillStyle = '#ffffff'; g.fillRect(40, 10, 40, 50);
+         g.fillStyle = '#2563eb'; g.fillRect(40, 10, 40, 12);
+         g.fillStyle = '#f59e0b'; g.beginPath(); g.arc(150, 110, 18, 0, 7); g.fill();
+         g.fillStyle = '#16a34a'; g.fillRect(180, 90, 30, 40);
+         return c.toDataURL('image/png');",
+    );
+    uri.as_str().unwrap().to_owned()
+}
+
+/// Checks one screen at a phone's width (390x844) and a desktop's (1280x900): nothing wider
+/// than the screen, `primary` (the next step) visible without scrolling on the phone, no
+/// raw JSON in the page; saves `phone-<name>` (and `desktop-<name>` when `desktop`).
+fn screen(b: &Browser, name: &str, primary: &str, desktop: bool) -> usize {
+    let mut bytes = 0;
+    for (w, h, mobile) in [(390, 844, true), (1280, 900, false)] {
+        b.viewport(w, h, mobile);
+        b.run("window.scrollTo(0, 0); return null");
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert_eq!(
+            b.run("return document.documentElement.scrollWidth <= window.innerWidth"),
+            Value::Bool(true),
+            "{name} at {w}px overflows sideways"
+        );
+        assert_eq!(
+            b.run(&format!(
+                "var e = document.querySelector({primary:?}); if (!e) return false;
+                 var r = e.getBoundingClientRect();
+                 return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight"
+            )),
+            Value::Bool(true),
+            "{name} at {w}px: {primary} is not visible without scrolling"
+        );
+        let text = b.text("main");
+        assert!(
+            !text.contains("{\"") && !text.contains("\":"),
+            "{name}: raw JSON shown: {text}"
+        );
+        if mobile {
+            bytes += b.capture(&format!("phone-{name}"));
+        } else if desktop {
+            bytes += b.capture(&format!("desktop-{name}"));
+        }
+    }
+    bytes
+}
+
+#[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
+fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths() {
+    let s = setup();
+    let b = &s.browser;
+    let photo = shelf_photo(b);
+    let due = b.run("return new Date(Date.now() + 15 * 60000).toISOString()");
+    let r = s.open(&format!(
+        "MESS:
+  - request:
+      intent: Is there milk in the fridge?
+      requires: [take-photo]
+      needed_by: '{due}'
+      context:
+        - The fridge is in the kitchen, left of the window. This is how it looked this morning.
+        - image: {{uri: '{photo}', name: this morning}}
+      constraints:
+        budget: {{max: 0, currency: EUR}}
+      response_hint: [{{text: how much is left}}, image]
+",
+        due = due.as_str().unwrap()
+    ));
+    let mut total = 0;
+
+    // Pending: when it came and when it is needed, relative; "Take this" first.
+    assert!(b.wait_text("#from", "just now").contains("From claude-agent · just now"));
+    let due_text = b.text("#needed-by");
+    assert!(
+        due_text == "Needed by in 15 min" || due_text == "Needed by in 14 min",
+        "{due_text}"
+    );
+    assert_eq!(b.text("#claim"), "Take this");
+    assert!(b.text("#constraints").contains("max: 0"));
+    // The full local time on a tap, and as the title.
+    b.click("#needed-by time");
+    assert_eq!(
+        b.run("var t = document.querySelector('#needed-by time'); return t.textContent === t.title && /\\d{4}/.test(t.title)"),
+        Value::Bool(true),
+        "{}",
+        b.text("#needed-by")
+    );
+    b.click("#needed-by time");
+    total += screen(b, "1-pending", "#claim", true);
+    // The photo is a thumbnail that opens full size.
+    assert_eq!(
+        b.run("var i = document.querySelector('#context img.thumb'); return !!i && i.getBoundingClientRect().width < 200 && i.naturalWidth === 240"),
+        Value::Bool(true)
+    );
+    b.click("#context img.thumb");
+    assert_eq!(
+        b.run("var i = document.querySelector('#lightbox img'); return !!i && i.getBoundingClientRect().width > 300"),
+        Value::Bool(true)
+    );
+    total += b.capture("phone-2-photo");
+    b.click("#lightbox");
+    assert!(wait_until(b, "return document.getElementById('lightbox') === null"));
+
+    // The estimate from buttons, sent as ISO 8601.
+    b.click("#estimate-15m");
+    b.click("#claim");
+    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    let claimed = payloads(&s.home, &r, "status");
+    assert_eq!(claimed[0]["estimate"], "PT15M", "{claimed:?}");
+    let next = b.wait_text("#next", "expecting");
+    assert!(
+        next.contains("You took this just now, expecting 15 min"),
+        "{next}"
+    );
+    total += screen(b, "3-claimed", "#start", false);
+
+    // In progress: "Done" leads to the result.
+    b.click("#start");
+    assert_eq!(b.wait_text("#status", "in_progress"), "in_progress");
+    assert!(b.text("#next").contains("Working on it since just now"));
+    total += screen(b, "4-working", "#to-done", true);
+
+    // Waiting for the agent: what for, said at the top; its reply as sentences.
+    b.run("document.getElementById('question-form').open = true; return null");
+    b.type_into("#question", "Which shelf?");
+    b.type_into("#options", "top, bottom");
+    b.click("#ask");
+    assert_eq!(b.wait_text("#status", "needs_input"), "needs_input");
+    let waiting = b.text("#waiting-for");
+    assert!(
+        waiting.contains("Waiting for the requester to answer “Which shelf?”"),
+        "{waiting}"
+    );
+    total += screen(b, "5-asked", "#waiting-for", false);
+    let (status, body) = s.server.post_yaml(
+        &s.agent,
+        &format!(
+            "MESS:\n  - reply:\n      re: {r}\n      message: Thanks!\n      answers: {{answer: the top shelf, also: [eggs, butter]}}\n"
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    let history = b.wait_text("#history", "the top shelf");
+    assert!(history.contains("answer: the top shelf"), "{history}");
+    assert!(history.contains("also:\neggs\nbutter"), "{history}");
+    assert!(!history.contains("{\"answer\""), "{history}");
+    assert_eq!(
+        b.run("return document.querySelectorAll('#history ul.list li').length"),
+        Value::from(2)
+    );
+
+    // Done: what happened, with the photo sent as a thumbnail.
+    let file = s.home.path().join("shelf.png");
+    std::fs::write(
+        &file,
+        decode_base64(photo.split_once(',').unwrap().1),
+    )
+    .unwrap();
+    b.type_into("#answer-text", "Half a carton, on the top shelf.");
+    b.type_into("#photos", &file.to_string_lossy());
+    b.click("#complete-button");
+    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert!(b.wait_text("#final", "Done").starts_with("Done · just now"));
+    assert_eq!(
+        b.run("return document.querySelectorAll('#history img.thumb').length"),
+        Value::from(1)
+    );
+    b.run("document.getElementById('history').scrollIntoView(); return null");
+    total += screen(b, "6-done", "#final", true);
+    println!("screenshots: {total} bytes");
+}
