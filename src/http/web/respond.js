@@ -360,7 +360,7 @@
     from.id = 'from';
     if (t.messages[0]) add(from, timeNode(t.messages[0].received));
     if (env.priority && env.priority !== 'normal') add(from, document.createTextNode(' · ' + env.priority + ' priority'));
-    if (env.needed_by) {
+    if (env.needed_by && !ENDED[env.status]) {
       var by = add(app, el('p', 'Needed by ', 'meta due'));
       by.id = 'needed-by';
       add(by, timeNode(env.needed_by));
@@ -387,8 +387,9 @@
     }).join(', '), 'meta')).id = 'hint';
     var next = el('section', null, 'next'); next.id = 'next';
     from.after(next);
-    if (env.needed_by) next.before(document.getElementById('needed-by'));
-    add(app, historyNode(t));
+    if (env.needed_by && !ENDED[env.status]) next.before(document.getElementById('needed-by'));
+    // Once it has ended, what happened comes first.
+    if (ENDED[env.status]) next.after(historyNode(t)); else add(app, historyNode(t));
     var out = add(app, el('div')); out.id = 'result';
     actions(env, next);
     add(app, el('p', 'Request ' + env.ref, 'meta')).id = 'ref';
