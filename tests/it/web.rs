@@ -980,8 +980,9 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
     b.click("#complete-button");
     assert_eq!(b.wait_text("#status", "completed"), "completed");
     assert!(b.wait_text("#final", "Done").starts_with("Done · just now"));
+    assert!(b.text("#sent").contains("Half a carton, on the top shelf."));
     assert_eq!(
-        b.run("return document.querySelectorAll('#history img.thumb').length"),
+        b.run("return document.querySelectorAll('#sent img.thumb').length"),
         Value::from(1)
     );
     total += screen(b, "6-done", "#final", true);

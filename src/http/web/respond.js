@@ -388,8 +388,7 @@
     var next = el('section', null, 'next'); next.id = 'next';
     from.after(next);
     if (env.needed_by && !ENDED[env.status]) next.before(document.getElementById('needed-by'));
-    // Once it has ended, what happened comes first.
-    if (ENDED[env.status]) next.after(historyNode(t)); else add(app, historyNode(t));
+    add(app, historyNode(t));
     var out = add(app, el('div')); out.id = 'result';
     actions(env, next);
     add(app, el('p', 'Request ' + env.ref, 'meta')).id = 'ref';
@@ -655,7 +654,18 @@
       add(end, el('strong', ENDED[s]));
       if (last) { add(end, document.createTextNode(' · ')); add(end, timeNode(last.at)); }
       if (last && last.body.reason) add(end, document.createTextNode(': ' + last.body.reason));
-      add(next, el('p', s === 'completed' || s === 'partial' ? 'What was sent is below. Nothing more to do.' : 'Nothing more to do here.', 'meta'));
+      // What was sent, first: the last response's content.
+      var sent = null;
+      thread.messages.forEach(function (m) {
+        (m.MESS || []).forEach(function (p) { if (isObj(p.response)) sent = p.response; });
+      });
+      if (sent) {
+        var what = add(next, el('div', null, 'sent')); what.id = 'sent';
+        add(what, el('h2', 'What was sent'));
+        [].concat(sent.content || []).forEach(function (c) { add(what, entryNode(c)); });
+        if (sent.notes) add(what, el('div', 'notes: ' + sent.notes, 'entry'));
+      }
+      add(next, el('p', 'Nothing more to do here.', 'meta'));
       return;
     }
     if (s === 'claimed' && !mustConfirm) {
