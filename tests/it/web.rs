@@ -108,7 +108,7 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     browser.click("#estimate-custom");
     browser.type_into("#estimate-minutes", "20");
     browser.click("#claim");
-    assert_eq!(browser.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(&browser, "claimed"), "claimed");
     let claimed = thread_file(&home, &r);
     assert!(
         claimed.contains("status: claimed") && claimed.contains("estimate: PT20M"),
@@ -117,14 +117,14 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     // A reload (or a phone discarding the tab) keeps working without the token in the URL.
     browser.run("location.reload(); return null");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(browser.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(&browser, "claimed"), "claimed");
 
     // Ask a question; the agent's reply arrives on its own (server-sent events).
     browser.run("document.getElementById('question-form').open = true; return null");
     browser.type_into("#question", "Which shelf?");
     browser.type_into("#options", "top, bottom");
     browser.click("#ask");
-    assert_eq!(browser.wait_text("#status", "needs_input"), "needs_input");
+    assert_eq!(wait_status(&browser, "needs_input"), "needs_input");
     let (status, body) = server.post_yaml(
         &agent,
         &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{answer: the top shelf}}\n"),
@@ -144,7 +144,7 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     browser.type_into("#answer-text", "Milk, eggs and a lemon.");
     browser.type_into("#photos", &photo.to_string_lossy());
     browser.click("#complete-button");
-    assert_eq!(browser.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(&browser, "completed"), "completed");
     let done = thread_file(&home, &r);
     assert!(done.contains("status: completed"), "{done}");
     assert!(done.contains("Milk, eggs and a lemon."), "{done}");
@@ -236,6 +236,22 @@ fn payloads(home: &Home, r: &str, kind: &str) -> Vec<Value> {
         }
     }
     out
+}
+
+/// Waits up to 10 s for the page's status to be `want` (the protocol's word, kept in the
+/// badge's `data-code`; the badge itself says it in words); returns the last seen.
+fn wait_status(browser: &Browser, want: &str) -> String {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let code = browser.run(
+            "var s = document.getElementById('status'); return s ? s.dataset.code || '' : ''",
+        );
+        let code = code.as_str().unwrap_or_default().to_owned();
+        if code == want || std::time::Instant::now() > until {
+            return code;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Waits up to 10 s for `script` (returning a boolean) to hold in the page.
@@ -409,7 +425,7 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
     );
     let b = &s.browser;
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     assert!(b.text("#complete").contains("Answer: what you saw"));
     b.type_into("#answer-text", "Three cans.");
     b.type_into("[data-field=count]", "3");
@@ -440,7 +456,7 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
     choose(b, "#pref-quality", "0.4");
     b.type_into("#photos", &photo.to_string_lossy());
     b.click("#complete-button");
-    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(b, "completed"), "completed");
     b.screenshot("6-completed-structured");
 
     let response = payloads(&s.home, &r, "response").remove(0);
@@ -490,7 +506,7 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
         .open("MESS:\n  - request:\n      intent: dice the onions\n      requires: [take-photo]\n");
     let b = &s.browser;
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     let open = "document.getElementById('wait-form').open = true; return null";
     b.run(open);
     // A reason without its field is refused in the page, naming what is missing.
@@ -543,7 +559,7 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
             "{kind}: {}",
             b.text("main")
         );
-        assert_eq!(b.wait_text("#status", "waiting"), "waiting");
+        assert_eq!(wait_status(b, "waiting"), "waiting");
     }
     let waits: Vec<Value> = payloads(&s.home, &r, "status")
         .into_iter()
@@ -585,7 +601,7 @@ fn confirm_before_puts_asking_for_confirmation_first() {
             .contains("needs the requester's confirmation")
     );
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     // The ask comes before everything else, visible without opening anything.
     assert_eq!(
         b.run("var f = document.getElementById('confirm-first'), c = document.getElementById('complete'), p = document.getElementById('progress-form');
@@ -600,7 +616,7 @@ fn confirm_before_puts_asking_for_confirmation_first() {
     b.type_into("#confirm-consequences", "no water in the house");
     b.click("#ask-confirm");
     assert_eq!(
-        b.wait_text("#status", "needs_confirmation"),
+        wait_status(b, "needs_confirmation"),
         "needs_confirmation"
     );
     assert!(
@@ -628,7 +644,7 @@ fn confirm_before_puts_asking_for_confirmation_first() {
     );
     b.click("#confirmed");
     b.click("#complete-button");
-    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(b, "completed"), "completed");
 }
 
 #[test]
@@ -671,7 +687,7 @@ fn preferences_are_kept_and_the_theme_follows_the_system() {
     choose(b, "#pref-theme", "auto");
     assert_eq!(b.run(background), Value::from("rgb(17, 24, 39)"));
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     assert_eq!(
         b.run("return document.getElementById('camera').getAttribute('capture') + ' ' + document.getElementById('video').getAttribute('capture')"),
         Value::from("user user")
@@ -689,7 +705,7 @@ fn preferences_are_kept_and_the_theme_follows_the_system() {
     b.click("#record");
     assert_eq!(b.wait_text("#record", "Record again"), "Record again");
     b.click("#complete-button");
-    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(b, "completed"), "completed");
     let response = payloads(&s.home, &r, "response").remove(0);
     let audio = response["content"][0]["audio"].clone();
     assert_eq!(audio["mime"], format!("audio/{format}"), "{audio:.200}");
@@ -737,7 +753,7 @@ fn an_exchange_parameter_sends_everything_to_that_exchange() {
         ))
     );
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     assert!(thread_file(&s.home, &r).contains("status: claimed"));
     let hits = proxy.hits();
     let bearer = format!("Bearer {token}");
@@ -895,6 +911,7 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
         "{due_text}"
     );
     assert_eq!(b.text("#claim"), "Take this");
+    assert_eq!(b.text("#status"), "New", "the status in words");
     assert!(b.text("#constraints").contains("max: 0"));
     // The full local time on a tap, and as the title.
     b.click("#needed-by time");
@@ -924,7 +941,7 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
     // The estimate from buttons, sent as ISO 8601.
     b.click("#estimate-15m");
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     let claimed = payloads(&s.home, &r, "status");
     assert_eq!(claimed[0]["estimate"], "PT15M", "{claimed:?}");
     let next = b.wait_text("#next", "expecting");
@@ -936,7 +953,7 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
 
     // In progress: "Done" leads to the result.
     b.click("#start");
-    assert_eq!(b.wait_text("#status", "in_progress"), "in_progress");
+    assert_eq!(wait_status(b, "in_progress"), "in_progress");
     assert!(b.text("#next").contains("Working on it since just now"));
     total += screen(b, "4-working", "#to-done", true);
 
@@ -945,7 +962,8 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
     b.type_into("#question", "Which shelf?");
     b.type_into("#options", "top, bottom");
     b.click("#ask");
-    assert_eq!(b.wait_text("#status", "needs_input"), "needs_input");
+    assert_eq!(wait_status(b, "needs_input"), "needs_input");
+    assert_eq!(b.text("#status"), "Waiting for an answer");
     let waiting = b.text("#waiting-for");
     assert!(
         waiting.contains("Waiting for the requester to answer “Which shelf?”"),
@@ -978,7 +996,7 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
     b.type_into("#answer-text", "Half a carton, on the top shelf.");
     b.type_into("#photos", &file.to_string_lossy());
     b.click("#complete-button");
-    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(b, "completed"), "completed");
     assert!(b.wait_text("#final", "Done").starts_with("Done · just now"));
     assert!(b.text("#sent").contains("Half a carton, on the top shelf."));
     assert_eq!(

@@ -291,6 +291,14 @@
       .map(function (k) { return k + ': ' + [].concat(w[k]).join(', '); })).join(', ')) + (w.note ? ' (' + w.note + ')' : '');
   }
 
+  // The status badge in words; `data-code` keeps the protocol's word.
+  var BADGE = {
+    pending: 'New', claimed: 'Taken', in_progress: 'In progress', needs_input: 'Waiting for an answer',
+    needs_confirmation: 'Waiting for a yes', waiting: 'Waiting', held: 'On hold', retrying: 'Trying again',
+    completed: 'Done', partial: 'Done in part', failed: 'Could not be done', declined: 'Declined',
+    expired: 'Expired', cancelled: 'Cancelled', superseded: 'Replaced', delegated: 'Passed on'
+  };
+
   var SAID = {
     claimed: 'Took it', in_progress: 'Started', needs_input: 'Asked a question', needs_confirmation: 'Asked for confirmation',
     waiting: 'Waiting for', held: 'Put it on hold', completed: 'Done', partial: 'Done in part', failed: 'Could not do it',
@@ -354,7 +362,9 @@
     var env = t.envelope;
     var req = requestOf(t);
     app.textContent = '';
-    add(app, el('span', env.status, 'status')).id = 'status';
+    var badge = add(app, el('span', BADGE[env.status] || String(env.status).replace(/_/g, ' '), 'status'));
+    badge.id = 'status';
+    badge.dataset.code = env.status;
     add(app, el('h1', env.intent)).id = 'intent';
     var from = add(app, el('p', 'From ' + (t.messages[0] ? t.messages[0].from : 'an agent') + ' · ', 'meta'));
     from.id = 'from';
