@@ -243,9 +243,8 @@ fn payloads(home: &Home, r: &str, kind: &str) -> Vec<Value> {
 fn wait_status(browser: &Browser, want: &str) -> String {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let code = browser.run(
-            "var s = document.getElementById('status'); return s ? s.dataset.code || '' : ''",
-        );
+        let code = browser
+            .run("var s = document.getElementById('status'); return s ? s.dataset.code || '' : ''");
         let code = code.as_str().unwrap_or_default().to_owned();
         if code == want || std::time::Instant::now() > until {
             return code;
@@ -615,10 +614,7 @@ fn confirm_before_puts_asking_for_confirmation_first() {
     b.type_into("#confirm-action", "close the valve in the garage");
     b.type_into("#confirm-consequences", "no water in the house");
     b.click("#ask-confirm");
-    assert_eq!(
-        wait_status(b, "needs_confirmation"),
-        "needs_confirmation"
-    );
+    assert_eq!(wait_status(b, "needs_confirmation"), "needs_confirmation");
     assert!(
         b.text("#confirm-first")
             .contains("wait for the requester's answer")
@@ -904,7 +900,10 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
     let mut total = 0;
 
     // Pending: when it came and when it is needed, relative; "Take this" first.
-    assert!(b.wait_text("#from", "just now").contains("From claude-agent · just now"));
+    assert!(
+        b.wait_text("#from", "just now")
+            .contains("From claude-agent · just now")
+    );
     let due_text = b.text("#needed-by");
     assert!(
         due_text == "Needed by in 15 min" || due_text == "Needed by in 14 min",
@@ -936,7 +935,10 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
     );
     total += b.capture("phone-2-photo");
     b.click("#lightbox");
-    assert!(wait_until(b, "return document.getElementById('lightbox') === null"));
+    assert!(wait_until(
+        b,
+        "return document.getElementById('lightbox') === null"
+    ));
 
     // The estimate from buttons, sent as ISO 8601.
     b.click("#estimate-15m");
@@ -988,11 +990,7 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
 
     // Done: what happened, with the photo sent as a thumbnail.
     let file = s.home.path().join("shelf.png");
-    std::fs::write(
-        &file,
-        decode_base64(photo.split_once(',').unwrap().1),
-    )
-    .unwrap();
+    std::fs::write(&file, decode_base64(photo.split_once(',').unwrap().1)).unwrap();
     b.type_into("#answer-text", "Half a carton, on the top shelf.");
     b.type_into("#photos", &file.to_string_lossy());
     b.click("#complete-button");
@@ -1004,5 +1002,6 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
         Value::from(1)
     );
     total += screen(b, "6-done", "#final", true);
-    println!("screenshots: {total} bytes");
+    // The docs carry these: they stay small.
+    assert!(total < 600_000, "screenshots take {total} bytes");
 }

@@ -221,7 +221,10 @@ impl Browser {
             json!({"format": "png", "captureBeyondViewport": false}),
         );
         let bytes = decode_base64(v["data"].as_str().unwrap_or_default());
-        assert!(bytes.starts_with(b"\x89PNG"), "no screenshot {name}: {v:.200}");
+        assert!(
+            bytes.starts_with(b"\x89PNG"),
+            "no screenshot {name}: {v:.200}"
+        );
         let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), &bytes).unwrap();
