@@ -384,7 +384,7 @@ fn context_shows_video_places_and_references_and_remote_media_waits_for_a_tap() 
     b.click("#context .load-remote");
     assert!(wait_until(
         b,
-        "var i = document.querySelector('#context img'); return !!i && i.complete && i.naturalWidth === 1"
+        "var i = document.querySelector('#context img.thumb'); return !!i && i.complete && i.naturalWidth === 1"
     ));
     assert_eq!(https.paths(), vec!["/remote.png".to_owned()]);
     assert!(plain.hits().is_empty(), "{:?}", plain.hits());
@@ -638,6 +638,9 @@ fn confirm_before_puts_asking_for_confirmation_first() {
         "the yes arrives on its own: {}",
         b.text("main")
     );
+    let history = b.text("#history");
+    assert!(history.contains("Confirmed"), "{history}");
+    assert!(!history.contains("confirm: true"), "{history}");
     b.click("#confirmed");
     b.click("#complete-button");
     assert_eq!(wait_status(b, "completed"), "completed");
@@ -1002,6 +1005,13 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
         Value::from(1)
     );
     total += screen(b, "6-done", "#final", true);
+    // Times stay true: twenty minutes later, back on the tab, "just now" has aged.
+    b.run(
+        "var real = Date.now; Date.now = function () { return real() + 20 * 60000; };
+           document.dispatchEvent(new Event('visibilitychange')); return null",
+    );
+    let aged = b.text("#from");
+    assert!(aged.ends_with("20 min ago"), "{aged}");
     // The docs carry these: they stay small.
     assert!(total < 600_000, "screenshots take {total} bytes");
 }

@@ -53,6 +53,8 @@
   function paintTime(t) { t.textContent = t.classList.contains('full') ? t.title : relative(t.dateTime); }
   function refreshTimes() { [].forEach.call(document.querySelectorAll('time.rel'), paintTime); }
   setInterval(refreshTimes, 30000);
+  // A phone coming back to the tab (timers sleep in the background) sees true times at once.
+  document.addEventListener('visibilitychange', function () { if (!document.hidden) refreshTimes(); });
 
   // ISO 8601 durations (PT20M, PT1H30M, P1D) as words; anything else as it came.
   function durationText(text) {
