@@ -3,7 +3,9 @@
 //! an uploaded photo; a page load alone changes nothing; a bad link gets a clear page. Then the
 //! plan's features one by one: context media, places and references, remote media loaded only
 //! on a tap; structured answers, notes, video, a place and a re-encoded photo; every waiting
-//! reason; `confirm_before` first; preferences and the system's theme; `exchange=`.
+//! reason; `confirm_before` first; preferences and the system's theme; `exchange=`. Last, each
+//! status as a person reads it at a phone's and a desktop's width (relative times, sentences,
+//! one next step in view), whose screenshots the docs embed (`MESS_BLESS=1` rewrites them).
 //! Screenshots of the main screens land in `<target tmp>/screenshots/`.
 
 use serde_json::Value;
@@ -560,6 +562,11 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
         );
         assert_eq!(wait_status(b, "waiting"), "waiting");
     }
+    // The top card says what for, and "Resume" picks the work up again.
+    let said = b.text("#waiting-for");
+    assert!(said.starts_with("Waiting for a set time ("), "{said}");
+    b.click("#resume");
+    assert_eq!(wait_status(b, "in_progress"), "in_progress");
     let waits: Vec<Value> = payloads(&s.home, &r, "status")
         .into_iter()
         .filter(|p| p["code"] == "waiting")
