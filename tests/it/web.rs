@@ -3,7 +3,9 @@
 //! an uploaded photo; a page load alone changes nothing; a bad link gets a clear page. Then the
 //! plan's features one by one: context media, places and references, remote media loaded only
 //! on a tap; structured answers, notes, video, a place and a re-encoded photo; every waiting
-//! reason; `confirm_before` first; preferences and the system's theme; `exchange=`.
+//! reason; `confirm_before` first; preferences and the system's theme; `exchange=`. Last, each
+//! status as a person reads it at a phone's and a desktop's width (relative times, sentences,
+//! one next step in view), whose screenshots the docs embed (`MESS_BLESS=1` rewrites them).
 //! Screenshots of the main screens land in `<target tmp>/screenshots/`.
 
 use serde_json::Value;
@@ -104,10 +106,11 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(thread_file(&home, &r), before, "a page load writes nothing");
 
-    // Claim with an estimate.
-    browser.type_into("#estimate", "20m");
+    // Claim with an estimate picked as buttons: "Other…", then 20 in minutes.
+    browser.click("#estimate-custom");
+    browser.type_into("#estimate-minutes", "20");
     browser.click("#claim");
-    assert_eq!(browser.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(&browser, "claimed"), "claimed");
     let claimed = thread_file(&home, &r);
     assert!(
         claimed.contains("status: claimed") && claimed.contains("estimate: PT20M"),
@@ -116,14 +119,14 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     // A reload (or a phone discarding the tab) keeps working without the token in the URL.
     browser.run("location.reload(); return null");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(browser.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(&browser, "claimed"), "claimed");
 
     // Ask a question; the agent's reply arrives on its own (server-sent events).
     browser.run("document.getElementById('question-form').open = true; return null");
     browser.type_into("#question", "Which shelf?");
     browser.type_into("#options", "top, bottom");
     browser.click("#ask");
-    assert_eq!(browser.wait_text("#status", "needs_input"), "needs_input");
+    assert_eq!(wait_status(&browser, "needs_input"), "needs_input");
     let (status, body) = server.post_yaml(
         &agent,
         &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{answer: the top shelf}}\n"),
@@ -143,7 +146,7 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     browser.type_into("#answer-text", "Milk, eggs and a lemon.");
     browser.type_into("#photos", &photo.to_string_lossy());
     browser.click("#complete-button");
-    assert_eq!(browser.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(&browser, "completed"), "completed");
     let done = thread_file(&home, &r);
     assert!(done.contains("status: completed"), "{done}");
     assert!(done.contains("Milk, eggs and a lemon."), "{done}");
@@ -235,6 +238,21 @@ fn payloads(home: &Home, r: &str, kind: &str) -> Vec<Value> {
         }
     }
     out
+}
+
+/// Waits up to 10 s for the page's status to be `want` (the protocol's word, kept in the
+/// badge's `data-code`; the badge itself says it in words); returns the last seen.
+fn wait_status(browser: &Browser, want: &str) -> String {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let code = browser
+            .run("var s = document.getElementById('status'); return s ? s.dataset.code || '' : ''");
+        let code = code.as_str().unwrap_or_default().to_owned();
+        if code == want || std::time::Instant::now() > until {
+            return code;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Waits up to 10 s for `script` (returning a boolean) to hold in the page.
@@ -368,7 +386,7 @@ fn context_shows_video_places_and_references_and_remote_media_waits_for_a_tap() 
     b.click("#context .load-remote");
     assert!(wait_until(
         b,
-        "var i = document.querySelector('#context img'); return !!i && i.complete && i.naturalWidth === 1"
+        "var i = document.querySelector('#context img.thumb'); return !!i && i.complete && i.naturalWidth === 1"
     ));
     assert_eq!(https.paths(), vec!["/remote.png".to_owned()]);
     assert!(plain.hits().is_empty(), "{:?}", plain.hits());
@@ -408,7 +426,7 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
     );
     let b = &s.browser;
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     assert!(b.text("#complete").contains("Answer: what you saw"));
     b.type_into("#answer-text", "Three cans.");
     b.type_into("[data-field=count]", "3");
@@ -439,7 +457,7 @@ fn an_executor_completes_with_notes_structured_data_video_a_place_and_a_smaller_
     choose(b, "#pref-quality", "0.4");
     b.type_into("#photos", &photo.to_string_lossy());
     b.click("#complete-button");
-    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(b, "completed"), "completed");
     b.screenshot("6-completed-structured");
 
     let response = payloads(&s.home, &r, "response").remove(0);
@@ -489,7 +507,7 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
         .open("MESS:\n  - request:\n      intent: dice the onions\n      requires: [take-photo]\n");
     let b = &s.browser;
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     let open = "document.getElementById('wait-form').open = true; return null";
     b.run(open);
     // A reason without its field is refused in the page, naming what is missing.
@@ -542,8 +560,13 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
             "{kind}: {}",
             b.text("main")
         );
-        assert_eq!(b.wait_text("#status", "waiting"), "waiting");
+        assert_eq!(wait_status(b, "waiting"), "waiting");
     }
+    // The top card says what for, and "Resume" picks the work up again.
+    let said = b.text("#waiting-for");
+    assert!(said.starts_with("Waiting for a set time ("), "{said}");
+    b.click("#resume");
+    assert_eq!(wait_status(b, "in_progress"), "in_progress");
     let waits: Vec<Value> = payloads(&s.home, &r, "status")
         .into_iter()
         .filter(|p| p["code"] == "waiting")
@@ -584,7 +607,7 @@ fn confirm_before_puts_asking_for_confirmation_first() {
             .contains("needs the requester's confirmation")
     );
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     // The ask comes before everything else, visible without opening anything.
     assert_eq!(
         b.run("var f = document.getElementById('confirm-first'), c = document.getElementById('complete'), p = document.getElementById('progress-form');
@@ -598,10 +621,7 @@ fn confirm_before_puts_asking_for_confirmation_first() {
     b.type_into("#confirm-action", "close the valve in the garage");
     b.type_into("#confirm-consequences", "no water in the house");
     b.click("#ask-confirm");
-    assert_eq!(
-        b.wait_text("#status", "needs_confirmation"),
-        "needs_confirmation"
-    );
+    assert_eq!(wait_status(b, "needs_confirmation"), "needs_confirmation");
     assert!(
         b.text("#confirm-first")
             .contains("wait for the requester's answer")
@@ -625,9 +645,12 @@ fn confirm_before_puts_asking_for_confirmation_first() {
         "the yes arrives on its own: {}",
         b.text("main")
     );
+    let history = b.text("#history");
+    assert!(history.contains("Confirmed"), "{history}");
+    assert!(!history.contains("confirm: true"), "{history}");
     b.click("#confirmed");
     b.click("#complete-button");
-    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(b, "completed"), "completed");
 }
 
 #[test]
@@ -670,7 +693,7 @@ fn preferences_are_kept_and_the_theme_follows_the_system() {
     choose(b, "#pref-theme", "auto");
     assert_eq!(b.run(background), Value::from("rgb(17, 24, 39)"));
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     assert_eq!(
         b.run("return document.getElementById('camera').getAttribute('capture') + ' ' + document.getElementById('video').getAttribute('capture')"),
         Value::from("user user")
@@ -688,7 +711,7 @@ fn preferences_are_kept_and_the_theme_follows_the_system() {
     b.click("#record");
     assert_eq!(b.wait_text("#record", "Record again"), "Record again");
     b.click("#complete-button");
-    assert_eq!(b.wait_text("#status", "completed"), "completed");
+    assert_eq!(wait_status(b, "completed"), "completed");
     let response = payloads(&s.home, &r, "response").remove(0);
     let audio = response["content"][0]["audio"].clone();
     assert_eq!(audio["mime"], format!("audio/{format}"), "{audio:.200}");
@@ -736,7 +759,7 @@ fn an_exchange_parameter_sends_everything_to_that_exchange() {
         ))
     );
     b.click("#claim");
-    assert_eq!(b.wait_text("#status", "claimed"), "claimed");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
     assert!(thread_file(&s.home, &r).contains("status: claimed"));
     let hits = proxy.hits();
     let bearer = format!("Bearer {token}");
@@ -806,4 +829,196 @@ fn raw_head(server: &Server, path: &str) -> (u16, String) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     (status, head)
+}
+
+/// A small drawn photo (a fridge shelf with a carton) as a PNG data URI, by the browser.
+fn shelf_photo(b: &Browser) -> String {
+    let uri = b.run(
+        "var c = document.createElement('canvas'); c.width = 240; c.height = 180;
+         var g = c.getContext('2d');
+         g.fillStyle = '#dfe7ee'; g.fillRect(0, 0, 240, 180);
+         g.fillStyle = '#9aa9b5'; g.fillRect(0, 60, 240, 6); g.fillRect(0, 130, 240, 6);
+         g.fillStyle = '#ffffff'; g.fillRect(40, 10, 40, 50);
+         g.fillStyle = '#2563eb'; g.fillRect(40, 10, 40, 12);
+         g.fillStyle = '#f59e0b'; g.beginPath(); g.arc(150, 110, 18, 0, 7); g.fill();
+         g.fillStyle = '#16a34a'; g.fillRect(180, 90, 30, 40);
+         return c.toDataURL('image/png');",
+    );
+    uri.as_str().unwrap().to_owned()
+}
+
+/// Checks one screen at a phone's width (390x844) and a desktop's (1280x900): nothing wider
+/// than the screen, `primary` (the next step) visible without scrolling on the phone, no
+/// raw JSON in the page; saves `phone-<name>` (and `desktop-<name>` when `desktop`).
+fn screen(b: &Browser, name: &str, primary: &str, desktop: bool) -> usize {
+    let mut bytes = 0;
+    for (w, h, mobile) in [(390, 844, true), (1280, 900, false)] {
+        b.viewport(w, h, mobile);
+        // Without the passing "Sent." toast, as a person sees the screen a moment later.
+        b.run("window.scrollTo(0, 0); document.getElementById('result').textContent = ''; return null");
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert_eq!(
+            b.run("return document.documentElement.scrollWidth <= window.innerWidth"),
+            Value::Bool(true),
+            "{name} at {w}px overflows sideways"
+        );
+        assert_eq!(
+            b.run(&format!(
+                "var e = document.querySelector({primary:?}); if (!e) return false;
+                 var r = e.getBoundingClientRect();
+                 return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight"
+            )),
+            Value::Bool(true),
+            "{name} at {w}px: {primary} is not visible without scrolling"
+        );
+        let text = b.text("main");
+        assert!(
+            !text.contains("{\"") && !text.contains("\":"),
+            "{name}: raw JSON shown: {text}"
+        );
+        if mobile {
+            bytes += b.capture(&format!("phone-{name}"));
+        } else if desktop {
+            bytes += b.capture(&format!("desktop-{name}"));
+        }
+    }
+    bytes
+}
+
+#[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
+fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths() {
+    let s = setup();
+    let b = &s.browser;
+    let photo = shelf_photo(b);
+    let due = b.run("return new Date(Date.now() + 15 * 60000).toISOString()");
+    let r = s.open(&format!(
+        "MESS:
+  - request:
+      intent: Is there milk in the fridge?
+      requires: [take-photo]
+      needed_by: '{due}'
+      context:
+        - The fridge is in the kitchen, left of the window. This is how it looked this morning.
+        - image: {{uri: '{photo}', name: this morning}}
+      constraints:
+        budget: {{max: 0, currency: EUR}}
+      response_hint: [{{text: how much is left}}, image]
+",
+        due = due.as_str().unwrap()
+    ));
+    let mut total = 0;
+
+    // Pending: when it came and when it is needed, relative; "Take this" first.
+    assert!(
+        b.wait_text("#from", "just now")
+            .contains("From claude-agent · just now")
+    );
+    let due_text = b.text("#needed-by");
+    assert!(
+        due_text == "Needed by in 15 min" || due_text == "Needed by in 14 min",
+        "{due_text}"
+    );
+    assert_eq!(b.text("#claim"), "Take this");
+    assert_eq!(b.text("#status"), "New", "the status in words");
+    assert!(b.text("#constraints").contains("max: 0"));
+    // The full local time on a tap, and as the title.
+    b.click("#needed-by time");
+    assert_eq!(
+        b.run("var t = document.querySelector('#needed-by time'); return t.textContent === t.title && /\\d{4}/.test(t.title)"),
+        Value::Bool(true),
+        "{}",
+        b.text("#needed-by")
+    );
+    b.click("#needed-by time");
+    total += screen(b, "1-pending", "#claim", true);
+    // The photo is a thumbnail that opens full size.
+    b.viewport(390, 844, true);
+    assert_eq!(
+        b.run("var i = document.querySelector('#context img.thumb'); return !!i && i.getBoundingClientRect().width < 200 && i.naturalWidth === 240"),
+        Value::Bool(true)
+    );
+    b.click("#context img.thumb");
+    assert_eq!(
+        b.run("var i = document.querySelector('#lightbox img'); return !!i && i.getBoundingClientRect().width >= 240"),
+        Value::Bool(true)
+    );
+    total += b.capture("phone-2-photo");
+    b.click("#lightbox");
+    assert!(wait_until(
+        b,
+        "return document.getElementById('lightbox') === null"
+    ));
+
+    // The estimate from buttons, sent as ISO 8601.
+    b.click("#estimate-15m");
+    b.click("#claim");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
+    let claimed = payloads(&s.home, &r, "status");
+    assert_eq!(claimed[0]["estimate"], "PT15M", "{claimed:?}");
+    let next = b.wait_text("#next", "expecting");
+    assert!(
+        next.contains("You took this just now, expecting 15 min"),
+        "{next}"
+    );
+    total += screen(b, "3-claimed", "#start", false);
+
+    // In progress: "Done" leads to the result.
+    b.click("#start");
+    assert_eq!(wait_status(b, "in_progress"), "in_progress");
+    assert!(b.text("#next").contains("Working on it since just now"));
+    total += screen(b, "4-working", "#to-done", true);
+
+    // Waiting for the agent: what for, said at the top; its reply as sentences.
+    b.run("document.getElementById('question-form').open = true; return null");
+    b.type_into("#question", "Which shelf?");
+    b.type_into("#options", "top, bottom");
+    b.click("#ask");
+    assert_eq!(wait_status(b, "needs_input"), "needs_input");
+    assert_eq!(b.text("#status"), "Waiting for an answer");
+    let waiting = b.text("#waiting-for");
+    assert!(
+        waiting.contains("Waiting for the requester to answer “Which shelf?”"),
+        "{waiting}"
+    );
+    total += screen(b, "5-asked", "#waiting-for", false);
+    let (status, body) = s.server.post_yaml(
+        &s.agent,
+        &format!(
+            "MESS:\n  - reply:\n      re: {r}\n      message: Thanks!\n      answers: {{answer: the top shelf, also: [eggs, butter]}}\n"
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    let history = b.wait_text("#history", "the top shelf");
+    assert!(history.contains("answer: the top shelf"), "{history}");
+    assert!(history.contains("also:\neggs\nbutter"), "{history}");
+    assert!(!history.contains("{\"answer\""), "{history}");
+    assert_eq!(
+        b.run("return document.querySelectorAll('#history ul.list li').length"),
+        Value::from(2)
+    );
+
+    // Done: what happened, with the photo sent as a thumbnail.
+    let file = s.home.path().join("shelf.png");
+    std::fs::write(&file, decode_base64(photo.split_once(',').unwrap().1)).unwrap();
+    b.type_into("#answer-text", "Half a carton, on the top shelf.");
+    b.type_into("#photos", &file.to_string_lossy());
+    b.click("#complete-button");
+    assert_eq!(wait_status(b, "completed"), "completed");
+    assert!(b.wait_text("#final", "Done").starts_with("Done · just now"));
+    assert!(b.text("#sent").contains("Half a carton, on the top shelf."));
+    assert_eq!(
+        b.run("return document.querySelectorAll('#sent img.thumb').length"),
+        Value::from(1)
+    );
+    total += screen(b, "6-done", "#final", true);
+    // Times stay true: twenty minutes later, back on the tab, "just now" has aged.
+    b.run(
+        "var real = Date.now; Date.now = function () { return real() + 20 * 60000; };
+           document.dispatchEvent(new Event('visibilitychange')); return null",
+    );
+    let aged = b.text("#from");
+    assert!(aged.ends_with("20 min ago"), "{aged}");
+    // The docs carry these: they stay small.
+    assert!(total < 600_000, "screenshots take {total} bytes");
 }

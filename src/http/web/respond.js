@@ -25,6 +25,72 @@
     add(app, el('p', message, 'error'));
   }
 
+  // Times as a person reads them: relative ("2 min ago", "in 15 min"), the full local time
+  // as the title and on a tap; `refreshTimes` keeps them true while the page stays open.
+  function relative(iso) {
+    var t = new Date(iso).getTime();
+    if (isNaN(t)) return String(iso);
+    var secs = Math.round((t - Date.now()) / 1000), past = secs <= 0, a = Math.abs(secs), n, unit;
+    if (a < 45) return past ? 'just now' : 'in a moment';
+    if (a < 45 * 60) { n = Math.max(1, Math.round(a / 60)); unit = 'min'; }
+    else if (a < 36 * 3600) { n = Math.round(a / 3600); unit = 'h'; }
+    else { n = Math.round(a / 86400); unit = n === 1 ? 'day' : 'days'; }
+    return past ? n + ' ' + unit + ' ago' : 'in ' + n + ' ' + unit;
+  }
+  function fullTime(iso) {
+    var d = new Date(iso);
+    return isNaN(d.getTime()) ? String(iso)
+      : d.toLocaleString(undefined, { weekday: 'short', day: 'numeric', month: 'short', year: 'numeric', hour: '2-digit', minute: '2-digit' });
+  }
+  function timeNode(iso) {
+    var t = el('time', relative(iso), 'rel');
+    t.dateTime = String(iso);
+    t.title = fullTime(iso);
+    t.tabIndex = 0;
+    t.addEventListener('click', function () { t.classList.toggle('full'); paintTime(t); });
+    return t;
+  }
+  function paintTime(t) { t.textContent = t.classList.contains('full') ? t.title : relative(t.dateTime); }
+  function refreshTimes() { [].forEach.call(document.querySelectorAll('time.rel'), paintTime); }
+  setInterval(refreshTimes, 30000);
+  // A phone coming back to the tab (timers sleep in the background) sees true times at once.
+  document.addEventListener('visibilitychange', function () { if (!document.hidden) refreshTimes(); });
+
+  // ISO 8601 durations (PT20M, PT1H30M, P1D) as words; anything else as it came.
+  function durationText(text) {
+    var m = /^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$/.exec(String(text));
+    if (!m || String(text) === 'P' || /T$/.test(String(text))) return String(text);
+    var bits = [];
+    if (m[1]) bits.push(m[1] + (m[1] === '1' ? ' day' : ' days'));
+    if (m[2]) bits.push(m[2] + ' h');
+    if (m[3]) bits.push(m[3] + ' min');
+    if (m[4]) bits.push(m[4] + ' s');
+    return bits.join(' ') || String(text);
+  }
+
+  // Any payload value as sentences: `key: value` lines, lists as lists, yes/no for booleans;
+  // never raw JSON.
+  function valueNode(v) {
+    if (v === null || v === undefined) return el('span', 'none');
+    if (typeof v === 'boolean') return el('span', v ? 'yes' : 'no');
+    if (typeof v !== 'object') return el('span', String(v));
+    if (Array.isArray(v)) {
+      var ul = el('ul', null, 'list');
+      v.forEach(function (item) { add(add(ul, el('li')), valueNode(item)); });
+      return ul;
+    }
+    return fieldsNode(v);
+  }
+  function fieldsNode(obj) {
+    var box = el('div', null, 'fields');
+    Object.keys(obj).forEach(function (k) {
+      var line = add(box, el('div', null, 'field'));
+      add(line, el('span', k.replace(/_/g, ' ') + ': ', 'key'));
+      add(line, valueNode(obj[k]));
+    });
+    return box;
+  }
+
   // Preferences (the plan's list), kept on this device; anything unknown falls back.
   var CHOICES = {
     defaultCamera: ['rear', 'front'],
@@ -114,12 +180,30 @@
       return;
     }
     var b = button(box, 'Load ' + kind + ' from ' + hostOf(uri), function () {
-      var m = el(kind === 'image' ? 'img' : kind);
-      m.referrerPolicy = 'no-referrer';
-      if (kind === 'image') m.alt = name || 'image'; else m.controls = true;
-      m.src = uri;
+      var m = kind === 'image' ? thumbnail(uri, name) : el(kind);
+      if (kind !== 'image') { m.referrerPolicy = 'no-referrer'; m.controls = true; m.src = uri; }
       b.replaceWith(m);
     }, 'secondary load-remote');
+  }
+
+  // A photo as a thumbnail; a tap shows it full size over the page (a tap or Escape closes).
+  function thumbnail(uri, name) {
+    var img = el('img', null, 'thumb');
+    img.src = uri; img.alt = name || 'photo'; img.referrerPolicy = 'no-referrer';
+    img.tabIndex = 0; img.title = 'Show full size';
+    function open() {
+      var box = add(document.body, el('div', null, 'lightbox')); box.id = 'lightbox';
+      box.setAttribute('role', 'dialog'); box.setAttribute('aria-label', img.alt);
+      var big = add(box, el('img')); big.src = uri; big.alt = img.alt; big.referrerPolicy = 'no-referrer';
+      if (name) add(box, el('p', name, 'caption'));
+      function close() { box.remove(); document.removeEventListener('keydown', key); img.focus(); }
+      function key(e) { if (e.key === 'Escape') close(); }
+      box.addEventListener('click', close);
+      document.addEventListener('keydown', key);
+    }
+    img.addEventListener('click', open);
+    img.addEventListener('keydown', function (e) { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); open(); } });
+    return img;
   }
 
   function coordinates(v) {
@@ -149,13 +233,13 @@
   function entryNode(entry) {
     var box = el('div', null, 'entry');
     if (typeof entry === 'string') { box.textContent = entry; return box; }
-    if (!isObj(entry)) { box.textContent = JSON.stringify(entry); return box; }
+    if (!isObj(entry)) { add(box, valueNode(entry)); return box; }
     var kind = Object.keys(entry)[0];
     var v = entry[kind];
     var uri = uriOf(v);
     var name = isObj(v) && v.name ? String(v.name) : '';
     if (kind === 'text') { box.textContent = String(v); }
-    else if (kind === 'image' && safeData(uri, 'image')) { var img = add(box, el('img')); img.src = uri; img.alt = name || 'image'; }
+    else if ((kind === 'image' || kind === 'file') && safeData(uri, 'image')) { add(box, thumbnail(uri, name)); box.className += ' photo'; }
     else if (kind === 'audio' && safeData(uri, 'audio')) { var au = add(box, el('audio')); au.controls = true; au.src = uri; }
     else if (kind === 'video' && safeData(uri, 'video')) {
       if (name) add(box, el('div', 'video: ' + name, 'meta'));
@@ -177,8 +261,13 @@
       add(box, el('span', 'refers to request '));
       add(box, el('code', String(v)));
     }
-    else if (kind === 'confirmation') { box.textContent = 'confirmation: ' + (isObj(v) ? JSON.stringify(v) : String(v)); }
-    else { add(box, el('pre', kind + ': ' + JSON.stringify(v, null, 2))); }
+    else if (kind === 'confirmation') {
+      if (v === true) box.textContent = 'Confirmed done';
+      else if (v === false) box.textContent = 'Not confirmed';
+      else { add(box, el('span', 'confirmation: ')); add(box, valueNode(v)); }
+    }
+    else if (kind === 'structured' || kind === 'json') { add(box, valueNode(v)); }
+    else { add(box, el('span', kind.replace(/_/g, ' ') + ': ', 'key')); add(box, valueNode(v)); }
     return box;
   }
 
@@ -190,27 +279,71 @@
     return {};
   }
 
-  function summary(payload) {
+  // What a `waiting_for` says, as a phrase ("another request to finish: a, b").
+  function waitingText(w) {
+    if (!isObj(w)) return String(w);
+    var what = {
+      dependency: 'another request to finish' + (w.ref ? ': ' + [].concat(w.ref).join(', ') : ''),
+      condition: (w.condition || 'a condition') + (w.eta ? ', expected in ' + durationText(w.eta) : ''),
+      resource: w.resource || 'something needed',
+      access: 'access to ' + (w.location || 'a place'),
+      schedule: w.available_at ? 'a set time (' + fullTime(w.available_at) + ')' : 'a set time'
+    }[w.type];
+    return (what || [w.type].concat(Object.keys(w).filter(function (k) { return k !== 'type'; })
+      .map(function (k) { return k + ': ' + [].concat(w[k]).join(', '); })).join(', ')) + (w.note ? ' (' + w.note + ')' : '');
+  }
+
+  // The status badge in words; `data-code` keeps the protocol's word.
+  var BADGE = {
+    pending: 'New', claimed: 'Taken', in_progress: 'In progress', needs_input: 'Waiting for an answer',
+    needs_confirmation: 'Waiting for a yes', waiting: 'Waiting', held: 'On hold', retrying: 'Trying again',
+    completed: 'Done', partial: 'Done in part', failed: 'Could not be done', declined: 'Declined',
+    expired: 'Expired', cancelled: 'Cancelled', superseded: 'Replaced', delegated: 'Passed on'
+  };
+
+  var SAID = {
+    claimed: 'Took it', in_progress: 'Started', needs_input: 'Asked a question', needs_confirmation: 'Asked for confirmation',
+    waiting: 'Waiting for', held: 'Put it on hold', completed: 'Done', partial: 'Done in part', failed: 'Could not do it',
+    declined: 'Declined', expired: 'Expired', cancelled: 'Cancelled', superseded: 'Replaced by a newer request',
+    delegated: 'Passed on', retrying: 'Trying again', pending: 'Open again'
+  };
+
+  // One payload as sentences in the history.
+  function payloadNode(payload) {
     var kind = Object.keys(payload)[0];
     var body = payload[kind];
+    var box = el('div', null, 'entry said');
     if (kind === 'status' && isObj(body)) {
-      var extra = '';
-      if (isObj(body.waiting_for)) {
-        var w = body.waiting_for;
-        extra = ' (' + Object.keys(w).map(function (k) { return k + ': ' + [].concat(w[k]).join(', '); }).join('; ') + ')';
-      }
-      return 'status: ' + body.code + extra + (body.message ? ' — ' + body.message : '');
+      var line = SAID[body.code] || String(body.code).replace(/_/g, ' ');
+      if (body.code === 'waiting' && body.waiting_for) line += ' ' + waitingText(body.waiting_for);
+      else if (body.code === 'waiting') line = 'Waiting';
+      if (body.estimate) line += ', expects to take ' + durationText(body.estimate);
+      if (body.progress_pct !== undefined && body.code === 'in_progress' && Number(body.progress_pct) > 0) line = Number(body.progress_pct) + '% done';
+      if (body.reason) line += ': ' + body.reason;
+      if (body.action) line += ': ' + body.action;
+      if (body.consequences) line += ' (' + body.consequences + ')';
+      if (body.message) line += ' — ' + body.message;
+      box.textContent = line;
+      return box;
     }
     if (kind === 'reply' && isObj(body)) {
-      var bits = [];
-      if (body.message) bits.push(body.message);
-      if (body.answers) bits.push(JSON.stringify(body.answers));
-      if (body.confirm !== undefined) bits.push('confirm: ' + body.confirm);
-      return 'reply: ' + bits.join(' ');
+      if (body.message) add(box, el('div', body.message));
+      if (isObj(body.answers)) add(box, fieldsNode(body.answers));
+      else if (body.answers !== undefined) add(box, valueNode(body.answers));
+      if (body.confirm === true) add(box, el('div', 'Confirmed', 'confirmed'));
+      if (body.confirm === false) add(box, el('div', 'Not confirmed: do not go ahead', 'rejected'));
+      var other = {};
+      Object.keys(body).forEach(function (k) { if (['re', 'message', 'answers', 'confirm'].indexOf(k) < 0) other[k] = body[k]; });
+      if (Object.keys(other).length) add(box, fieldsNode(other));
+      if (!box.childNodes.length) box.textContent = 'Replied';
+      return box;
     }
-    if (kind === 'request') return 'request';
-    if (kind === 'ack') return 'acknowledged';
-    return kind;
+    if (kind === 'request') { box.textContent = 'Sent the request'; return box; }
+    if (kind === 'ack') { box.textContent = 'The exchange received it'; return box; }
+    if (kind === 'response') { box.textContent = 'Sent the result'; return box; }
+    add(box, el('span', kind.replace(/_/g, ' ') + ': ', 'key'));
+    add(box, valueNode(body));
+    return box;
   }
 
   // The answer kinds the request asks for: `[{kind, spec}]` from `response_hint`.
@@ -231,10 +364,19 @@
     var env = t.envelope;
     var req = requestOf(t);
     app.textContent = '';
-    add(app, el('span', env.status, 'status')).id = 'status';
+    var badge = add(app, el('span', BADGE[env.status] || String(env.status).replace(/_/g, ' '), 'status'));
+    badge.id = 'status';
+    badge.dataset.code = env.status;
     add(app, el('h1', env.intent)).id = 'intent';
-    add(app, el('p', env.ref + ' · priority ' + (env.priority || 'normal') + (env.executor ? ' · taken by ' + env.executor : ''), 'meta'));
-    if (env.needed_by) add(app, el('p', 'needed by ' + env.needed_by, 'meta')).id = 'needed-by';
+    var from = add(app, el('p', 'From ' + (t.messages[0] ? t.messages[0].from : 'an agent') + ' · ', 'meta'));
+    from.id = 'from';
+    if (t.messages[0]) add(from, timeNode(t.messages[0].received));
+    if (env.priority && env.priority !== 'normal') add(from, document.createTextNode(' · ' + env.priority + ' priority'));
+    if (env.needed_by && !ENDED[env.status]) {
+      var by = add(app, el('p', 'Needed by ', 'meta due'));
+      by.id = 'needed-by';
+      add(by, timeNode(env.needed_by));
+    }
     if (env.requires && env.requires.length) add(app, el('p', 'requires ' + env.requires.join(', '), 'meta')).id = 'requires';
     if (req.context && req.context.length) {
       var ctx = add(app, el('section')); ctx.id = 'context';
@@ -249,15 +391,19 @@
         if (k === 'location') locationNode(add(con, el('div', null, 'entry location')), req.constraints.location, 'where: ');
         else rest[k] = req.constraints[k];
       });
-      if (Object.keys(rest).length) add(con, el('pre', JSON.stringify(rest, null, 2)));
+      if (Object.keys(rest).length) add(con, fieldsNode(rest));
     }
     var hints = hintsOf(req);
     if (hints.length) add(app, el('p', 'wanted: ' + hints.map(function (h) {
-      return h.kind + (h.spec === null ? '' : ' (' + (typeof h.spec === 'string' ? h.spec : JSON.stringify(h.spec)) + ')');
+      return h.kind + (h.spec === null ? '' : ' (' + (typeof h.spec === 'string' ? h.spec : isObj(h.spec) ? Object.keys(h.spec).join(', ') : [].concat(h.spec).join(', ')) + ')');
     }).join(', '), 'meta')).id = 'hint';
+    var next = el('section', null, 'next'); next.id = 'next';
+    from.after(next);
+    if (env.needed_by && !ENDED[env.status]) next.before(document.getElementById('needed-by'));
     add(app, historyNode(t));
     var out = add(app, el('div')); out.id = 'result';
-    actions(env);
+    actions(env, next);
+    add(app, el('p', 'Request ' + env.ref, 'meta')).id = 'ref';
     preferences();
   }
 
@@ -267,16 +413,17 @@
     add(so, el('h2', 'So far'));
     t.messages.forEach(function (m) {
       var box = add(so, el('div', null, 'message'));
-      add(box, el('div', m.from + ' · ' + m.received, 'meta'));
+      var who = add(box, el('div', (m.from === (thread.link && thread.link.executor) ? 'You' : m.from) + ' · ', 'meta'));
+      add(who, timeNode(m.received));
       (m.MESS || []).forEach(function (p) {
-        add(box, el('div', summary(p), 'entry'));
+        add(box, payloadNode(p));
         var kind = Object.keys(p)[0];
         var body = p[kind];
         if (kind === 'response' && isObj(body) && body.content) body.content.forEach(function (c) { add(box, entryNode(c)); });
         if (kind === 'response' && isObj(body) && body.notes) add(box, el('div', 'notes: ' + body.notes, 'entry'));
         if (kind === 'status' && isObj(body) && body.questions) body.questions.forEach(function (q) {
-          var opts = (q.options || []).map(function (o) { return typeof o === 'string' ? o : JSON.stringify(o); });
-          add(box, el('div', '? ' + q.question + (opts.length ? ' (' + opts.join(' / ') + ')' : ''), 'entry'));
+          var opts = (q.options || []).map(function (o) { return isObj(o) ? (o.label || o.value || Object.keys(o).map(function (k) { return o[k]; }).join(' ')) : String(o); });
+          add(box, el('div', '“' + q.question + '”' + (opts.length ? ' (' + opts.join(' / ') + ')' : ''), 'entry question'));
         });
       });
     });
@@ -327,14 +474,14 @@
   }
 
   // The fields to ask for a confirmation (action, consequences, reversible) and the button.
-  function confirmFields(parent) {
+  function confirmFields(parent, first) {
     field(parent, 'What you are about to do', 'text', 'confirm-action');
     field(parent, 'Consequences', 'text', 'confirm-consequences');
     var rev = field(parent, 'Reversible', 'checkbox', 'confirm-reversible');
     button(parent, 'Ask for confirmation', function () {
       if (!value('confirm-action')) { note('Say what you are about to do first.', true); return; }
       send([status('needs_confirmation', { action: value('confirm-action'), consequences: value('confirm-consequences'), reversible: rev.checked })]);
-    }).id = 'ask-confirm';
+    }, first ? 'primary' : 'send').id = 'ask-confirm';
   }
 
   var WAITS = [
@@ -433,22 +580,77 @@
     };
   }
 
-  function actions(env) {
+  // The estimate as buttons (5 min, 15 min, 1 h, or minutes and hours typed); `read` gives the
+  // ISO 8601 duration the protocol wants, or undefined when none was picked.
+  function estimatePicker(parent) {
+    var box = add(parent, el('div', null, 'estimate'));
+    box.id = 'estimate';
+    add(box, el('p', 'How long will it take? (optional)', 'label'));
+    var row = add(box, el('div', null, 'chips'));
+    var custom = el('div', null, 'custom');
+    custom.hidden = true;
+    var chosen = null;
+    var chips = [['PT5M', '5 min', '5m'], ['PT15M', '15 min', '15m'], ['PT1H', '1 h', '1h'], ['custom', 'Other…', 'custom']].map(function (c) {
+      var b = button(row, c[1], function () {
+        chosen = chosen === c[0] ? null : c[0];
+        chips.forEach(function (o) { o.setAttribute('aria-pressed', String(o === b && chosen !== null)); });
+        custom.hidden = chosen !== 'custom';
+        if (chosen === 'custom') document.getElementById('estimate-hours').focus();
+      }, 'chip');
+      b.id = 'estimate-' + c[2];
+      b.setAttribute('aria-pressed', 'false');
+      return b;
+    });
+    add(box, custom);
+    var h = field(add(custom, el('div')), 'Hours', 'number', 'estimate-hours');
+    var m = field(add(custom, el('div')), 'Minutes', 'number', 'estimate-minutes');
+    [h, m].forEach(function (i) { i.min = '0'; i.step = '1'; i.inputMode = 'numeric'; });
+    return function () {
+      if (chosen !== 'custom') return chosen || undefined;
+      var hours = Math.max(0, Math.floor(Number(h.value) || 0)), mins = Math.max(0, Math.floor(Number(m.value) || 0));
+      hours += Math.floor(mins / 60); mins %= 60;
+      if (!hours && !mins) return undefined;
+      return 'PT' + (hours ? hours + 'H' : '') + (mins ? mins + 'M' : '');
+    };
+  }
+
+  function primary(parent, text, onClick) {
+    return button(parent, text, onClick, 'primary');
+  }
+
+  // The last status message of the thread with this code, if any.
+  function lastStatus(code) {
+    var found = null;
+    thread.messages.forEach(function (m) {
+      (m.MESS || []).forEach(function (p) { if (isObj(p.status) && p.status.code === code) found = { body: p.status, at: m.received }; });
+    });
+    return found;
+  }
+
+  var ENDED = {
+    completed: 'Done', partial: 'Done in part', failed: 'It could not be done', declined: 'Declined',
+    expired: 'It expired before anyone finished it', cancelled: 'The requester cancelled it',
+    superseded: 'A newer request replaced it', delegated: 'It was passed on'
+  };
+
+  // The one next step at each status, at the top of the page: a sentence and at most one
+  // primary button; the other actions follow in the forms below.
+  function actions(env, next) {
     var s = env.status;
     var me = thread.link && thread.link.executor;
     if (me && env.executor && env.executor !== me) {
-      add(app, el('p', 'Taken by ' + env.executor + '; nothing more to do here.', 'notice')).id = 'taken';
+      add(next, el('p', 'Taken by ' + env.executor + '; nothing more to do here.', 'notice')).id = 'taken';
       return;
     }
     var mustConfirm = env.confirm_before === true && env.confirmation !== 'confirmed';
     if (s === 'pending') {
-      if (!allows('claim')) { add(app, el('p', 'This link lets you look, not take it.', 'notice')).id = 'read-only'; return; }
-      var take = add(app, el('section')); take.id = 'take';
-      add(take, el('h2', 'Take it'));
-      if (mustConfirm) add(take, el('p', 'Before you act, this request needs the requester\'s confirmation: after claiming, you will describe what you are about to do and ask first.', 'notice')).id = 'confirm-note';
-      field(take, 'How long will it take? (e.g. PT20M, optional)', 'text', 'estimate');
-      button(take, 'Claim', function () { send([status('claimed', { estimate: isoDuration(value('estimate')) })]); }).id = 'claim';
-      var no = form('Decline', 'decline-form');
+      if (!allows('claim')) { add(next, el('p', 'This link lets you look, not take it.', 'notice')).id = 'read-only'; return; }
+      next.id = 'take';
+      add(next, el('h2', 'Can you do this?'));
+      if (mustConfirm) add(next, el('p', 'Before you act, this request needs the requester\'s confirmation: after taking it, you will describe what you are about to do and ask first.', 'notice')).id = 'confirm-note';
+      var estimate = estimatePicker(next);
+      primary(next, 'Take this', function () { send([status('claimed', { estimate: estimate() })]); }).id = 'claim';
+      var no = form('Not for me: decline', 'decline-form');
       add(no, el('p', 'Declining ends this request for everyone it was offered to; if it is just not for you, leave it.', 'meta'));
       field(no, 'Why not?', 'text', 'decline-reason');
       button(no, 'Decline', function () {
@@ -456,13 +658,65 @@
       }, 'danger').id = 'decline';
       return;
     }
-    if (['completed', 'failed', 'declined', 'expired', 'cancelled', 'superseded', 'delegated'].indexOf(s) >= 0) {
-      add(app, el('p', 'This request is ' + s + '.', 'notice')).id = 'final';
+    next.id = 'next';
+    if (ENDED[s]) {
+      var end = add(next, el('p', null, 'notice ended'));
+      end.id = 'final';
+      var last = lastStatus(s);
+      add(end, el('strong', ENDED[s]));
+      if (last) { add(end, document.createTextNode(' · ')); add(end, timeNode(last.at)); }
+      if (last && last.body.reason) add(end, document.createTextNode(': ' + last.body.reason));
+      // What was sent, first: the last response's content.
+      var sent = null;
+      thread.messages.forEach(function (m) {
+        (m.MESS || []).forEach(function (p) { if (isObj(p.response)) sent = p.response; });
+      });
+      if (sent) {
+        var what = add(next, el('div', null, 'sent')); what.id = 'sent';
+        add(what, el('h2', 'What was sent'));
+        [].concat(sent.content || []).forEach(function (c) { add(what, entryNode(c)); });
+        if (sent.notes) add(what, el('div', 'notes: ' + sent.notes, 'entry'));
+      }
+      add(next, el('p', 'Nothing more to do here.', 'meta'));
       return;
+    }
+    if (s === 'claimed' && !mustConfirm) {
+      var took = lastStatus('claimed');
+      var line = add(next, el('p', 'You took this '));
+      if (took) add(line, timeNode(took.at));
+      if (took && took.body.estimate) add(line, document.createTextNode(', expecting ' + durationText(took.body.estimate)));
+      add(line, document.createTextNode('. Tap Start when you begin.'));
+      primary(next, 'Start', function () { send([status('in_progress')]); }).id = 'start';
+    } else if (s === 'needs_input' || s === 'needs_confirmation') {
+      var asked = lastStatus(s);
+      var wait = add(next, el('p', null, 'notice waiting-for'));
+      wait.id = 'waiting-for';
+      var q = asked && asked.body.questions ? asked.body.questions.map(function (x) { return '“' + x.question + '”'; }).join(', ') : '';
+      add(wait, el('strong', s === 'needs_input' ? 'Waiting for the requester to answer' + (q ? ' ' + q : '') : 'Waiting for the requester to confirm' + (asked && asked.body.action ? ': ' + asked.body.action : '')));
+      add(wait, el('span', '. Their answer appears here when it arrives; you may still finish below.'));
+    } else if (s === 'waiting' || s === 'held') {
+      var paused = lastStatus(s);
+      var why = add(next, el('p', null, 'notice waiting-for'));
+      why.id = 'waiting-for';
+      why.textContent = s === 'waiting' ? 'Waiting for ' + (paused && paused.body.waiting_for ? waitingText(paused.body.waiting_for) : 'something') + '.'
+        : 'On hold' + (paused && paused.body.reason ? ': ' + paused.body.reason : '') + '.';
+      primary(next, 'Resume', function () { send([status('in_progress')]); }).id = 'resume';
+    } else if (s === 'in_progress' && !mustConfirm) {
+      var since = lastStatus('in_progress');
+      var doing = add(next, el('p', 'Working on it'));
+      if (since) { add(doing, document.createTextNode(' since ')); add(doing, timeNode(since.at)); }
+      add(doing, document.createTextNode('. When it is done, say what you found and send it.'));
+      primary(next, 'Done: send the result', function () {
+        var target = document.getElementById('complete');
+        target.scrollIntoView({ behavior: 'smooth', block: 'start' });
+        document.getElementById('answer-text').focus({ preventScroll: true });
+      }).id = 'to-done';
+    } else if (!mustConfirm) {
+      add(next, el('p', 'Working on it.'));
     }
     // v1.1 confirm_before: asking comes first, and the exchange refuses work until a yes.
     if (mustConfirm) {
-      var first = add(app, el('section')); first.id = 'confirm-first';
+      var first = add(next, el('div')); first.id = 'confirm-first';
       add(first, el('h2', 'Ask for confirmation first'));
       if (env.confirmation === 'requested') {
         add(first, el('p', 'You asked; wait for the requester\'s answer before you act. It appears here when it arrives.', 'notice'));
@@ -470,7 +724,7 @@
         add(first, el('p', env.confirmation === 'rejected'
           ? 'The requester said no: do not go ahead. You may ask again with a different plan.'
           : 'This request needs the requester\'s confirmation before you act: say what you are about to do and ask.', 'notice'));
-        confirmFields(first);
+        confirmFields(first, true);
       }
     }
     var p = form('Progress', 'progress-form');
@@ -492,7 +746,7 @@
     waitingForm(form('Waiting or on hold', 'wait-form'));
 
     var done = add(app, el('section')); done.id = 'complete';
-    add(done, el('h2', 'Done'));
+    add(done, el('h2', 'Your result'));
     if (mustConfirm) add(done, el('p', 'Completing works once the requester has confirmed.', 'meta'));
     var hints = hintsOf(requestOf(thread));
     field(done, hintText('text') ? 'Answer: ' + hintText('text') : 'Answer', 'textarea', 'answer-text');
@@ -541,7 +795,7 @@
     }
     var ok = field(done, 'Confirm it is done', 'checkbox', 'confirmed');
     field(done, 'Notes (optional)', 'textarea', 'notes');
-    button(done, 'Complete', function () {
+    button(done, 'Send the result', function () {
       var content = [];
       if (value('answer-text')) content.push(value('answer-text'));
       try {
@@ -565,7 +819,7 @@
         if (value('notes')) response.notes = value('notes');
         send([status('completed'), { response: response }]);
       });
-    }).id = 'complete-button';
+    }, 'send').id = 'complete-button';
 
     var f = form('Could not do it', 'fail-form');
     field(f, 'What went wrong', 'text', 'fail-reason');
@@ -631,9 +885,11 @@
   function note(text, bad) {
     var out = document.getElementById('result');
     if (!out) return;
+    // A toast at the bottom of the screen, so nothing scrolls away; it fades (errors later).
     out.textContent = '';
     add(out, el('p', text, bad ? 'error' : 'notice'));
-    out.scrollIntoView({ block: 'nearest' });
+    clearTimeout(note.timer);
+    note.timer = setTimeout(function () { out.textContent = ''; }, bad ? 10000 : 4000);
   }
 
   function busy(on) {

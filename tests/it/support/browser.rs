@@ -201,6 +201,40 @@ impl Browser {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
     }
+
+    /// Emulates a viewport of `width` x `height` CSS pixels at one device pixel per CSS pixel
+    /// (a phone's when `mobile`).
+    pub(crate) fn viewport(&self, width: u32, height: u32, mobile: bool) {
+        let v = self.cdp(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}),
+        );
+        assert!(v.get("error").is_none(), "viewport: {v}");
+    }
+
+    /// Captures the viewport as a PNG (`Page.captureScreenshot`) into
+    /// `<target tmp>/screenshots/<name>.png` and, with `MESS_BLESS=1`, into the docs'
+    /// `docs/screenshots/<name>.png`; returns its size in bytes.
+    pub(crate) fn capture(&self, name: &str) -> usize {
+        let v = self.cdp(
+            "Page.captureScreenshot",
+            json!({"format": "png", "captureBeyondViewport": false}),
+        );
+        let bytes = decode_base64(v["data"].as_str().unwrap_or_default());
+        assert!(
+            bytes.starts_with(b"\x89PNG"),
+            "no screenshot {name}: {v:.200}"
+        );
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), &bytes).unwrap();
+        if std::env::var_os("MESS_BLESS").is_some_and(|v| v == "1") {
+            let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/screenshots");
+            std::fs::create_dir_all(&docs).unwrap();
+            std::fs::write(docs.join(format!("{name}.png")), &bytes).unwrap();
+        }
+        bytes.len()
+    }
 }
 
 impl Drop for Browser {
