@@ -233,7 +233,7 @@ pub fn run() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    match dispatch(args) {
+    match run_command(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             report(&e);
@@ -270,7 +270,7 @@ fn report(e: &CliError) {
     }
 }
 
-fn dispatch(args: Args) -> Result<(), CliError> {
+fn run_command(args: Args) -> Result<(), CliError> {
     // A query worker reads no configuration and no home of its own: requests name the home.
     let command = match args.command {
         Command::QueryWorker(a) => return query_worker::run(a),

@@ -1,4 +1,6 @@
-//! Writing results to stdout: YAML, JSON, aligned tables and one-line summaries.
+//! What the CLI prints and takes from its surroundings: results on stdout (YAML, JSON, aligned
+//! tables, one-line summaries), warnings on stderr with control characters escaped, the log
+//! subscriber, and millisecond settings from `MESS_*` variables.
 
 #![expect(clippy::print_stdout, reason = "the CLI prints results on stdout")]
 

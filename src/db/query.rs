@@ -1,7 +1,9 @@
 //! Read-only SQL for people and agents (`mess query`, `/query`, `mess_query`): a dedicated
-//! DuckDB instance with no file or network access of its own, `read_yaml_auto` confined to the
-//! home, one SELECT-shaped statement that names no introspection function, a row cap, an
-//! output cap and a timeout. This is the engine a query worker runs (`worker`); the exchange
+//! DuckDB instance per query with no file or network access of its own (its views rendered with
+//! patterns relative to the home, DuckDB's path settings pointed nowhere), `read_yaml_auto`
+//! confined to the home, key holders' directory views as snapshots, one SELECT-shaped statement
+//! that names no catalog function, table or schema, row, character and Arrow size caps, and a
+//! timeout. This is the engine a query worker runs (`worker`); the exchange
 //! never runs it in its own process, where a query's memory would be the server's.
 
 use std::collections::HashSet;

@@ -28,7 +28,7 @@ fn eligible(who: &str, env: &Envelope, directory: &Directory) -> bool {
 }
 
 /// Whether `who` may see the thread of `env`, given the executors in effect.
-pub fn visible_to(who: &str, env: &Envelope, directory: &Directory) -> bool {
+pub fn may_see(who: &str, env: &Envelope, directory: &Directory) -> bool {
     party(who, env) || (env.status == Status::Pending && eligible(who, env, directory))
 }
 
@@ -64,7 +64,7 @@ pub fn may_act_now(who: &str, env: &Envelope, directory: &Directory) -> bool {
 
 /// Whether a request may depend on the thread of `env`: only on threads its sender may see.
 pub fn may_depend_on(who: &str, env: &Envelope, directory: &Directory) -> bool {
-    visible_to(who, env, directory)
+    may_see(who, env, directory)
 }
 
 /// Whether the holder of a link for `executor` may still read the thread of `env`: while
@@ -123,7 +123,7 @@ impl Exchange {
         let thread = self.resolve(reference, who)?;
         let directory = self.directory();
         match self.store().envelope(&thread) {
-            Ok((env, _)) if visible_to(who, &env, &directory) => {}
+            Ok((env, _)) if may_see(who, &env, &directory) => {}
             Ok(_) | Err(crate::store::error::StoreError::NotFound { .. }) => {
                 return Err(Error::no_thread(reference));
             }
@@ -132,7 +132,7 @@ impl Exchange {
         let file = self.thread(thread.as_str(), who)?;
         // Reading settles an overdue thread first, which may hide it (an expired thread is no
         // longer pending); look again at what was read.
-        if visible_to(who, &file.envelope, &directory) {
+        if may_see(who, &file.envelope, &directory) {
             Ok(file)
         } else {
             Err(Error::no_thread(reference))
@@ -147,7 +147,7 @@ impl Exchange {
         let mut out: Vec<Envelope> = listing
             .into_iter()
             .map(|(env, _)| env)
-            .filter(|env| visible_to(who, env, &directory))
+            .filter(|env| may_see(who, env, &directory))
             .collect();
         out.sort_by(super::listing_order);
         Ok(out)
@@ -185,15 +185,8 @@ impl Exchange {
     /// Whether `who` may see the thread of `env` (for filtering change events); callers with
     /// an async context ask [`quick_verdict`] first and call this off the async workers only
     /// when it has no answer.
-    pub fn sees(&self, who: &str, env: &Envelope) -> bool {
-        quick_verdict(who, env).unwrap_or_else(|| visible_to(who, env, &self.directory()))
-    }
-
-    /// Whether `who` may see `thread` (for filtering change events).
-    pub fn may_see(&self, who: &str, thread: &ThreadRef) -> bool {
-        self.store()
-            .envelope(thread)
-            .is_ok_and(|(env, _)| self.sees(who, &env))
+    pub fn may_see(&self, who: &str, env: &Envelope) -> bool {
+        quick_verdict(who, env).unwrap_or_else(|| may_see(who, env, &self.directory()))
     }
 
     /// Checks a presigned link for reading `thread`: valid, allowing `read`, and its executor

@@ -1,6 +1,8 @@
-//! The exchange's use cases: submitting MESS messages, the thread lifecycle rules of contract
-//! section 2, expiry, dependencies, routing, and the read views. The only module that combines
-//! `protocol` and `store`; adapters (CLI now, HTTP and MCP later) call it and nothing below it.
+//! The exchange's use cases: submitting MESS messages, the thread lifecycle rules
+//! (docs/protocol.md), expiry, dependencies, routing and notification delivery in the background,
+//! agent mail, user queries through query workers, and the read views; `access` alone decides who
+//! may see and do what. The only module that combines `protocol`, `store`, `db`, `mail`, `notify`
+//! and `links`; the adapters (`cli`, `http`, `mcp`) call it.
 //!
 //! Every use case reads the clock once and writes the thread file before anything that derives
 //! from it.
@@ -651,7 +653,7 @@ impl Exchange {
         query::Scope::Threads(
             listed
                 .into_iter()
-                .filter(|(env, _, _)| access::visible_to(who, env, &directory))
+                .filter(|(env, _, _)| access::may_see(who, env, &directory))
                 .filter_map(|(_, _, path)| path.strip_prefix(root).ok().map(|p| p.to_owned()))
                 .collect(),
         )

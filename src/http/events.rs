@@ -92,7 +92,7 @@ pub async fn events(
     Ok(stream(state, None, slot, move |ex, change| {
         let (ex, who, env) = (ex.clone(), who.clone(), change.envelope.clone());
         async move {
-            if sees(&ex, &who, &env).await {
+            if may_see(&ex, &who, &env).await {
                 Verdict::Send
             } else {
                 Verdict::Skip
@@ -203,12 +203,12 @@ where
 
 /// Whether `who` may see the thread of `env`: answered from the envelope when it can be, else
 /// off the async workers (it reads the executors in effect).
-async fn sees(ex: &Arc<Exchange>, who: &str, env: &Arc<Envelope>) -> bool {
+async fn may_see(ex: &Arc<Exchange>, who: &str, env: &Arc<Envelope>) -> bool {
     if let Some(verdict) = access::quick_verdict(who, env) {
         return verdict;
     }
     let (ex, who, env) = (ex.clone(), who.to_owned(), env.clone());
-    tokio::task::spawn_blocking(move || ex.sees(&who, &env))
+    tokio::task::spawn_blocking(move || ex.may_see(&who, &env))
         .await
         .unwrap_or(false)
 }

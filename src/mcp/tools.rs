@@ -1,4 +1,4 @@
-//! The tools of contract section 7, each a thin translation to one exchange use case.
+//! The MCP tools (docs/reference/mcp.md), each a thin translation to one exchange use case.
 
 use std::time::Duration;
 

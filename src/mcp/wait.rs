@@ -91,7 +91,7 @@ impl MessMcp {
                     Ok(c) if c.is_routing() => {}
                     Ok(c) => {
                         let hears = match target {
-                            Some(t) if &c.thread == t => self.sees(&c).await,
+                            Some(t) if &c.thread == t => self.may_see(&c).await,
                             Some(_) => false,
                             None => access::party(&self.who.id, &c.envelope),
                         };
@@ -108,7 +108,7 @@ impl MessMcp {
 
     /// Whether the caller may see the thread as `change` left it (the directory is read off the
     /// async workers, and only when the envelope alone does not tell).
-    async fn sees(&self, change: &ThreadChange) -> bool {
+    async fn may_see(&self, change: &ThreadChange) -> bool {
         match access::quick_verdict(&self.who.id, &change.envelope) {
             Some(verdict) => verdict,
             None => {
@@ -117,7 +117,7 @@ impl MessMcp {
                     self.who.id.clone(),
                     change.envelope.clone(),
                 );
-                tokio::task::spawn_blocking(move || ex.sees(&who, &env))
+                tokio::task::spawn_blocking(move || ex.may_see(&who, &env))
                     .await
                     .unwrap_or(false)
             }

@@ -155,7 +155,7 @@ fn adapters_do_not_decide_access() {
         "Action::Read",
         ".allows(",
         "BROADCAST",
-        "visible_to(",
+        "access::may_see(",
         "may_address(",
         "link_reads(",
     ];

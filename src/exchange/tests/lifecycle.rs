@@ -1,4 +1,4 @@
-//! The status lifecycle of contract section 2: claims, transitions, replies, confirmation,
+//! The status lifecycle (docs/protocol.md): claims, transitions, replies, confirmation,
 //! declines, cancels, suggestions, and the change announcements that follow each write.
 
 use super::*;
