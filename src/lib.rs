@@ -13,10 +13,10 @@
 pub mod cli;
 pub mod db;
 pub mod exchange;
-pub mod http;
-pub mod links;
-pub mod mail;
-pub mod mcp;
+mod http;
+mod links;
+mod mail;
+mod mcp;
 pub mod notify;
 pub mod protocol;
 pub mod store;

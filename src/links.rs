@@ -94,7 +94,7 @@ impl Grant {
 
 /// Why a link was refused. The messages are safe to show to whoever presented it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LinkError {
+pub(crate) enum LinkError {
     #[error("the link has expired")]
     Expired,
     #[error("the link is for another thread")]
@@ -106,10 +106,10 @@ pub enum LinkError {
 }
 
 /// The shortest secret accepted (HS256 with less than 256 bits of key is guessable).
-pub const MIN_SECRET_BYTES: usize = 32;
+pub(crate) const MIN_SECRET_BYTES: usize = 32;
 
 /// Mints a link token for `grant`.
-pub fn mint(secret: &[u8], grant: &Grant) -> Result<String, LinkError> {
+pub(crate) fn mint(secret: &[u8], grant: &Grant) -> Result<String, LinkError> {
     if secret.len() < MIN_SECRET_BYTES {
         return Err(LinkError::WeakSecret);
     }
@@ -124,7 +124,7 @@ pub fn mint(secret: &[u8], grant: &Grant) -> Result<String, LinkError> {
 /// Checks `token` for `thread` at `now` (seconds since the epoch) and returns its grant. Only
 /// HS256 is accepted, so `alg: none` and algorithm swaps fail; the expiry is checked against
 /// `now` with no leeway, and the token must be for `audience`.
-pub fn verify(
+pub(crate) fn verify(
     secret: &[u8],
     audience: &str,
     token: &str,
@@ -141,7 +141,7 @@ pub fn verify(
 /// Checks a token's signature and expiry and returns what it grants, for whichever thread it
 /// names (callers that take the thread from the token must still hold every payload to it).
 /// The token must be for `audience` (its `aud`).
-pub fn verify_any(
+pub(crate) fn verify_any(
     secret: &[u8],
     audience: &str,
     token: &str,

@@ -10,13 +10,13 @@ use crate::http::error::ApiError;
 
 /// The authenticated principal of a request (`Authorization: Bearer <key>`).
 #[derive(Debug, Clone)]
-pub struct Caller(pub Principal);
+pub(crate) struct Caller(pub Principal);
 
 /// What a bearer token is on routes that take either: an API key's principal, or a presigned
 /// link's token (a JWT: three dot-separated parts, which no API key has), checked by the route
 /// against what it is asked to do.
 #[derive(Debug, Clone)]
-pub enum Credential {
+pub(crate) enum Credential {
     /// An API key's principal.
     Key(Principal),
     /// A link token, not yet checked.

@@ -11,7 +11,7 @@ use crate::protocol::value::Value;
 
 /// How a response is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Yaml,
 }
@@ -23,7 +23,7 @@ fn is_yaml(value: &str) -> bool {
 
 impl Format {
     /// The format a client wants: what `Accept` names, else the format it sent.
-    pub fn of(headers: &HeaderMap) -> Format {
+    pub(crate) fn of(headers: &HeaderMap) -> Format {
         let text = |name| {
             headers
                 .get(name)
@@ -41,7 +41,7 @@ impl Format {
 /// Whether a request body was sent as JSON (`Content-Type: application/json`, or any `+json`
 /// type): such a body is read as strict JSON; anything else as YAML, of which JSON is mostly a
 /// subset.
-pub fn sent_as_json(headers: &HeaderMap) -> bool {
+pub(crate) fn sent_as_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -53,7 +53,7 @@ pub fn sent_as_json(headers: &HeaderMap) -> bool {
 }
 
 /// Writes `value` with `status` in `format`.
-pub fn render(format: Format, status: StatusCode, value: &Value) -> Response {
+pub(crate) fn render(format: Format, status: StatusCode, value: &Value) -> Response {
     match format {
         Format::Yaml => (
             status,
@@ -71,11 +71,11 @@ pub fn render(format: Format, status: StatusCode, value: &Value) -> Response {
 }
 
 /// Bytes of request bodies the server holds at once, across all requests.
-pub const BODY_BUDGET: usize = 256 * 1024 * 1024;
+pub(crate) const BODY_BUDGET: usize = 256 * 1024 * 1024;
 
 /// The share of [`BODY_BUDGET`] one principal (or link) may hold at once, so one key cannot
 /// take it all.
-pub const BODY_BUDGET_PER_HOLDER: usize = BODY_BUDGET / 4;
+pub(crate) const BODY_BUDGET_PER_HOLDER: usize = BODY_BUDGET / 4;
 
 /// How long a request waits for room in the body budget before it is told to retry.
 const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -85,7 +85,7 @@ const BODY_READ: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The server's memory for request bodies: one permit per KiB in total, and per holder.
 #[derive(Debug)]
-pub struct Bodies {
+pub(crate) struct Bodies {
     total: std::sync::Arc<tokio::sync::Semaphore>,
     holders:
         std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Semaphore>>>,
@@ -117,7 +117,7 @@ impl Bodies {
 
 /// A body's share of the budget, held until dropped.
 #[derive(Debug)]
-pub struct Share {
+pub(crate) struct Share {
     _holder: tokio::sync::OwnedSemaphorePermit,
     _total: tokio::sync::OwnedSemaphorePermit,
 }
@@ -125,7 +125,7 @@ pub struct Share {
 /// Takes a body's share of the budget for `holder` (one permit per KiB of its declared length,
 /// or of `limit` when it declares none), refusing at once a body declared over `limit`, and
 /// telling the client to retry when no room comes free within a few seconds.
-pub async fn share(
+pub(crate) async fn share(
     headers: &HeaderMap,
     limit: usize,
     bodies: &Bodies,
@@ -158,7 +158,7 @@ pub async fn share(
 
 /// A body read into memory, holding its share of the server's body budget until dropped.
 #[derive(Debug)]
-pub struct Text {
+pub(crate) struct Text {
     /// The body.
     pub text: String,
     _share: Share,
@@ -168,7 +168,7 @@ pub struct Text {
 /// byte of it is read, and every body takes its share of `budget` (one permit per KiB) for as
 /// long as it is held, so many large bodies at once wait, or are told to come back, instead of
 /// exhausting memory.
-pub async fn text(
+pub(crate) async fn text(
     headers: &HeaderMap,
     body: Body,
     limit: usize,

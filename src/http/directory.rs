@@ -15,7 +15,7 @@ use crate::http::error::ApiError;
 use crate::protocol::value::{Map, Value};
 
 /// `GET /executors`.
-pub async fn executors(
+pub(crate) async fn executors(
     State(state): State<AppState>,
     _caller: Caller,
     headers: HeaderMap,
@@ -35,13 +35,13 @@ pub async fn executors(
 
 /// Filter of `GET /capabilities`.
 #[derive(Debug, Deserialize)]
-pub struct CapabilityFilter {
+pub(crate) struct CapabilityFilter {
     /// Only capabilities with this tag.
     tag: Option<String>,
 }
 
 /// `GET /capabilities?tag=`.
-pub async fn capabilities(
+pub(crate) async fn capabilities(
     State(state): State<AppState>,
     _caller: Caller,
     headers: HeaderMap,

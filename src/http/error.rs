@@ -9,7 +9,7 @@ use crate::exchange::error::{Error, ErrorKind};
 
 /// An error on its way to an HTTP client.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
@@ -17,7 +17,11 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error with an explicit status and code.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> ApiError {
         ApiError {
             status,
             code,
@@ -26,17 +30,17 @@ impl ApiError {
     }
 
     /// 400: the body does not parse.
-    pub fn malformed(message: impl Into<String>) -> ApiError {
+    pub(crate) fn malformed(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "malformed", message)
     }
 
     /// 401: no valid credentials.
-    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+    pub(crate) fn unauthorized(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
     }
 
     /// 413: the body is over the limit.
-    pub fn too_large(limit: usize) -> ApiError {
+    pub(crate) fn too_large(limit: usize) -> ApiError {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
@@ -46,7 +50,7 @@ impl ApiError {
 
     /// 503: the server is at a limit (memory for bodies); the client retries a little later
     /// (`Retry-After`).
-    pub fn busy() -> ApiError {
+    pub(crate) fn busy() -> ApiError {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "busy",
@@ -55,7 +59,7 @@ impl ApiError {
     }
 
     /// 500, after logging what went wrong.
-    pub fn internal(what: &str) -> ApiError {
+    pub(crate) fn internal(what: &str) -> ApiError {
         tracing::error!(error = %what, "internal error");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -64,13 +68,8 @@ impl ApiError {
         )
     }
 
-    /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
     /// The same error with its message rewritten.
-    pub fn map_message(mut self, f: impl FnOnce(String) -> String) -> ApiError {
+    pub(crate) fn map_message(mut self, f: impl FnOnce(String) -> String) -> ApiError {
         self.message = f(self.message);
         self
     }

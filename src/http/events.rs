@@ -25,16 +25,16 @@ use crate::protocol::time;
 const BUFFER: usize = 256;
 
 /// Event streams one principal (or one link's executor on one thread) may hold open at once.
-pub const MAX_STREAMS: usize = 16;
+pub(crate) const MAX_STREAMS: usize = 16;
 
 /// The open event streams, by who holds them.
 #[derive(Debug, Default)]
-pub struct Streams {
+pub(crate) struct Streams {
     open: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
 
 /// One open stream, counted until dropped (when its task ends).
-pub struct StreamSlot {
+pub(crate) struct StreamSlot {
     streams: Arc<Streams>,
     holder: String,
 }
@@ -81,7 +81,7 @@ impl Drop for StreamSlot {
 /// The stream of `thread` events (`{"ref", "status", "updated"}`); a `lagged` event says some
 /// were missed and the client should re-read what it watches. The stream ends when the client
 /// goes away or the server shuts down.
-pub async fn events(
+pub(crate) async fn events(
     State(state): State<AppState>,
     Caller(caller): Caller,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -103,7 +103,7 @@ pub async fn events(
 
 /// `GET /thread/{ref}/events?token=`: the same events for one thread, for the holder of a
 /// presigned link to it (the human client's page); the stream ends when the link expires.
-pub async fn thread_events(
+pub(crate) async fn thread_events(
     State(state): State<AppState>,
     reference: Result<Path<String>, PathRejection>,
     token: Result<Query<Token>, QueryRejection>,

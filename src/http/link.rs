@@ -19,7 +19,7 @@ use crate::protocol::value::{Map, Value};
 
 /// The `token` query parameter.
 #[derive(Debug, Deserialize)]
-pub struct Token {
+pub(crate) struct Token {
     token: Option<String>,
 }
 
@@ -39,7 +39,7 @@ pub(crate) fn decode(
 }
 
 /// `GET /thread/{ref}?token=`: the thread, for a link that allows `read`.
-pub async fn read(
+pub(crate) async fn read(
     State(state): State<AppState>,
     headers: HeaderMap,
     reference: Result<Path<String>, PathRejection>,
@@ -81,7 +81,7 @@ pub(crate) fn read_value(ex: &Exchange, token: &str, thread: &ThreadRef) -> Resu
 
 /// `POST /thread/{ref}?token=`: one MESS message (status and response payloads about this
 /// thread) as the link's executor.
-pub async fn post(
+pub(crate) async fn post(
     State(state): State<AppState>,
     headers: HeaderMap,
     reference: Result<Path<String>, PathRejection>,

@@ -23,11 +23,11 @@ type Service = StreamableHttpService<MessMcp, LocalSessionManager>;
 
 /// Open MCP sessions one principal may hold (each is a task and its buffers until it ends or
 /// sits idle for five minutes); one more is refused with 429 until one closes.
-pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
+pub(crate) const MAX_SESSIONS_PER_PRINCIPAL: usize = 32;
 
 /// The MCP services of the principals that used `/mcp`, with each one's session manager (to
 /// count its sessions).
-pub struct McpServices {
+pub(crate) struct McpServices {
     exchange: Arc<Exchange>,
     stop: CancellationToken,
     by_principal: Mutex<HashMap<String, Principal_>>,
@@ -46,7 +46,7 @@ struct Principal_ {
 
 impl McpServices {
     /// Services over `exchange`; their streams end when `stop` is cancelled.
-    pub fn new(exchange: Arc<Exchange>, stop: CancellationToken) -> McpServices {
+    pub(crate) fn new(exchange: Arc<Exchange>, stop: CancellationToken) -> McpServices {
         let body_limit = exchange
             .settings()
             .max_message_bytes
@@ -95,7 +95,7 @@ impl McpServices {
 /// Any method on `/mcp`: handed to the caller's MCP service, with its body bounded like any
 /// other: a JSON-RPC call carries at most one message (twice its size for JSON escaping), and
 /// holds its share of the server's body budget while it is read and handled.
-pub async fn mcp(
+pub(crate) async fn mcp(
     State(state): State<AppState>,
     Caller(caller): Caller,
     request: Request,

@@ -2,17 +2,17 @@
 //! exchange on a blocking thread (every write is fsynced), and map the result; errors are mapped
 //! once, in `error`. `app` builds the router so tests can serve it on `127.0.0.1:0`.
 
-pub mod auth;
-pub mod body;
-pub mod directory;
-pub mod error;
-pub mod events;
-pub mod link;
-pub mod mcp;
-pub mod query;
-pub mod serve;
-pub mod threads;
-pub mod web;
+pub(crate) mod auth;
+pub(crate) mod body;
+pub(crate) mod directory;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod link;
+pub(crate) mod mcp;
+pub(crate) mod query;
+pub(crate) mod serve;
+pub(crate) mod threads;
+pub(crate) mod web;
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use crate::http::error::ApiError;
 
 /// What every handler shares.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     /// The exchange behind the API.
     pub exchange: Arc<Exchange>,
     /// The MCP services behind `/mcp`.
@@ -39,7 +39,7 @@ pub struct AppState {
 
 impl AppState {
     /// Runs `work` (file IO, fsync, DuckDB) off the async workers.
-    pub async fn blocking<T: Send + 'static>(
+    pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
@@ -51,7 +51,7 @@ impl AppState {
 
 /// The API router over `exchange`; long-lived streams (MCP sessions) end when `stop` is
 /// cancelled.
-pub fn app(
+pub(crate) fn app(
     exchange: Arc<Exchange>,
     stop: tokio_util::sync::CancellationToken,
     cors_origins: &[String],

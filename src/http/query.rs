@@ -17,7 +17,7 @@ use crate::http::error::ApiError;
 
 /// The parameters of a query, from the query string or a JSON body.
 #[derive(Debug, Default, Deserialize)]
-pub struct QueryParams {
+pub(crate) struct QueryParams {
     /// The statement.
     sql: Option<String>,
     /// `json` (default), `csv` or `arrow`.
@@ -30,7 +30,7 @@ pub struct QueryParams {
 const MAX_LIMIT: usize = 10_000;
 
 /// `GET /query?sql=&format=&limit=`.
-pub async fn get(
+pub(crate) async fn get(
     State(state): State<AppState>,
     Caller(caller): Caller,
     params: Result<Query<QueryParams>, QueryRejection>,
@@ -41,7 +41,7 @@ pub async fn get(
 
 /// `POST /query`: the statement as the body (plain text), or a JSON object
 /// `{"sql", "format", "limit"}`; query-string parameters fill what the body leaves out.
-pub async fn post(
+pub(crate) async fn post(
     State(state): State<AppState>,
     Caller(caller): Caller,
     headers: HeaderMap,

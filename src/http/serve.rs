@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Bounds on connections.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Most connections open at once.
     pub max_connections: usize,
     /// Longest wait for a request's headers, counted from the moment the connection is ready
@@ -38,7 +38,7 @@ pub struct Limits {
 impl Limits {
     /// The documented defaults: 1,024 connections, 10 s for headers (and idle keep-alive),
     /// 64 KiB of headers, 10 s to drain at shutdown.
-    pub fn defaults() -> Limits {
+    pub(crate) fn defaults() -> Limits {
         Limits {
             max_connections: 1024,
             header_timeout: Duration::from_secs(10),
@@ -116,7 +116,12 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Noting {
 
 /// Serves `app` on `listener` until `stop` is cancelled, then lets requests in flight finish
 /// (up to `limits.drain`).
-pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: CancellationToken) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    stop: CancellationToken,
+) {
     let registry = Arc::new(Registry::default());
     let mut connections = tokio::task::JoinSet::new();
     let mut builder = http1::Builder::new();

@@ -24,7 +24,7 @@ use crate::protocol::value::{Map, Value};
 /// reply. The caller is an API key's principal, or a presigned link's executor (the plan's
 /// page posts with the link's token as its bearer token: status and response payloads about
 /// the link's thread only, checked before the body is read).
-pub async fn submit(
+pub(crate) async fn submit(
     State(state): State<AppState>,
     credential: Credential,
     headers: HeaderMap,
@@ -69,7 +69,7 @@ pub async fn submit(
 /// `GET /mess/{ref}`: the implementation plan's read of one thread, with an API key (as
 /// `GET /threads/{ref}`) or a presigned link's token as the bearer token (as
 /// `GET /thread/{ref}?token=`).
-pub async fn read(
+pub(crate) async fn read(
     State(state): State<AppState>,
     credential: Credential,
     headers: HeaderMap,
@@ -96,7 +96,7 @@ pub async fn read(
 
 /// Filters of `GET /threads`.
 #[derive(Debug, Deserialize)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     status: Option<String>,
     state: Option<String>,
     executor: Option<String>,
@@ -109,7 +109,7 @@ pub struct ListParams {
 const MAX_LIMIT: usize = 1000;
 
 /// `GET /threads`: the envelopes the caller may see, newest `updated` first.
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     Caller(caller): Caller,
     headers: HeaderMap,
@@ -159,7 +159,7 @@ pub async fn list(
 }
 
 /// `GET /threads/{ref}`: the envelope and the messages of a thread the caller may see.
-pub async fn one(
+pub(crate) async fn one(
     State(state): State<AppState>,
     Caller(caller): Caller,
     headers: HeaderMap,

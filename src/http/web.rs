@@ -44,7 +44,7 @@ fn with_policy(kind: &'static str, body: &'static str, policy: HeaderValue) -> R
 
 /// The page's query: only `exchange=` matters to the server.
 #[derive(Debug, Deserialize)]
-pub struct PageParams {
+pub(crate) struct PageParams {
     exchange: Option<String>,
 }
 
@@ -65,7 +65,7 @@ fn exchange_origin(url: &str) -> Option<String> {
 }
 
 /// `GET /respond`: the page; with `exchange=`, its policy lets it talk to that exchange too.
-pub async fn page(params: Result<Query<PageParams>, QueryRejection>) -> Response {
+pub(crate) async fn page(params: Result<Query<PageParams>, QueryRejection>) -> Response {
     let origin = params
         .ok()
         .and_then(|Query(p)| p.exchange)
@@ -82,18 +82,18 @@ pub async fn page(params: Result<Query<PageParams>, QueryRejection>) -> Response
 }
 
 /// `GET /respond/app.js`.
-pub async fn script() -> Response {
+pub(crate) async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
 }
 
 /// `GET /respond/app.css`.
-pub async fn style() -> Response {
+pub(crate) async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
 }
 
 /// `GET /r/{code}`: the short link of a text message, sent on to the page with the token the
 /// code stands for (an unknown or expired code answers 404).
-pub async fn short(
+pub(crate) async fn short(
     State(state): State<crate::http::AppState>,
     code: Result<Path<String>, PathRejection>,
 ) -> Result<Response, crate::http::error::ApiError> {

@@ -18,12 +18,12 @@ use crate::store::error::StoreError;
 use crate::store::fsio;
 
 /// The mailbox every session reads besides its own.
-pub const BROADCAST: &str = "__broadcast";
+pub(crate) const BROADCAST: &str = "__broadcast";
 
 /// The message types the format names: its table's seven and `announcement`, which its
 /// `__broadcast` example uses. Other types are kept too (the format means them to be
 /// extensible), as long as they are a safe token ([`check_type`]).
-pub const TYPES: [&str; 8] = [
+pub(crate) const TYPES: [&str; 8] = [
     "status",
     "alert",
     "task",
@@ -36,7 +36,7 @@ pub const TYPES: [&str; 8] = [
 
 /// How long an archived message is kept, counted from its `timestamp`: the format's archive is
 /// "old messages, may be pruned", and after this many days they are.
-pub const ARCHIVE_KEEP_DAYS: i64 = 90;
+pub(crate) const ARCHIVE_KEEP_DAYS: i64 = 90;
 
 /// Longest message type.
 const MAX_TYPE_LEN: usize = 32;
@@ -179,7 +179,7 @@ fn check_name(what: &str, name: &str) -> Result<(), MailError> {
 
 /// Checks a message type: one of [`TYPES`] or another lower-case token (a letter, then letters,
 /// digits and '-', at most 32), since it becomes the last part of the file name.
-pub fn check_type(kind: &str) -> Result<(), MailError> {
+pub(crate) fn check_type(kind: &str) -> Result<(), MailError> {
     let ok = kind.len() <= MAX_TYPE_LEN
         && kind.starts_with(|c: char| c.is_ascii_lowercase())
         && kind
@@ -196,13 +196,13 @@ pub fn check_type(kind: &str) -> Result<(), MailError> {
 }
 
 /// Checks a mailbox name (a session name, a tag or `__broadcast`).
-pub fn check_mailbox(name: &str) -> Result<(), MailError> {
+pub(crate) fn check_mailbox(name: &str) -> Result<(), MailError> {
     check_name("mailbox", name)
 }
 
 /// Reads when a message may be deleted: an RFC 3339 instant, or a duration from `now` (`7d`,
 /// `2h`, `PT30M`); empty for none. It must lie ahead of `now`.
-pub fn parse_expires(text: &str, now: Timestamp) -> Result<Option<Timestamp>, MailError> {
+pub(crate) fn parse_expires(text: &str, now: Timestamp) -> Result<Option<Timestamp>, MailError> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(None);

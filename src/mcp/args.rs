@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 /// `mess`: a raw MESS message.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct MessArgs {
+pub(crate) struct MessArgs {
     /// A complete MESS message in YAML, e.g. "MESS:\n  - request:\n      intent: water the plants".
     /// Use it for what the other tools cannot say: several requests at once, dependencies,
     /// attachments, replies to suggestions.
@@ -18,7 +18,7 @@ pub struct MessArgs {
 
 /// `mess_observe`: ask someone to look at something.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ObserveArgs {
+pub(crate) struct ObserveArgs {
     /// What to find out, in plain language ("what's in the fridge?").
     pub intent: String,
     /// Extra context lines (where, what to look for).
@@ -47,7 +47,7 @@ fn default_observe_wait() -> u32 {
 
 /// `mess_do`: ask someone or something to act.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct DoArgs {
+pub(crate) struct DoArgs {
     /// What must be done, in plain language ("vacuum the kitchen").
     pub intent: String,
     /// Extra context lines (where, how, constraints).
@@ -74,7 +74,7 @@ pub struct DoArgs {
 
 /// `mess_request`: the fields of `mess_observe` and `mess_do` together.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct RequestArgs {
+pub(crate) struct RequestArgs {
     /// What is needed, in plain language.
     pub intent: String,
     /// Extra context lines.
@@ -99,7 +99,7 @@ pub struct RequestArgs {
 
 /// A thread reference: `re`, or its alias `ref`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// The request: its ref (2026-11-26-001), your client id, or "last". Empty: all your open
     /// requests. "all": every request of yours, finished ones too.
     #[serde(default)]
@@ -111,7 +111,7 @@ pub struct StatusArgs {
 
 /// `mess_reply`: answer an executor's questions or confirmation request.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReplyArgs {
+pub(crate) struct ReplyArgs {
     /// The request: ref, client id or "last" (or use `ref`).
     #[serde(default)]
     pub re: String,
@@ -135,7 +135,7 @@ pub struct ReplyArgs {
 
 /// `mess_answer`: answer one question (older clients).
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct AnswerArgs {
+pub(crate) struct AnswerArgs {
     /// The request: ref, client id or "last".
     #[serde(rename = "ref")]
     pub r#ref: String,
@@ -148,7 +148,7 @@ pub struct AnswerArgs {
 /// that is neither becomes a tool error naming the field rather than a refused call.
 #[derive(Debug, Default, Deserialize)]
 #[serde(transparent)]
-pub struct YesNo(pub serde_json::Value);
+pub(crate) struct YesNo(pub serde_json::Value);
 
 impl JsonSchema for YesNo {
     fn inline_schema() -> bool {
@@ -170,7 +170,7 @@ impl JsonSchema for YesNo {
 /// takes `ref` in its place).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = re_required)]
-pub struct CancelArgs {
+pub(crate) struct CancelArgs {
     /// The request: ref, client id or "last".
     #[serde(default)]
     pub re: String,
@@ -184,7 +184,7 @@ pub struct CancelArgs {
 
 /// `mess_query`: read-only SQL over the exchange.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct QueryArgs {
+pub(crate) struct QueryArgs {
     /// One read-only SQL statement over the views threads, messages, thread_history,
     /// executors, capabilities, pending_by_capability, executor_availability, executor_stats.
     pub sql: String,
@@ -211,7 +211,7 @@ fn default_format() -> String {
 
 /// `mess_capabilities`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct CapabilitiesArgs {
+pub(crate) struct CapabilitiesArgs {
     /// Only capabilities with this tag (empty: all).
     #[serde(default)]
     pub tag: String,
@@ -219,7 +219,7 @@ pub struct CapabilitiesArgs {
 
 /// `mess_fetch`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct FetchArgs {
+pub(crate) struct FetchArgs {
     /// A resource: mess://pending, mess://history, mess://request/{ref}, mess://help, or
     /// thread://{ref}.
     pub uri: String,
@@ -227,7 +227,7 @@ pub struct FetchArgs {
 
 /// `mess_wait`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct WaitArgs {
+pub(crate) struct WaitArgs {
     /// The request to wait on: ref, client id or "last" (or use `ref`). Empty: any of yours.
     #[serde(default)]
     pub re: String,
@@ -244,7 +244,7 @@ fn default_wait() -> u32 {
 }
 
 /// `re` or its alias `ref`, whichever was given.
-pub fn either(re: &str, alias: &str) -> String {
+pub(crate) fn either(re: &str, alias: &str) -> String {
     if re.trim().is_empty() {
         alias.trim().to_owned()
     } else {
@@ -254,7 +254,7 @@ pub fn either(re: &str, alias: &str) -> String {
 
 /// `mess_mail_send`: leave a message in an agent mailbox.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct MailSendArgs {
+pub(crate) struct MailSendArgs {
     /// The recipient mailbox: a session name, a tag shared by several agents, or __broadcast.
     pub to: String,
     /// The Markdown body.
@@ -286,7 +286,7 @@ pub struct MailSendArgs {
 
 /// `mess_mail_list`: the messages of a mailbox.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct MailListArgs {
+pub(crate) struct MailListArgs {
     /// The mailbox (empty: your own).
     #[serde(default)]
     pub mailbox: String,
@@ -297,7 +297,7 @@ pub struct MailListArgs {
 
 /// `mess_mail_read` and `mess_mail_archive`: one message.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct MailFileArgs {
+pub(crate) struct MailFileArgs {
     /// The message's file name, as mess_mail_list shows it.
     pub file: String,
     /// The mailbox (empty: your own).

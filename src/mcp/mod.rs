@@ -3,7 +3,7 @@
 //! it decodes tool arguments, calls the exchange on a blocking thread, and answers with YAML
 //! text plus the same data as structured content; failures the model can fix are tool errors.
 
-pub mod args;
+pub(crate) mod args;
 mod resources;
 mod schemas;
 mod subscribe;
@@ -30,7 +30,7 @@ use crate::protocol::value::Value;
 
 /// The MCP server for one principal (the agent the tools act as).
 #[derive(Clone)]
-pub struct MessMcp {
+pub(crate) struct MessMcp {
     exchange: Arc<Exchange>,
     /// Legacy resource subscriptions of this session, by URI.
     subscriptions: Arc<subscribe::Subscriptions>,
@@ -43,7 +43,7 @@ pub struct MessMcp {
 
 impl MessMcp {
     /// A server acting as `who` on `exchange`.
-    pub fn new(exchange: Arc<Exchange>, who: Sender) -> MessMcp {
+    pub(crate) fn new(exchange: Arc<Exchange>, who: Sender) -> MessMcp {
         MessMcp {
             exchange,
             subscriptions: Arc::default(),
@@ -55,7 +55,7 @@ impl MessMcp {
     }
 
     /// The same server with another heartbeat interval for `mess_wait` (tests shorten it).
-    pub fn with_heartbeat(mut self, every: std::time::Duration) -> MessMcp {
+    pub(crate) fn with_heartbeat(mut self, every: std::time::Duration) -> MessMcp {
         self.heartbeat = every;
         self
     }
