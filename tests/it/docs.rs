@@ -113,7 +113,7 @@ fn cli_reference_is_the_binarys_help() {
             .unwrap_or_else(|| fresh.lines().count().min(doc.lines().count()));
         panic!(
             "docs/reference/cli.md is stale from line {}: `{}` now reads `{}`; \
-             rerun with MESS_BLESS=1 cargo test --locked --test it docs",
+             rerun with MESS_BLESS=1 cargo test --release --locked --test it docs",
             first + 1,
             doc.lines().nth(first).unwrap_or("<end of file>"),
             fresh.lines().nth(first).unwrap_or("<end of file>")
