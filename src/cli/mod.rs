@@ -6,8 +6,11 @@ mod cancel;
 mod claim;
 mod complete;
 mod config;
+mod db;
 mod demo;
+mod export;
 mod fsck;
+mod import;
 mod init;
 mod link;
 mod mail;
@@ -52,6 +55,17 @@ pub struct Args {
     #[arg(long = "as", global = true, env = "MESS_AGENT_ID", value_name = "ID")]
     as_id: Option<String>,
 
+    /// PostgreSQL database of a multi-node exchange (postgres://USER@HOST:PORT/DB); --home is
+    /// then this node's read-only mirror of the thread files
+    #[arg(
+        long,
+        global = true,
+        env = "MESS_DATABASE_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    database: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -93,6 +107,12 @@ enum Command {
     Sql(sql::SqlArgs),
     /// Synthetic data for trying things out
     Demo(demo::DemoArgs),
+    /// The schema of the database named by --database: init, migrate, status
+    Db(db::DbArgs),
+    /// Copy a home's threads into the database named by --database
+    Import(import::ImportArgs),
+    /// Write the database named by --database out as a home of thread files
+    Export(export::ExportArgs),
     /// Make an API key for an agent or an executor (printed once, stored hashed)
     Token(token::TokenArgs),
     /// Print a presigned link to the human client for one executor on one thread
@@ -287,7 +307,10 @@ fn run_command(args: Args) -> Result<(), CliError> {
     if let Some(after) = output::env_millis("MESS_NOTICE_OVERDUE_MS") {
         config.exchange.dispatch.overdue = after;
     }
-    let store = FileStore::open(&config.home);
+    let store = match &args.database {
+        Some(url) => FileStore::on_database(&config.home, open_database(url, &command)?),
+        None => FileStore::open(&config.home),
+    };
     let exchange = Exchange::new(store, config.exchange.clone(), Arc::new(SystemClock));
     let cx = Context {
         config,
@@ -313,12 +336,30 @@ fn run_command(args: Args) -> Result<(), CliError> {
         Command::Query(a) => query::run(&cx, a),
         Command::Sql(a) => sql::run(&cx, a),
         Command::Demo(a) => demo::run(&cx, a),
+        Command::Db(a) => db::run(&cx, a),
+        Command::Import(a) => import::run(&cx, a),
+        Command::Export(a) => export::run(&cx, a),
         Command::Token(a) => token::run(&cx, a),
         Command::Link(a) => link::run(&cx, a),
         Command::Mail(a) => mail::run(&cx, a),
         Command::WebhookSecret(a) => webhook_secret::run(&cx, a),
         Command::QueryWorker(a) => query_worker::run(a),
     }
+}
+
+/// Opens the database of tier 1 for `command`: `mess serve` brings its schema up to date
+/// (nodes starting together migrate once), `mess db` manages it, and every other command
+/// runs only on the schema it was built for.
+fn open_database(url: &str, command: &Command) -> Result<crate::store::pg::Pg, CliError> {
+    let db = crate::store::pg::Pg::open(url)?;
+    match command {
+        Command::Db(_) => {}
+        Command::Serve(_) => {
+            db.migrate()?;
+        }
+        _ => db.check_schema()?,
+    }
+    Ok(db)
 }
 
 /// Builds a one-payload message `{MESS: [{kind: body}]}` from flags and validates it like any

@@ -1,7 +1,8 @@
 //! The home's background work (routing passes, deadlines, mail pruning, notice delivery), done
 //! by exactly one long-lived process per home: whichever `mess serve` or `mess mcp` takes the
 //! worker lock first. The others stand by and take over when it exits, so a household running
-//! only an agent host's `mess mcp` still notifies its executors.
+//! only an agent host's `mess mcp` still notifies its executors. In tier 1 the lock is the
+//! database's (one node at a time), and every node sends notices.
 
 use std::time::Duration;
 
@@ -23,6 +24,13 @@ pub fn run(
     stop: CancellationToken,
     retry: Duration,
 ) -> tokio::task::JoinHandle<()> {
+    // Tier 1: every node sends notices (deliveries are leased row by row); only routing,
+    // deadlines and pruning need the one holder of the lock.
+    let everywhere = ex
+        .store()
+        .database()
+        .is_some()
+        .then(|| deliver::run(ex.clone(), notifier.clone(), stop.clone()));
     tokio::spawn(async move {
         let mut said = false;
         let held = loop {
@@ -47,12 +55,15 @@ pub fn run(
             }
         };
         tracing::info!("this process routes requests and sends notices for the home");
-        let tasks = [
+        let mut tasks = vec![
             route::run(ex.clone(), stop.clone(), retry),
             sweep::run(ex.clone(), stop.clone()),
             mail_sweep::run(ex.clone(), stop.clone()),
-            deliver::run(ex, notifier, stop),
         ];
+        tasks.push(match everywhere {
+            Some(task) => task,
+            None => deliver::run(ex, notifier, stop),
+        });
         // A pass or a delivery in flight finishes its writes before the lock goes.
         for task in tasks {
             let _ = task.await;

@@ -49,8 +49,36 @@ impl Exchange {
         kind: &str,
         now: Timestamp,
     ) -> Result<usize, Error> {
-        let directory = self.directory();
         let mut queued = 0;
+        for delivery in self.notices(thread, executors, kind, now)? {
+            if self.store().enqueue(&delivery)? {
+                queued += 1;
+            }
+        }
+        if queued > 0 {
+            self.deliveries.notify_one();
+        }
+        Ok(queued)
+    }
+
+    /// Wakes this process's delivery worker (after a change queued notices with it).
+    pub(crate) fn wake_deliveries(&self) {
+        self.deliveries.notify_one();
+    }
+
+    /// The `kind` notices of `thread` for each of `executors` on each of their `notify:`
+    /// channels, to queue (with [`Exchange::queue_notices`], or with the change that decides
+    /// them: a routing decision's [`Edit`](crate::store::Edit)). Notes each executor's last
+    /// offered thread, which `re: last` names when it answers.
+    pub(crate) fn notices(
+        &self,
+        thread: &ThreadRef,
+        executors: &[String],
+        kind: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Delivery>, Error> {
+        let directory = self.directory();
+        let mut out = Vec::new();
         for id in executors {
             let Some(spec) = directory.executor(id) else {
                 continue;
@@ -75,7 +103,7 @@ impl Exchange {
                 if let Value::Map(m) = &mut target {
                     m.remove("secret");
                 }
-                let delivery = Delivery {
+                out.push(Delivery {
                     id: format!("{thread}.{id}.{name}.{kind}"),
                     thread: thread.to_string(),
                     executor: id.clone(),
@@ -88,16 +116,10 @@ impl Exchange {
                     provider_ref: None,
                     previous: None,
                     outcome: None,
-                };
-                if self.store().enqueue(&delivery)? {
-                    queued += 1;
-                }
+                });
             }
         }
-        if queued > 0 {
-            self.deliveries.notify_one();
-        }
-        Ok(queued)
+        Ok(out)
     }
 
     /// The link a notice carries: the web page for this thread and executor, with every action.
@@ -386,6 +408,7 @@ impl Exchange {
                 Some(Edit {
                     envelope,
                     append: Vec::new(),
+                    deliveries: Vec::new(),
                 }),
                 (),
             ))
@@ -437,6 +460,7 @@ impl Exchange {
                 Some(Edit {
                     envelope,
                     append: Vec::new(),
+                    deliveries: Vec::new(),
                 }),
                 (),
             ))

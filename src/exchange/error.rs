@@ -80,6 +80,8 @@ pub enum ErrorKind {
     TooLarge,
     /// At a limit on work at once: retry shortly.
     Busy,
+    /// The database (tier 1) cannot be reached: nothing was written; retry later.
+    Unavailable,
     /// Anything else: disk errors, corrupt files.
     Internal,
 }
@@ -110,6 +112,7 @@ impl Error {
             Error::Misconfigured { .. } => ErrorKind::Internal,
             Error::Busy { .. } => ErrorKind::Busy,
             Error::Store(StoreError::Exists { .. }) => ErrorKind::Conflict,
+            Error::Store(StoreError::Unavailable { .. }) => ErrorKind::Unavailable,
             Error::Store(_) => ErrorKind::Internal,
             Error::Db(DbError::Refused { .. }) => ErrorKind::Forbidden,
             Error::Db(

@@ -133,6 +133,7 @@ fn exchange_edit(env: &Envelope, payloads: Vec<Payload>, now: Timestamp) -> Edit
     Edit {
         envelope,
         append: vec![doc],
+        deliveries: Vec::new(),
     }
 }
 
@@ -224,6 +225,7 @@ pub(crate) fn reconcile(
             Some(Edit {
                 envelope,
                 append: Vec::new(),
+                deliveries: Vec::new(),
             }),
             Some(Status::Pending),
         ))

@@ -369,6 +369,14 @@ impl Exchange {
         }
     }
 
+    /// Whether this exchange can serve: always on files; in tier 1, when its database answers.
+    pub fn health(&self) -> Result<(), Error> {
+        match self.store.database() {
+            Some(db) => Ok(db.ping()?),
+            None => Ok(()),
+        }
+    }
+
     /// Listens to the changes this exchange writes from now on (waits, events, MCP resource
     /// updates). A listener that falls more than a few thousand changes behind gets a `Lagged`
     /// error and should re-read what it watches.

@@ -142,10 +142,11 @@ impl Exchange {
                 pass.waiting.push(thread);
                 continue;
             }
-            // Notices first (a notice about a thread taken meanwhile is dropped as moot), so a
-            // crash never leaves a routed thread nobody was told about.
+            // The notices are written with the decision (before it on files, in its
+            // transaction in a database), so no routed thread goes untold; one queued before
+            // under the same id is not queued again.
             let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
-            self.queue_notices(&thread, &executors, "new", now)?;
+            let deliveries = self.notices(&thread, &executors, "new", now)?;
             let recorded = self.store().modify(&thread, |t| -> Result<_, Error> {
                 if !waits_for_routing(&t.envelope, now) {
                     return Ok((None, false));
@@ -156,12 +157,16 @@ impl Exchange {
                     Some(Edit {
                         envelope,
                         append: Vec::new(),
+                        deliveries,
                     }),
                     true,
                 ))
             });
             match recorded {
-                Ok(true) => pass.routed.push(thread),
+                Ok(true) => {
+                    self.wake_deliveries();
+                    pass.routed.push(thread);
+                }
                 Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
                 Err(e) => return Err(e),
             }
@@ -218,7 +223,7 @@ impl Exchange {
                 .cloned()
                 .collect();
             let thread = env.thread_ref.clone();
-            self.queue_notices(&thread, &able, "escalated", now)?;
+            let deliveries = self.notices(&thread, &able, "escalated", now)?;
             let note = if able.is_empty() {
                 "unclaimed; no executor of the default rule can take it".to_owned()
             } else {
@@ -234,12 +239,16 @@ impl Exchange {
                     Some(Edit {
                         envelope,
                         append: Vec::new(),
+                        deliveries,
                     }),
                     true,
                 ))
             });
             match written {
-                Ok(true) => escalated.push(thread),
+                Ok(true) => {
+                    self.wake_deliveries();
+                    escalated.push(thread);
+                }
                 Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
                 Err(e) => return Err(e),
             }
@@ -263,6 +272,7 @@ impl Exchange {
                 Some(Edit {
                     envelope,
                     append: Vec::new(),
+                    deliveries: Vec::new(),
                 }),
                 (),
             ))

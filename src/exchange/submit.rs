@@ -291,6 +291,7 @@ fn apply_group(
             Some(Edit {
                 envelope: envelope.clone(),
                 append: vec![doc],
+                deliveries: Vec::new(),
             }),
             (envelope.status, envelope.executor.clone(), echo),
         ))

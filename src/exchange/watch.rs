@@ -1,9 +1,11 @@
 //! Changes written by other processes: the file system reports thread files renamed or written
 //! into the `state=` folders (inotify on Linux; nothing polls), and the exchange announces them
-//! on the same change bus as its own writes, each change once.
+//! on the same change bus as its own writes, each change once. In tier 1 the mirror's follower
+//! does this for every node's writes, its own included.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ::notify::{EventKind, RecursiveMode, Watcher as _};
@@ -14,6 +16,8 @@ use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
 use crate::protocol::time::Timestamp;
 use crate::store::layout::ref_of_file;
+use crate::store::pg::Pg;
+use crate::store::pg::mirror::Follower;
 
 /// The last version announced per thread (its `updated` and the length of its history, as two
 /// changes may fall in one millisecond), so that a change seen both in-process and through the
@@ -47,9 +51,18 @@ impl Announced {
     }
 }
 
-/// A running watch of the home; it stops when dropped.
+/// A running watch of the home (or, in tier 1, the mirror's follower); it stops when dropped.
 pub struct HomeWatch {
-    _watcher: ::notify::RecommendedWatcher,
+    _watcher: Option<::notify::RecommendedWatcher>,
+    stop: Option<Arc<AtomicBool>>,
+}
+
+impl Drop for HomeWatch {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.stop {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 impl std::fmt::Debug for HomeWatch {
@@ -63,6 +76,9 @@ impl Exchange {
     /// server, a tool writing files), for as long as the returned watch lives.
     pub fn watch_home(&self) -> Result<HomeWatch, Error> {
         self.store().init()?;
+        if let Some(db) = self.store().database() {
+            return self.follow_database(db.clone());
+        }
         let ex = self.clone();
         let mut watcher =
             ::notify::recommended_watcher(move |event: ::notify::Result<::notify::Event>| {
@@ -86,7 +102,60 @@ impl Exchange {
                 )
                 .map_err(|e| watch_error(&e))?;
         }
-        Ok(HomeWatch { _watcher: watcher })
+        Ok(HomeWatch {
+            _watcher: Some(watcher),
+            stop: None,
+        })
+    }
+
+    /// Tier 1: brings the mirror up to date, then follows the database's change feed on a
+    /// thread of its own, writing each changed thread's file and announcing it, woken by this
+    /// process's commits, by other nodes' notifications, and at least once a second.
+    fn follow_database(&self, db: Pg) -> Result<HomeWatch, Error> {
+        let layout = self.store().layout().clone();
+        let mut follower = Follower::start(&db, &layout)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let listening = {
+            let (db, stop) = (db.clone(), stop.clone());
+            move || db.listen(stop)
+        };
+        spawn("mess-listen", listening)?;
+        let ex = self.clone();
+        let following = {
+            let stop = stop.clone();
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match follower.pass(&db, &layout) {
+                        Ok(applied) => {
+                            for change in applied {
+                                ex.announce_envelope(change.file.envelope);
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "following the database"),
+                    }
+                    if !follower.behind() {
+                        db.wait_for_change(FOLLOW_EVERY);
+                    }
+                }
+            }
+        };
+        spawn("mess-mirror", following)?;
+        Ok(HomeWatch {
+            _watcher: None,
+            stop: Some(stop),
+        })
+    }
+
+    /// Announces `envelope` on the change bus unless this change was announced already.
+    fn announce_envelope(&self, envelope: Envelope) {
+        if self.announced.first(&envelope) {
+            let _ = self.changes.send(ThreadChange {
+                thread: envelope.thread_ref.clone(),
+                status: envelope.status,
+                updated: envelope.updated,
+                envelope: Arc::new(envelope),
+            });
+        }
     }
 
     /// Announces the thread of `path` if it is a thread file with a change not yet announced.
@@ -104,15 +173,23 @@ impl Exchange {
         let Ok((envelope, _)) = self.store().envelope(&thread) else {
             return;
         };
-        if self.announced.first(&envelope) {
-            let _ = self.changes.send(ThreadChange {
-                thread,
-                status: envelope.status,
-                updated: envelope.updated,
-                envelope: Arc::new(envelope),
-            });
-        }
+        self.announce_envelope(envelope);
     }
+}
+
+/// How often a follower looks at the change feed when nothing woke it.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(f)
+        .map(|_| ())
+        .map_err(|e| {
+            Error::Store(crate::store::error::StoreError::Other {
+                message: format!("starting {name}: {e}"),
+            })
+        })
 }
 
 fn watch_error(e: &::notify::Error) -> Error {

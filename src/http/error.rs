@@ -87,6 +87,15 @@ impl From<Error> for ApiError {
             ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             // `Retry-After` comes with every 429 (see `into_response`).
             ErrorKind::Busy => (StatusCode::TOO_MANY_REQUESTS, "busy"),
+            ErrorKind::Unavailable => {
+                // The driver's words can name database hosts: they go to the log only.
+                tracing::warn!(error = %e, "the database is unavailable");
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the exchange's database is unavailable; nothing was written; retry shortly",
+                );
+            }
             ErrorKind::Internal => return ApiError::internal(&e.to_string()),
         };
         ApiError::new(status, code, e.to_string())

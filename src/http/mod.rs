@@ -17,6 +17,7 @@ pub(crate) mod web;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::State;
 use axum::routing::{get, post};
 
 use crate::exchange::Exchange;
@@ -127,8 +128,14 @@ async fn trace(
     response
 }
 
-async fn healthz() -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+/// `GET /healthz`: 200 while this node can serve; in tier 1 that needs the database, so a
+/// load balancer takes a node that cannot reach it out of rotation (503).
+async fn healthz(State(state): State<AppState>) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let ex = state.exchange.clone();
+    state.blocking(move || ex.health()).await??;
+    Ok(axum::Json(
+        serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}),
+    ))
 }
 
 async fn not_found() -> ApiError {

@@ -51,6 +51,13 @@ impl FileStore {
         thread: &ThreadRef,
         cutoff: Timestamp,
     ) -> Result<Option<String>, StoreError> {
+        if let Some(db) = self.database() {
+            let moved = db.archive_one(thread, &cutoff)?;
+            if moved.is_some() {
+                self.committed();
+            }
+            return Ok(moved);
+        }
         let layout = self.layout();
         let _guard = lock::acquire(&layout.locks_dir(), &lock::thread_lock_name(thread))?;
         let copies = self.read_copies(thread)?;

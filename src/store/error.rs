@@ -48,6 +48,12 @@ pub enum StoreError {
         /// The ref.
         thread: String,
     },
+    /// The database cannot be reached now (tier 1): nothing was written; retry later.
+    #[error("{message}")]
+    Unavailable {
+        /// What happened.
+        message: String,
+    },
     /// Anything else, said in words.
     #[error("{message}")]
     Other {

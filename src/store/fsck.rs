@@ -46,7 +46,7 @@ impl FsckReport {
         self.findings.iter().filter(|f| !f.repaired).count()
     }
 
-    fn note(&mut self, path: &Path, problem: impl Into<String>, repaired: bool) {
+    pub(crate) fn note(&mut self, path: &Path, problem: impl Into<String>, repaired: bool) {
         self.findings.push(Finding {
             path: path.to_owned(),
             problem: problem.into(),
@@ -57,17 +57,18 @@ impl FsckReport {
 
 /// What the index should hold, gathered while checking threads.
 #[derive(Default)]
-struct IndexFacts {
+pub(crate) struct IndexFacts {
     /// (requestor, client id) -> newest thread.
-    client_ids: BTreeMap<(String, String), (chrono::DateTime<chrono::FixedOffset>, ThreadRef)>,
+    pub(crate) client_ids:
+        BTreeMap<(String, String), (chrono::DateTime<chrono::FixedOffset>, ThreadRef)>,
     /// requestor -> newest thread.
-    last: BTreeMap<String, (chrono::DateTime<chrono::FixedOffset>, ThreadRef)>,
+    pub(crate) last: BTreeMap<String, (chrono::DateTime<chrono::FixedOffset>, ThreadRef)>,
     /// (requestor, suggestion id) -> thread.
-    suggestions: Vec<(String, String, ThreadRef)>,
+    pub(crate) suggestions: Vec<(String, String, ThreadRef)>,
     /// dependency -> dependents.
-    deps: Vec<(String, ThreadRef)>,
+    pub(crate) deps: Vec<(String, ThreadRef)>,
     /// date -> highest serial.
-    serials: BTreeMap<NaiveDate, u64>,
+    pub(crate) serials: BTreeMap<NaiveDate, u64>,
 }
 
 impl FileStore {
@@ -78,6 +79,9 @@ impl FileStore {
         repair: bool,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<FsckReport, StoreError> {
+        if let Some(db) = self.database() {
+            return crate::store::pg::mirror::fsck(db, self.layout(), repair, progress);
+        }
         let mut report = FsckReport::default();
         let mut errors = Vec::new();
         let files = self.files(&State::ALL, true, &mut errors);
@@ -535,7 +539,25 @@ fn load(path: &Path, text: &str) -> Result<Loaded, String> {
 }
 
 fn gather(thread: &ThreadRef, loaded: &Loaded, facts: &mut IndexFacts) {
-    let Some(env) = &loaded.envelope else { return };
+    if let Some(env) = &loaded.envelope {
+        facts.add(thread, env, &loaded.messages);
+    }
+}
+
+impl IndexFacts {
+    /// Adds what one thread says about the indexes: its client id, its requestor's newest
+    /// request, its dependencies, its suggestion ids and its ref's serial.
+    pub(crate) fn add(&mut self, thread: &ThreadRef, env: &Envelope, messages: &[MessageDoc]) {
+        gather_facts(thread, env, messages, self);
+    }
+}
+
+fn gather_facts(
+    thread: &ThreadRef,
+    env: &Envelope,
+    messages: &[MessageDoc],
+    facts: &mut IndexFacts,
+) {
     if let Some((date, serial)) = thread.date_serial() {
         let e = facts.serials.entry(date).or_insert(0);
         *e = (*e).max(serial);
@@ -560,7 +582,7 @@ fn gather(thread: &ThreadRef, loaded: &Loaded, facts: &mut IndexFacts) {
     for dep in &env.depends_on {
         facts.deps.push((dep.clone(), thread.clone()));
     }
-    for doc in &loaded.messages {
+    for doc in messages {
         for p in &doc.message.payloads {
             if let Payload::Suggestion(s) = p
                 && let Some(id) = &s.id

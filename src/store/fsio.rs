@@ -89,11 +89,30 @@ pub(crate) fn random_bytes(n: usize) -> Result<Vec<u8>, StoreError> {
     Ok(bytes)
 }
 
+/// Replaces `path` atomically (readers see the old content or the new) without waiting for
+/// the disk: for copies that can be rebuilt from elsewhere, such as a database's mirror.
+pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = write_temp_synced(path, bytes, 0o600, false)?;
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        StoreError::io(path, e)
+    })
+}
+
 fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
     write_temp_mode(path, bytes, 0o600)
 }
 
 fn write_temp_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<PathBuf, StoreError> {
+    write_temp_synced(path, bytes, mode, true)
+}
+
+fn write_temp_synced(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    sync: bool,
+) -> Result<PathBuf, StoreError> {
     // rename is atomic only within one filesystem, so the temp file sits in the target folder.
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -111,7 +130,9 @@ fn write_temp_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<PathBuf, Stor
         .mode(mode)
         .open(&tmp)
         .map_err(|e| StoreError::io(&tmp, e))?;
-    let result = file.write_all(bytes).and_then(|()| file.sync_data());
+    let result = file
+        .write_all(bytes)
+        .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
     if let Err(e) = result {
         drop(file);
         let _ = fs::remove_file(&tmp);

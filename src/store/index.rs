@@ -27,7 +27,7 @@ pub enum Key<'a> {
     Suggestion(&'a str),
 }
 
-fn entry_name(key: Key<'_>) -> String {
+pub(crate) fn entry_name(key: Key<'_>) -> String {
     match key {
         Key::Last => "last".to_owned(),
         Key::LastWork => "work-last".to_owned(),
@@ -68,7 +68,7 @@ pub(crate) fn put(
 }
 
 /// True when `a` was allocated after `b` (refs of other shapes compare as text).
-fn newer(a: &ThreadRef, b: &ThreadRef) -> bool {
+pub(crate) fn newer(a: &ThreadRef, b: &ThreadRef) -> bool {
     match (a.date_serial(), b.date_serial()) {
         (Some(x), Some(y)) => x > y,
         _ => a > b,
@@ -165,4 +165,71 @@ fn encode(s: &str) -> String {
         out = format!("{}~{hash:016x}", &out[..cut]);
     }
     out
+}
+
+/// Every entry of the index folder: (sender, entry name, ref), for moving a home into a
+/// database. Sender folders whose names were shortened (a hash in place of the tail) cannot be
+/// read back and are left out; `mess fsck` rebuilds what they held from the thread files.
+pub(crate) fn all_entries(layout: &Layout) -> Result<Vec<(String, String, ThreadRef)>, StoreError> {
+    let root = layout.index_dir();
+    let mut out = Vec::new();
+    let senders = match std::fs::read_dir(&root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(StoreError::io(&root, e)),
+    };
+    for sender in senders.flatten() {
+        let Some(name) = decode(&sender.file_name().to_string_lossy()) else {
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(sender.path()) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let key = entry.file_name().to_string_lossy().into_owned();
+            if key.contains(fsio::TEMP_MARK) || key.starts_with('.') {
+                continue;
+            }
+            if let Some(thread) =
+                fsio::read_optional(&entry.path())?.and_then(|t| ThreadRef::parse(t.trim()).ok())
+            {
+                out.push((name.clone(), key, thread));
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    Ok(out)
+}
+
+/// Points the entry named `key` (as [`entry_name`] names it) of `sender` at `thread`.
+pub(crate) fn put_named(
+    layout: &Layout,
+    sender: &str,
+    key: &str,
+    thread: &ThreadRef,
+) -> Result<(), StoreError> {
+    let dir = sender_dir(layout, sender);
+    fsio::ensure_dir(&dir)?;
+    fsio::write_atomic(&dir.join(key), format!("{thread}\n").as_bytes())
+}
+
+/// The text [`encode`] made `name` from; `None` for shortened names.
+fn decode(name: &str) -> Option<String> {
+    if name.contains('~') {
+        return None;
+    }
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = name.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }

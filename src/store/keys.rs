@@ -1,5 +1,6 @@
-//! API key records and the link secret, under `.mess/` with mode 0600. Keys are stored as
-//! SHA-256 hashes only; what a key means (its principal and role) is the exchange's business.
+//! API key records and the link secret, under `.mess/` with mode 0600 (in tier 1, in the
+//! database, so every node knows them). Keys are stored as SHA-256 hashes only; what a key
+//! means (its principal and role) is the exchange's business.
 
 use std::io;
 
@@ -58,6 +59,10 @@ impl FileStore {
     /// is no keys file.
     pub fn keys_stamp(&self) -> Result<Option<KeysStamp>, StoreError> {
         use std::os::unix::fs::MetadataExt as _;
+        if let Some(db) = self.database() {
+            let (count, newest) = db.keys_version()?;
+            return Ok((count > 0).then(|| (0, count.unsigned_abs(), newest, 0)));
+        }
         let path = self.layout().keys_file();
         match std::fs::metadata(&path) {
             Ok(m) => Ok(Some((
@@ -77,6 +82,9 @@ impl FileStore {
 
     /// Every stored key record (none when no key was ever made).
     pub fn key_records(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        if let Some(db) = self.database() {
+            return db.key_records();
+        }
         let path = self.layout().keys_file();
         let Some(text) = fsio::read_optional(&path)? else {
             return Ok(Vec::new());
@@ -92,6 +100,9 @@ impl FileStore {
 
     /// Adds a key record, under the keys lock so concurrent `mess token` runs keep every key.
     pub fn add_key_record(&self, record: KeyRecord) -> Result<(), StoreError> {
+        if let Some(db) = self.database() {
+            return db.add_key_record(&record);
+        }
         fsio::ensure_dir(&self.layout().locks_dir())?;
         let _lock = lock::acquire(&self.layout().locks_dir(), "keys")?;
         let mut records = self.key_records()?;
@@ -130,6 +141,17 @@ impl FileStore {
     /// The secret in `path`, made on first use from the kernel's randomness (hex text, mode
     /// 0600); concurrent first uses agree on one.
     fn generated_secret(&self, path: &std::path::Path) -> Result<Vec<u8>, StoreError> {
+        if let Some(db) = self.database() {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let fresh: String = fsio::random_bytes(SECRET_BYTES)?
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            return Ok(db.secret(&name, &fresh)?.into_bytes());
+        }
         if let Some(text) = fsio::read_optional(path)? {
             return Ok(text.trim().as_bytes().to_vec());
         }

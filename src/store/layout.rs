@@ -128,6 +128,11 @@ impl Layout {
         self.internal_dir().join("exchange-id")
     }
 
+    /// `.mess/mirror-horizon`: how far this mirror has followed the database's change feed.
+    pub(crate) fn mirror_horizon_file(&self) -> PathBuf {
+        self.internal_dir().join("mirror-horizon")
+    }
+
     pub(crate) fn locks_dir(&self) -> PathBuf {
         self.internal_dir().join("locks")
     }

@@ -1,6 +1,8 @@
-//! MESSE-AF thread files on disk: the `state=` folders, crash-safe writes, cross-process locks,
-//! ref allocation, the archive, and the small indexes that avoid scanning. Synchronous; knows
-//! nothing about HTTP, SQL or notifications. The files are the source of truth.
+//! The exchange's system of record. Tier 0: MESSE-AF thread files on disk (the `state=`
+//! folders, crash-safe writes, cross-process locks, ref allocation, the archive, and the small
+//! indexes that avoid scanning), which are the source of truth. Tier 1: the same operations on
+//! PostgreSQL (`pg`), with the home as a read-only mirror of the files. Synchronous; knows
+//! nothing about HTTP, SQL queries or notifications.
 
 pub mod archive;
 pub mod error;
@@ -11,6 +13,7 @@ pub mod keys;
 pub mod layout;
 pub(crate) mod lock;
 pub mod outbox;
+pub mod pg;
 pub(crate) mod refs;
 pub mod registry;
 pub mod short;
@@ -40,11 +43,13 @@ pub use crate::store::index::Key as IndexKey;
 /// thread, with the thread's lock held: it must be quick).
 pub type Observer = Arc<dyn Fn(&Envelope) + Send + Sync>;
 
-/// The thread files of one exchange home.
+/// The threads of one exchange: the files of its home, or (tier 1) a database the home
+/// mirrors.
 #[derive(Clone)]
 pub struct FileStore {
     layout: Layout,
     observer: Option<Observer>,
+    database: Option<pg::Pg>,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -52,6 +57,7 @@ impl std::fmt::Debug for FileStore {
         f.debug_struct("FileStore")
             .field("layout", &self.layout)
             .field("observed", &self.observer.is_some())
+            .field("database", &self.database)
             .finish()
     }
 }
@@ -66,16 +72,41 @@ pub struct ServeLock {
 }
 
 /// The home's background-work lock (routing passes, deadlines, notice delivery), held while it
-/// lives: one process per home does that work, or every notice would go out twice.
+/// lives: one process per home (per database in tier 1) does that work, or every notice would
+/// go out twice.
 #[derive(Debug)]
 pub struct WorkerLock {
-    _held: lock::Lock,
+    _held: Held,
 }
 
-/// An exclusive hold on one sender's request creation, across processes; released on drop.
+/// An exclusive hold on one sender's request creation, across processes (and nodes);
+/// released on drop.
 #[derive(Debug)]
 pub struct SenderGuard {
-    _lock: lock::Lock,
+    _lock: Held,
+}
+
+/// A lock of either tier: a lock file, or a database session lock (a node that dies frees it).
+enum Held {
+    File(lock::Lock),
+    Session(pg::SessionLock),
+    Connection(
+        #[expect(
+            dead_code,
+            reason = "held, never read: the lock lives as long as the session"
+        )]
+        Box<r2d2_postgres::postgres::Client>,
+    ),
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Held::File(l) => l.fmt(f),
+            Held::Session(l) => l.fmt(f),
+            Held::Connection(_) => f.write_str("database session lock"),
+        }
+    }
 }
 
 /// What a modification writes: the new envelope and the documents to append.
@@ -85,6 +116,10 @@ pub struct Edit {
     pub envelope: Envelope,
     /// Message documents to append, in order.
     pub append: Vec<MessageDoc>,
+    /// Notices the change queues (a routing decision's): durable before the change is (on
+    /// files, queued first; in tier 1, in the same transaction), so no recorded decision is
+    /// without its notices; a notice already queued under its id is not queued again.
+    pub deliveries: Vec<outbox::Delivery>,
 }
 
 impl FileStore {
@@ -93,7 +128,36 @@ impl FileStore {
         FileStore {
             layout: Layout::new(root),
             observer: None,
+            database: None,
         }
+    }
+
+    /// The store of a database (tier 1), mirrored into the home at `root`.
+    pub fn on_database(root: &Path, database: pg::Pg) -> FileStore {
+        FileStore {
+            layout: Layout::new(root),
+            observer: None,
+            database: Some(database),
+        }
+    }
+
+    /// The database, in tier 1.
+    pub fn database(&self) -> Option<&pg::Pg> {
+        self.database.as_ref()
+    }
+
+    /// Tells the mirror's followers (this node's at once, the others' through the database)
+    /// that a write committed.
+    pub(crate) fn committed(&self) {
+        if let Some(db) = &self.database {
+            db.committed();
+        }
+    }
+
+    /// Tells the observer about `thread` as the mirror now holds it (tier 1: called by the
+    /// mirror's follower once the file is written).
+    pub fn announce(&self, envelope: &Envelope) {
+        self.changed(envelope);
     }
 
     /// The same store, telling `observer` about every thread it writes from now on.
@@ -119,8 +183,18 @@ impl FileStore {
     /// Holds the home's background-work lock while the returned guard lives; `None` when
     /// another process does that work.
     pub fn worker_lock(&self) -> Result<Option<WorkerLock>, StoreError> {
-        Ok(lock::try_acquire(&self.layout.locks_dir(), WORKER_LOCK)?
-            .map(|held| WorkerLock { _held: held }))
+        if let Some(db) = &self.database {
+            return Ok(db
+                .try_session_lock("singleton:worker")?
+                .map(|client| WorkerLock {
+                    _held: Held::Connection(Box::new(client)),
+                }));
+        }
+        Ok(
+            lock::try_acquire(&self.layout.locks_dir(), WORKER_LOCK)?.map(|held| WorkerLock {
+                _held: Held::File(held),
+            }),
+        )
     }
 
     /// Whether some process holds the background-work lock now. The probe takes the lock for
@@ -145,6 +219,9 @@ impl FileStore {
 
     /// Allocates `n` new refs for `date` (UTC).
     pub fn allocate_refs(&self, date: NaiveDate, n: usize) -> Result<Vec<ThreadRef>, StoreError> {
+        if let Some(db) = &self.database {
+            return db.allocate_refs(date, n);
+        }
         refs::allocate(&self.layout, date, n)
     }
 
@@ -152,8 +229,13 @@ impl FileStore {
     pub fn create(&self, envelope: &Envelope, docs: &[MessageDoc]) -> Result<PathBuf, StoreError> {
         let location = Location::State(envelope.status.state());
         let path = self.layout.thread_path(&location, &envelope.thread_ref);
-        fsio::ensure_dir(&self.layout.dir(&location))?;
         let text = thread::new_thread_text(envelope, docs);
+        if let Some(db) = &self.database {
+            db.create(&envelope.thread_ref, envelope, &text)?;
+            self.committed();
+            return Ok(path);
+        }
+        fsio::ensure_dir(&self.layout.dir(&location))?;
         let _guard = lock::acquire(
             &self.layout.locks_dir(),
             &lock::thread_lock_name(&envelope.thread_ref),
@@ -178,6 +260,16 @@ impl FileStore {
     /// Every copy of a thread's file (more than one only after an interrupted move), checked in
     /// lifecycle order so a concurrent forward move is never missed.
     pub fn find(&self, thread: &ThreadRef) -> Result<Vec<(Location, PathBuf)>, StoreError> {
+        if let Some(db) = &self.database {
+            return Ok(db
+                .head(thread)?
+                .map(|(_, location)| {
+                    let path = self.layout.thread_path(&location, thread);
+                    (location, path)
+                })
+                .into_iter()
+                .collect());
+        }
         let mut found = Vec::new();
         let months = self.archive_months_for(thread)?;
         let locations = State::ALL
@@ -214,6 +306,13 @@ impl FileStore {
     /// Reads a thread; `NotFound` when no file holds it. An envelope that no longer accounts
     /// for the messages (a hand edit) is rebuilt and written back first (see [`FileStore::heal`]).
     pub fn read(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
+        if let Some(db) = &self.database {
+            let stored = db.read(thread)?.ok_or_else(|| StoreError::NotFound {
+                thread: thread.to_string(),
+            })?;
+            let path = self.layout.thread_path(&stored.location, thread);
+            return ThreadFile::parse(&path, stored.location, stored.text);
+        }
         let t = self.read_as_is(thread)?;
         if t.freshness() == Freshness::Current {
             return Ok(t);
@@ -259,6 +358,16 @@ impl FileStore {
     /// Reads only the envelope of a thread, without loading its messages (unless the file
     /// changed behind mess's back: then it is healed first).
     pub fn envelope(&self, thread: &ThreadRef) -> Result<(Envelope, Location), StoreError> {
+        if let Some(db) = &self.database {
+            let (head, location) = db.head(thread)?.ok_or_else(|| StoreError::NotFound {
+                thread: thread.to_string(),
+            })?;
+            let path = self.layout.thread_path(&location, thread);
+            return Ok((
+                ThreadFile::parse(&path, location.clone(), head)?.envelope,
+                location,
+            ));
+        }
         let found = self.find(thread)?;
         if found.len() == 1 {
             let (location, path) = &found[0];
@@ -277,6 +386,10 @@ impl FileStore {
     /// documents are not all MESS messages is left exactly as it is (and logged; `mess fsck`
     /// reports it). Returns the thread as it now is.
     pub fn heal(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
+        if self.database.is_some() {
+            // Only mess writes the database: there is nothing to heal.
+            return self.read(thread);
+        }
         let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
         let copies = self.read_copies(thread)?;
         let Some(current) = copies.first() else {
@@ -290,6 +403,7 @@ impl FileStore {
         let edit = Edit {
             envelope,
             append: Vec::new(),
+            deliveries: Vec::new(),
         };
         let (path, location) = self.write_locked(thread, current, &copies, &edit)?;
         let text = fsio::read_optional(&path)?.ok_or_else(|| StoreError::NotFound {
@@ -334,6 +448,13 @@ impl FileStore {
         thread: &ThreadRef,
         decide: impl FnOnce(&ThreadFile) -> Result<(Option<Edit>, T), E>,
     ) -> Result<T, E> {
+        if let Some(db) = &self.database {
+            let (out, written) = db.modify(&self.layout, thread, decide)?;
+            if written.is_some() {
+                self.committed();
+            }
+            return Ok(out);
+        }
         let _guard = lock::acquire(&self.layout.locks_dir(), &lock::thread_lock_name(thread))?;
         let copies = self.read_copies(thread)?;
         let Some(first) = copies.first() else {
@@ -356,9 +477,13 @@ impl FileStore {
             (None, Some(envelope)) => Edit {
                 envelope,
                 append: Vec::new(),
+                deliveries: Vec::new(),
             },
             (None, None) => return Ok(out),
         };
+        for delivery in &edit.deliveries {
+            self.enqueue(delivery)?;
+        }
         self.write_locked(thread, &current, &copies, &edit)?;
         Ok(out)
     }
@@ -370,6 +495,9 @@ impl FileStore {
         states: &[State],
         archive: bool,
     ) -> (Vec<(Envelope, Location, PathBuf)>, Vec<StoreError>) {
+        if let Some(db) = &self.database {
+            return self.list_database(db, states, archive);
+        }
         let mut out: Vec<(Envelope, Location, PathBuf)> = Vec::new();
         let mut errors = Vec::new();
         let mut seen: std::collections::HashMap<ThreadRef, usize> =
@@ -412,7 +540,32 @@ impl FileStore {
         (out, errors)
     }
 
-    /// The thread files in `states` (and the archive), with their locations.
+    fn list_database(
+        &self,
+        db: &pg::Pg,
+        states: &[State],
+        archive: bool,
+    ) -> (Vec<(Envelope, Location, PathBuf)>, Vec<StoreError>) {
+        let heads = match db.heads(states, archive) {
+            Ok(heads) => heads,
+            Err(e) => return (Vec::new(), vec![e]),
+        };
+        let mut out = Vec::with_capacity(heads.len());
+        let mut errors = Vec::new();
+        for (head, location) in heads {
+            match ThreadFile::parse(Path::new(""), location.clone(), head) {
+                Ok(t) => {
+                    let path = self.layout.thread_path(&location, &t.envelope.thread_ref);
+                    out.push((t.envelope, location, path));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        (out, errors)
+    }
+
+    /// The thread files in `states` (and the archive), with their locations (in tier 1, the
+    /// mirror's).
     pub fn files(
         &self,
         states: &[State],
@@ -462,8 +615,16 @@ impl FileStore {
     /// Takes the lock that serialises request creation by `sender` (taken before the refs and
     /// thread locks, never while holding them).
     pub fn lock_sender(&self, sender: &str) -> Result<SenderGuard, StoreError> {
+        if let Some(db) = &self.database {
+            let held = db.session_lock(&format!("sender:{sender}"))?;
+            return Ok(SenderGuard {
+                _lock: Held::Session(held),
+            });
+        }
         let lock = lock::acquire(&self.layout.locks_dir(), &lock::sender_lock_name(sender))?;
-        Ok(SenderGuard { _lock: lock })
+        Ok(SenderGuard {
+            _lock: Held::File(lock),
+        })
     }
 
     /// Remembers index entries of `sender` (client id, `last`, suggestion ids).
@@ -472,11 +633,17 @@ impl FileStore {
         sender: &str,
         entries: &[(IndexKey<'_>, &ThreadRef)],
     ) -> Result<(), StoreError> {
+        if let Some(db) = &self.database {
+            return db.remember(sender, entries);
+        }
         index::put(&self.layout, sender, entries)
     }
 
     /// Looks up an index entry of `sender`.
     pub fn lookup(&self, sender: &str, key: IndexKey<'_>) -> Result<Option<ThreadRef>, StoreError> {
+        if let Some(db) = &self.database {
+            return db.lookup(sender, key);
+        }
         index::get(&self.layout, sender, key)
     }
 
@@ -486,11 +653,17 @@ impl FileStore {
         dependency: &ThreadRef,
         dependent: &ThreadRef,
     ) -> Result<(), StoreError> {
+        if let Some(db) = &self.database {
+            return db.add_dependent(dependency, dependent);
+        }
         index::add_dependent(&self.layout, dependency, dependent)
     }
 
     /// The threads that wait for `dependency`.
     pub fn dependents(&self, dependency: &ThreadRef) -> Result<Vec<ThreadRef>, StoreError> {
+        if let Some(db) = &self.database {
+            return db.dependents(dependency);
+        }
         index::dependents(&self.layout, dependency)
     }
 }

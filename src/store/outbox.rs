@@ -2,6 +2,8 @@
 //! send, moved between shelves as it goes (`queue/` to send, `sent/` waiting for the thread to
 //! be taken so the message can be updated, `done/`, `failed/`). Every move is a crash-safe
 //! write before a removal, so a restart finds each delivery on at least one shelf and loses none.
+//! In tier 1 the same records are rows of the database (`pg::outbox`), leased to the node
+//! sending them.
 
 use std::path::PathBuf;
 
@@ -67,7 +69,8 @@ pub enum Shelf {
 impl Shelf {
     const ALL: [Shelf; 4] = [Shelf::Queue, Shelf::Sent, Shelf::Done, Shelf::Failed];
 
-    fn dir_name(self) -> &'static str {
+    /// The shelf's name (its folder, or its value in the database).
+    pub(crate) fn dir_name(self) -> &'static str {
         match self {
             Shelf::Queue => "queue",
             Shelf::Sent => "sent",
@@ -78,7 +81,7 @@ impl Shelf {
 }
 
 impl Delivery {
-    fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut m = Map::new();
         m.insert("id", Value::str(&self.id));
         m.insert("thread", Value::str(&self.thread));
@@ -110,7 +113,7 @@ impl Delivery {
         Value::Map(m)
     }
 
-    fn from_value(v: &Value) -> Option<Delivery> {
+    pub(crate) fn from_value(v: &Value) -> Option<Delivery> {
         let m = v.as_map()?;
         let text = |k: &str| m.get(k).and_then(Value::scalar_text);
         let at = |k: &str| text(k).and_then(|t| time::parse_timestamp(&t).ok());
@@ -172,6 +175,13 @@ impl FileStore {
                 message: format!("unusable delivery id {:?}", delivery.id),
             });
         }
+        if let Some(db) = self.database() {
+            let queued = db.enqueue(delivery)?;
+            if queued {
+                self.committed();
+            }
+            return Ok(queued);
+        }
         if Shelf::ALL
             .iter()
             .any(|s| self.delivery_path(*s, &delivery.id).exists())
@@ -197,7 +207,17 @@ impl FileStore {
 
     /// The deliveries to send: the queue, less any a crash left behind after it was already
     /// written to a later shelf (a move writes the new shelf before it removes the old).
+    ///
+    /// In tier 1 every node sends: this leases the due deliveries to this node for
+    /// [`LEASE`](crate::store::pg::outbox::LEASE) (a node that dies leaves them to the others
+    /// when the lease runs out) and returns those.
     pub fn queued(&self) -> (Vec<Delivery>, Vec<StoreError>) {
+        if let Some(db) = self.database() {
+            return match db.lease_due() {
+                Ok(leased) => leased,
+                Err(e) => (Vec::new(), vec![e]),
+            };
+        }
         let (mut queued, errors) = self.deliveries(Shelf::Queue);
         queued.retain(|d| {
             let moved = [Shelf::Sent, Shelf::Done, Shelf::Failed]
@@ -214,6 +234,9 @@ impl FileStore {
     /// Whether `shelf` holds any delivery file (read from the folder only, so a check on every
     /// answer costs one directory listing).
     pub fn has_deliveries(&self, shelf: Shelf) -> bool {
+        if let Some(db) = self.database() {
+            return db.has_deliveries(shelf).unwrap_or(false);
+        }
         std::fs::read_dir(self.shelf_dir(shelf)).is_ok_and(|entries| {
             entries.filter_map(Result::ok).any(|e| {
                 let name = e.file_name();
@@ -235,6 +258,12 @@ impl FileStore {
         shelf: Shelf,
         wanted: impl Fn(&str) -> bool,
     ) -> (Vec<Delivery>, Vec<StoreError>) {
+        if let Some(db) = self.database() {
+            return match db.deliveries(shelf, &wanted) {
+                Ok(found) => found,
+                Err(e) => (Vec::new(), vec![e]),
+            };
+        }
         let dir = self.shelf_dir(shelf);
         let mut out = Vec::new();
         let mut errors = Vec::new();
@@ -276,6 +305,9 @@ impl FileStore {
     /// Removes records of finished deliveries (`done/`) last written more than `older_than`
     /// ago; returns how many. Failed ones stay for people to look at.
     pub fn prune_done(&self, older_than: std::time::Duration) -> usize {
+        if let Some(db) = self.database() {
+            return db.prune_done(older_than).unwrap_or(0);
+        }
         let dir = self.shelf_dir(Shelf::Done);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return 0;
@@ -300,6 +332,9 @@ impl FileStore {
 
     /// Rewrites a queued delivery (after a failed attempt, with its next due time).
     pub fn requeue(&self, delivery: &Delivery) -> Result<(), StoreError> {
+        if let Some(db) = self.database() {
+            return db.requeue(delivery);
+        }
         let text = emit::to_yaml(&delivery.to_value());
         fsio::write_atomic(
             &self.delivery_path(Shelf::Queue, &delivery.id),
@@ -310,6 +345,9 @@ impl FileStore {
     /// Moves `delivery` from shelf `from` to shelf `to`, as it is now: written to its new
     /// shelf first, then removed from the old one.
     pub fn shelve(&self, delivery: &Delivery, from: Shelf, to: Shelf) -> Result<(), StoreError> {
+        if let Some(db) = self.database() {
+            return db.shelve(delivery, from, to);
+        }
         fsio::ensure_dir(&self.shelf_dir(to))?;
         let text = emit::to_yaml(&delivery.to_value());
         fsio::write_atomic(&self.delivery_path(to, &delivery.id), text.as_bytes())?;

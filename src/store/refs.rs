@@ -135,3 +135,27 @@ pub(crate) fn ensure_at_least(
     )?;
     Ok(true)
 }
+
+/// Every day's counter: (day, last serial handed out).
+pub(crate) fn counters(layout: &Layout) -> Result<Vec<(NaiveDate, u64)>, StoreError> {
+    let dir = layout.refs_dir();
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io(&dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(date) = NaiveDate::parse_from_str(&entry.file_name().to_string_lossy(), "%Y-%m-%d")
+        else {
+            continue;
+        };
+        if let Some(last) =
+            fsio::read_optional(&entry.path())?.and_then(|t| t.trim().parse::<u64>().ok())
+        {
+            out.push((date, last));
+        }
+    }
+    out.sort();
+    Ok(out)
+}

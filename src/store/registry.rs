@@ -1,6 +1,7 @@
 //! Executors, routing rules and the capability catalog as stored: `config.yaml` (written by
-//! people), `executors/<id>.yaml` and `routing.yaml` (written by `config` messages), and
-//! `capabilities.yaml`. Returned as raw values; the exchange gives them meaning.
+//! people), `executors/<id>.yaml` and `routing.yaml` (written by `config` messages; in tier 1
+//! rows of the database, so every node routes alike), and `capabilities.yaml`. Returned as raw
+//! values; the exchange gives them meaning.
 
 use std::fs;
 use std::path::PathBuf;
@@ -42,6 +43,17 @@ impl FileStore {
                 .ok()
                 .map(|m| (path, m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
         };
+        let database = self.database().map(|db| {
+            // A failed look counts as a change, so the next one reads again.
+            let (count, newest) = db.registry_version().unwrap_or((-1, -1));
+            (
+                PathBuf::from("database"),
+                count.unsigned_abs(),
+                newest,
+                0,
+                0,
+            )
+        });
         let mut files: Vec<_> = [
             layout.config_file(),
             layout.routing_file(),
@@ -56,6 +68,7 @@ impl FileStore {
             more.sort();
             files.extend(more);
         }
+        files.extend(database);
         RegistryStamp(files)
     }
 
@@ -76,11 +89,30 @@ impl FileStore {
             }
         };
         let config = read(layout.config_file());
-        let routing = read(layout.routing_file());
+        let mut routing = read(layout.routing_file());
         let capabilities = read(layout.capabilities_file());
         let mut registrations = Vec::new();
         let dir = layout.registrations_dir();
-        if let Ok(entries) = fs::read_dir(&dir) {
+        if let Some(db) = self.database() {
+            // Tier 1: what `config` messages set lives in the database, for every node.
+            routing = None;
+            match db.registry_docs() {
+                Ok(docs) => {
+                    for (name, doc) in docs {
+                        match name.strip_prefix("executors/") {
+                            Some(stem) => {
+                                registrations.push((dir.join(format!("{stem}.yaml")), doc));
+                            }
+                            None if name == "routing" => {
+                                routing = Some((layout.routing_file(), doc));
+                            }
+                            None => {}
+                        }
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        } else if let Ok(entries) = fs::read_dir(&dir) {
             let mut paths: Vec<PathBuf> = entries
                 .flatten()
                 .map(|e| e.path())
@@ -119,14 +151,27 @@ impl FileStore {
         registration: &Value,
     ) -> Result<PathBuf, StoreError> {
         let dir = self.layout().registrations_dir();
-        fsio::ensure_dir(&dir)?;
         let path = dir.join(format!("{file_stem}.yaml"));
+        if let Some(db) = self.database() {
+            db.put_registry_doc(
+                &format!("executors/{file_stem}"),
+                &emit::to_yaml(registration),
+            )?;
+            self.committed();
+            return Ok(path);
+        }
+        fsio::ensure_dir(&dir)?;
         fsio::write_atomic(&path, emit::to_yaml(registration).as_bytes())?;
         Ok(path)
     }
 
     /// Stores routing rules set by a `config` message.
     pub fn put_routing(&self, routing: &Value) -> Result<(), StoreError> {
+        if let Some(db) = self.database() {
+            db.put_registry_doc("routing", &emit::to_yaml(routing))?;
+            self.committed();
+            return Ok(());
+        }
         fsio::ensure_dir(self.layout().root())?;
         fsio::write_atomic(
             &self.layout().routing_file(),

@@ -1,5 +1,6 @@
 //! Short links for SMS (`/r/{code}`): a random code mapped to a link token in
-//! `.mess/short/<code>` (mode 0600), kept until the token expires.
+//! `.mess/short/<code>` (mode 0600; in tier 1 a row of the database, so any node follows it),
+//! kept until the token expires.
 
 use std::path::PathBuf;
 
@@ -26,7 +27,6 @@ impl FileStore {
     /// Stores `token`, which expires at `exp` (seconds since the epoch), under a new code.
     pub fn save_short_link(&self, token: &str, exp: i64) -> Result<String, StoreError> {
         let dir = self.short_dir();
-        fsio::ensure_dir(&dir)?;
         // Rejection sampling keeps every character equally likely.
         let mut code = String::with_capacity(CODE_LEN);
         while code.len() < CODE_LEN {
@@ -36,6 +36,11 @@ impl FileStore {
                 }
             }
         }
+        if let Some(db) = self.database() {
+            db.save_short_link(&code, token, exp)?;
+            return Ok(code);
+        }
+        fsio::ensure_dir(&dir)?;
         fsio::create_atomic_private(&dir.join(&code), format!("{exp}\n{token}\n").as_bytes())?;
         Ok(code)
     }
@@ -45,6 +50,9 @@ impl FileStore {
     pub fn short_link(&self, code: &str, now: i64) -> Result<Option<String>, StoreError> {
         if !is_code(code) {
             return Ok(None);
+        }
+        if let Some(db) = self.database() {
+            return db.short_link(code, now);
         }
         let Some(text) = fsio::read_optional(&self.short_dir().join(code))? else {
             return Ok(None);
@@ -56,6 +64,9 @@ impl FileStore {
 
     /// Removes the codes whose tokens expired before `now`; returns how many.
     pub fn prune_short_links(&self, now: i64) -> Result<usize, StoreError> {
+        if let Some(db) = self.database() {
+            return db.prune_short_links(now);
+        }
         let Ok(entries) = std::fs::read_dir(self.short_dir()) else {
             return Ok(0);
         };

@@ -60,6 +60,7 @@ fn report(store: &FileStore, thread: &ThreadRef, who: &str, at: &str, code: &str
                 Some(Edit {
                     envelope,
                     append: vec![d.clone()],
+                    deliveries: Vec::new(),
                 }),
                 (),
             ))
@@ -465,6 +466,7 @@ fn a_claim_in_the_same_instant_as_the_dispatch_is_not_a_problem() {
                 Some(Edit {
                     envelope,
                     append: vec![],
+                    deliveries: Vec::new(),
                 }),
                 (),
             ))

@@ -226,3 +226,17 @@ pub(crate) fn new_thread_text(envelope: &Envelope, docs: &[MessageDoc]) -> Strin
 pub(crate) fn parse_yaml_file(path: &Path, text: &str) -> Result<Value, StoreError> {
     yaml::parse_document(text, &Limits::DEFAULT).map_err(|e| StoreError::malformed(path, e.into()))
 }
+
+/// Cuts a thread's text into its head (the envelope document, with anything before the first
+/// message) and one piece per message document, each running to where the next starts, so
+/// the pieces put back together are the text, byte for byte. The database keeps a thread so.
+pub(crate) fn pieces(text: &str) -> (&str, Vec<&str>) {
+    let spans = yaml::split_documents(text);
+    let head_end = spans.get(1).map_or(text.len(), |s| s.start);
+    let mut docs = Vec::with_capacity(spans.len().saturating_sub(1));
+    for (i, span) in spans.iter().enumerate().skip(1) {
+        let end = spans.get(i + 1).map_or(text.len(), |next| next.start);
+        docs.push(&text[span.start..end]);
+    }
+    (&text[..head_end], docs)
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli;
+mod cluster;
 mod concurrency;
 mod crash;
 mod dispatch;

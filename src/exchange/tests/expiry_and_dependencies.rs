@@ -240,7 +240,7 @@ fn a_dependent_left_waiting_by_a_crashed_writer_is_settled_on_read() {
             };
             let mut envelope = file.envelope.clone();
             envelope.apply(&doc);
-            Ok((Some(crate::store::Edit { envelope, append: vec![doc] }), ()))
+            Ok((Some(crate::store::Edit { envelope, append: vec![doc], deliveries: Vec::new() }), ()))
         })
         .unwrap();
     assert!(!f.env(&b).dispatched());

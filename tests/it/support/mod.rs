@@ -6,12 +6,15 @@ use std::process::{Command, Output, Stdio};
 use tempfile::TempDir;
 
 pub(crate) mod browser;
+pub(crate) mod postgres;
 pub(crate) mod recorder;
 pub(crate) mod server;
 
-/// An exchange home in a temp folder.
+/// An exchange home in a temp folder (in tier 1, a node's mirror of a database).
 pub(crate) struct Home {
     pub(crate) dir: TempDir,
+    /// The database the home mirrors (`MESS_DATABASE_URL` of every command), if any.
+    pub(crate) database: Option<String>,
 }
 
 /// Executors used across CLI tests.
@@ -30,7 +33,17 @@ impl Home {
         if !config.is_empty() {
             std::fs::write(dir.path().join("config.yaml"), config).unwrap();
         }
-        Home { dir }
+        Home {
+            dir,
+            database: None,
+        }
+    }
+
+    /// A node's home over the database at `url`, with `config` as config.yaml.
+    pub(crate) fn on_database(config: &str, url: &str) -> Home {
+        let mut home = Home::with_config(config);
+        home.database = Some(url.to_owned());
+        home
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -43,7 +56,11 @@ impl Home {
         c.args(args)
             .env("MESS_HOME", self.path())
             .env_remove("MESS_AGENT_ID")
+            .env_remove("MESS_DATABASE_URL")
             .stdin(Stdio::null());
+        if let Some(url) = &self.database {
+            c.env("MESS_DATABASE_URL", url);
+        }
         c
     }
 

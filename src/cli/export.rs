@@ -1,0 +1,26 @@
+//! `mess export DIR`: writes a tier-1 database out as a home of MESSE-AF files (tier 0).
+
+use std::path::PathBuf;
+
+use crate::cli::{CliError, Context, Progress, db, output};
+
+/// Arguments of `mess export`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    /// The folder to write the home into (new, or holding no threads yet)
+    #[arg(value_name = "DIR")]
+    to: PathBuf,
+}
+
+pub(crate) fn run(cx: &Context, args: ExportArgs) -> Result<(), CliError> {
+    let db = db::database(cx, "mess export")?;
+    let mut progress = Progress::new("exporting");
+    let report = db.export(&args.to, &mut |d, t| progress.update(d, t))?;
+    output::line(&format!(
+        "exported {} thread(s) and {} index entries into {}",
+        report.threads,
+        report.index_entries,
+        args.to.display()
+    ));
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! What every node must agree on besides threads, kept in the database in tier 1: API key
+//! records (hashes only), the generated secrets and exchange id, and the executor
+//! registrations and routing rules that `config` messages set.
+
+use crate::store::error::StoreError;
+use crate::store::keys::KeyRecord;
+use crate::store::pg::{Pg, sorted};
+
+impl Pg {
+    /// Every key record, oldest first.
+    pub(crate) fn key_records(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let mut conn = self.conn()?;
+        let rows = conn
+            .query(
+                "SELECT hash, principal, role, created FROM mess_keys ORDER BY seq",
+                &[],
+            )
+            .map_err(sorted)?;
+        Ok(rows
+            .iter()
+            .map(|r| KeyRecord {
+                hash: r.get(0),
+                principal: r.get(1),
+                role: r.get(2),
+                created: r.get(3),
+            })
+            .collect())
+    }
+
+    /// What identifies the key records as they are now: their number and the newest's place.
+    pub(crate) fn keys_version(&self) -> Result<(i64, i64), StoreError> {
+        let mut conn = self.conn()?;
+        let row = conn
+            .query_one("SELECT count(*), coalesce(max(seq), 0) FROM mess_keys", &[])
+            .map_err(sorted)?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// Adds a key record.
+    pub(crate) fn add_key_record(&self, record: &KeyRecord) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        conn.execute(
+            "INSERT INTO mess_keys (hash, principal, role, created) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (hash) DO NOTHING",
+            &[
+                &record.hash,
+                &record.principal,
+                &record.role,
+                &record.created,
+            ],
+        )
+        .map_err(sorted)?;
+        Ok(())
+    }
+
+    /// The secret `name`, made from `fresh` on first use; nodes that race agree on the first.
+    pub(crate) fn secret(&self, name: &str, fresh: &str) -> Result<String, StoreError> {
+        let mut conn = self.conn()?;
+        conn.execute(
+            "INSERT INTO mess_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&name, &fresh],
+        )
+        .map_err(sorted)?;
+        Ok(conn
+            .query_one("SELECT value FROM mess_secrets WHERE name = $1", &[&name])
+            .map_err(sorted)?
+            .get(0))
+    }
+
+    /// Every registry document (`executors/<stem>` and `routing`), by name.
+    pub(crate) fn registry_docs(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut conn = self.conn()?;
+        let rows = conn
+            .query("SELECT name, doc FROM mess_registry ORDER BY name", &[])
+            .map_err(sorted)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// What identifies the registry as it is now: its number of documents and the newest
+    /// change.
+    pub(crate) fn registry_version(&self) -> Result<(i64, i64), StoreError> {
+        let mut conn = self.conn()?;
+        let row = conn
+            .query_one(
+                "SELECT count(*), coalesce(max(version), 0) FROM mess_registry",
+                &[],
+            )
+            .map_err(sorted)?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// Stores (or replaces) the registry document `name`.
+    pub(crate) fn put_registry_doc(&self, name: &str, doc: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        conn.execute(
+            "INSERT INTO mess_registry (name, doc) VALUES ($1, $2) ON CONFLICT (name) \
+             DO UPDATE SET doc = EXCLUDED.doc, version = nextval('mess_registry_version')",
+            &[&name, &doc],
+        )
+        .map_err(sorted)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,370 @@
+//! Tier 1: several nodes (homes that mirror one PostgreSQL database) create, claim and read
+//! threads with exactly-once results, thread history is append-only in the database itself,
+//! every node's mirror holds the database's bytes, and a home moves into a database and back
+//! without a byte changed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::support::Home;
+use crate::support::postgres::Postgres;
+use crate::support::server::Server;
+
+const EXECUTORS: usize = 6;
+
+fn config() -> String {
+    let mut c = String::from("agent_id: claude-agent\nexecutors:\n");
+    for i in 0..EXECUTORS {
+        c.push_str(&format!("  robot-{i}:\n    capabilities: [vacuum-floor]\n"));
+    }
+    c
+}
+
+/// A database with the schema, and `n` node homes over it.
+fn cluster(pg: &Postgres, n: usize) -> Vec<Home> {
+    let homes: Vec<Home> = (0..n)
+        .map(|_| Home::on_database(&config(), &pg.url()))
+        .collect();
+    homes[0].ok(&["db", "init"]);
+    homes
+}
+
+/// Every thread file under `root` (state folders and archive), by path relative to it.
+fn thread_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else if name.ends_with(".messe-af.yaml") {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn db_commands_manage_the_schema() {
+    let pg = Postgres::start();
+    let home = Home::on_database(&config(), &pg.url());
+    let err = home.fails(&["status"], 1);
+    assert!(err.contains("mess db init"), "{err}");
+    let err = home.fails(&["db", "status"], 1);
+    assert!(
+        err.contains("schema version 0") || err.contains("behind"),
+        "{err}"
+    );
+    let out = home.ok(&["db", "init"]);
+    assert!(out.contains("applied migration 1"), "{out}");
+    let out = home.ok(&["db", "migrate"]);
+    assert!(out.contains("nothing to do"), "{out}");
+    let out = home.ok(&["db", "status"]);
+    assert!(
+        out.contains("schema version 1 (this mess needs 1); 0 thread(s)"),
+        "{out}"
+    );
+    let plain = Home::with_config(&config());
+    let err = plain.fails(&["db", "status"], 2);
+    assert!(err.contains("MESS_DATABASE_URL"), "{err}");
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn creates_and_claims_across_nodes_are_exactly_once() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 3);
+    // 24 creates over three nodes, every client id sent twice from different nodes.
+    let children: Vec<_> = (0..24)
+        .map(|i| {
+            homes[i % 3]
+                .command(&[
+                    "request",
+                    &format!("task {}", i % 12),
+                    "--id",
+                    &format!("task-{}", i % 12),
+                    "--requires",
+                    "vacuum-floor",
+                    "--as",
+                    "claude-agent",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut by_id: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (i, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        by_id
+            .entry(i % 12)
+            .or_default()
+            .push(String::from_utf8(out.stdout).unwrap().trim().to_owned());
+    }
+    for (id, refs) in &by_id {
+        assert!(
+            refs.iter().all(|r| r == &refs[0]),
+            "client id {id}: {refs:?}"
+        );
+    }
+    let mut refs: Vec<String> = by_id.values().map(|r| r[0].clone()).collect();
+    refs.sort();
+    refs.dedup();
+    assert_eq!(refs.len(), 12, "{refs:?}");
+    let serials: Vec<u64> = refs.iter().map(|r| r[11..].parse().unwrap()).collect();
+    assert_eq!(
+        serials,
+        (1..=12).collect::<Vec<_>>(),
+        "distinct refs, no gaps"
+    );
+    // Every executor claims every thread from some node: one winner per thread.
+    for r in refs.iter().take(4) {
+        let children: Vec<_> = (0..EXECUTORS)
+            .map(|i| {
+                homes[i % 3]
+                    .command(&["claim", r, "--as", &format!("robot-{i}")])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outcomes: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let winners = outcomes.iter().filter(|o| o.status.success()).count();
+        assert_eq!(winners, 1, "{r}: {winners} winners");
+        for loser in outcomes.iter().filter(|o| !o.status.success()) {
+            let err = String::from_utf8_lossy(&loser.stderr);
+            assert!(err.contains("already claimed"), "{err}");
+        }
+        let show = homes[2].ok(&["show", r]);
+        assert_eq!(show.matches("code: claimed").count(), 1, "{show}");
+    }
+    let status = homes[1].ok(&["status", "--all"]);
+    assert_eq!(status.matches("claimed").count(), 4, "{status}");
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn thread_history_is_append_only_in_the_database() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 1);
+    let r = homes[0].ok(&["request", "photo of the fridge", "--as", "claude-agent"]);
+    let r = r.trim();
+    let mut client = pg.client();
+    for statement in [
+        "UPDATE mess_messages SET doc = 'x' WHERE ref = $1",
+        "DELETE FROM mess_messages WHERE ref = $1",
+    ] {
+        let err = client.execute(statement, &[&r]).unwrap_err();
+        assert!(
+            err.to_string().contains("append-only") || format!("{err:?}").contains("append-only"),
+            "{statement}: {err:?}"
+        );
+    }
+    let err = client
+        .batch_execute("TRUNCATE mess_messages CASCADE")
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("append-only"), "{err:?}");
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM mess_messages WHERE ref = $1", &[&r])
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn a_home_moves_into_a_database_and_back_unchanged() {
+    let pg = Postgres::start();
+    let source = Home::with_config(&config());
+    source.ok(&["demo"]);
+    source.ok(&["fsck"]);
+    let node = Home::on_database(&config(), &pg.url());
+    node.ok(&["db", "init"]);
+    let out = node.ok(&["import", &source.path().to_string_lossy()]);
+    assert!(out.contains("0 file(s) refused"), "{out}");
+    // Importing again changes nothing.
+    let again = node.ok(&["import", &source.path().to_string_lossy()]);
+    assert!(again.contains("imported 0 thread(s)"), "{again}");
+    let target = tempfile::TempDir::new().unwrap();
+    let exported = target.path().join("home");
+    node.ok(&["export", &exported.to_string_lossy()]);
+    let before = thread_files(source.path());
+    let after = thread_files(&exported);
+    assert!(!before.is_empty());
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    for (path, bytes) in &before {
+        assert!(after[path] == *bytes, "{path} changed on the way");
+    }
+    // The index came along: the exported home answers as the source did.
+    let copy = Home::with_config(&config());
+    crate::support::copy_dir(&exported, copy.path());
+    assert_eq!(
+        copy.ok(&["status", "--all", "--as", "claude-agent"]),
+        source.ok(&["status", "--all", "--as", "claude-agent"])
+    );
+    copy.ok(&["fsck"]);
+    // And the database answers as the source did too.
+    assert_eq!(
+        node.ok(&["status", "--all", "--as", "claude-agent"]),
+        source.ok(&["status", "--all", "--as", "claude-agent"])
+    );
+    // Export refuses a home that has threads.
+    let err = node.fails(&["export", &source.path().to_string_lossy()], 1);
+    assert!(err.contains("already holds threads"), "{err}");
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn every_node_mirrors_every_write() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 2);
+    let first = homes[1].ok(&["request", "before the node starts", "--as", "claude-agent"]);
+    let server = Server::start(&homes[0]);
+    let r = homes[1].ok(&["request", "after it started", "--as", "claude-agent"]);
+    homes[1].ok(&["claim", r.trim(), "--as", "robot-0"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mirror = thread_files(homes[0].path());
+        let want: BTreeMap<String, Vec<u8>> = [first.trim(), r.trim()]
+            .iter()
+            .map(|t| {
+                let text = homes[1].ok(&["show", t]);
+                let state = if *t == r.trim() {
+                    "executing"
+                } else {
+                    "received"
+                };
+                (
+                    format!("state={state}/{t}.messe-af.yaml"),
+                    text.into_bytes(),
+                )
+            })
+            .collect();
+        if mirror == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror did not follow: {:?}",
+            mirror.keys().collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    homes[0].ok(&["fsck"]);
+    // The other home mirrors nothing (no node serves it): fsck says so and repairs it.
+    let err = homes[1].fails(&["fsck"], 1);
+    assert!(err.contains("problem(s) remain"), "{err}");
+    homes[1].ok(&["fsck", "--repair"]);
+    homes[1].ok(&["fsck"]);
+    assert_eq!(thread_files(homes[1].path()), thread_files(homes[0].path()));
+    drop(server);
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn three_servers_share_keys_claims_and_events() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 3);
+    // Keys made on one node work on every node: they live in the database.
+    let agent = homes[0]
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let robots: Vec<String> = (0..EXECUTORS)
+        .map(|i| {
+            homes[i % 3]
+                .ok(&["token", "executor", &format!("robot-{i}")])
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    let servers: Vec<Server> = homes.iter().map(Server::start).collect();
+    let mut refs = Vec::new();
+    for i in 0..6 {
+        let (status, body) = servers[i % 3].post_yaml(
+            &agent,
+            &format!(
+                "MESS:\n  - request:\n      id: job-{i}\n      intent: vacuum room {i}\n      requires: [vacuum-floor]\n"
+            ),
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let ack = v["MESS"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|p| p["ack"]["ref"].as_str())
+            .unwrap_or_else(|| panic!("no ack in {body}"));
+        refs.push(ack.to_owned());
+    }
+    // Every robot claims every thread through a different node, all at once.
+    let results: Vec<(String, u16)> = std::thread::scope(|s| {
+        let handles: Vec<_> = refs
+            .iter()
+            .flat_map(|r| robots.iter().enumerate().map(move |(i, key)| (r, i, key)))
+            .map(|(r, i, key)| {
+                let server = &servers[(i + r.len()) % 3];
+                s.spawn(move || {
+                    let claim = format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n");
+                    (r.clone(), server.post_yaml(key, &claim).0)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &refs {
+        let won = results.iter().filter(|(t, s)| t == r && *s == 200).count();
+        let lost = results.iter().filter(|(t, s)| t == r && *s == 409).count();
+        assert_eq!((won, lost), (1, EXECUTORS - 1), "{r}: {results:?}");
+    }
+    // Every node reads every thread, byte for byte the same, and its mirror follows.
+    for r in &refs {
+        let texts: Vec<String> = servers
+            .iter()
+            .map(|s| {
+                let (status, body) = s.get(&format!("/threads/{r}"), &agent);
+                assert_eq!(status, 200, "{body}");
+                body
+            })
+            .collect();
+        assert!(texts.iter().all(|t| t == &texts[0]), "{r}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(thread_files(homes[0].path()) == thread_files(homes[1].path())
+        && thread_files(homes[1].path()) == thread_files(homes[2].path())
+        && thread_files(homes[0].path()).len() == refs.len())
+    {
+        assert!(Instant::now() < deadline, "the mirrors did not converge");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for home in &homes {
+        home.ok(&["fsck"]);
+    }
+}
