@@ -89,7 +89,7 @@ pub struct SenderGuard {
 /// A lock of either tier: a lock file, or a database session lock (a node that dies frees it).
 enum Held {
     File(lock::Lock),
-    Session(pg::SessionLock),
+    Session(Box<pg::SessionLock>),
     Connection(
         #[expect(
             dead_code,
@@ -618,7 +618,7 @@ impl FileStore {
         if let Some(db) = &self.database {
             let held = db.session_lock(&format!("sender:{sender}"))?;
             return Ok(SenderGuard {
-                _lock: Held::Session(held),
+                _lock: Held::Session(Box::new(held)),
             });
         }
         let lock = lock::acquire(&self.layout.locks_dir(), &lock::sender_lock_name(sender))?;
