@@ -377,3 +377,62 @@ fn three_servers_share_keys_claims_and_events() {
         home.ok(&["fsck"]);
     }
 }
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn a_node_answers_503_while_the_database_is_down_and_recovers() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 1);
+    let agent = homes[0]
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let server = Server::start(&homes[0]);
+    let request = |id: &str| {
+        server.post_yaml(
+            &agent,
+            &format!("MESS:\n  - request:\n      id: {id}\n      intent: photo of the shelf\n"),
+        )
+    };
+    assert_eq!(request("before").0, 200);
+    assert_eq!(server.send("GET", "/healthz", &[], b"").0, 200);
+    pg.halt();
+    let started = Instant::now();
+    let (status, body) = request("during");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("unavailable"), "{body}");
+    assert!(
+        !body.contains("127.0.0.1"),
+        "the driver's words stay in the log: {body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.send("GET", "/healthz", &[], b"").0, 503);
+    pg.resume();
+    // The node reconnects by itself; the retried request makes exactly one thread.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = request("during");
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no recovery: {status} {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(request("during").0, 200);
+    assert_eq!(server.send("GET", "/healthz", &[], b"").0, 200);
+    let mut client = pg.client();
+    let threads: i64 = client
+        .query_one("SELECT count(*) FROM mess_threads", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(threads, 2, "one thread per client id, nothing half-written");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !homes[0].run(&["fsck"]).status.success() {
+        assert!(Instant::now() < deadline, "the mirror did not catch up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -101,6 +101,9 @@ impl Pg {
             .options(SESSION_OPTIONS);
         let pool_of = |size: u32| {
             r2d2::Pool::builder()
+                // A database that is down fails every checkout, which the callers report
+                // (503, a warning); r2d2's own log line per attempt would only repeat it.
+                .error_handler(Box::new(r2d2::NopErrorHandler))
                 .max_size(size)
                 .min_idle(Some(0))
                 .connection_timeout(CHECKOUT_WAIT)

@@ -12,6 +12,7 @@ pub(crate) struct Postgres {
     dir: TempDir,
     bin: PathBuf,
     pub(crate) port: u16,
+    options: String,
 }
 
 impl Postgres {
@@ -56,17 +57,23 @@ impl Postgres {
              -c max_connections=200",
             dir.path().display()
         );
-        let out = run_as_owner(&bin.join("pg_ctl"))
-            .args([
-                "-D",
-                &data.to_string_lossy(),
-                "-o",
-                &options,
-                "-w",
-                "-t",
-                "60",
-            ])
-            .args(["-l", &dir.path().join("log").to_string_lossy(), "start"])
+        let pg = Postgres {
+            dir,
+            bin,
+            port,
+            options,
+        };
+        pg.resume();
+        pg
+    }
+
+    /// Starts the server on its data and port (again, after [`Postgres::halt`]).
+    pub(crate) fn resume(&self) {
+        let data = self.data();
+        let log = self.dir.path().join("log");
+        let out = run_as_owner(&self.bin.join("pg_ctl"))
+            .args(["-D", &data.to_string_lossy(), "-o", &self.options])
+            .args(["-w", "-t", "60", "-l", &log.to_string_lossy(), "start"])
             .stdout(Stdio::null())
             .output()
             .unwrap();
@@ -74,9 +81,24 @@ impl Postgres {
             out.status.success(),
             "pg_ctl start failed: {}{}",
             String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+            std::fs::read_to_string(&log).unwrap_or_default()
         );
-        Postgres { dir, bin, port }
+    }
+
+    /// Stops the server at once, as a crash would (`-m immediate`).
+    pub(crate) fn halt(&self) {
+        let out = run_as_owner(&self.bin.join("pg_ctl"))
+            .args([
+                "-D",
+                &self.data().to_string_lossy(),
+                "-m",
+                "immediate",
+                "stop",
+            ])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg_ctl stop failed");
     }
 
     /// The URL of the server's `postgres` database, as user `mess`.
