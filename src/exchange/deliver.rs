@@ -68,8 +68,8 @@ impl Exchange {
 
     /// The `kind` notices of `thread` for each of `executors` on each of their `notify:`
     /// channels, to queue (with [`Exchange::queue_notices`], or with the change that decides
-    /// them: a routing decision's [`Edit`](crate::store::Edit)). Notes each executor's last
-    /// offered thread, which `re: last` names when it answers.
+    /// them: a routing decision's [`Edit`]). Notes each executor's last offered thread, which
+    /// `re: last` names when it answers.
     pub(crate) fn notices(
         &self,
         thread: &ThreadRef,
