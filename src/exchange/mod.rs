@@ -369,6 +369,36 @@ impl Exchange {
         }
     }
 
+    /// Whether `/mcp` sessions are kept where every node finds them (tier 1): then a request
+    /// with a session id another node opened continues that session here.
+    pub fn shares_mcp_sessions(&self) -> bool {
+        self.store.database().is_some()
+    }
+
+    /// The stored state of `principal`'s `/mcp` session `id` (tier 1; `None` on files).
+    pub fn mcp_session(&self, principal: &str, id: &str) -> Result<Option<String>, Error> {
+        match self.store.database() {
+            Some(db) => Ok(db.mcp_session(principal, id)?),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores the state of `principal`'s `/mcp` session `id` (tier 1; nothing on files).
+    pub fn save_mcp_session(&self, principal: &str, id: &str, state: &str) -> Result<(), Error> {
+        match self.store.database() {
+            Some(db) => Ok(db.save_mcp_session(principal, id, state)?),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgets `principal`'s `/mcp` session `id` (tier 1; nothing on files).
+    pub fn drop_mcp_session(&self, principal: &str, id: &str) -> Result<(), Error> {
+        match self.store.database() {
+            Some(db) => Ok(db.drop_mcp_session(principal, id)?),
+            None => Ok(()),
+        }
+    }
+
     /// Whether this exchange can serve: always on files; in tier 1, when its database answers.
     pub fn health(&self) -> Result<(), Error> {
         match self.store.database() {

@@ -1,6 +1,8 @@
 //! `/mcp`: the MCP tools over streamable HTTP, as the principal of the caller's API key. Each
 //! principal gets its own MCP service (and so its own sessions): a session opened with one key
-//! cannot be used with another.
+//! cannot be used with another. In tier 1 each session's `initialize` parameters are kept in the
+//! database under its principal, so a request that lands on another node continues the session
+//! there (rmcp restores it) and no sticky routing is needed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,6 +11,9 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -71,16 +76,23 @@ impl McpServices {
                 let ex = self.exchange.clone();
                 let sender = Sender::principal(who, "mcp");
                 let sessions = Arc::new(LocalSessionManager::default());
+                // Every request carries a key, which a page that rebinds DNS to this server
+                // cannot have, so the Host check that guards unauthenticated local servers
+                // would only stop legitimate names.
+                let mut config = StreamableHttpServerConfig::default()
+                    .disable_allowed_hosts()
+                    .with_max_request_body_bytes(self.body_limit)
+                    .with_cancellation_token(self.stop.child_token());
+                if self.exchange.shares_mcp_sessions() {
+                    config.session_store = Some(Arc::new(SharedSessions {
+                        exchange: self.exchange.clone(),
+                        principal: format!("{}:{}", who.role, who.id),
+                    }));
+                }
                 let service = StreamableHttpService::new(
                     move || Ok(MessMcp::new(ex.clone(), sender.clone())),
                     sessions.clone(),
-                    // Every request carries a key, which a page that rebinds DNS to this server
-                    // cannot have, so the Host check that guards unauthenticated local servers
-                    // would only stop legitimate names.
-                    StreamableHttpServerConfig::default()
-                        .disable_allowed_hosts()
-                        .with_max_request_body_bytes(self.body_limit)
-                        .with_cancellation_token(self.stop.child_token()),
+                    config,
                 );
                 Principal_ {
                     service,
@@ -157,4 +169,48 @@ pub(crate) async fn mcp(
             chunk
         }))
     }))
+}
+
+/// One principal's `/mcp` sessions in the exchange's database (tier 1).
+struct SharedSessions {
+    exchange: Arc<Exchange>,
+    /// `role:id` of the principal: a session is restored only for the principal that opened it.
+    principal: String,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for SharedSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let (ex, who, id) = (
+            self.exchange.clone(),
+            self.principal.clone(),
+            session_id.to_owned(),
+        );
+        let text = tokio::task::spawn_blocking(move || ex.mcp_session(&who, &id)).await??;
+        match text {
+            Some(text) => Ok(Some(serde_json::from_str(&text)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let text = serde_json::to_string(state)?;
+        let (ex, who, id) = (
+            self.exchange.clone(),
+            self.principal.clone(),
+            session_id.to_owned(),
+        );
+        tokio::task::spawn_blocking(move || ex.save_mcp_session(&who, &id, &text)).await??;
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        let (ex, who, id) = (
+            self.exchange.clone(),
+            self.principal.clone(),
+            session_id.to_owned(),
+        );
+        tokio::task::spawn_blocking(move || ex.drop_mcp_session(&who, &id)).await??;
+        Ok(())
+    }
 }

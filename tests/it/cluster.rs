@@ -436,3 +436,83 @@ fn a_node_answers_503_while_the_database_is_down_and_recovers() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A JSON-RPC POST to `/mcp` of `port`; returns the status, the head (lower-case names) and
+/// the body.
+fn mcp_post(port: u16, key: &str, session: Option<&str>, body: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(id) = session {
+        head.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn an_mcp_session_opened_on_one_node_continues_on_another() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 2);
+    let agent = homes[0]
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let other = homes[0]
+        .ok(&["token", "agent", "other-agent"])
+        .trim()
+        .to_owned();
+    let servers: Vec<Server> = homes.iter().map(Server::start).collect();
+    let (status, head, body) = mcp_post(
+        servers[0].port,
+        &agent,
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cluster-test","version":"1"}}}"#,
+    );
+    assert_eq!(status, 200, "{head}\n{body}");
+    let session = head
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no session id in {head}"))
+        .to_owned();
+    let (status, _, body) = mcp_post(
+        servers[0].port,
+        &agent,
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert!(status == 202 || status == 200, "{status} {body}");
+    // The next call lands on the other node, which has never seen the session.
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (status, head, body) = mcp_post(servers[1].port, &agent, Some(&session), list);
+    assert_eq!(status, 200, "{head}\n{body}");
+    assert!(body.contains("mess_request"), "{body}");
+    let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mess_request","arguments":{"intent":"photo of the porch"}}}"#;
+    let (status, _, body) = mcp_post(servers[1].port, &agent, Some(&session), call);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("ref"), "{body}");
+    // Another principal cannot pick the session up on any node.
+    for server in &servers {
+        let (status, _, body) = mcp_post(server.port, &other, Some(&session), list);
+        assert!(status == 404 || status == 400, "{status} {body}");
+        assert!(!body.contains("mess_request"), "{body}");
+    }
+}

@@ -19,7 +19,7 @@ pub struct Migration {
 pub const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
     name: "threads, append-only messages, indexes, ref counters, change feed, keys, secrets, \
-           registrations, outbox, short links",
+           registrations, outbox, short links, MCP sessions",
     sql: V1,
 }];
 
@@ -112,6 +112,14 @@ CREATE TABLE mess_short_links (
     code  text PRIMARY KEY,
     token text   NOT NULL,
     exp   bigint NOT NULL
+);
+
+CREATE TABLE mess_mcp_sessions (
+    principal text NOT NULL,
+    id        text NOT NULL,
+    state     text NOT NULL,
+    updated   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (principal, id)
 );
 
 CREATE SEQUENCE mess_registry_version;

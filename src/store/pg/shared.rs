@@ -1,6 +1,7 @@
 //! What every node must agree on besides threads, kept in the database in tier 1: API key
 //! records (hashes only), the generated secrets and exchange id, and the executor
-//! registrations and routing rules that `config` messages set.
+//! registrations and routing rules that `config` messages set, and the `/mcp` sessions (so a
+//! session continues on whichever node a request lands).
 
 use crate::store::error::StoreError;
 use crate::store::keys::KeyRecord;
@@ -96,6 +97,57 @@ impl Pg {
             "INSERT INTO mess_registry (name, doc) VALUES ($1, $2) ON CONFLICT (name) \
              DO UPDATE SET doc = EXCLUDED.doc, version = nextval('mess_registry_version')",
             &[&name, &doc],
+        )
+        .map_err(sorted)?;
+        Ok(())
+    }
+
+    /// The stored state of `principal`'s MCP session `id`.
+    pub(crate) fn mcp_session(
+        &self,
+        principal: &str,
+        id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let mut conn = self.conn()?;
+        Ok(conn
+            .query_opt(
+                "UPDATE mess_mcp_sessions SET updated = now() WHERE principal = $1 AND id = $2 \
+                 RETURNING state",
+                &[&principal, &id],
+            )
+            .map_err(sorted)?
+            .map(|r| r.get(0)))
+    }
+
+    /// Stores the state of `principal`'s MCP session `id`, and forgets sessions nobody used
+    /// for a week.
+    pub(crate) fn save_mcp_session(
+        &self,
+        principal: &str,
+        id: &str,
+        state: &str,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        conn.execute(
+            "INSERT INTO mess_mcp_sessions (principal, id, state) VALUES ($1, $2, $3) \
+             ON CONFLICT (principal, id) DO UPDATE SET state = EXCLUDED.state, updated = now()",
+            &[&principal, &id, &state],
+        )
+        .map_err(sorted)?;
+        conn.execute(
+            "DELETE FROM mess_mcp_sessions WHERE updated < now() - interval '7 days'",
+            &[],
+        )
+        .map_err(sorted)?;
+        Ok(())
+    }
+
+    /// Forgets `principal`'s MCP session `id`.
+    pub(crate) fn drop_mcp_session(&self, principal: &str, id: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        conn.execute(
+            "DELETE FROM mess_mcp_sessions WHERE principal = $1 AND id = $2",
+            &[&principal, &id],
         )
         .map_err(sorted)?;
         Ok(())
