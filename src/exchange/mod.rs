@@ -315,6 +315,10 @@ pub struct ThreadChange {
     pub updated: Timestamp,
     /// The envelope as written (who may see the change depends on it).
     pub envelope: Arc<Envelope>,
+    /// Where the change stands in the database's change feed (tier 1), as `/events` ids: a
+    /// client that reconnects to any node with it as `Last-Event-ID` gets every change since.
+    /// `None` on files.
+    pub cursor: Option<String>,
 }
 
 impl ThreadChange {
@@ -352,6 +356,7 @@ impl Exchange {
                 status: env.status,
                 updated: env.updated,
                 envelope: Arc::new(env.clone()),
+                cursor: None,
             });
         }));
         Exchange {
@@ -367,6 +372,35 @@ impl Exchange {
             directory: Arc::default(),
             queries: Arc::new(queries::Queries::new(settings_queries)),
         }
+    }
+
+    /// The changes after `cursor` (an `/events` id from any node, tier 1), oldest first, each
+    /// thread once as it is now; at most `limit` threads. Some may have been sent before the
+    /// cursor was (a resume sends at least everything missed). Empty on files, or for a cursor
+    /// of another form.
+    pub fn changes_since(&self, cursor: &str, limit: usize) -> Result<Vec<ThreadChange>, Error> {
+        let Some(db) = self.store.database() else {
+            return Ok(Vec::new());
+        };
+        let Some(horizon) = cursor
+            .split_once('-')
+            .and_then(|(h, _)| h.parse::<u64>().ok())
+        else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (thread, id) in db.changed_since(horizon, limit)? {
+            if let Ok((envelope, _)) = self.store.envelope(&thread) {
+                out.push(ThreadChange {
+                    thread,
+                    status: envelope.status,
+                    updated: envelope.updated,
+                    envelope: Arc::new(envelope),
+                    cursor: Some(format!("{horizon}-{id}")),
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// Whether `/mcp` sessions are kept where every node finds them (tier 1): then a request

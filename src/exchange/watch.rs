@@ -128,7 +128,8 @@ impl Exchange {
                     match follower.pass(&db, &layout) {
                         Ok(applied) => {
                             for change in applied {
-                                ex.announce_envelope(change.file.envelope);
+                                let cursor = format!("{}-{}", change.horizon, change.id);
+                                ex.announce_envelope(change.file.envelope, Some(cursor));
                             }
                         }
                         Err(e) => tracing::warn!(error = %e, "following the database"),
@@ -147,13 +148,14 @@ impl Exchange {
     }
 
     /// Announces `envelope` on the change bus unless this change was announced already.
-    fn announce_envelope(&self, envelope: Envelope) {
+    fn announce_envelope(&self, envelope: Envelope, cursor: Option<String>) {
         if self.announced.first(&envelope) {
             let _ = self.changes.send(ThreadChange {
                 thread: envelope.thread_ref.clone(),
                 status: envelope.status,
                 updated: envelope.updated,
                 envelope: Arc::new(envelope),
+                cursor,
             });
         }
     }
@@ -173,7 +175,7 @@ impl Exchange {
         let Ok((envelope, _)) = self.store().envelope(&thread) else {
             return;
         };
-        self.announce_envelope(envelope);
+        self.announce_envelope(envelope, None);
     }
 }
 

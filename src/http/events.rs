@@ -84,12 +84,14 @@ impl Drop for StreamSlot {
 pub(crate) async fn events(
     State(state): State<AppState>,
     Caller(caller): Caller,
+    headers: axum::http::HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
     let slot = state
         .streams
         .take(format!("{}:{}", caller.role, caller.id))?;
     let who = caller.id;
-    Ok(stream(state, None, slot, move |ex, change| {
+    let resume = last_event_id(&headers);
+    Ok(stream(state, None, resume, slot, move |ex, change| {
         let (ex, who, env) = (ex.clone(), who.clone(), change.envelope.clone());
         async move {
             if may_see(&ex, &who, &env).await {
@@ -107,7 +109,9 @@ pub(crate) async fn thread_events(
     State(state): State<AppState>,
     reference: Result<Path<String>, PathRejection>,
     token: Result<Query<Token>, QueryRejection>,
+    headers: axum::http::HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
+    let resume = last_event_id(&headers);
     let (thread, token) = decode(reference, token)?;
     let ex = state.exchange.clone();
     let checked = thread.clone();
@@ -120,6 +124,7 @@ pub(crate) async fn thread_events(
     Ok(stream(
         state,
         Some(Duration::from_secs(left)),
+        resume,
         slot,
         move |ex, change| {
             let verdict = if change.thread != thread {
@@ -146,11 +151,23 @@ enum Verdict {
     SendAndEnd,
 }
 
+/// Threads a resumed stream replays at most before it goes on live.
+const REPLAY: usize = 10_000;
+
+/// The `Last-Event-ID` a reconnecting client sends, if it has the form of our ids.
+fn last_event_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    let id = headers.get("last-event-id")?.to_str().ok()?;
+    (id.len() <= 64 && id.bytes().all(|b| b.is_ascii_digit() || b == b'-')).then(|| id.to_owned())
+}
+
 /// Server-sent events of the changes `keep` lets through, until the client leaves, the server
-/// stops, or `limit` passes.
+/// stops, or `limit` passes. With a database, each event's id is its place in the change feed,
+/// and a stream opened with `resume` (a `Last-Event-ID` from any node) first sends every thread
+/// changed since, as it is now.
 fn stream<F, Fut>(
     state: AppState,
     limit: Option<Duration>,
+    resume: Option<String>,
     slot: StreamSlot,
     keep: F,
 ) -> impl IntoResponse
@@ -166,12 +183,28 @@ where
         tokio::time::Instant::now() + limit.unwrap_or(Duration::from_secs(u64::from(u32::MAX)));
     tokio::spawn(async move {
         let _slot = slot;
+        // Subscribed before the replay is read, so nothing falls between the two.
+        let mut replay: std::collections::VecDeque<ThreadChange> = match resume {
+            Some(cursor) => {
+                let reader = ex.clone();
+                tokio::task::spawn_blocking(move || reader.changes_since(&cursor, REPLAY))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default()
+                    .into()
+            }
+            None => std::collections::VecDeque::new(),
+        };
         loop {
-            let change = tokio::select! {
-                () = stop.cancelled() => break,
-                () = tx.closed() => break,
-                () = tokio::time::sleep_until(until) => break,
-                change = changes.recv() => change,
+            let change = match replay.pop_front() {
+                Some(change) => Ok(change),
+                None => tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tx.closed() => break,
+                    () = tokio::time::sleep_until(until) => break,
+                    change = changes.recv() => change,
+                },
             };
             let mut last = false;
             let event = match change {
@@ -186,7 +219,11 @@ where
                         "status": change.status.as_str(),
                         "updated": time::format_timestamp(&change.updated),
                     });
-                    Event::default().event("thread").data(data.to_string())
+                    let event = Event::default().event("thread").data(data.to_string());
+                    match &change.cursor {
+                        Some(cursor) => event.id(cursor),
+                        None => event,
+                    }
                 }
                 Err(RecvError::Lagged(n)) => Event::default()
                     .event("lagged")

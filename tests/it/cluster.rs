@@ -516,3 +516,108 @@ fn an_mcp_session_opened_on_one_node_continues_on_another() {
         assert!(!body.contains("mess_request"), "{body}");
     }
 }
+
+/// An open `GET /events` stream: its `thread` events as (id, data), read on a thread.
+fn open_events(
+    port: u16,
+    key: &str,
+    last: Option<&str>,
+) -> std::sync::mpsc::Receiver<(String, String)> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut head = format!(
+        "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nAccept: text/event-stream\r\n"
+    );
+    if let Some(id) = last {
+        head.push_str(&format!("Last-Event-ID: {id}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut id, mut data, mut kind) = (String::new(), String::new(), String::new());
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if let Some(v) = line.strip_prefix("id:") {
+                id = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("event:") {
+                kind = v.trim().to_owned();
+            } else if line.is_empty() && !data.is_empty() {
+                if kind == "thread" && tx.send((id.clone(), data.clone())).is_err() {
+                    return;
+                }
+                data.clear();
+                kind.clear();
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn events_cross_nodes_and_resume_on_any_node_with_last_event_id() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 2);
+    let agent = homes[0]
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let servers: Vec<Server> = homes.iter().map(Server::start).collect();
+    let create = |server: &Server, i: usize| -> String {
+        let (status, body) = server.post_yaml(
+            &agent,
+            &format!("MESS:\n  - request:\n      id: ev-{i}\n      intent: check window {i}\n"),
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["MESS"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|p| p["ack"]["ref"].as_str())
+            .unwrap()
+            .to_owned()
+    };
+    let events = open_events(servers[1].port, &agent, None);
+    std::thread::sleep(Duration::from_millis(300));
+    // Written on node 0, heard on node 1.
+    let mut latencies = Vec::new();
+    let mut last_id = String::new();
+    for i in 0..10 {
+        let sent = Instant::now();
+        let r = create(&servers[0], i);
+        loop {
+            let (id, data) = events
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("no event for {r} on the other node"));
+            if data.contains(&r) {
+                latencies.push(sent.elapsed());
+                assert!(!id.is_empty(), "events carry ids with a database");
+                last_id = id;
+                break;
+            }
+        }
+    }
+    latencies.sort();
+    assert!(
+        latencies[latencies.len() * 95 / 100] < Duration::from_secs(1),
+        "{latencies:?}"
+    );
+    drop(events);
+    // Changes while nobody listens; the client comes back to the other node with its last id.
+    let missed: Vec<String> = (10..13).map(|i| create(&servers[1], i)).collect();
+    let resumed = open_events(servers[0].port, &agent, Some(&last_id));
+    let mut seen = Vec::new();
+    while !missed
+        .iter()
+        .all(|r| seen.iter().any(|d: &String| d.contains(r)))
+    {
+        let (_, data) = resumed
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("the resumed stream missed some of {missed:?}: {seen:?}"));
+        seen.push(data);
+    }
+}

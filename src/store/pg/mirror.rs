@@ -27,6 +27,9 @@ const BATCH: i64 = 2000;
 pub struct Applied {
     /// The change's id in the feed.
     pub id: i64,
+    /// The follower's horizon when it read the change: every change of a transaction below it
+    /// had been applied before (a resume from here misses nothing).
+    pub horizon: u64,
     /// The thread as the mirror now holds it.
     pub file: ThreadFile,
 }
@@ -81,6 +84,7 @@ impl Follower {
             sync_registry(pg, layout)?;
             self.registry = Some(registry);
         }
+        let since = self.horizon;
         let mut conn = pg.conn()?;
         let mut tx = conn
             .build_transaction()
@@ -139,6 +143,7 @@ impl Follower {
                 let thread = ThreadRef::parse(&r).ok()?;
                 written.get(&thread).map(|file| Applied {
                     id,
+                    horizon: since,
                     file: file.clone(),
                 })
             })
@@ -343,4 +348,30 @@ pub fn fsck(
         );
     }
     Ok(report)
+}
+
+impl Pg {
+    /// The threads changed by transactions at or above `horizon`, each once with its latest
+    /// change id, oldest first; at most `limit`.
+    pub(crate) fn changed_since(
+        &self,
+        horizon: u64,
+        limit: usize,
+    ) -> Result<Vec<(ThreadRef, i64)>, StoreError> {
+        let mut conn = self.conn()?;
+        let rows = conn
+            .query(
+                "SELECT ref, max(id) AS last FROM mess_changes WHERE xid >= $1::text::xid8 \
+                 GROUP BY ref ORDER BY last LIMIT $2",
+                &[
+                    &horizon.to_string(),
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                ],
+            )
+            .map_err(sorted)?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| Some((ThreadRef::parse(r.get::<_, &str>(0)).ok()?, r.get(1))))
+            .collect())
+    }
 }
