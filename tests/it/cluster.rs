@@ -621,3 +621,109 @@ fn events_cross_nodes_and_resume_on_any_node_with_last_event_id() {
         seen.push(data);
     }
 }
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn every_node_sends_notices_and_a_killed_nodes_leases_move_on() {
+    use crate::support::recorder::{Recorder, Script};
+    let pg = Postgres::start();
+    let services = Recorder::start();
+    // Slow answers keep deliveries in flight when a node dies.
+    services.script(
+        "/robot",
+        vec![Script::Delay(Duration::from_millis(300)); 12],
+    );
+    let config = format!(
+        "agent_id: claude-agent
+dispatch:
+  timeout: 2s
+  retry: {{attempts: 5, first: 0.2s}}
+executors:
+  robot:
+    capabilities: [vacuum-floor]
+    notify:
+      webhook: {}/robot
+",
+        services.url
+    );
+    let homes: Vec<Home> = (0..3)
+        .map(|_| Home::on_database(&config, &pg.url()))
+        .collect();
+    homes[0].ok(&["db", "init"]);
+    let agent = homes[0]
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let mut servers: Vec<Server> = homes.iter().map(Server::start).collect();
+    let mut refs = Vec::new();
+    for i in 0..30 {
+        let (status, body) = servers[i % servers.len()].post_yaml(
+            &agent,
+            &format!(
+                "MESS:\n  - request:\n      id: job-{i}\n      intent: vacuum room {i}\n      requires: [vacuum-floor]\n"
+            ),
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        refs.push(
+            v["MESS"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|p| p["ack"]["ref"].as_str())
+                .unwrap()
+                .to_owned(),
+        );
+        if i == 10 {
+            // The node that was sending dies without a word; the others take over.
+            let first = servers.remove(0);
+            let pid = first.pid();
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            drop(first);
+        }
+    }
+    let wanted: Vec<String> = refs
+        .iter()
+        .map(|r| format!("{r}.robot.webhook.new"))
+        .collect();
+    let hits = services.wait_for(Duration::from_secs(60), |hits| {
+        wanted.iter().all(|w| {
+            hits.iter()
+                .any(|h| h.headers.get("x-mess-delivery").is_some_and(|d| d == w))
+        })
+    });
+    let delivered: Vec<&String> = hits
+        .iter()
+        .filter_map(|h| h.headers.get("x-mess-delivery"))
+        .collect();
+    for w in &wanted {
+        assert!(delivered.contains(&w), "{w} was never sent: {delivered:?}");
+    }
+    // Every delivery is recorded as sent, on one shelf, in the database.
+    let mut client = pg.client();
+    let queued: i64 = client
+        .query_one(
+            "SELECT count(*) FROM mess_outbox WHERE shelf = 'queue'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut queued = queued;
+    while queued > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{queued} deliveries still queued"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        queued = client
+            .query_one(
+                "SELECT count(*) FROM mess_outbox WHERE shelf = 'queue'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+    }
+}
