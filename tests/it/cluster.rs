@@ -31,6 +31,24 @@ fn cluster(pg: &Postgres, n: usize) -> Vec<Home> {
     homes
 }
 
+/// `POST /mess` of one request with client id `id` through `server`; returns its ref.
+fn request(server: &Server, key: &str, id: &str, intent: &str, requires: Option<&str>) -> String {
+    let requires = requires.map_or(String::new(), |c| format!("      requires: [{c}]\n"));
+    let (status, body) = server.post_yaml(
+        key,
+        &format!("MESS:\n  - request:\n      id: {id}\n      intent: {intent}\n{requires}"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["MESS"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|p| p["ack"]["ref"].as_str())
+        .unwrap_or_else(|| panic!("no ack in {body}"))
+        .to_owned()
+}
+
 /// Every thread file under `root` (state folders and archive), by path relative to it.
 fn thread_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
@@ -315,24 +333,12 @@ fn three_servers_share_keys_claims_and_events() {
         })
         .collect();
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
-    let mut refs = Vec::new();
-    for i in 0..6 {
-        let (status, body) = servers[i % 3].post_yaml(
-            &agent,
-            &format!(
-                "MESS:\n  - request:\n      id: job-{i}\n      intent: vacuum room {i}\n      requires: [vacuum-floor]\n"
-            ),
-        );
-        assert_eq!(status, 200, "{body}");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        let ack = v["MESS"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find_map(|p| p["ack"]["ref"].as_str())
-            .unwrap_or_else(|| panic!("no ack in {body}"));
-        refs.push(ack.to_owned());
-    }
+    let refs: Vec<String> = (0..6)
+        .map(|i| {
+            let (id, intent) = (format!("job-{i}"), format!("vacuum room {i}"));
+            request(&servers[i % 3], &agent, &id, &intent, Some("vacuum-floor"))
+        })
+        .collect();
     // Every robot claims every thread through a different node, all at once.
     let results: Vec<(String, u16)> = std::thread::scope(|s| {
         let handles: Vec<_> = refs
@@ -567,19 +573,8 @@ fn events_cross_nodes_and_resume_on_any_node_with_last_event_id() {
         .to_owned();
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let create = |server: &Server, i: usize| -> String {
-        let (status, body) = server.post_yaml(
-            &agent,
-            &format!("MESS:\n  - request:\n      id: ev-{i}\n      intent: check window {i}\n"),
-        );
-        assert_eq!(status, 200, "{body}");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        v["MESS"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find_map(|p| p["ack"]["ref"].as_str())
-            .unwrap()
-            .to_owned()
+        let (id, intent) = (format!("ev-{i}"), format!("check window {i}"));
+        request(server, &agent, &id, &intent, None)
     };
     let events = open_events(servers[1].port, &agent, None);
     std::thread::sleep(Duration::from_millis(300));
@@ -657,23 +652,9 @@ executors:
     let mut servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let mut refs = Vec::new();
     for i in 0..30 {
-        let (status, body) = servers[i % servers.len()].post_yaml(
-            &agent,
-            &format!(
-                "MESS:\n  - request:\n      id: job-{i}\n      intent: vacuum room {i}\n      requires: [vacuum-floor]\n"
-            ),
-        );
-        assert_eq!(status, 200, "{body}");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        refs.push(
-            v["MESS"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find_map(|p| p["ack"]["ref"].as_str())
-                .unwrap()
-                .to_owned(),
-        );
+        let (id, intent) = (format!("job-{i}"), format!("vacuum room {i}"));
+        let server = &servers[i % servers.len()];
+        refs.push(request(server, &agent, &id, &intent, Some("vacuum-floor")));
         if i == 10 {
             // The node that was sending dies without a word; the others take over.
             let first = servers.remove(0);

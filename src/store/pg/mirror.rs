@@ -300,14 +300,7 @@ pub fn fsck(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<crate::store::fsck::FsckReport, StoreError> {
     let mut report = crate::store::fsck::FsckReport::default();
-    let mut conn = pg.conn()?;
-    let refs: Vec<String> = conn
-        .query("SELECT ref FROM mess_threads ORDER BY ref", &[])
-        .map_err(sorted)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    drop(conn);
+    let refs = pg.all_refs()?;
     let mut expected: std::collections::HashSet<std::path::PathBuf> =
         std::collections::HashSet::new();
     let total = refs.len();

@@ -174,6 +174,17 @@ impl Pg {
         Ok(out)
     }
 
+    /// Every thread's ref, in order.
+    pub(crate) fn all_refs(&self) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.conn()?;
+        Ok(conn
+            .query("SELECT ref FROM mess_threads ORDER BY ref", &[])
+            .map_err(sorted)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
     /// A thread's head (its envelope document) and folder, without its messages.
     pub(crate) fn head(
         &self,

@@ -188,14 +188,7 @@ impl Pg {
         }
         target.init()?;
         let layout = target.layout();
-        let mut conn = self.conn()?;
-        let refs: Vec<String> = conn
-            .query("SELECT ref FROM mess_threads ORDER BY ref", &[])
-            .map_err(sorted)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        drop(conn);
+        let refs = self.all_refs()?;
         let mut report = ExportReport::default();
         let total = refs.len();
         for chunk in refs.chunks(CHUNK) {
