@@ -151,8 +151,10 @@ enum Verdict {
     SendAndEnd,
 }
 
-/// Threads a resumed stream replays at most before it goes on live.
-const REPLAY: usize = 10_000;
+/// Threads a resumed stream replays at most before it goes on live: each costs a read of the
+/// database, and a key holder may reconnect with an old id as often as it likes. Beyond it the
+/// stream says `lagged`, and the client re-reads what it watches.
+const REPLAY: usize = 1_000;
 
 /// The `Last-Event-ID` a reconnecting client sends, if it has the form of our ids.
 fn last_event_id(headers: &axum::http::HeaderMap) -> Option<String> {
@@ -196,6 +198,15 @@ where
             }
             None => std::collections::VecDeque::new(),
         };
+        if replay.len() >= REPLAY {
+            let lagged = Event::default()
+                .event("lagged")
+                .data(format!("{{\"missed\":{}}}", replay.len()));
+            replay.clear();
+            if tx.send(Ok(lagged)).await.is_err() {
+                return;
+            }
+        }
         loop {
             let change = match replay.pop_front() {
                 Some(change) => Ok(change),

@@ -31,6 +31,11 @@ fn cluster(pg: &Postgres, n: usize) -> Vec<Home> {
     homes
 }
 
+/// A new API key of `role` for `id`, made on `home`'s node.
+fn token(home: &Home, role: &str, id: &str) -> String {
+    home.ok(&["token", role, id]).trim().to_owned()
+}
+
 /// `POST /mess` of one request with client id `id` through `server`; returns its ref.
 fn request(server: &Server, key: &str, id: &str, intent: &str, requires: Option<&str>) -> String {
     let requires = requires.map_or(String::new(), |c| format!("      requires: [{c}]\n"));
@@ -320,17 +325,9 @@ fn three_servers_share_keys_claims_and_events() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 3);
     // Keys made on one node work on every node: they live in the database.
-    let agent = homes[0]
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
+    let agent = token(&homes[0], "agent", "claude-agent");
     let robots: Vec<String> = (0..EXECUTORS)
-        .map(|i| {
-            homes[i % 3]
-                .ok(&["token", "executor", &format!("robot-{i}")])
-                .trim()
-                .to_owned()
-        })
+        .map(|i| token(&homes[i % 3], "executor", &format!("robot-{i}")))
         .collect();
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let refs: Vec<String> = (0..6)
@@ -389,10 +386,7 @@ fn three_servers_share_keys_claims_and_events() {
 fn a_node_answers_503_while_the_database_is_down_and_recovers() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 1);
-    let agent = homes[0]
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
+    let agent = token(&homes[0], "agent", "claude-agent");
     let server = Server::start(&homes[0]);
     let request = |id: &str| {
         server.post_yaml(
@@ -477,14 +471,8 @@ fn mcp_post(port: u16, key: &str, session: Option<&str>, body: &str) -> (u16, St
 fn an_mcp_session_opened_on_one_node_continues_on_another() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 2);
-    let agent = homes[0]
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
-    let other = homes[0]
-        .ok(&["token", "agent", "other-agent"])
-        .trim()
-        .to_owned();
+    let agent = token(&homes[0], "agent", "claude-agent");
+    let other = token(&homes[0], "agent", "other-agent");
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let (status, head, body) = mcp_post(
         servers[0].port,
@@ -567,10 +555,7 @@ fn open_events(
 fn events_cross_nodes_and_resume_on_any_node_with_last_event_id() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 2);
-    let agent = homes[0]
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
+    let agent = token(&homes[0], "agent", "claude-agent");
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let create = |server: &Server, i: usize| -> String {
         let (id, intent) = (format!("ev-{i}"), format!("check window {i}"));
@@ -645,10 +630,7 @@ executors:
         .map(|_| Home::on_database(&config, &pg.url()))
         .collect();
     homes[0].ok(&["db", "init"]);
-    let agent = homes[0]
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
+    let agent = token(&homes[0], "agent", "claude-agent");
     let mut servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let mut refs = Vec::new();
     for i in 0..30 {

@@ -7,6 +7,9 @@ use crate::store::error::StoreError;
 use crate::store::keys::KeyRecord;
 use crate::store::pg::{Pg, sorted};
 
+/// Stored `/mcp` sessions kept per principal: twice the sessions one principal may hold open.
+pub(crate) const SESSIONS_KEPT: i64 = 64;
+
 impl Pg {
     /// Every key record, oldest first.
     pub(crate) fn key_records(&self) -> Result<Vec<KeyRecord>, StoreError> {
@@ -120,7 +123,8 @@ impl Pg {
     }
 
     /// Stores the state of `principal`'s MCP session `id`, and forgets sessions nobody used
-    /// for a week.
+    /// for a week and all but the principal's [`SESSIONS_KEPT`] most recent (a key holder
+    /// opening sessions without end cannot fill the database).
     pub(crate) fn save_mcp_session(
         &self,
         principal: &str,
@@ -135,8 +139,10 @@ impl Pg {
         )
         .map_err(sorted)?;
         conn.execute(
-            "DELETE FROM mess_mcp_sessions WHERE updated < now() - interval '7 days'",
-            &[],
+            "DELETE FROM mess_mcp_sessions WHERE updated < now() - interval '7 days' \
+             OR (principal = $1 AND id NOT IN (SELECT id FROM mess_mcp_sessions \
+                 WHERE principal = $1 ORDER BY updated DESC LIMIT $2))",
+            &[&principal, &SESSIONS_KEPT],
         )
         .map_err(sorted)?;
         Ok(())
