@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::cli::{CliError, Context, Progress, db, output};
+use crate::mail::Mail;
 
 /// Arguments of `mess export`.
 #[derive(Debug, clap::Args)]
@@ -16,10 +17,12 @@ pub(crate) fn run(cx: &Context, args: ExportArgs) -> Result<(), CliError> {
     let db = db::database(cx, "mess export")?;
     let mut progress = Progress::new("exporting");
     let report = db.export(&args.to, &mut |d, t| progress.update(d, t))?;
+    let mail = cx.exchange.mail().copy_to(&Mail::open(&args.to))?;
     output::line(&format!(
-        "exported {} thread(s) and {} index entries into {}",
+        "exported {} thread(s), {} index entries and {} mail message(s) into {}",
         report.threads,
         report.index_entries,
+        mail.copied,
         args.to.display()
     ));
     Ok(())

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::cli::{CliError, Context, Progress, db, output};
+use crate::mail::Mail;
 use crate::store::FileStore;
 
 /// Arguments of `mess import`.
@@ -24,19 +25,29 @@ pub(crate) fn run(cx: &Context, args: ImportArgs) -> Result<(), CliError> {
     let mut progress = Progress::new("importing");
     let source = FileStore::open(&args.from);
     let report = db.import(&source, &mut |d, t| progress.update(d, t))?;
+    let mail = Mail::open(&args.from).copy_to(&cx.exchange.mail())?;
+    for problem in &mail.problems {
+        output::warn(&format!("mail not imported: {problem}"));
+    }
     for (path, why) in &report.refused {
         output::warn(&format!("not imported: {}: {why}", path.display()));
     }
     output::line(&format!(
-        "imported {} thread(s) ({} already there) and {} index entries; {} file(s) refused",
+        "imported {} thread(s) ({} already there), {} index entries and {} mail message(s) \
+         ({} already there); {} file(s) refused",
         report.imported,
         report.present,
         report.index_entries,
-        report.refused.len()
+        mail.copied,
+        mail.present,
+        report.refused.len() + mail.problems.len()
     ));
-    if !report.refused.is_empty() {
+    if !report.refused.is_empty() || !mail.problems.is_empty() {
         return Err(CliError::with_hint(
-            format!("{} file(s) were not imported", report.refused.len()),
+            format!(
+                "{} file(s) were not imported",
+                report.refused.len() + mail.problems.len()
+            ),
             format!(
                 "run `mess fsck --repair --home {}` and import again (threads already imported are skipped)",
                 args.from.display()

@@ -236,6 +236,12 @@ impl From<crate::store::error::StoreError> for CliError {
     }
 }
 
+impl From<crate::mail::MailError> for CliError {
+    fn from(e: crate::mail::MailError) -> CliError {
+        CliError::from(Error::from(e))
+    }
+}
+
 /// Parses the command line, runs the command, and maps the outcome to an exit code.
 pub fn run() -> ExitCode {
     // Outbound HTTPS (notification channels) uses rustls with the ring provider; installing it

@@ -513,9 +513,13 @@ impl Exchange {
         &self.settings
     }
 
-    /// The agent mailboxes of this home.
+    /// The agent mailboxes of this exchange: the home's `.mail/`, or the database's in tier 1.
     pub fn mail(&self) -> crate::mail::Mail {
-        crate::mail::Mail::open(self.store.layout().root())
+        let root = self.store.layout().root();
+        match self.store.database() {
+            Some(db) => crate::mail::Mail::on_database(root, db.clone()),
+            None => crate::mail::Mail::open(root),
+        }
     }
 
     /// The store underneath.

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use ::notify::{EventKind, RecursiveMode, Watcher as _};
 
 use crate::exchange::{Error, Exchange, ThreadChange};
+use crate::mail::Mail;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
@@ -124,7 +125,17 @@ impl Exchange {
         let following = {
             let stop = stop.clone();
             move || {
+                let (mail, mirror) = (ex.mail(), Mail::open(layout.root()));
+                let mut mail_seen = None;
                 while !stop.load(Ordering::Relaxed) {
+                    match mail.version() {
+                        Ok(now) if now != mail_seen => match mail.mirror_into(&mirror) {
+                            Ok(_) => mail_seen = now,
+                            Err(e) => tracing::warn!(error = %e, "mirroring agent mail"),
+                        },
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "mirroring agent mail"),
+                    }
                     match follower.pass(&db, &layout) {
                         Ok(applied) => {
                             for change in applied {

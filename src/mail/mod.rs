@@ -3,10 +3,14 @@
 //! renaming it into `read/`, so of several readers of a shared (tag) mailbox exactly one gets
 //! it. `__broadcast` is for every session, so reading one of its messages records that reader
 //! only (`read/<reader>/`). Expired messages and old archive are deleted, and never served.
-//! Synchronous, and knows nothing of threads, queries or notifications.
+//! In tier 1 the same mailboxes are rows of the database (`store::pg::mail`), mirrored read-only
+//! into each node's `.mail/`. Synchronous, and knows nothing of threads, queries or
+//! notifications.
 
 #[cfg(test)]
 mod tests;
+
+mod files;
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +19,8 @@ use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
 use crate::protocol::yaml::{self, Limits};
 use crate::store::error::StoreError;
-use crate::store::fsio;
+use crate::store::pg::Pg;
+use crate::store::pg::mail::MailRow;
 
 /// The mailbox every session reads besides its own.
 pub(crate) const BROADCAST: &str = "__broadcast";
@@ -374,20 +379,11 @@ impl Letter {
     }
 }
 
-/// A message file as [`Mail::load`] found it.
-enum Loaded {
-    /// Current: here is the message.
-    Live(Box<Letter>),
-    /// Not there (claimed or deleted meanwhile).
-    Gone,
-    /// Stale, and now deleted.
-    Pruned,
-}
-
-/// The mailboxes of one home.
+/// The mailboxes of one home: files under `<home>/.mail/`, or rows in the database of tier 1.
 #[derive(Debug, Clone)]
 pub struct Mail {
     root: PathBuf,
+    database: Option<Pg>,
 }
 
 impl Mail {
@@ -395,15 +391,15 @@ impl Mail {
     pub fn open(home: &Path) -> Mail {
         Mail {
             root: home.join(".mail"),
+            database: None,
         }
     }
 
-    fn dir(&self, mailbox: &str, folder: Folder) -> PathBuf {
-        let base = self.root.join(mailbox);
-        match folder {
-            Folder::Unread => base,
-            Folder::Read => base.join("read"),
-            Folder::Archive => base.join("archive"),
+    /// The mail of a tier-1 exchange: in its database, shared by every node.
+    pub fn on_database(home: &Path, database: Pg) -> Mail {
+        Mail {
+            root: home.join(".mail"),
+            database: Some(database),
         }
     }
 
@@ -412,9 +408,6 @@ impl Mail {
     /// (creation is exclusive, and a name is never reused in any folder of the mailbox).
     pub fn send(&self, letter: &Letter) -> Result<String, MailError> {
         letter.check()?;
-        let dir = self.dir(&letter.to, Folder::Unread);
-        fsio::ensure_dir(&dir)?;
-        let text = letter.to_text();
         // A name is used once in a mailbox, whatever folder holds it. A second message with
         // the same second, sender and type gets `-2`, `-3`, ... after the sender, so the type
         // stays last and `*_<type>.md` globs still find it.
@@ -423,6 +416,7 @@ impl Mail {
             .with_timezone(&chrono::Utc)
             .format("%Y%m%dT%H%M%SZ")
             .to_string();
+        let text = letter.to_text();
         for n in 1..10_000 {
             let from = if n == 1 {
                 letter.from.clone()
@@ -430,17 +424,14 @@ impl Mail {
                 format!("{}-{n}", letter.from)
             };
             let file = format!("{stamp}_{from}_{}.md", letter.kind);
-            if Folder::ALL
-                .iter()
-                .any(|f| self.dir(&letter.to, *f).join(&file).exists())
-            {
-                continue;
-            }
-            match fsio::create_atomic(&dir.join(&file), text.as_bytes()) {
-                Ok(()) => return Ok(file),
-                Err(StoreError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e.into()),
+            let created = match &self.database {
+                Some(db) => {
+                    db.mail_put(&row(&letter.to, letter, &file, Folder::Unread, None, &text))?
+                }
+                None => self.send_file(letter, &file, &text)?,
+            };
+            if created {
+                return Ok(file);
             }
         }
         Err(invalid(
@@ -448,89 +439,20 @@ impl Mail {
         ))
     }
 
-    /// How many unread messages from `from` wait in `mailbox`, counted by file name (senders
-    /// hold no underscore, so `_<from>_` or `_<from>-<n>_` names the sender).
+    /// How many unread messages from `from` wait in `mailbox`.
     pub fn unread_from(&self, mailbox: &str, from: &str) -> Result<usize, MailError> {
         check_name("mailbox", mailbox)?;
-        let Ok(entries) = std::fs::read_dir(self.dir(mailbox, Folder::Unread)) else {
-            return Ok(0);
-        };
-        let exact = format!("_{from}_");
-        let numbered = format!("_{from}-");
-        Ok(entries
-            .flatten()
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".md") && (name.contains(&exact) || name.contains(&numbered))
-            })
-            .count())
-    }
-
-    /// Where `reader`'s record of reading `__broadcast` messages is: `__broadcast/read/<reader>/`.
-    fn reader_dir(&self, reader: &str) -> Result<PathBuf, MailError> {
-        check_name("reader", reader)?;
-        Ok(self.dir(BROADCAST, Folder::Read).join(reader))
-    }
-
-    /// The folder that holds `mailbox`'s messages in `folder` for `reader`: a `__broadcast`
-    /// message `reader` has read is in its own record, every other one in the mailbox's folder.
-    fn folder_for(
-        &self,
-        mailbox: &str,
-        folder: Folder,
-        reader: Option<&str>,
-    ) -> Result<PathBuf, MailError> {
-        match reader {
-            Some(reader) if mailbox == BROADCAST && folder == Folder::Read => {
-                self.reader_dir(reader)
-            }
-            _ => Ok(self.dir(mailbox, folder)),
+        match &self.database {
+            Some(db) => Ok(usize::try_from(db.mail_unread_from(mailbox, from)?).unwrap_or(0)),
+            None => self.unread_from_file(mailbox, from),
         }
-    }
-
-    /// The message file names in `dir`, sorted (oldest first).
-    fn names(dir: &Path) -> Result<Vec<String>, MailError> {
-        let mut names: Vec<String> = match std::fs::read_dir(dir) {
-            Ok(entries) => entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| check_file(n).is_ok())
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(StoreError::io(dir, e).into()),
-        };
-        names.sort();
-        Ok(names)
-    }
-
-    /// Reads the message at `path` as found in `folder` at `now`, deleting it when it is stale.
-    fn load(path: &Path, folder: Folder, now: Timestamp) -> Result<Loaded, MailError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::Gone),
-            Err(e) => return Err(StoreError::io(path, e).into()),
-        };
-        let letter = Letter::from_text(&text)?;
-        if stale(&letter, folder, now) {
-            // Not synced: a deletion a crash undoes is done again at the next read, and a
-            // folder sync per message made pruning a thousand messages take seconds.
-            match std::fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io(path, e).into()),
-            }
-            return Ok(Loaded::Pruned);
-        }
-        Ok(Loaded::Live(Box::new(letter)))
     }
 
     /// The messages of `mailbox` in `folder` as `reader` sees them at `now`, oldest first, with
-    /// the files that could not be read (named, not fatal). In `__broadcast`, unread means not
-    /// yet read by `reader`, and read means read by `reader` (without a reader: every message,
-    /// and `read/` itself). Expired messages and archive older than [`ARCHIVE_KEEP_DAYS`] are
-    /// deleted instead of listed.
+    /// the messages that could not be read (named, not fatal). In `__broadcast`, unread means
+    /// not yet read by `reader`, and read means read by `reader` (without a reader: every
+    /// message, and `read/` itself). Expired messages and archive older than
+    /// [`ARCHIVE_KEEP_DAYS`] are never listed (on files they are deleted as they are found).
     pub fn list(
         &self,
         mailbox: &str,
@@ -539,26 +461,33 @@ impl Mail {
         now: Timestamp,
     ) -> Result<(Vec<Found>, Vec<String>), MailError> {
         check_name("mailbox", mailbox)?;
-        let dir = self.folder_for(mailbox, folder, reader)?;
-        let mut names = Mail::names(&dir)?;
-        if let Some(reader) = reader
-            && mailbox == BROADCAST
-            && folder == Folder::Unread
-        {
-            let seen = Mail::names(&self.reader_dir(reader)?)?;
-            names.retain(|n| seen.binary_search(n).is_err());
+        if let Some(reader) = reader {
+            check_name("reader", reader)?;
         }
+        let Some(db) = &self.database else {
+            return self.list_file(mailbox, folder, reader, now);
+        };
+        let broadcast_reader = reader.filter(|_| mailbox == BROADCAST);
+        let rows = match (folder, broadcast_reader) {
+            (Folder::Read, Some(reader)) => db.mail_records(mailbox, reader, now.timestamp())?,
+            (_, unread_for) => db.mail_list(
+                mailbox,
+                folder.as_str(),
+                unread_for.filter(|_| folder == Folder::Unread),
+                now.timestamp(),
+                archive_floor(now),
+            )?,
+        };
         let mut found = Vec::new();
         let mut problems = Vec::new();
-        for file in names {
-            match Mail::load(&dir.join(&file), folder, now) {
-                Ok(Loaded::Live(letter)) => found.push(Found {
+        for (file, doc) in rows {
+            match Letter::from_text(&doc) {
+                Ok(letter) => found.push(Found {
                     mailbox: mailbox.to_owned(),
                     folder,
                     file,
-                    letter: *letter,
+                    letter,
                 }),
-                Ok(Loaded::Gone | Loaded::Pruned) => {}
                 Err(e) => problems.push(format!("{mailbox}/{file}: {e}")),
             }
         }
@@ -576,24 +505,31 @@ impl Mail {
     ) -> Result<Found, MailError> {
         check_name("mailbox", mailbox)?;
         check_file(file)?;
-        let order = if mailbox == BROADCAST {
-            [Folder::Read, Folder::Unread, Folder::Archive]
-        } else {
-            Folder::ALL
+        let Some(db) = &self.database else {
+            return self.read_file(mailbox, file, reader, now);
         };
-        for folder in order {
-            let path = self.folder_for(mailbox, folder, reader)?.join(file);
-            if let Loaded::Live(letter) = Mail::load(&path, folder, now)? {
-                return Ok(Found {
-                    mailbox: mailbox.to_owned(),
-                    folder,
-                    file: file.to_owned(),
-                    letter: *letter,
-                });
+        let (t, keep) = (now.timestamp(), archive_floor(now));
+        let record = match reader.filter(|_| mailbox == BROADCAST) {
+            Some(reader) => {
+                check_name("reader", reader)?;
+                db.mail_get(mailbox, file, Some(reader), t, keep)?
             }
-        }
-        Err(MailError::NotFound {
-            message: format!("no message {file} in mailbox {mailbox}"),
+            None => None,
+        };
+        let Some((folder, doc)) = record.map_or_else(
+            || db.mail_get(mailbox, file, None, t, keep),
+            |r| Ok(Some(r)),
+        )?
+        else {
+            return Err(MailError::NotFound {
+                message: format!("no message {file} in mailbox {mailbox}"),
+            });
+        };
+        Ok(Found {
+            mailbox: mailbox.to_owned(),
+            folder: Folder::parse(&folder)?,
+            file: file.to_owned(),
+            letter: Letter::from_text(&doc)?,
         })
     }
 
@@ -611,66 +547,34 @@ impl Mail {
     ) -> Result<Found, MailError> {
         check_name("mailbox", mailbox)?;
         check_file(file)?;
-        let records = if mailbox == BROADCAST {
-            Some(self.reader_dir(reader)?)
-        } else {
-            None
+        check_name("reader", reader)?;
+        let Some(db) = &self.database else {
+            return self.mark_read_file(mailbox, file, reader, now);
         };
-        let from = self.dir(mailbox, Folder::Unread).join(file);
-        let Loaded::Live(letter) = Mail::load(&from, Folder::Unread, now)? else {
+        let unread = db
+            .mail_get(mailbox, file, None, now.timestamp(), archive_floor(now))?
+            .filter(|(folder, _)| folder == Folder::Unread.as_str());
+        let Some((_, doc)) = unread else {
             return Err(self.not_unread(mailbox, file, Some(reader), now));
         };
-        let mut letter = *letter;
-        if let Some(dir) = records {
-            fsio::ensure_dir(&dir)?;
-            letter.read_at = Some(now);
-            return match fsio::create_atomic(&dir.join(file), letter.to_text().as_bytes()) {
-                Ok(()) => Ok(Found {
-                    mailbox: mailbox.to_owned(),
-                    folder: Folder::Read,
-                    file: file.to_owned(),
-                    letter,
-                }),
-                Err(StoreError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
-                {
-                    Err(MailError::Claimed {
-                        message: format!("{mailbox}/{file} was already read by {reader}"),
-                    })
-                }
-                Err(e) => Err(e.into()),
-            };
-        }
-        let to_dir = self.dir(mailbox, Folder::Read);
-        fsio::ensure_dir(&to_dir)?;
-        let to = to_dir.join(file);
-        // The link is the claim: it fails for every reader after the first (a rename would
-        // replace), and the unread copy goes once the link holds.
-        match std::fs::hard_link(&from, &to) {
-            Ok(()) => {
-                if let Err(e) = std::fs::remove_file(&from)
-                    && e.kind() != std::io::ErrorKind::NotFound
-                {
-                    return Err(StoreError::io(&from, e).into());
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                // An unread copy beside a read one is what a crash between the link and the
-                // unlink leaves: the claim stands, the copy goes.
-                let _ = fsio::remove_durable(&from);
-                return Err(MailError::Claimed {
-                    message: format!("{mailbox}/{file} was already read"),
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(self.not_unread(mailbox, file, Some(reader), now));
-            }
-            Err(e) => return Err(StoreError::io(&from, e).into()),
-        }
-        fsio::sync_parent(&from)?;
-        fsio::sync_parent(&to)?;
+        let mut letter = Letter::from_text(&doc)?;
         letter.read_at = Some(now);
-        fsio::write_atomic(&to, letter.to_text().as_bytes())?;
+        let text = letter.to_text();
+        let won = if mailbox == BROADCAST {
+            db.mail_put(&row(
+                mailbox,
+                &letter,
+                file,
+                Folder::Read,
+                Some(reader),
+                &text,
+            ))?
+        } else {
+            db.mail_claim(mailbox, file, &text)?
+        };
+        if !won {
+            return Err(self.not_unread(mailbox, file, Some(reader), now));
+        }
         Ok(Found {
             mailbox: mailbox.to_owned(),
             folder: Folder::Read,
@@ -713,39 +617,12 @@ impl Mail {
     /// messages whose `expires` has come and the archive older than [`ARCHIVE_KEEP_DAYS`];
     /// returns how many went. Files that cannot be read are left for a person to look at.
     pub fn prune(&self, now: Timestamp) -> Result<usize, MailError> {
-        let mut pruned = 0;
-        for mailbox in Mail::subdirs(&self.root)? {
-            let base = self.root.join(&mailbox);
-            let mut folders = vec![
-                (base.clone(), Folder::Unread),
-                (base.join("read"), Folder::Read),
-                (base.join("archive"), Folder::Archive),
-            ];
-            for reader in Mail::subdirs(&base.join("read"))? {
-                folders.push((base.join("read").join(reader), Folder::Read));
-            }
-            for (dir, folder) in folders {
-                for file in Mail::names(&dir)? {
-                    if let Ok(Loaded::Pruned) = Mail::load(&dir.join(&file), folder, now) {
-                        pruned += 1;
-                    }
-                }
-            }
-        }
-        Ok(pruned)
-    }
-
-    /// The names of the folders in `dir` that could be mailboxes (or readers).
-    fn subdirs(dir: &Path) -> Result<Vec<String>, MailError> {
-        match std::fs::read_dir(dir) {
-            Ok(entries) => Ok(entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| check_name("mailbox", n).is_ok())
-                .collect()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(StoreError::io(dir, e).into()),
+        match &self.database {
+            Some(db) => Ok(
+                usize::try_from(db.mail_prune(now.timestamp(), archive_floor(now))?)
+                    .unwrap_or(usize::MAX),
+            ),
+            None => self.prune_file(now),
         }
     }
 
@@ -753,27 +630,101 @@ impl Mail {
     pub fn archive(&self, mailbox: &str, file: &str) -> Result<(), MailError> {
         check_name("mailbox", mailbox)?;
         check_file(file)?;
-        let to_dir = self.dir(mailbox, Folder::Archive);
-        fsio::ensure_dir(&to_dir)?;
-        if to_dir.join(file).exists() {
-            return Ok(());
+        let Some(db) = &self.database else {
+            return self.archive_file(mailbox, file);
+        };
+        match db.mail_archive(mailbox, file)? {
+            Some(_) => Ok(()),
+            None => Err(MailError::NotFound {
+                message: format!("no message {file} in mailbox {mailbox}"),
+            }),
         }
-        for folder in [Folder::Read, Folder::Unread] {
-            let from = self.dir(mailbox, folder).join(file);
-            // Linked, never renamed over: an archived message is never replaced.
-            match std::fs::hard_link(&from, to_dir.join(file)) {
-                Ok(()) => {
-                    fsio::sync_dir(&to_dir)?;
-                    fsio::remove_durable(&from)?;
-                    return Ok(());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-                Err(e) => return Err(StoreError::io(&from, e).into()),
+    }
+}
+
+/// What copying mail from one store to another did.
+#[derive(Debug, Default, Clone)]
+pub struct Copied {
+    /// Messages and records written.
+    pub copied: usize,
+    /// Those the target had already (left alone).
+    pub present: usize,
+    /// Files that could not be read, named.
+    pub problems: Vec<String>,
+}
+
+impl Mail {
+    /// Copies every message and `__broadcast` record into `to` with its exact text, leaving
+    /// alone what `to` has already: how `mess import` and `mess export` move mail between a
+    /// home's files and a database.
+    pub fn copy_to(&self, to: &Mail) -> Result<Copied, MailError> {
+        let mut report = Copied::default();
+        let rows = match &self.database {
+            Some(db) => db.mail_rows()?,
+            None => {
+                let (rows, problems) = self.rows_file()?;
+                report.problems = problems;
+                rows
+            }
+        };
+        for row in &rows {
+            let written = match &to.database {
+                Some(db) => db.mail_put(row)?,
+                None => to.put_file(row)?,
+            };
+            if written {
+                report.copied += 1;
+            } else {
+                report.present += 1;
             }
         }
-        Err(MailError::NotFound {
-            message: format!("no message {file} in mailbox {mailbox}"),
-        })
+        Ok(report)
+    }
+}
+
+impl Mail {
+    /// What identifies this database's mail as it is now (every write changes it); `None` on
+    /// files.
+    pub fn version(&self) -> Result<Option<(i64, i64)>, MailError> {
+        match &self.database {
+            Some(db) => Ok(Some(db.mail_version()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes this database's mail into the files of `mirror` (a node's home), so the `mail`
+    /// view and readers of the format's files see it on every node; returns how many files
+    /// changed. Nothing to do on files.
+    pub fn mirror_into(&self, mirror: &Mail) -> Result<usize, MailError> {
+        match (&self.database, &mirror.database) {
+            (Some(db), None) => mirror.mirror_file(&db.mail_rows()?),
+            _ => Ok(0),
+        }
+    }
+}
+
+/// The oldest archive kept at `now`, in seconds since 1970.
+fn archive_floor(now: Timestamp) -> i64 {
+    (now - chrono::TimeDelta::days(ARCHIVE_KEEP_DAYS)).timestamp()
+}
+
+/// `letter` as a database row of `mailbox` named `file` in `folder` (a record of `reader`), with `text`.
+fn row(
+    mailbox: &str,
+    letter: &Letter,
+    file: &str,
+    folder: Folder,
+    reader: Option<&str>,
+    text: &str,
+) -> MailRow {
+    MailRow {
+        mailbox: mailbox.to_owned(),
+        file: file.to_owned(),
+        folder: folder.as_str().to_owned(),
+        reader: reader.map(str::to_owned),
+        sender: letter.from.clone(),
+        doc: text.to_owned(),
+        written: letter.timestamp.timestamp(),
+        expires: letter.expires.map(|t| t.timestamp()),
     }
 }

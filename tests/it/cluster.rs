@@ -93,14 +93,32 @@ fn db_commands_manage_the_schema() {
         "{err}"
     );
     let out = home.ok(&["db", "init"]);
-    assert!(out.contains("applied migration 1"), "{out}");
+    assert!(
+        out.contains("applied migration 1") && out.contains("applied migration 2"),
+        "{out}"
+    );
     let out = home.ok(&["db", "migrate"]);
     assert!(out.contains("nothing to do"), "{out}");
     let out = home.ok(&["db", "status"]);
     assert!(
-        out.contains("schema version 1 (this mess needs 1); 0 thread(s)"),
+        out.contains("schema version 2 (this mess needs 2); 0 thread(s)"),
         "{out}"
     );
+    // A database one migration behind (as an older mess left it) is refused until migrated,
+    // and migrating applies only what it lacks.
+    pg.client()
+        .batch_execute(
+            "DROP TABLE mess_mail, mess_mail_reads; DELETE FROM mess_schema WHERE version = 2",
+        )
+        .unwrap();
+    let err = home.fails(&["status"], 1);
+    assert!(err.contains("mess db migrate"), "{err}");
+    let out = home.ok(&["db", "migrate"]);
+    assert!(
+        out.contains("applied migration 2") && !out.contains("applied migration 1"),
+        "{out}"
+    );
+    home.ok(&["--as", "a", "mail", "send", "--to", "b", "--body", "hi"]);
     let plain = Home::with_config(&config());
     let err = plain.fails(&["db", "status"], 2);
     assert!(err.contains("MESS_DATABASE_URL"), "{err}");
@@ -233,6 +251,20 @@ fn a_home_moves_into_a_database_and_back_unchanged() {
     source.ok(&["demo", "seed", "--threads", "300", "--days", "60"]);
     source.ok(&["archive", "--older-than", "20d"]);
     source.ok(&["fsck"]);
+    for (to, kind) in [
+        ("worker", "task"),
+        ("worker", "task"),
+        ("__broadcast", "announcement"),
+    ] {
+        source.ok(&[
+            "--as", "orch", "mail", "send", "--to", to, "--type", kind, "--body", "b",
+        ]);
+    }
+    let first = source.ok(&["--as", "worker", "mail", "list"]);
+    let first = first.split_whitespace().next().unwrap().to_owned();
+    source.ok(&["--as", "worker", "mail", "mark-read", &first]);
+    let mail_before = mail_files(source.path());
+    assert_eq!(mail_before.len(), 3, "{:?}", mail_before.keys());
     let node = Home::on_database(&config(), &pg.url());
     node.ok(&["db", "init"]);
     let out = node.ok(&["import", &source.path().to_string_lossy()]);
@@ -254,6 +286,10 @@ fn a_home_moves_into_a_database_and_back_unchanged() {
     for (path, bytes) in &before {
         assert!(after[path] == *bytes, "{path} changed on the way");
     }
+    assert!(
+        mail_files(&exported) == mail_before,
+        "agent mail changed on the way"
+    );
     // The index came along: the exported home answers as the source did.
     let copy = Home::with_config(&config());
     crate::support::copy_dir(&exported, copy.path());
@@ -689,4 +725,179 @@ executors:
             .unwrap()
             .get(0);
     }
+}
+
+/// Every file under `<root>/.mail`, by path relative to it.
+fn mail_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let base = root.join(".mail");
+    let mut out = BTreeMap::new();
+    let mut stack = vec![base.clone()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(&base)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn agent_mail_is_shared_by_every_node_and_moves_with_the_home() {
+    let pg = Postgres::start();
+    let nodes = cluster(&pg, 2);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let sent = a.ok(&[
+        "--as", "orch", "mail", "send", "--to", "workers", "--type", "task", "--body", "sweep",
+    ]);
+    let file = sent.trim().strip_prefix("workers/").unwrap().to_owned();
+    // The other node lists it; the mail is in the database, not in either node's folder.
+    assert!(
+        b.ok(&["--as", "w0", "mail", "list", "workers"])
+            .contains(&file)
+    );
+    assert!(mail_files(a.path()).is_empty() && mail_files(b.path()).is_empty());
+    // Eight readers on two nodes claim it at once: exactly one wins.
+    let outcomes: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let node = &nodes[i % 2];
+                let (who, file) = (format!("w{i}"), file.clone());
+                s.spawn(move || {
+                    node.run(&[
+                        "--as",
+                        &who,
+                        "mail",
+                        "mark-read",
+                        "--mailbox",
+                        "workers",
+                        &file,
+                    ])
+                    .status
+                    .success()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        outcomes.iter().filter(|won| **won).count(),
+        1,
+        "{outcomes:?}"
+    );
+    let read = b.ok(&["--as", "w0", "mail", "read", "--mailbox", "workers", &file]);
+    assert!(
+        read.contains("(read)") && read.contains("read_at"),
+        "{read}"
+    );
+    // A broadcast read on one node stays unread for another reader on the other node.
+    let sent = b.ok(&[
+        "--as",
+        "nexus",
+        "mail",
+        "send",
+        "--to",
+        "__broadcast",
+        "--type",
+        "announcement",
+        "--body",
+        "noon",
+    ]);
+    let news = sent.trim().strip_prefix("__broadcast/").unwrap().to_owned();
+    a.ok(&[
+        "--as",
+        "w1",
+        "mail",
+        "mark-read",
+        "--mailbox",
+        "__broadcast",
+        &news,
+    ]);
+    let again = b.fails(
+        &[
+            "--as",
+            "w1",
+            "mail",
+            "mark-read",
+            "--mailbox",
+            "__broadcast",
+            &news,
+        ],
+        1,
+    );
+    assert!(again.contains("already read by w1"), "{again}");
+    let unread = |node: &Home, who: &str| node.ok(&["--as", who, "mail", "list", "__broadcast"]);
+    assert!(!unread(b, "w1").contains(&news));
+    assert!(unread(b, "w2").contains(&news));
+    // Archived on one node, it is in the archive on the other.
+    b.ok(&[
+        "--as",
+        "orch",
+        "mail",
+        "archive",
+        "--mailbox",
+        "workers",
+        &file,
+    ]);
+    let archive = a.ok(&[
+        "--as", "orch", "mail", "list", "workers", "--folder", "archive",
+    ]);
+    assert!(archive.contains(&file), "{archive}");
+    // Export writes the mail as files with the database's exact text, and import takes them
+    // into another database unchanged.
+    let out = tempfile::TempDir::new().unwrap();
+    let home = out.path().join("home");
+    let exported = a.ok(&["export", &home.to_string_lossy()]);
+    assert!(exported.contains("3 mail message(s)"), "{exported}");
+    let files = mail_files(&home);
+    assert_eq!(
+        files.keys().collect::<Vec<_>>(),
+        [
+            format!("__broadcast/{news}"),
+            format!("__broadcast/read/w1/{news}"),
+            format!("workers/archive/{file}"),
+        ]
+        .iter()
+        .collect::<Vec<_>>()
+    );
+    // A serving node mirrors the mail into its home, read-only, as the export wrote it (so the
+    // `mail` view and readers of the format's files work on every node).
+    let server = Server::start(a);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mail_files(a.path()) != files {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            mail_files(a.path()).keys()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let plain = Home::with_config(&config());
+    crate::support::copy_dir(&home, plain.path());
+    let sql = "SELECT mailbox, folder, file, \"from\", read_at FROM mail ORDER BY ALL";
+    let listed = a.ok(&["query", sql]);
+    assert!(listed.contains(&news) && listed.contains(&file), "{listed}");
+    assert_eq!(listed, plain.ok(&["query", sql]));
+    drop(server);
+    let other = Postgres::start();
+    let fresh = cluster(&other, 1);
+    let imported = fresh[0].ok(&["import", &home.to_string_lossy()]);
+    assert!(imported.contains("3 mail message(s)"), "{imported}");
+    assert!(unread(&fresh[0], "w2").contains(&news));
+    assert!(!unread(&fresh[0], "w1").contains(&news));
+    let back = out.path().join("back");
+    fresh[0].ok(&["export", &back.to_string_lossy()]);
+    assert_eq!(mail_files(&back), files);
 }

@@ -16,12 +16,19 @@ pub struct Migration {
 }
 
 /// Every migration this build knows, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "threads, append-only messages, indexes, ref counters, change feed, keys, secrets, \
-           registrations, outbox, short links, MCP sessions",
-    sql: V1,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "threads, append-only messages, indexes, ref counters, change feed, keys, secrets, \
+               registrations, outbox, short links, MCP sessions",
+        sql: V1,
+    },
+    Migration {
+        version: 2,
+        name: "agent mail",
+        sql: V2,
+    },
+];
 
 /// Thread history is append-only in the database itself: a trigger refuses every UPDATE,
 /// DELETE and TRUNCATE of `mess_messages`, whoever connects.
@@ -127,6 +134,38 @@ CREATE TABLE mess_registry (
     name    text PRIMARY KEY,
     doc     text   NOT NULL,
     version bigint NOT NULL DEFAULT nextval('mess_registry_version')
+);
+";
+
+/// Agent mail: one row per message, named as its file would be, holding the file's exact text;
+/// `folder` is where the message is (claiming one is an update of `unread` rows only, so one
+/// reader wins), and readers' records of `__broadcast` messages have their own table. `written`
+/// and `expires` (seconds since 1970) are the letter's, so pruning needs no parsing; `version`
+/// tells the nodes' mirrors that mail changed.
+const V2: &str = r"
+CREATE SEQUENCE mess_mail_version;
+CREATE TABLE mess_mail (
+    mailbox text   NOT NULL,
+    file    text   NOT NULL,
+    folder  text   NOT NULL CHECK (folder IN ('unread', 'read', 'archive')),
+    sender  text   NOT NULL,
+    doc     text   NOT NULL,
+    written bigint NOT NULL,
+    expires bigint,
+    version bigint NOT NULL DEFAULT nextval('mess_mail_version'),
+    PRIMARY KEY (mailbox, file)
+);
+CREATE INDEX mess_mail_folder ON mess_mail (mailbox, folder, file);
+
+CREATE TABLE mess_mail_reads (
+    mailbox text   NOT NULL,
+    file    text   NOT NULL,
+    reader  text   NOT NULL,
+    doc     text   NOT NULL,
+    written bigint NOT NULL,
+    expires bigint,
+    version bigint NOT NULL DEFAULT nextval('mess_mail_version'),
+    PRIMARY KEY (mailbox, reader, file)
 );
 ";
 
