@@ -155,7 +155,14 @@ async fn normal(base: &str, keys: &[(String, String)], lifecycles: usize) -> Run
         tasks.push(tokio::spawn(async move {
             let mut steps = Vec::new();
             for n in 0..lifecycles {
-                let (_, s) = lifecycle(&client, &url, (&agent, &executor), i, n).await;
+                let (_, s) = lifecycle(
+                    &client,
+                    std::slice::from_ref(&url),
+                    (&agent, &executor),
+                    i,
+                    n,
+                )
+                .await;
                 steps.extend(s);
             }
             steps

@@ -141,7 +141,14 @@ async fn load(base: &str, keys: &[(String, String)], lifecycles: usize) -> (Run,
         tasks.push(tokio::spawn(async move {
             let mut done = Vec::new();
             for n in 0..lifecycles {
-                let (thread, steps) = lifecycle(&client, &url, (&agent, &executor), i, n).await;
+                let (thread, steps) = lifecycle(
+                    &client,
+                    std::slice::from_ref(&url),
+                    (&agent, &executor),
+                    i,
+                    n,
+                )
+                .await;
                 done.push(Lifecycle { thread, steps });
                 if Instant::now() > deadline {
                     break;

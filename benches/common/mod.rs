@@ -131,19 +131,21 @@ pub(crate) fn seeded_home(home: &Path, threads: usize, clients: usize) -> Vec<(S
 }
 
 /// One client's full lifecycle `n` (request; claim with an estimate; progress; complete with
-/// a response): its thread and each step's latency.
+/// a response): its thread and each step's latency. With several `urls` (nodes of one
+/// exchange) the steps go to them round-robin.
 pub(crate) async fn lifecycle(
     client: &reqwest::Client,
-    url: &str,
+    urls: &[String],
     (agent, executor): (&str, &str),
     i: usize,
     n: usize,
 ) -> (String, [Duration; 4]) {
+    let url = |step: usize| urls[(i + n * 4 + step) % urls.len()].as_str();
     let mut steps = [Duration::ZERO; 4];
     let t = std::time::Instant::now();
     let ack = post(
         client,
-        url,
+        url(0),
         agent,
         format!(
             "MESS:\n  - request:\n      intent: bench task {n} of client {i}\n      requires: [bench-task-{i}]\n      response_hint: [text]\n"
@@ -152,7 +154,11 @@ pub(crate) async fn lifecycle(
     .await;
     steps[0] = t.elapsed();
     let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
-    let thread = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+    let thread = v["MESS"]
+        .as_array()
+        .and_then(|ps| ps.iter().find_map(|p| p["ack"]["ref"].as_str()))
+        .unwrap_or_else(|| panic!("no ref in {ack}"))
+        .to_owned();
     let bodies = [
         format!(
             "MESS:\n  - status:\n      re: {thread}\n      code: claimed\n      estimate: PT5M\n"
@@ -164,9 +170,9 @@ pub(crate) async fn lifecycle(
             "MESS:\n  - status:\n      re: {thread}\n      code: completed\n  - response:\n      re: {thread}\n      content:\n        - done, task {n} of client {i}\n"
         ),
     ];
-    for (step, body) in steps[1..].iter_mut().zip(bodies) {
+    for (k, (step, body)) in steps[1..].iter_mut().zip(bodies).enumerate() {
         let t = std::time::Instant::now();
-        post(client, url, executor, body).await;
+        post(client, url(k + 1), executor, body).await;
         *step = t.elapsed();
     }
     (thread, steps)

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ::notify::{EventKind, RecursiveMode, Watcher as _};
 
@@ -126,15 +127,20 @@ impl Exchange {
             let stop = stop.clone();
             move || {
                 let (mail, mirror) = (ex.mail(), Mail::open(layout.root()));
-                let mut mail_seen = None;
+                let (mut mail_seen, mut mail_looked) = (None, None::<Instant>);
                 while !stop.load(Ordering::Relaxed) {
-                    match mail.version() {
-                        Ok(now) if now != mail_seen => match mail.mirror_into(&mirror) {
-                            Ok(_) => mail_seen = now,
+                    // Mail reaches the mirror within a second; looking on every pass would
+                    // add a query to each change under load.
+                    if mail_looked.is_none_or(|t| t.elapsed() >= FOLLOW_EVERY) {
+                        mail_looked = Some(Instant::now());
+                        match mail.version() {
+                            Ok(now) if now != mail_seen => match mail.mirror_into(&mirror) {
+                                Ok(_) => mail_seen = now,
+                                Err(e) => tracing::warn!(error = %e, "mirroring agent mail"),
+                            },
+                            Ok(_) => {}
                             Err(e) => tracing::warn!(error = %e, "mirroring agent mail"),
-                        },
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "mirroring agent mail"),
+                        }
                     }
                     match follower.pass(&db, &layout) {
                         Ok(applied) => {

@@ -22,6 +22,9 @@ use crate::store::{fsio, lock};
 /// Changes read from the feed at most per pass.
 const BATCH: i64 = 2000;
 
+/// How often at most the follower records its horizon in the mirror.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One change of the feed that the follower applied to the mirror.
 #[derive(Debug, Clone)]
 pub struct Applied {
@@ -45,6 +48,9 @@ pub struct Follower {
     after: i64,
     /// Changes at or above the horizon already applied (id and transaction id).
     seen: HashMap<i64, u64>,
+    /// The horizon last recorded in the mirror, and when.
+    saved: u64,
+    saved_at: std::time::Instant,
 }
 
 impl Follower {
@@ -68,6 +74,8 @@ impl Follower {
             registry: None,
             after: 0,
             seen: HashMap::new(),
+            saved: horizon,
+            saved_at: std::time::Instant::now(),
         })
     }
 
@@ -79,40 +87,41 @@ impl Follower {
     /// Applies every change committed since the last pass to the mirror; returns them in
     /// feed order, each with the thread as written.
     pub fn pass(&mut self, pg: &Pg, layout: &Layout) -> Result<Vec<Applied>, StoreError> {
-        let registry = pg.registry_version()?;
+        let since = self.horizon;
+        // One statement, so one snapshot: the horizon, the registry's version and the changes
+        // are read together (and in one round trip, which under load is most of a pass).
+        let mut conn = pg.conn()?;
+        let rows = conn
+            .query(
+                "WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, \
+                   (SELECT count(*) FROM mess_registry) AS docs, \
+                   (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest) \
+                 SELECT h.horizon, h.docs, h.newest, c.id, c.xid::text, c.ref FROM h \
+                 LEFT JOIN LATERAL (SELECT id, xid, ref FROM mess_changes \
+                   WHERE xid >= $1::text::xid8 AND id > $2 ORDER BY id LIMIT $3) c ON true",
+                &[&self.horizon.to_string(), &self.after, &BATCH],
+            )
+            .map_err(sorted)?;
+        drop(conn);
+        let Some(first) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        let horizon: u64 = first.get::<_, &str>(0).parse().unwrap_or(self.horizon);
+        let registry = (first.get(1), first.get(2));
         if self.registry != Some(registry) {
             sync_registry(pg, layout)?;
             self.registry = Some(registry);
         }
-        let since = self.horizon;
-        let mut conn = pg.conn()?;
-        let mut tx = conn
-            .build_transaction()
-            .isolation_level(r2d2_postgres::postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(sorted)?;
-        let horizon: String = tx
-            .query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", &[])
-            .map_err(sorted)?
-            .get(0);
-        let horizon: u64 = horizon.parse().unwrap_or(self.horizon);
-        let rows = tx
-            .query(
-                "SELECT id, xid::text, ref FROM mess_changes WHERE xid >= $1::text::xid8 \
-                 AND id > $2 ORDER BY id LIMIT $3",
-                &[&self.horizon.to_string(), &self.after, &BATCH],
-            )
-            .map_err(sorted)?;
-        tx.commit().map_err(sorted)?;
-        drop(conn);
+        let rows: Vec<(i64, String, String)> = rows
+            .iter()
+            .filter_map(|r| Some((r.get::<_, Option<i64>>(3)?, r.get(4), r.get(5))))
+            .collect();
         let full = i64::try_from(rows.len()).unwrap_or(i64::MAX) >= BATCH;
         let mut fresh: Vec<(i64, String)> = Vec::new();
-        for row in &rows {
-            let id: i64 = row.get(0);
-            let xid: u64 = row.get::<_, &str>(1).parse().unwrap_or(0);
-            if self.seen.insert(id, xid).is_none() {
-                fresh.push((id, row.get::<_, String>(2)));
+        for (id, xid, r) in &rows {
+            let xid: u64 = xid.parse().unwrap_or(0);
+            if self.seen.insert(*id, xid).is_none() {
+                fresh.push((*id, r.clone()));
             }
         }
         let refs: BTreeSet<String> = fresh.iter().map(|(_, r)| r.clone()).collect();
@@ -126,15 +135,19 @@ impl Follower {
         // horizon stays until a pass has read to the end (changes that commit meanwhile with
         // lower ids are above the horizon, so that pass, from the start, reads them).
         self.after = if full {
-            rows.last().map_or(0, |r| r.get::<_, i64>(0))
+            rows.last().map_or(0, |r| r.0)
         } else {
             0
         };
         if !full {
             self.seen.retain(|_, xid| *xid >= horizon);
-            if horizon != self.horizon {
-                self.horizon = horizon;
+            self.horizon = horizon;
+            // The record is where a restarted follower resumes: an older one only re-applies
+            // changes (each write is the database's current text), so once a second will do.
+            if horizon != self.saved && self.saved_at.elapsed() >= SAVE_EVERY {
                 save_horizon(layout, horizon)?;
+                self.saved = horizon;
+                self.saved_at = std::time::Instant::now();
             }
         }
         Ok(fresh
