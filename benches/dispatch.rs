@@ -162,7 +162,11 @@ fn main() {
                 .unwrap();
             let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
             acks.push(t.elapsed());
-            let thread = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+            let thread = v["MESS"]
+                .as_array()
+                .and_then(|ps| ps.iter().find_map(|p| p["ack"]["ref"].as_str()))
+                .unwrap()
+                .to_owned();
             let until = Instant::now() + Duration::from_secs(10);
             loop {
                 if let Some(at) = seen.lock().unwrap().get(&thread) {

@@ -6,7 +6,11 @@
 //! the clients claim within milliseconds, before routing could matter), and `mess_status` over
 //! MCP stdio against the MCP `tools/list` round trip.
 //!
-//! Run with `cargo bench --bench load` (`-- --clients 16 --lifecycles 100 --threads 10000`).
+//! Then the scale section ([`scale`]): the lifecycles on homes of 0, 10,000 and 100,000 threads
+//! once settled, and during the drain of a burst of 10,000 requests.
+//!
+//! Run with `cargo bench --bench load` (`-- --clients 16 --lifecycles 100 --threads 10000
+//! --scale-lifecycles 40 --sizes 0,10000,100000 --burst 10000`; `--sizes none` skips it).
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
@@ -20,8 +24,12 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
 mod common;
+#[path = "load/scale.rs"]
+mod scale;
 
-use common::{MESS, lifecycle, ms, option, peak_rss_kib, percentile, post, serve, terminate};
+use common::{
+    MESS, ack_ref, lifecycle, ms, option, peak_rss_kib, percentile, post, serve, terminate,
+};
 
 /// No run goes on longer than this, whatever the counts.
 const TIME_LIMIT: Duration = Duration::from_secs(120);
@@ -76,6 +84,26 @@ fn main() {
     report(&healthz, &lifecycles, peak);
     println!("{burst}");
     runtime.block_on(mcp_status(home, &lifecycles));
+
+    let sizes: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--sizes")
+        .and_then(|i| args.get(i + 1))
+        .map_or("0,10000,100000", String::as_str)
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    if !sizes.is_empty() {
+        let points = scale::run(
+            &runtime,
+            o.clients,
+            option(&args, "--scale-lifecycles", 40),
+            &sizes,
+            10_000,
+            option(&args, "--burst", 10_000),
+        );
+        scale::report(&points);
+    }
 }
 
 /// One finished lifecycle: its thread and each step's latency.
@@ -249,8 +277,7 @@ async fn routing_burst(
                     format!("MESS:\n  - request:\n      intent: burst {n} of client {i}\n      requires: [bench-task-{i}]\n"),
                 )
                 .await;
-                let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
-                refs.push(v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned());
+                refs.push(ack_ref(&ack));
             }
             refs
         }));

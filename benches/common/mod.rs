@@ -130,6 +130,16 @@ pub(crate) fn seeded_home(home: &Path, threads: usize, clients: usize) -> Vec<(S
         .collect()
 }
 
+/// The ref an answer to a request acknowledges (the answer may begin with the version).
+pub(crate) fn ack_ref(answer: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(answer).unwrap();
+    v["MESS"]
+        .as_array()
+        .and_then(|ps| ps.iter().find_map(|p| p["ack"]["ref"].as_str()))
+        .unwrap_or_else(|| panic!("no ref in {answer}"))
+        .to_owned()
+}
+
 /// One client's full lifecycle `n` (request; claim with an estimate; progress; complete with
 /// a response): its thread and each step's latency. With several `urls` (nodes of one
 /// exchange) the steps go to them round-robin.
@@ -153,12 +163,7 @@ pub(crate) async fn lifecycle(
     )
     .await;
     steps[0] = t.elapsed();
-    let v: serde_json::Value = serde_json::from_str(&ack).unwrap();
-    let thread = v["MESS"]
-        .as_array()
-        .and_then(|ps| ps.iter().find_map(|p| p["ack"]["ref"].as_str()))
-        .unwrap_or_else(|| panic!("no ref in {ack}"))
-        .to_owned();
+    let thread = ack_ref(&ack);
     let bodies = [
         format!(
             "MESS:\n  - status:\n      re: {thread}\n      code: claimed\n      estimate: PT5M\n"

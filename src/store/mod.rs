@@ -95,7 +95,7 @@ enum Held {
             dead_code,
             reason = "held, never read: the lock lives as long as the session"
         )]
-        Box<r2d2_postgres::postgres::Client>,
+        Box<postgres::Client>,
     ),
 }
 

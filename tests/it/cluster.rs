@@ -108,7 +108,8 @@ fn db_commands_manage_the_schema() {
     // and migrating applies only what it lacks.
     pg.client()
         .batch_execute(
-            "DROP TABLE mess_mail, mess_mail_reads; DELETE FROM mess_schema WHERE version = 2",
+            "DROP TABLE mess_mail, mess_mail_reads; DROP SEQUENCE mess_mail_version; \
+             DELETE FROM mess_schema WHERE version = 2",
         )
         .unwrap();
     let err = home.fails(&["status"], 1);

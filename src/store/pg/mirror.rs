@@ -15,7 +15,7 @@ use crate::protocol::ids::ThreadRef;
 use crate::store::error::StoreError;
 use crate::store::layout::{Layout, Location};
 use crate::store::pg::threads::Stored;
-use crate::store::pg::{Pg, sorted};
+use crate::store::pg::{Pg, Run as _, sorted};
 use crate::store::thread::ThreadFile;
 use crate::store::{fsio, lock};
 

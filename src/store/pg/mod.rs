@@ -6,6 +6,7 @@ pub mod mail;
 pub mod mirror;
 pub mod outbox;
 pub mod schema;
+mod session;
 mod shared;
 mod threads;
 pub mod transfer;
@@ -13,9 +14,8 @@ pub mod transfer;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use r2d2_postgres::PostgresConnectionManager;
-use r2d2_postgres::postgres::fallible_iterator::FallibleIterator as _;
-use r2d2_postgres::postgres::{self, NoTls};
+use postgres::NoTls;
+use postgres::fallible_iterator::FallibleIterator as _;
 use sha2::Digest as _;
 
 use crate::store::error::StoreError;
@@ -39,7 +39,8 @@ const CHECKOUT_WAIT: Duration = Duration::from_secs(5);
 const SESSION_OPTIONS: &str = "-c lock_timeout=10s -c statement_timeout=30s \
                                -c idle_in_transaction_session_timeout=30s";
 
-pub(crate) type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+pub(crate) type Conn = r2d2::PooledConnection<session::Manager>;
+pub(crate) use session::Run;
 
 /// The channel of the change feed's notifications.
 const CHANNEL: &str = "mess_changes";
@@ -52,9 +53,9 @@ const NOTIFY_EVERY: Duration = Duration::from_millis(10);
 /// A connection pool to the exchange's database.
 #[derive(Clone)]
 pub struct Pg {
-    pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
-    writers: r2d2::Pool<PostgresConnectionManager<NoTls>>,
-    lockers: r2d2::Pool<PostgresConnectionManager<NoTls>>,
+    pool: r2d2::Pool<session::Manager>,
+    writers: r2d2::Pool<session::Manager>,
+    lockers: r2d2::Pool<session::Manager>,
     config: postgres::Config,
     signals: std::sync::Arc<Signals>,
     /// This process among the nodes: what its delivery leases name.
@@ -108,7 +109,7 @@ impl Pg {
                 .max_size(size)
                 .min_idle(Some(0))
                 .connection_timeout(CHECKOUT_WAIT)
-                .build_unchecked(PostgresConnectionManager::new(config.clone(), NoTls))
+                .build_unchecked(session::Manager::new(config.clone()))
         };
         let (pool, writers, lockers) = (pool_of(POOL_SIZE), pool_of(WRITERS), pool_of(LOCKERS));
         let tag: String = crate::store::fsio::random_bytes(4)?
@@ -278,7 +279,7 @@ impl Pg {
     }
 }
 
-fn checkout(pool: &r2d2::Pool<PostgresConnectionManager<NoTls>>) -> Result<Conn, StoreError> {
+fn checkout(pool: &r2d2::Pool<session::Manager>) -> Result<Conn, StoreError> {
     pool.get().map_err(|e| StoreError::Unavailable {
         message: format!("no database connection: {e}"),
     })

@@ -3,7 +3,7 @@
 //! database stands.
 
 use crate::store::error::StoreError;
-use crate::store::pg::{Pg, lock_key, sorted};
+use crate::store::pg::{Pg, Run as _, lock_key, sorted};
 
 /// One step of the schema.
 #[derive(Debug, Clone, Copy)]
@@ -230,7 +230,13 @@ impl Pg {
         let mut applied = Vec::new();
         for m in MIGRATIONS.iter().filter(|m| !have.contains(&m.version)) {
             tx.batch_execute(m.sql).map_err(|e| StoreError::Other {
-                message: format!("migration {} ({}) failed: {e}", m.version, m.name),
+                message: format!(
+                    "migration {} ({}) failed: {}",
+                    m.version,
+                    m.name,
+                    e.as_db_error()
+                        .map_or_else(|| e.to_string(), |d| d.message().to_owned())
+                ),
             })?;
             tx.execute(
                 "INSERT INTO mess_schema (version, name) VALUES ($1, $2)",

@@ -5,7 +5,7 @@
 
 use crate::store::error::StoreError;
 use crate::store::keys::KeyRecord;
-use crate::store::pg::{Pg, sorted};
+use crate::store::pg::{Pg, Run as _, sorted};
 
 /// Stored `/mcp` sessions kept per principal: twice the sessions one principal may hold open.
 pub(crate) const SESSIONS_KEPT: i64 = 64;

@@ -2,8 +2,8 @@
 //! one append-only row per message document, the client-id and dependency indexes, per-day
 //! ref counters, and a change row for every committed write, which the mirrors follow.
 
+use crate::store::pg::Run;
 use chrono::NaiveDate;
-use r2d2_postgres::postgres::{self, GenericClient};
 
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
@@ -60,7 +60,7 @@ fn stored(row: &postgres::Row) -> Result<Stored, StoreError> {
 
 /// Writes a new thread's rows and its change row in `tx`; `Exists` when the ref is taken.
 pub(crate) fn insert(
-    tx: &mut impl GenericClient,
+    tx: &mut impl Run,
     thread: &ThreadRef,
     envelope: &Envelope,
     location: &Location,
@@ -95,7 +95,7 @@ pub(crate) fn insert(
 }
 
 fn append_docs(
-    tx: &mut impl GenericClient,
+    tx: &mut impl Run,
     thread: &ThreadRef,
     after: i32,
     docs: &[&str],
@@ -115,11 +115,7 @@ fn append_docs(
     Ok(())
 }
 
-fn record_change(
-    tx: &mut impl GenericClient,
-    thread: &ThreadRef,
-    seq: i32,
-) -> Result<(), StoreError> {
+fn record_change(tx: &mut impl Run, thread: &ThreadRef, seq: i32) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO mess_changes (ref, seq) VALUES ($1, $2)",
         &[&thread.as_str(), &seq],

@@ -12,7 +12,7 @@ use crate::store::fsck::IndexFacts;
 use crate::store::index::{self, Key, entry_name};
 use crate::store::layout::{Layout, Location};
 use crate::store::pg::threads::insert;
-use crate::store::pg::{Pg, sorted};
+use crate::store::pg::{Pg, Run as _, sorted};
 use crate::store::thread::{Freshness, ThreadFile};
 use crate::store::{FileStore, fsio, layout, refs};
 
