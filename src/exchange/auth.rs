@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -63,27 +64,42 @@ pub struct Principal {
 /// keys on every request, and re-reading the file each time cost more than the request.
 #[derive(Debug, Default)]
 pub(crate) struct KeyCache {
-    last: Mutex<Option<(KeysStamp, Arc<Vec<KeyRecord>>)>>,
+    last: Mutex<Option<(KeysStamp, Arc<Vec<KeyRecord>>, Instant)>>,
 }
 
+/// With a database, how long the records are used without asking whether they changed: asking
+/// is a round trip per request. A key issued meanwhile is found at once (a key no record matches
+/// makes the next look fresh), and a record deleted by hand stops working within this time.
+const DATABASE_KEYS_FRESH: Duration = Duration::from_secs(1);
+
 impl KeyCache {
-    /// The current records: the cached ones while the file's stamp is unchanged.
-    fn records(&self, store: &FileStore) -> Result<Arc<Vec<KeyRecord>>, Error> {
+    /// The current records: the cached ones while the file's stamp is unchanged (with a
+    /// database, checked at most every [`DATABASE_KEYS_FRESH`] unless `fresh`).
+    fn records(&self, store: &FileStore, fresh: bool) -> Result<Arc<Vec<KeyRecord>>, Error> {
+        let lock = || match self.last.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if !fresh
+            && store.database().is_some()
+            && let Some((_, records, checked)) = lock().as_ref()
+            && checked.elapsed() < DATABASE_KEYS_FRESH
+        {
+            return Ok(records.clone());
+        }
         // Stamp first: a file replaced between the two reads is read again next time.
         let Some(stamp) = store.keys_stamp()? else {
             return Ok(Arc::new(Vec::new()));
         };
-        let mut last = match self.last.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Some((seen, records)) = last.as_ref()
+        let mut last = lock();
+        if let Some((seen, records, checked)) = last.as_mut()
             && *seen == stamp
         {
+            *checked = Instant::now();
             return Ok(records.clone());
         }
         let records = Arc::new(store.key_records()?);
-        *last = Some((stamp, records.clone()));
+        *last = Some((stamp, records.clone(), Instant::now()));
         Ok(records)
     }
 }
@@ -129,17 +145,26 @@ impl Exchange {
     /// hash is compared, in constant time, whether or not one matched already.
     pub fn authenticate(&self, key: &str) -> Result<Option<Principal>, Error> {
         let presented = key_hash(key.trim());
-        let mut found = None;
-        for record in self.keys.records(self.store())?.iter() {
-            let same: bool = record.hash.as_bytes().ct_eq(presented.as_bytes()).into();
-            if same && found.is_none() {
-                found = Role::parse(&record.role).map(|role| Principal {
-                    id: record.principal.clone(),
-                    role,
-                });
+        let find = |records: &[KeyRecord]| {
+            let mut found = None;
+            for record in records {
+                let same: bool = record.hash.as_bytes().ct_eq(presented.as_bytes()).into();
+                if same && found.is_none() {
+                    found = Role::parse(&record.role).map(|role| Principal {
+                        id: record.principal.clone(),
+                        role,
+                    });
+                }
             }
+            found
+        };
+        match find(&self.keys.records(self.store(), false)?) {
+            Some(found) => Ok(Some(found)),
+            None if self.store().database().is_some() => {
+                Ok(find(&self.keys.records(self.store(), true)?))
+            }
+            None => Ok(None),
         }
-        Ok(found)
     }
 
     /// Mints a presigned link token for `executor` on `thread`, valid for `ttl_seconds`.

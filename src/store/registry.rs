@@ -45,7 +45,7 @@ impl FileStore {
         };
         let database = self.database().map(|db| {
             // A failed look counts as a change, so the next one reads again.
-            let (count, newest) = db.registry_version().unwrap_or((-1, -1));
+            let (count, newest) = db.registry_version_recent().unwrap_or((-1, -1));
             (
                 PathBuf::from("database"),
                 count.unsigned_abs(),

@@ -60,6 +60,8 @@ pub struct Pg {
     signals: std::sync::Arc<Signals>,
     /// This process among the nodes: what its delivery leases name.
     node: String,
+    /// The registry's version as last read, and when (see [`Pg::registry_version_recent`]).
+    registry_seen: std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, (i64, i64))>>>,
 }
 
 /// Wake-ups between this process's writers, its notifier and its mirror follower.
@@ -73,7 +75,7 @@ struct Signals {
     notify_cv: std::sync::Condvar,
 }
 
-fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
@@ -123,6 +125,7 @@ impl Pg {
             config,
             signals: std::sync::Arc::default(),
             node: format!("{}-{tag}", std::process::id()),
+            registry_seen: std::sync::Arc::default(),
         })
     }
 

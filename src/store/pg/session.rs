@@ -12,6 +12,9 @@ use postgres::{Client, Error, GenericClient, NoTls, Row, Statement};
 /// exchange runs are far fewer).
 const KEPT: usize = 256;
 
+/// How recently a connection must have answered to be handed out without a check.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Makes the pool's connections.
 #[derive(Debug)]
 pub(crate) struct Manager {
@@ -35,8 +38,16 @@ impl r2d2::ManageConnection for Manager {
         })
     }
 
+    /// A connection used within the last second answered then; asking again would cost a
+    /// round trip per checkout. One idle for longer (a database that restarted meanwhile) is
+    /// asked, and replaced when it does not answer.
     fn is_valid(&self, conn: &mut Session) -> Result<(), Error> {
-        conn.client.simple_query("").map(|_| ())
+        if conn.statements.used.is_some_and(|t| t.elapsed() < RECENT) {
+            return Ok(());
+        }
+        conn.client.simple_query("")?;
+        conn.statements.used = Some(std::time::Instant::now());
+        Ok(())
     }
 
     fn has_broken(&self, conn: &mut Session) -> bool {
@@ -50,20 +61,25 @@ pub(crate) struct Session {
     statements: Statements,
 }
 
+/// A connection's prepared statements, and when it last ran one.
 #[derive(Default)]
-struct Statements(HashMap<String, Statement>);
+struct Statements {
+    prepared: HashMap<String, Statement>,
+    used: Option<std::time::Instant>,
+}
 
 impl Statements {
     /// The statement of `sql`, prepared through `client` the first time.
     fn get(&mut self, client: &mut impl GenericClient, sql: &str) -> Result<Statement, Error> {
-        if let Some(statement) = self.0.get(sql) {
+        self.used = Some(std::time::Instant::now());
+        if let Some(statement) = self.prepared.get(sql) {
             return Ok(statement.clone());
         }
         let statement = client.prepare(sql)?;
-        if self.0.len() >= KEPT {
-            self.0.clear();
+        if self.prepared.len() >= KEPT {
+            self.prepared.clear();
         }
-        self.0.insert(sql.to_owned(), statement.clone());
+        self.prepared.insert(sql.to_owned(), statement.clone());
         Ok(statement)
     }
 }

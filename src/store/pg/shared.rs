@@ -5,7 +5,10 @@
 
 use crate::store::error::StoreError;
 use crate::store::keys::KeyRecord;
-use crate::store::pg::{Pg, Run as _, sorted};
+use crate::store::pg::{Pg, Run as _, locked, sorted};
+
+/// How long a node uses the registry's version without asking again.
+const REGISTRY_FRESH: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Stored `/mcp` sessions kept per principal: twice the sessions one principal may hold open.
 pub(crate) const SESSIONS_KEPT: i64 = 64;
@@ -93,6 +96,20 @@ impl Pg {
         Ok((row.get(0), row.get(1)))
     }
 
+    /// The registry's version as read at most [`REGISTRY_FRESH`] ago: the directory asks on
+    /// every use, and a round trip each time cost more than the rest of a request. A change
+    /// made through this node is seen at once; one made through another node within that time.
+    pub(crate) fn registry_version_recent(&self) -> Result<(i64, i64), StoreError> {
+        if let Some((at, version)) = *locked(&self.registry_seen)
+            && at.elapsed() < REGISTRY_FRESH
+        {
+            return Ok(version);
+        }
+        let version = self.registry_version()?;
+        *locked(&self.registry_seen) = Some((std::time::Instant::now(), version));
+        Ok(version)
+    }
+
     /// Stores (or replaces) the registry document `name`.
     pub(crate) fn put_registry_doc(&self, name: &str, doc: &str) -> Result<(), StoreError> {
         let mut conn = self.conn()?;
@@ -102,6 +119,7 @@ impl Pg {
             &[&name, &doc],
         )
         .map_err(sorted)?;
+        *locked(&self.registry_seen) = None;
         Ok(())
     }
 

@@ -365,36 +365,42 @@ impl Pg {
             .collect())
     }
 
-    /// Points index entries of `sender` at threads; `last` entries only move forward.
+    /// Points index entries of `sender` at threads; `last` entries only move forward. One
+    /// statement (the forward-only rule is its condition), so one round trip.
     pub(crate) fn remember(
         &self,
         sender: &str,
         entries: &[(Key<'_>, &ThreadRef)],
     ) -> Result<(), StoreError> {
-        let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(sorted)?;
+        // One row per key, as applying the entries in order would leave it.
+        let mut rows: Vec<(String, &ThreadRef)> = Vec::new();
         for (key, thread) in entries {
             let name = entry_name(*key);
-            if matches!(key, Key::Last | Key::LastWork) {
-                let current = tx
-                    .query_opt(
-                        "SELECT ref FROM mess_index WHERE sender = $1 AND key = $2 FOR UPDATE",
-                        &[&sender, &name],
-                    )
-                    .map_err(sorted)?
-                    .and_then(|r| ThreadRef::parse(r.get::<_, &str>(0)).ok());
-                if current.is_some_and(|c| newer(&c, thread)) {
-                    continue;
-                }
+            let forward_only = matches!(key, Key::Last | Key::LastWork);
+            match rows.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, at)) if !forward_only || !newer(at, thread) => *at = *thread,
+                Some(_) => {}
+                None => rows.push((name, *thread)),
             }
-            tx.execute(
-                "INSERT INTO mess_index (sender, key, ref) VALUES ($1, $2, $3) \
-                 ON CONFLICT (sender, key) DO UPDATE SET ref = EXCLUDED.ref",
-                &[&sender, &name, &thread.as_str()],
-            )
-            .map_err(sorted)?;
         }
-        tx.commit().map_err(sorted)
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+        let refs: Vec<&str> = rows.iter().map(|(_, r)| r.as_str()).collect();
+        let mut conn = self.conn()?;
+        // A ref's order: its day, then its serial (by length, then digits).
+        conn.execute(
+            "INSERT INTO mess_index AS i (sender, key, ref) \
+             SELECT $1, k, r FROM unnest($2::text[], $3::text[]) AS x(k, r) \
+             ON CONFLICT (sender, key) DO UPDATE SET ref = EXCLUDED.ref \
+             WHERE i.key NOT IN ('last', 'work-last') \
+                OR (left(i.ref, 10), length(i.ref), i.ref) \
+                   <= (left(EXCLUDED.ref, 10), length(EXCLUDED.ref), EXCLUDED.ref)",
+            &[&sender, &keys, &refs],
+        )
+        .map_err(sorted)?;
+        Ok(())
     }
 
     /// Looks an index entry of `sender` up.
