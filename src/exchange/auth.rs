@@ -64,8 +64,11 @@ pub struct Principal {
 /// keys on every request, and re-reading the file each time cost more than the request.
 #[derive(Debug, Default)]
 pub(crate) struct KeyCache {
-    last: Mutex<Option<(KeysStamp, Arc<Vec<KeyRecord>>, Instant)>>,
+    last: Mutex<Option<Cached>>,
 }
+
+/// Records with the stamp they were read at, and when that stamp was last confirmed.
+type Cached = (KeysStamp, Arc<Vec<KeyRecord>>, Instant);
 
 /// With a database, how long the records are used without asking whether they changed: asking
 /// is a round trip per request. A key issued meanwhile is found at once (a key no record matches

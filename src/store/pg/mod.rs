@@ -61,8 +61,11 @@ pub struct Pg {
     /// This process among the nodes: what its delivery leases name.
     node: String,
     /// The registry's version as last read, and when (see [`Pg::registry_version_recent`]).
-    registry_seen: std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, (i64, i64))>>>,
+    registry_seen: std::sync::Arc<std::sync::Mutex<Option<Seen>>>,
 }
+
+/// A version as read, and when.
+type Seen = (std::time::Instant, (i64, i64));
 
 /// Wake-ups between this process's writers, its notifier and its mirror follower.
 #[derive(Debug, Default)]
