@@ -21,6 +21,7 @@ mod lifecycle;
 pub mod mail_sweep;
 mod plan;
 pub mod queries;
+mod queue;
 mod requests;
 pub mod route;
 mod submit;
@@ -214,6 +215,8 @@ pub struct Exchange {
     directory: Arc<std::sync::Mutex<Option<CachedDirectory>>>,
     /// User SQL: queries at once, and the workers that run them.
     queries: Arc<queries::Queries>,
+    /// The pending threads in queue order, while this process follows the home.
+    queue: Arc<queue::Queue>,
 }
 
 /// The order of every thread listing: work waiting for an executor first, in queue order
@@ -346,7 +349,10 @@ impl Exchange {
         let announce = changes.clone();
         let announced = Arc::new(watch::Announced::default());
         let seen = announced.clone();
+        let queue = Arc::new(queue::Queue::default());
+        let queued = queue.clone();
         let store = store.observed(Arc::new(move |env: &Envelope| {
+            queued.note(env);
             if !seen.first(env) {
                 return;
             }
@@ -371,25 +377,34 @@ impl Exchange {
             parsing: Arc::new(ParseGate::default()),
             directory: Arc::default(),
             queries: Arc::new(queries::Queries::new(settings_queries)),
+            queue,
         }
     }
 
     /// The changes after `cursor` (an `/events` id from any node, tier 1), oldest first, each
     /// thread once as it is now; at most `limit` threads. Some may have been sent before the
     /// cursor was (a resume sends at least everything missed). Empty on files, or for a cursor
-    /// of another form.
-    pub fn changes_since(&self, cursor: &str, limit: usize) -> Result<Vec<ThreadChange>, Error> {
+    /// of another form; `None` when the cursor is older than the change feed keeps
+    /// (`FEED_KEEP_DAYS`), so changes may be missing.
+    pub fn changes_since(
+        &self,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<Option<Vec<ThreadChange>>, Error> {
         let Some(db) = self.store.database() else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         };
         let Some(horizon) = cursor
             .split_once('-')
             .and_then(|(h, _)| h.parse::<u64>().ok())
         else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
+        };
+        let Some(changed) = db.changed_since(horizon, limit)? else {
+            return Ok(None);
         };
         let mut out = Vec::new();
-        for (thread, id) in db.changed_since(horizon, limit)? {
+        for (thread, id) in changed {
             if let Ok((envelope, _)) = self.store.envelope(&thread) {
                 out.push(ThreadChange {
                     thread,
@@ -400,7 +415,7 @@ impl Exchange {
                 });
             }
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// Whether `/mcp` sessions are kept where every node finds them (tier 1): then a request

@@ -497,12 +497,14 @@ pub fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
     if env.status != Status::Pending {
         return None;
     }
-    let (waiting, _) = ex.store().list(&[State::Received], false);
-    let ahead = waiting
-        .iter()
-        .filter(|(e, _, _)| e.status == Status::Pending && e.queue_key() < env.queue_key())
-        .count();
-    Some(ahead as i64 + 1)
+    Some(ex.queue.position(env, || {
+        let (waiting, _) = ex.store().list(&[State::Received], false);
+        waiting
+            .into_iter()
+            .map(|(e, _, _)| e)
+            .filter(|e| e.status == Status::Pending)
+            .collect()
+    }))
 }
 
 /// The queue position of every waiting thread among `listed` (see [`queue_position`]).

@@ -104,6 +104,7 @@ impl Exchange {
                 )
                 .map_err(|e| watch_error(&e))?;
         }
+        self.queue.follow();
         Ok(HomeWatch {
             _watcher: Some(watcher),
             stop: None,
@@ -158,6 +159,7 @@ impl Exchange {
             }
         };
         spawn("mess-mirror", following)?;
+        self.queue.follow();
         Ok(HomeWatch {
             _watcher: None,
             stop: Some(stop),
@@ -166,6 +168,7 @@ impl Exchange {
 
     /// Announces `envelope` on the change bus unless this change was announced already.
     fn announce_envelope(&self, envelope: Envelope, cursor: Option<String>) {
+        self.queue.note(&envelope);
         if self.announced.first(&envelope) {
             let _ = self.changes.send(ThreadChange {
                 thread: envelope.thread_ref.clone(),

@@ -186,19 +186,22 @@ where
     tokio::spawn(async move {
         let _slot = slot;
         // Subscribed before the replay is read, so nothing falls between the two.
-        let mut replay: std::collections::VecDeque<ThreadChange> = match resume {
+        // `None`: the cursor is older than the change feed keeps, so changes were missed.
+        let replay: Option<Vec<ThreadChange>> = match resume {
             Some(cursor) => {
                 let reader = ex.clone();
                 tokio::task::spawn_blocking(move || reader.changes_since(&cursor, REPLAY))
                     .await
                     .ok()
                     .and_then(Result::ok)
-                    .unwrap_or_default()
-                    .into()
+                    .unwrap_or(Some(Vec::new()))
             }
-            None => std::collections::VecDeque::new(),
+            None => Some(Vec::new()),
         };
-        if replay.len() >= REPLAY {
+        let too_old = replay.is_none();
+        let mut replay: std::collections::VecDeque<ThreadChange> =
+            replay.unwrap_or_default().into();
+        if too_old || replay.len() >= REPLAY {
             let lagged = Event::default()
                 .event("lagged")
                 .data(format!("{{\"missed\":{}}}", replay.len()));

@@ -101,7 +101,7 @@ fn db_commands_manage_the_schema() {
     assert!(out.contains("nothing to do"), "{out}");
     let out = home.ok(&["db", "status"]);
     assert!(
-        out.contains("schema version 2 (this mess needs 2); 0 thread(s)"),
+        out.contains("schema version 3 (this mess needs 3); 0 thread(s)"),
         "{out}"
     );
     // A database one migration behind (as an older mess left it) is refused until migrated,
@@ -576,7 +576,15 @@ fn open_events(
             } else if let Some(v) = line.strip_prefix("event:") {
                 kind = v.trim().to_owned();
             } else if line.is_empty() && !data.is_empty() {
-                if kind == "thread" && tx.send((id.clone(), data.clone())).is_err() {
+                // A `lagged` event comes through with that as its id.
+                let id = if kind == "lagged" {
+                    kind.clone()
+                } else {
+                    id.clone()
+                };
+                if matches!(kind.as_str(), "thread" | "lagged")
+                    && tx.send((id, data.clone())).is_err()
+                {
                     return;
                 }
                 data.clear();
@@ -901,4 +909,60 @@ fn agent_mail_is_shared_by_every_node_and_moves_with_the_home() {
     let back = out.path().join("back");
     fresh[0].ok(&["export", &back.to_string_lossy()]);
     assert_eq!(mail_files(&back), files);
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn an_old_change_feed_is_pruned_and_who_missed_it_starts_over() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 1);
+    let agent = token(&homes[0], "agent", "claude-agent");
+    let server = Server::start(&homes[0]);
+    let events = open_events(server.port, &agent, None);
+    std::thread::sleep(Duration::from_millis(300));
+    let first = request(&server, &agent, "old-1", "water the ferns", None);
+    let cursor = loop {
+        let (id, data) = events.recv_timeout(Duration::from_secs(5)).unwrap();
+        if data.contains(&first) {
+            break id;
+        }
+    };
+    drop(events);
+    drop(server);
+    // A week and a day pass for what the feed holds; then one more change.
+    let mut client = pg.client();
+    client
+        .batch_execute("UPDATE mess_changes SET at = now() - interval '8 days'")
+        .unwrap();
+    homes[0].ok(&["--as", "claude-agent", "request", "feed the cat"]);
+    let before: i64 = client
+        .query_one("SELECT count(*) FROM mess_changes", &[])
+        .unwrap()
+        .get(0);
+    // The sweep at start prunes the old entries; the follower, whose record is older than
+    // what is left, rebuilds the mirror.
+    let server = Server::start(&homes[0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let left = loop {
+        let left: i64 = client
+            .query_one("SELECT count(*) FROM mess_changes", &[])
+            .unwrap()
+            .get(0);
+        if left < before || Instant::now() > deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(left, 1, "only the fresh change is kept (of {before})");
+    let floor: i64 = client
+        .query_one("SELECT xid FROM mess_feed_floor", &[])
+        .unwrap()
+        .get(0);
+    assert!(floor > 0);
+    std::thread::sleep(Duration::from_millis(1500));
+    homes[0].ok(&["fsck"]);
+    // A client resuming from before the pruned entries is told it lagged.
+    let resumed = open_events(server.port, &agent, Some(&cursor));
+    let (id, data) = resumed.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(id, "lagged", "{data}");
 }

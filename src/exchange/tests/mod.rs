@@ -28,6 +28,7 @@ mod config;
 mod examples;
 mod expiry_and_dependencies;
 mod lifecycle;
+mod queue;
 mod routing;
 mod submission;
 mod views_and_access;

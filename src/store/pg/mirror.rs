@@ -22,6 +22,10 @@ use crate::store::{fsio, lock};
 /// Changes read from the feed at most per pass.
 const BATCH: i64 = 2000;
 
+/// Days the change feed keeps its entries: a node or an `/events` client away for longer
+/// starts over (a full resync of the mirror; a `lagged` event).
+pub const FEED_KEEP_DAYS: i32 = 7;
+
 /// How often at most the follower records its horizon in the mirror.
 const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -95,8 +99,9 @@ impl Follower {
             .query(
                 "WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, \
                    (SELECT count(*) FROM mess_registry) AS docs, \
-                   (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest) \
-                 SELECT h.horizon, h.docs, h.newest, c.id, c.xid::text, c.ref FROM h \
+                   (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest, \
+                   (SELECT coalesce(max(xid), -1) FROM mess_feed_floor) AS floor) \
+                 SELECT h.horizon, h.docs, h.newest, c.id, c.xid::text, c.ref, h.floor FROM h \
                  LEFT JOIN LATERAL (SELECT id, xid, ref FROM mess_changes \
                    WHERE xid >= $1::text::xid8 AND id > $2 ORDER BY id LIMIT $3) c ON true",
                 &[&self.horizon.to_string(), &self.after, &BATCH],
@@ -108,6 +113,23 @@ impl Follower {
         };
         let horizon: u64 = first.get::<_, &str>(0).parse().unwrap_or(self.horizon);
         let registry = (first.get(1), first.get(2));
+        let floor: i64 = first.get(6);
+        if u64::try_from(floor).is_ok_and(|f| f >= self.horizon) {
+            // Changes this mirror never applied were pruned: it is rebuilt from the threads.
+            tracing::warn!(
+                horizon = self.horizon,
+                floor,
+                "the mirror fell behind the change feed; resyncing"
+            );
+            sync_all(pg, layout)?;
+            sync_registry(pg, layout)?;
+            self.registry = Some(registry);
+            self.horizon = horizon;
+            self.after = 0;
+            self.seen.clear();
+            save_horizon(layout, horizon)?;
+            return Ok(Vec::new());
+        }
         if self.registry != Some(registry) {
             sync_registry(pg, layout)?;
             self.registry = Some(registry);
@@ -363,8 +385,15 @@ impl Pg {
         &self,
         horizon: u64,
         limit: usize,
-    ) -> Result<Vec<(ThreadRef, i64)>, StoreError> {
+    ) -> Result<Option<Vec<(ThreadRef, i64)>>, StoreError> {
         let mut conn = self.conn()?;
+        let floor: i64 = conn
+            .query_one("SELECT coalesce(max(xid), -1) FROM mess_feed_floor", &[])
+            .map_err(sorted)?
+            .get(0);
+        if u64::try_from(floor).is_ok_and(|f| f >= horizon) {
+            return Ok(None);
+        }
         let rows = conn
             .query(
                 "SELECT ref, max(id) AS last FROM mess_changes WHERE xid >= $1::text::xid8 \
@@ -375,9 +404,28 @@ impl Pg {
                 ],
             )
             .map_err(sorted)?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| Some((ThreadRef::parse(r.get::<_, &str>(0)).ok()?, r.get(1))))
-            .collect())
+        Ok(Some(
+            rows.iter()
+                .filter_map(|r| Some((ThreadRef::parse(r.get::<_, &str>(0)).ok()?, r.get(1))))
+                .collect(),
+        ))
+    }
+
+    /// Deletes the change feed's entries older than [`FEED_KEEP_DAYS`] and records the newest
+    /// transaction id deleted; returns how many went.
+    pub(crate) fn prune_changes(&self) -> Result<i64, StoreError> {
+        let mut conn = self.conn()?;
+        Ok(conn
+            .query_one(
+                "WITH gone AS (DELETE FROM mess_changes \
+                   WHERE at < now() - make_interval(days => $1) RETURNING xid::text::bigint AS x), \
+                 floor AS (INSERT INTO mess_feed_floor (id, xid) \
+                   SELECT true, max(x) FROM gone HAVING count(*) > 0 \
+                   ON CONFLICT (id) DO UPDATE SET xid = greatest(mess_feed_floor.xid, EXCLUDED.xid)) \
+                 SELECT count(*) FROM gone",
+                &[&FEED_KEEP_DAYS],
+            )
+            .map_err(sorted)?
+            .get(0))
     }
 }

@@ -28,6 +28,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "agent mail",
         sql: V2,
     },
+    Migration {
+        version: 3,
+        name: "change feed pruning",
+        sql: V3,
+    },
 ];
 
 /// Thread history is append-only in the database itself: a trigger refuses every UPDATE,
@@ -166,6 +171,17 @@ CREATE TABLE mess_mail_reads (
     expires bigint,
     version bigint NOT NULL DEFAULT nextval('mess_mail_version'),
     PRIMARY KEY (mailbox, reader, file)
+);
+";
+
+/// The change feed keeps a week (`mirror::FEED_KEEP_DAYS`); `mess_feed_floor` holds the newest
+/// transaction id pruned, so a follower or an `/events` cursor older than that knows it missed
+/// changes and starts over.
+const V3: &str = r"
+CREATE INDEX mess_changes_at ON mess_changes (at);
+CREATE TABLE mess_feed_floor (
+    id  boolean PRIMARY KEY DEFAULT true CHECK (id),
+    xid bigint  NOT NULL
 );
 ";
 
