@@ -43,6 +43,14 @@ struct Index {
 }
 
 impl Index {
+    fn of(waiting: &[Envelope]) -> Index {
+        let mut index = Index::default();
+        for e in waiting {
+            index.note(e);
+        }
+        index
+    }
+
     fn note(&mut self, env: &Envelope) {
         if let Some(old) = self.keys.remove(&env.thread_ref) {
             self.order.remove(&old);
@@ -67,9 +75,26 @@ impl Queue {
         }
     }
 
-    /// From now on this process sees every change of the home.
-    pub(crate) fn follow(&self) {
+    /// From now on this process sees every change of the home; `waiting` lists the pending
+    /// threads from the store, for the first index (built here, before requests need it).
+    pub(crate) fn follow(&self, waiting: impl FnOnce() -> Vec<Envelope>) {
         self.lock().following = true;
+        self.rebuild(waiting);
+    }
+
+    /// Builds the index from `waiting` unless another caller is building it.
+    fn rebuild(&self, waiting: impl FnOnce() -> Vec<Envelope>) {
+        {
+            let mut state = self.lock();
+            if state.rebuilding {
+                return;
+            }
+            state.rebuilding = true;
+        }
+        let index = Index::of(&waiting());
+        let mut state = self.lock();
+        state.index = Some((index, Instant::now()));
+        state.rebuilding = false;
     }
 
     /// Records a change this process announced.
@@ -80,42 +105,26 @@ impl Queue {
     }
 
     /// `env`'s place among the pending threads (1 for the first), with `waiting` listing the
-    /// pending threads from the store when the index is (re)built, or every time when this
+    /// pending threads from the store when the index is rebuilt, or every time when this
     /// process does not follow the home. The listing runs without the lock (it reads every
     /// waiting thread); a change between it and the install is caught at the next rebuild.
     pub(crate) fn position(&self, env: &Envelope, waiting: impl FnOnce() -> Vec<Envelope>) -> i64 {
-        let rebuild = {
-            let mut state = self.lock();
-            if !state.following {
-                None
-            } else {
-                let stale = state
-                    .index
-                    .as_ref()
-                    .is_none_or(|(_, built)| built.elapsed() >= REBUILD_EVERY);
-                let mine = stale && !state.rebuilding;
-                state.rebuilding |= mine;
-                Some(mine)
-            }
+        let (following, stale) = {
+            let state = self.lock();
+            let stale = state
+                .index
+                .as_ref()
+                .is_none_or(|(_, built)| built.elapsed() >= REBUILD_EVERY);
+            (state.following, stale)
         };
         let mut waiting = Some(waiting);
         let mut list = || waiting.take().map(|w| w()).unwrap_or_default();
-        let built = |waiting: Vec<Envelope>| {
-            let mut index = Index::default();
-            for e in &waiting {
-                index.note(e);
-            }
-            index
-        };
-        match rebuild {
-            None => return rank(&built(list()), env),
-            Some(true) => {
-                let index = built(list());
-                let mut state = self.lock();
-                state.index = Some((index, Instant::now()));
-                state.rebuilding = false;
-            }
-            Some(false) => {}
+        if !following {
+            return rank(&Index::of(&list()), env);
+        }
+        if stale {
+            // Another request may be rebuilding it: then the old index serves meanwhile.
+            self.rebuild(&mut list);
         }
         let mut state = self.lock();
         match state.index.as_mut() {
@@ -123,10 +132,10 @@ impl Queue {
                 index.note(env);
                 rank(index, env)
             }
-            // Another request is building the first index: count this once from the store.
+            // The first index is still being built: count this once from the store.
             None => {
                 drop(state);
-                rank(&built(list()), env)
+                rank(&Index::of(&list()), env)
             }
         }
     }

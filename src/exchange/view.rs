@@ -497,14 +497,17 @@ pub fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
     if env.status != Status::Pending {
         return None;
     }
-    Some(ex.queue.position(env, || {
-        let (waiting, _) = ex.store().list(&[State::Received], false);
-        waiting
-            .into_iter()
-            .map(|(e, _, _)| e)
-            .filter(|e| e.status == Status::Pending)
-            .collect()
-    }))
+    Some(ex.queue.position(env, || pending(ex)))
+}
+
+/// Every pending thread, read from the store.
+pub(crate) fn pending(ex: &Exchange) -> Vec<Envelope> {
+    let (waiting, _) = ex.store().list(&[State::Received], false);
+    waiting
+        .into_iter()
+        .map(|(e, _, _)| e)
+        .filter(|e| e.status == Status::Pending)
+        .collect()
 }
 
 /// The queue position of every waiting thread among `listed` (see [`queue_position`]).

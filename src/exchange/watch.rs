@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use ::notify::{EventKind, RecursiveMode, Watcher as _};
 
-use crate::exchange::{Error, Exchange, ThreadChange};
+use crate::exchange::{Error, Exchange, ThreadChange, view};
 use crate::mail::Mail;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
@@ -104,7 +104,7 @@ impl Exchange {
                 )
                 .map_err(|e| watch_error(&e))?;
         }
-        self.queue.follow();
+        self.follow_queue()?;
         Ok(HomeWatch {
             _watcher: Some(watcher),
             stop: None,
@@ -159,10 +159,19 @@ impl Exchange {
             }
         };
         spawn("mess-mirror", following)?;
-        self.queue.follow();
+        self.follow_queue()?;
         Ok(HomeWatch {
             _watcher: None,
             stop: Some(stop),
+        })
+    }
+
+    /// Keeps the queue of pending threads from now on, its first index built on a thread of
+    /// its own from the store.
+    fn follow_queue(&self) -> Result<(), Error> {
+        let ex = self.clone();
+        spawn("mess-queue", move || {
+            ex.queue.follow(|| view::pending(&ex));
         })
     }
 

@@ -23,7 +23,7 @@ fn ask(f: &Fixture, body: &str) -> (String, i64) {
 fn positions(follow: bool) -> Vec<i64> {
     let f = fixture(EXECUTORS);
     if follow {
-        f.ex.queue.follow();
+        f.ex.queue.follow(|| crate::exchange::view::pending(&f.ex));
     }
     let mut out = Vec::new();
     let (a, p) = ask(&f, "intent: vacuum the hall\nrequires: [vacuum-floor]");
