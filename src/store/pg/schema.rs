@@ -303,8 +303,18 @@ impl Pg {
     /// on a schema it was not written for.
     pub fn check_schema(&self) -> Result<(), StoreError> {
         let status = self.schema_status()?;
+        let missing: Vec<i32> = MIGRATIONS
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !status.applied.iter().any(|a| a.0 == *v))
+            .collect();
         match status.version() {
-            v if v == status.known => Ok(()),
+            v if v == status.known && missing.is_empty() => Ok(()),
+            v if v == status.known => Err(StoreError::Other {
+                message: format!(
+                    "the database lacks migration(s) {missing:?} of this mess; run `mess db migrate`"
+                ),
+            }),
             0 => Err(StoreError::Other {
                 message: "the database has no mess schema yet; run `mess db init`".to_owned(),
             }),
