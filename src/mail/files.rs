@@ -140,7 +140,7 @@ impl Mail {
     /// The messages of `mailbox` in `folder` as `reader` sees them at `now`, oldest first, with
     /// the files that could not be read (named, not fatal). In `__broadcast`, unread means not
     /// yet read by `reader`, and read means read by `reader` (without a reader: every message,
-    /// and `read/` itself). Expired messages and archive older than [`ARCHIVE_KEEP_DAYS`] are
+    /// and `read/` itself). Expired messages and archive older than `ARCHIVE_KEEP_DAYS` are
     /// deleted instead of listed.
     pub(super) fn list_file(
         &self,
@@ -291,7 +291,7 @@ impl Mail {
     }
 
     /// Deletes, in every mailbox and folder (readers' `__broadcast` records included), the
-    /// messages whose `expires` has come and the archive older than [`ARCHIVE_KEEP_DAYS`];
+    /// messages whose `expires` has come and the archive older than `ARCHIVE_KEEP_DAYS`;
     /// returns how many went. Files that cannot be read are left for a person to look at.
     pub(super) fn prune_file(&self, now: Timestamp) -> Result<usize, MailError> {
         let mut pruned = 0;
