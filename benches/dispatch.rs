@@ -226,7 +226,11 @@ fn main() {
                 &Sender::new("bench-agent", "bench"),
             )
             .unwrap();
-        let Payload::Ack(ack) = &answer[0].payloads[0] else {
+        // The answer may begin with the version; the ack is wherever it is.
+        let Some(ack) = answer[0].payloads.iter().find_map(|p| match p {
+            Payload::Ack(ack) => Some(ack),
+            _ => None,
+        }) else {
             panic!("no ack")
         };
         let thread = ThreadRef::parse(ack.thread_ref.as_deref().unwrap()).unwrap();

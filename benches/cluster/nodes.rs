@@ -2,14 +2,13 @@
 //! `mess serve` processes on them that can be started and SIGKILLed, and tier-0 homes to
 //! compare with.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::common::MESS;
+use crate::common::{MESS, serve_on};
 use crate::postgres::Postgres;
 
 /// Executors of the G1 claim race, all able to take every request.
@@ -63,30 +62,7 @@ impl Drop for Node {
 /// Starts `mess serve` on `home` (on the database `url`, if any) on a free port; returns it
 /// once it listens.
 pub(crate) fn serve(home: &Path, url: Option<&str>) -> Node {
-    let log = std::fs::File::create(home.join("serve.log")).unwrap();
-    let mut cmd = Command::new(MESS);
-    cmd.arg("--home").arg(home);
-    if let Some(url) = url {
-        cmd.env("MESS_DATABASE_URL", url);
-    }
-    let mut child = cmd
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .env("MESS_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("mess serve did not start: {line:?}"));
+    let (child, port) = serve_on(home, url);
     Node { child, port }
 }
 

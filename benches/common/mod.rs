@@ -36,8 +36,17 @@ pub(crate) fn mess(home: &Path, args: &[&str]) -> String {
 /// Starts `mess serve` on a free port (its log in `<home>/serve.log`); returns it once it
 /// listens.
 pub(crate) fn serve(home: &Path) -> (Child, u16) {
+    serve_on(home, None)
+}
+
+/// [`serve`], on the database `url` when one is given (tier 1).
+pub(crate) fn serve_on(home: &Path, url: Option<&str>) -> (Child, u16) {
     let log = std::fs::File::create(home.join("serve.log")).unwrap();
-    let mut child = Command::new(MESS)
+    let mut cmd = Command::new(MESS);
+    if let Some(url) = url {
+        cmd.env("MESS_DATABASE_URL", url);
+    }
+    let mut child = cmd
         .arg("--home")
         .arg(home)
         .args(["serve", "--addr", "127.0.0.1:0"])
@@ -49,7 +58,12 @@ pub(crate) fn serve(home: &Path) -> (Child, u16) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let port = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("mess serve did not start: {line:?}"));
     (child, port)
 }
 
