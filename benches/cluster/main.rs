@@ -5,7 +5,7 @@
 //! and whether it met its target; the process fails when one did not.
 //!
 //! Run with `cargo bench --bench cluster` (`-- --requests 2000 --clients 16 --lifecycles 40
-//! --seconds 20 --changes 200 --threads 1000`).
+//! --seconds 20 --changes 200 --threads 1000`); `-- --only g2` (or `g1,g4`) runs some of them.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
@@ -104,6 +104,12 @@ fn main() {
     let seconds = option(&args, "--seconds", 20) as u64;
     let changes = option(&args, "--changes", 200);
     let threads = option(&args, "--threads", 1_000);
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.to_lowercase());
+    let wanted = |g: &str| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == g));
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -117,46 +123,60 @@ fn main() {
         let config = nodes::config(clients, &recorder.url);
         let mut cluster = nodes::Cluster::new(3, &config);
         cluster.start_all();
-        let g1 = exactly_once::run(&cluster, requests).await;
-        print(&g1);
-        let g2 = throughput::run(&cluster, &config, clients, per_client).await;
-        print(&g2);
-        let g4 = events::run(&cluster, changes).await;
-        print(&g4);
-        let keys = throughput::keys(clients, |role, id| cluster.token(role, id));
-        let g3 = failover::run(
-            &mut cluster,
-            &keys,
-            &recorder,
-            seconds,
-            Duration::from_secs(5),
-        )
-        .await;
-        print(&g3);
+        let mut outcomes = Vec::new();
+        if wanted("g1") {
+            record(
+                &mut outcomes,
+                "G1",
+                exactly_once::run(&cluster, requests).await,
+            );
+        }
+        if wanted("g2") {
+            let g2 = throughput::run(&cluster, &config, clients, per_client).await;
+            record(&mut outcomes, "G2", g2);
+        }
+        if wanted("g4") {
+            record(&mut outcomes, "G4", events::run(&cluster, changes).await);
+        }
+        if wanted("g3") {
+            let keys = throughput::keys(clients, |role, id| cluster.token(role, id));
+            let g3 = failover::run(
+                &mut cluster,
+                &keys,
+                &recorder,
+                seconds,
+                Duration::from_secs(5),
+            )
+            .await;
+            record(&mut outcomes, "G3", g3);
+        }
         cluster.stop_all();
-        let g5 = tokio::task::spawn_blocking(move || roundtrip::run(threads, &config))
-            .await
-            .unwrap();
-        print(&g5);
-        [g1, g2, g3, g4, g5]
+        if wanted("g5") {
+            let g5 = tokio::task::spawn_blocking(move || roundtrip::run(threads, &config))
+                .await
+                .unwrap();
+            record(&mut outcomes, "G5", g5);
+        }
+        outcomes
     });
-    let failed: Vec<usize> = outcomes
+    let failed: Vec<&str> = outcomes
         .iter()
-        .enumerate()
         .filter(|(_, o)| !o.ok)
-        .map(|(i, _)| i + 1)
+        .map(|(name, _)| *name)
         .collect();
     if failed.is_empty() {
         println!("every target met");
     } else {
-        println!("targets missed: {failed:?}");
+        println!("targets missed: {}", failed.join(", "));
         std::process::exit(1);
     }
 }
 
-fn print(outcome: &Outcome) {
+/// Prints what one measurement found and keeps it for the verdict.
+fn record(outcomes: &mut Vec<(&'static str, Outcome)>, name: &'static str, outcome: Outcome) {
     for line in &outcome.lines {
         println!("{line}");
     }
     println!("   -> {}", if outcome.ok { "met" } else { "MISSED" });
+    outcomes.push((name, outcome));
 }

@@ -118,6 +118,7 @@ impl Exchange {
     /// The thread `reference` names for `who`, if `who` may see it; a thread they may not see
     /// is reported exactly as one that does not exist.
     pub fn thread_for(&self, reference: &str, who: &str) -> Result<ThreadFile, Error> {
+        let _heads = crate::store::HeadMemo::open();
         // Who may see it is decided on the envelope, before the thread is settled or read in
         // full: a hidden thread costs no more, and fails no differently, than an absent one.
         let thread = self.resolve(reference, who)?;

@@ -50,12 +50,12 @@ use crate::protocol::message::Message;
 use crate::protocol::status::{State, Status};
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::yaml::{self, Limits};
-use crate::store::FileStore;
 use crate::store::archive::ArchiveReport;
 use crate::store::error::StoreError;
 use crate::store::fsck::FsckReport;
 use crate::store::layout::Location;
 use crate::store::thread::ThreadFile;
+use crate::store::{FileStore, HeadMemo};
 
 use self::clock::Clock;
 use self::error::Error;
@@ -671,6 +671,7 @@ impl Exchange {
     /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
     /// query responses).
     pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {
+        let _heads = HeadMemo::open();
         submit::submit(self, message, sender)
     }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ::notify::{EventKind, RecursiveMode, Watcher as _};
 
@@ -19,7 +19,7 @@ use crate::protocol::status::State;
 use crate::protocol::time::Timestamp;
 use crate::store::layout::ref_of_file;
 use crate::store::pg::Pg;
-use crate::store::pg::mirror::Follower;
+use crate::store::pg::mirror::{self, Follower};
 
 /// The last version announced per thread (its `updated` and the length of its history, as two
 /// changes may fall in one millisecond), so that a change seen both in-process and through the
@@ -143,8 +143,11 @@ impl Exchange {
                             Err(e) => tracing::warn!(error = %e, "mirroring agent mail"),
                         }
                     }
+                    let began = Instant::now();
+                    let mut found = false;
                     match follower.pass(&db, &layout) {
                         Ok(applied) => {
+                            found = !applied.is_empty();
                             for change in applied {
                                 let cursor = format!("{}-{}", change.horizon, change.id);
                                 ex.announce_envelope(change.file.envelope, Some(cursor));
@@ -152,8 +155,20 @@ impl Exchange {
                         }
                         Err(e) => tracing::warn!(error = %e, "following the database"),
                     }
-                    if !follower.behind() {
-                        db.wait_for_change(FOLLOW_EVERY);
+                    if follower.behind() {
+                        continue;
+                    }
+                    if follower.write_due() == Some(Duration::ZERO) {
+                        if let Err(e) = follower.write(&layout) {
+                            tracing::warn!(error = %e, "writing the mirror");
+                        }
+                    }
+                    db.wait_for_change(follower.write_due().map_or(FOLLOW_EVERY, |d| {
+                        d.max(mirror::PASS_EVERY).min(FOLLOW_EVERY)
+                    }));
+                    // While commits keep coming, the next pass reads several of them at once.
+                    if found {
+                        std::thread::sleep(mirror::PASS_EVERY.saturating_sub(began.elapsed()));
                     }
                 }
             }

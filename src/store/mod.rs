@@ -38,6 +38,7 @@ use crate::store::layout::{Layout, Location};
 use crate::store::thread::{Freshness, ThreadFile};
 
 pub use crate::store::index::Key as IndexKey;
+pub use crate::store::pg::memo::HeadMemo;
 
 /// Called with the new envelope after every committed write of a thread (on the writing
 /// thread, with the thread's lock held: it must be quick).

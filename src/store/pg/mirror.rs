@@ -9,12 +9,13 @@
 //! transaction below it has ended) and re-reads everything at or above it, skipping what it has
 //! already seen: nothing committed is missed, whatever the order of commits.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::protocol::ids::ThreadRef;
 use crate::store::error::StoreError;
 use crate::store::layout::{Layout, Location};
-use crate::store::pg::threads::Stored;
+use crate::store::pg::threads::{Stored, TEXT_OF_REF, location_of};
 use crate::store::pg::{Pg, Run as _, sorted};
 use crate::store::thread::ThreadFile;
 use crate::store::{fsio, lock};
@@ -27,7 +28,17 @@ const BATCH: i64 = 2000;
 pub const FEED_KEEP_DAYS: i32 = 7;
 
 /// How often at most the follower records its horizon in the mirror.
-const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// How often at most the follower writes the mirror's files: the first change after a quiet
+/// spell is written at once, later ones gather and are written together, each thread once
+/// with its newest text (under load a thread changes several times in that span, and every
+/// write costs a new file and a rename on every node).
+const WRITE_EVERY: Duration = Duration::from_millis(250);
+
+/// The shortest time between two passes while changes keep coming: one statement then reads
+/// the changes of several commits, instead of one per commit and node.
+pub const PASS_EVERY: Duration = Duration::from_millis(10);
 
 /// One change of the feed that the follower applied to the mirror.
 #[derive(Debug, Clone)]
@@ -37,7 +48,7 @@ pub struct Applied {
     /// The follower's horizon when it read the change: every change of a transaction below it
     /// had been applied before (a resume from here misses nothing).
     pub horizon: u64,
-    /// The thread as the mirror now holds it.
+    /// The thread as the mirror holds it (or will, at the next write of the mirror).
     pub file: ThreadFile,
 }
 
@@ -54,7 +65,11 @@ pub struct Follower {
     seen: HashMap<i64, u64>,
     /// The horizon last recorded in the mirror, and when.
     saved: u64,
-    saved_at: std::time::Instant,
+    saved_at: Instant,
+    /// Threads read but not yet written to the mirror, with their newest text.
+    unwritten: HashMap<ThreadRef, Stored>,
+    /// When the mirror's files were last written.
+    written_at: Instant,
 }
 
 impl Follower {
@@ -73,13 +88,18 @@ impl Follower {
                 horizon
             }
         };
+        let long_ago = Instant::now()
+            .checked_sub(WRITE_EVERY)
+            .unwrap_or_else(Instant::now);
         Ok(Follower {
             horizon,
             registry: None,
             after: 0,
             seen: HashMap::new(),
             saved: horizon,
-            saved_at: std::time::Instant::now(),
+            saved_at: Instant::now(),
+            unwritten: HashMap::new(),
+            written_at: long_ago,
         })
     }
 
@@ -88,23 +108,40 @@ impl Follower {
         self.after != 0
     }
 
-    /// Applies every change committed since the last pass to the mirror; returns them in
-    /// feed order, each with the thread as written.
+    /// How long until threads read but not yet written are due in the mirror (`None` when
+    /// there are none): the longest the follower may wait before its next pass.
+    pub fn write_due(&self) -> Option<Duration> {
+        (!self.unwritten.is_empty()).then(|| WRITE_EVERY.saturating_sub(self.written_at.elapsed()))
+    }
+
+    /// Reads every change committed since the last pass; returns them in feed order, each
+    /// with the thread as it now is. Their files are written by [`Follower::write`] once
+    /// [`Follower::write_due`] says so.
     pub fn pass(&mut self, pg: &Pg, layout: &Layout) -> Result<Vec<Applied>, StoreError> {
         let since = self.horizon;
-        // One statement, so one snapshot: the horizon, the registry's version and the changes
-        // are read together (and in one round trip, which under load is most of a pass).
+        let seen: Vec<i64> = self.seen.keys().copied().collect();
+        // One statement, so one snapshot and one round trip: the horizon, the registry's
+        // version, the changes not applied yet and the text of each thread they name (once).
         let mut conn = pg.conn()?;
         let rows = conn
             .query(
-                "WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, \
-                   (SELECT count(*) FROM mess_registry) AS docs, \
-                   (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest, \
-                   (SELECT coalesce(max(xid), -1) FROM mess_feed_floor) AS floor) \
-                 SELECT h.horizon, h.docs, h.newest, c.id, c.xid::text, c.ref, h.floor FROM h \
-                 LEFT JOIN LATERAL (SELECT id, xid, ref FROM mess_changes \
-                   WHERE xid >= $1::text::xid8 AND id > $2 ORDER BY id LIMIT $3) c ON true",
-                &[&self.horizon.to_string(), &self.after, &BATCH],
+                &format!(
+                    "WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, \
+                       (SELECT count(*) FROM mess_registry) AS docs, \
+                       (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest, \
+                       (SELECT coalesce(max(xid), -1) FROM mess_feed_floor) AS floor), \
+                     c AS (SELECT id, xid, ref, \
+                       row_number() OVER (PARTITION BY ref ORDER BY id DESC) AS newest_of_ref \
+                       FROM (SELECT id, xid, ref FROM mess_changes \
+                         WHERE xid >= $1::text::xid8 AND id > $2 AND id <> ALL($4) \
+                         ORDER BY id LIMIT $3) x) \
+                     SELECT h.horizon, h.docs, h.newest, h.floor, c.id, c.xid::text, c.ref, \
+                       s.text, s.state, s.archive, s.seq FROM h \
+                     LEFT JOIN c ON true \
+                     LEFT JOIN LATERAL ({TEXT_OF_REF}) s ON c.newest_of_ref = 1 \
+                     ORDER BY c.id"
+                ),
+                &[&self.horizon.to_string(), &self.after, &BATCH, &seen],
             )
             .map_err(sorted)?;
         drop(conn);
@@ -113,7 +150,7 @@ impl Follower {
         };
         let horizon: u64 = first.get::<_, &str>(0).parse().unwrap_or(self.horizon);
         let registry = (first.get(1), first.get(2));
-        let floor: i64 = first.get(6);
+        let floor: i64 = first.get(3);
         if u64::try_from(floor).is_ok_and(|f| f >= self.horizon) {
             // Changes this mirror never applied were pruned: it is rebuilt from the threads.
             tracing::warn!(
@@ -121,6 +158,7 @@ impl Follower {
                 floor,
                 "the mirror fell behind the change feed; resyncing"
             );
+            self.unwritten.clear();
             sync_all(pg, layout)?;
             sync_registry(pg, layout)?;
             self.registry = Some(registry);
@@ -134,55 +172,76 @@ impl Follower {
             sync_registry(pg, layout)?;
             self.registry = Some(registry);
         }
-        let rows: Vec<(i64, String, String)> = rows
-            .iter()
-            .filter_map(|r| Some((r.get::<_, Option<i64>>(3)?, r.get(4), r.get(5))))
-            .collect();
-        let full = i64::try_from(rows.len()).unwrap_or(i64::MAX) >= BATCH;
-        let mut fresh: Vec<(i64, String)> = Vec::new();
-        for (id, xid, r) in &rows {
-            let xid: u64 = xid.parse().unwrap_or(0);
-            if self.seen.insert(*id, xid).is_none() {
-                fresh.push((*id, r.clone()));
+        let mut fresh: Vec<(i64, ThreadRef)> = Vec::new();
+        let mut files: HashMap<ThreadRef, ThreadFile> = HashMap::new();
+        for row in &rows {
+            let Some(id) = row.get::<_, Option<i64>>(4) else {
+                continue;
+            };
+            let xid: u64 = row.get::<_, &str>(5).parse().unwrap_or(0);
+            self.seen.insert(id, xid);
+            let Ok(thread) = ThreadRef::parse(row.get::<_, &str>(6)) else {
+                continue;
+            };
+            if let Some(text) = row.get::<_, Option<String>>(7) {
+                let stored = Stored {
+                    text,
+                    location: location_of(row.get::<_, &str>(8), row.get(9))?,
+                    seq: row.get(10),
+                };
+                let path = layout.thread_path(&stored.location, &thread);
+                files.insert(
+                    thread.clone(),
+                    ThreadFile::parse(&path, stored.location.clone(), stored.text.clone())?,
+                );
+                self.unwritten.insert(thread.clone(), stored);
             }
+            fresh.push((id, thread));
         }
-        let refs: BTreeSet<String> = fresh.iter().map(|(_, r)| r.clone()).collect();
-        let refs: Vec<String> = refs.into_iter().collect();
-        let texts: HashMap<ThreadRef, Stored> = pg.read_many(&refs)?.into_iter().collect();
-        let mut written: HashMap<ThreadRef, ThreadFile> = HashMap::new();
-        for (thread, stored) in &texts {
-            written.insert(thread.clone(), write(layout, thread, stored)?);
-        }
+        let full = i64::try_from(fresh.len()).unwrap_or(i64::MAX) >= BATCH;
         // A full batch leaves later changes unread: the next pass goes on after it, and the
         // horizon stays until a pass has read to the end (changes that commit meanwhile with
         // lower ids are above the horizon, so that pass, from the start, reads them).
         self.after = if full {
-            rows.last().map_or(0, |r| r.0)
+            fresh.last().map_or(0, |r| r.0)
         } else {
             0
         };
         if !full {
             self.seen.retain(|_, xid| *xid >= horizon);
             self.horizon = horizon;
-            // The record is where a restarted follower resumes: an older one only re-applies
-            // changes (each write is the database's current text), so once a second will do.
-            if horizon != self.saved && self.saved_at.elapsed() >= SAVE_EVERY {
-                save_horizon(layout, horizon)?;
-                self.saved = horizon;
-                self.saved_at = std::time::Instant::now();
-            }
         }
         Ok(fresh
             .into_iter()
-            .filter_map(|(id, r)| {
-                let thread = ThreadRef::parse(&r).ok()?;
-                written.get(&thread).map(|file| Applied {
+            .filter_map(|(id, thread)| {
+                files.get(&thread).map(|file| Applied {
                     id,
                     horizon: since,
                     file: file.clone(),
                 })
             })
             .collect())
+    }
+
+    /// Writes the threads read since the last write into the mirror, then (at most once a
+    /// second) records the horizon: every change below it is now in the files, so a restarted
+    /// follower resumes there and misses nothing.
+    pub fn write(&mut self, layout: &Layout) -> Result<(), StoreError> {
+        let threads: Vec<ThreadRef> = self.unwritten.keys().cloned().collect();
+        for thread in threads {
+            // Each leaves the list only once written: a failed write is tried again later.
+            if let Some(stored) = self.unwritten.get(&thread) {
+                write(layout, &thread, stored)?;
+                self.unwritten.remove(&thread);
+            }
+        }
+        self.written_at = Instant::now();
+        if self.after == 0 && self.horizon != self.saved && self.saved_at.elapsed() >= SAVE_EVERY {
+            save_horizon(layout, self.horizon)?;
+            self.saved = self.horizon;
+            self.saved_at = Instant::now();
+        }
+        Ok(())
     }
 }
 

@@ -3,6 +3,7 @@
 //! The node's home then holds a read-only mirror of the thread files, written by `mirror`.
 
 pub mod mail;
+pub mod memo;
 pub mod mirror;
 pub mod outbox;
 pub mod schema;
@@ -189,7 +190,9 @@ impl Pg {
                 client = self.dedicated().ok();
             }
             if let Some(c) = client.as_mut()
-                && c.batch_execute(&format!("NOTIFY {CHANNEL}")).is_err()
+                // The node's name is digits, a dash and hex: nothing to quote.
+                && c.batch_execute(&format!("NOTIFY {CHANNEL}, '{}'", self.node))
+                    .is_err()
             {
                 client = None;
             }
@@ -198,7 +201,7 @@ impl Pg {
     }
 
     /// Listens for other nodes' commits on a connection of its own and wakes this process's
-    /// follower on each, until `stop` is set; a lost connection is opened again after a
+    /// follower on each (each notification names the node that sent it), until `stop` is set; a lost connection is opened again after a
     /// second (the follower's own timer covers what is missed meanwhile).
     pub fn listen(&self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         use std::sync::atomic::Ordering;
@@ -221,7 +224,8 @@ impl Pg {
                     let mut notifications = client.notifications();
                     let mut iter = notifications.timeout_iter(Duration::from_millis(500));
                     match iter.next() {
-                        Ok(Some(_)) => (true, false),
+                        // This process's own commits woke its follower already.
+                        Ok(Some(n)) => (n.payload() != self.node, false),
                         Ok(None) => (false, false),
                         Err(_) => (false, true),
                     }

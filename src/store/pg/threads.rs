@@ -11,7 +11,7 @@ use crate::protocol::status::State;
 use crate::store::error::StoreError;
 use crate::store::index::{Key, entry_name, newer};
 use crate::store::layout::{Layout, Location};
-use crate::store::pg::{Pg, sorted};
+use crate::store::pg::{Pg, memo, sorted};
 use crate::store::thread::{self, ThreadFile};
 use crate::store::{Edit, layout};
 
@@ -27,7 +27,7 @@ pub(crate) struct Stored {
 }
 
 /// The folder of a row: its archive month, or the `state=` folder.
-fn location_of(state: &str, archive: Option<String>) -> Result<Location, StoreError> {
+pub(crate) fn location_of(state: &str, archive: Option<String>) -> Result<Location, StoreError> {
     match archive {
         Some(month) => Ok(Location::Archive(month)),
         None => State::parse(state)
@@ -46,9 +46,26 @@ fn folder_columns(location: &Location, envelope: &Envelope) -> (String, Option<S
     }
 }
 
-const SELECT_TEXT: &str = "SELECT t.head || coalesce((SELECT string_agg(m.doc, '' ORDER BY m.seq) \
-     FROM mess_messages m WHERE m.ref = t.ref), ''), t.state, t.archive, t.seq, t.ref \
-     FROM mess_threads t";
+/// A thread row's whole text: its head, then its messages in order.
+macro_rules! text_of_t {
+    () => {
+        "t.head || coalesce((SELECT string_agg(m.doc, '' ORDER BY m.seq) \
+         FROM mess_messages m WHERE m.ref = t.ref), '')"
+    };
+}
+
+/// The text, folder and message count of the thread `c.ref` names (for a lateral join).
+pub(crate) const TEXT_OF_REF: &str = concat!(
+    "SELECT ",
+    text_of_t!(),
+    " AS text, t.state, t.archive, t.seq FROM mess_threads t WHERE t.ref = c.ref"
+);
+
+const SELECT_TEXT: &str = concat!(
+    "SELECT ",
+    text_of_t!(),
+    ", t.state, t.archive, t.seq, t.ref FROM mess_threads t"
+);
 
 fn stored(row: &postgres::Row) -> Result<Stored, StoreError> {
     Ok(Stored {
@@ -136,7 +153,9 @@ impl Pg {
         let mut tx = conn.transaction().map_err(sorted)?;
         let location = Location::State(envelope.status.state());
         insert(&mut tx, thread, envelope, &location, text)?;
-        tx.commit().map_err(sorted)
+        tx.commit().map_err(sorted)?;
+        memo::put(thread, thread::pieces(text).0, &location);
+        Ok(())
     }
 
     /// A thread's text and folder; `None` when the database has no such thread.
@@ -186,6 +205,9 @@ impl Pg {
         &self,
         thread: &ThreadRef,
     ) -> Result<Option<(String, Location)>, StoreError> {
+        if let Some(known) = memo::get(thread) {
+            return Ok(Some(known));
+        }
         let mut conn = self.conn()?;
         let row = conn
             .query_opt(
@@ -194,10 +216,12 @@ impl Pg {
             )
             .map_err(sorted)?;
         match row {
-            Some(row) => Ok(Some((
-                row.get(0),
-                location_of(row.get::<_, &str>(1), row.get(2))?,
-            ))),
+            Some(row) => {
+                let (head, location): (String, Location) =
+                    (row.get(0), location_of(row.get::<_, &str>(1), row.get(2))?);
+                memo::put(thread, &head, &location);
+                Ok(Some((head, location)))
+            }
             None => Ok(None),
         }
     }
@@ -252,6 +276,7 @@ impl Pg {
         let file = ThreadFile::parse(&path, current.location.clone(), current.text.clone())?;
         let (edit, out) = decide(&file)?;
         let Some(edit) = edit else {
+            memo::put(thread, thread::pieces(&current.text).0, &current.location);
             return Ok((out, None));
         };
         let location = match &current.location {
@@ -294,7 +319,9 @@ impl Pg {
             crate::store::pg::outbox::enqueue_in(&mut tx, delivery)?;
         }
         record_change(&mut tx, thread, seq)?;
+        memo::forget(thread);
         tx.commit().map_err(sorted)?;
+        memo::put(thread, head, &location);
         Ok((
             out,
             Some(Stored {
@@ -337,6 +364,7 @@ impl Pg {
         )
         .map_err(sorted)?;
         record_change(&mut tx, thread, seq)?;
+        memo::forget(thread);
         tx.commit().map_err(sorted)?;
         Ok(Some(month))
     }
