@@ -158,10 +158,10 @@ impl Exchange {
                     if follower.behind() {
                         continue;
                     }
-                    if follower.write_due() == Some(Duration::ZERO) {
-                        if let Err(e) = follower.write(&layout) {
-                            tracing::warn!(error = %e, "writing the mirror");
-                        }
+                    if follower.write_due() == Some(Duration::ZERO)
+                        && let Err(e) = follower.write(&layout)
+                    {
+                        tracing::warn!(error = %e, "writing the mirror");
                     }
                     db.wait_for_change(follower.write_due().map_or(FOLLOW_EVERY, |d| {
                         d.max(mirror::PASS_EVERY).min(FOLLOW_EVERY)
