@@ -175,9 +175,15 @@ pub(crate) fn create(
     now: Timestamp,
 ) -> Result<Payload, Error> {
     let store = ex.store();
-    // One sender's creates run one at a time, from the client-id lookup to the written file,
-    // so a re-sent id never makes a second thread however many processes send it.
-    let guard = store.lock_sender(&sender.id)?;
+    // One sender's creates with client ids run one at a time, from the client-id lookup to
+    // the written file, so a re-sent id never makes a second thread however many processes
+    // send it. Without ids there is nothing to look up: refs come from an atomic counter and
+    // `last` moves only forward.
+    let guard = if incoming.iter().any(|r| r.request.id.is_some()) {
+        Some(store.lock_sender(&sender.id)?)
+    } else {
+        None
+    };
     let mut existing: HashMap<usize, ThreadRef> = HashMap::new();
     for req in &incoming {
         if let Some(id) = &req.request.id

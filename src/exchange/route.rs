@@ -20,8 +20,8 @@ use crate::protocol::message::Prefer;
 use crate::protocol::request::Priority;
 use crate::protocol::status::{State, Status};
 use crate::protocol::time::Timestamp;
-use crate::store::Edit;
 use crate::store::error::StoreError;
+use crate::store::{Edit, HeadMemo};
 
 /// What one routing pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -59,6 +59,9 @@ impl Exchange {
     /// records each decision; threads claimed, canceled or routed meanwhile are left alone.
     pub fn route_waiting(&self, scope: PassScope) -> Result<Pass, Error> {
         let now = self.now();
+        // A pass over the threads that just changed reads each once (a pass over all pending
+        // threads needs only their heads, and holds none).
+        let _threads = matches!(scope, PassScope::Threads(_)).then(HeadMemo::open);
         let candidates: Vec<ThreadRef> = match scope {
             PassScope::All => {
                 // Urgent work first, then the oldest: the order every pending list follows.
@@ -157,7 +160,7 @@ impl Exchange {
                     Some(Edit {
                         envelope,
                         append: Vec::new(),
-                        deliveries,
+                        deliveries: deliveries.clone(),
                     }),
                     true,
                 ))
@@ -239,7 +242,7 @@ impl Exchange {
                     Some(Edit {
                         envelope,
                         append: Vec::new(),
-                        deliveries,
+                        deliveries: deliveries.clone(),
                     }),
                     true,
                 ))

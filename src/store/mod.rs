@@ -443,11 +443,12 @@ impl FileStore {
 
     /// Changes a thread under its lock: `decide` sees the current file and returns an [`Edit`]
     /// to write (or `None`) plus a result. The write replaces the file atomically, moves it to
-    /// the folder of its new status, and removes any stale copies.
+    /// the folder of its new status, and removes any stale copies. With a database `decide`
+    /// runs again when another writer came first, so it must only decide.
     pub fn modify<T, E: From<StoreError>>(
         &self,
         thread: &ThreadRef,
-        decide: impl FnOnce(&ThreadFile) -> Result<(Option<Edit>, T), E>,
+        mut decide: impl FnMut(&ThreadFile) -> Result<(Option<Edit>, T), E>,
     ) -> Result<T, E> {
         if let Some(db) = &self.database {
             let (out, written) = db.modify(&self.layout, thread, decide)?;

@@ -53,6 +53,19 @@ pub(crate) fn enqueue_in(
     Ok(n == 1)
 }
 
+/// The id, record and due time of each of `deliveries`, as columns (for one statement that
+/// queues them all).
+pub(crate) fn columns(deliveries: &[Delivery]) -> (Vec<String>, Vec<String>, Vec<String>) {
+    (
+        deliveries.iter().map(|d| d.id.clone()).collect(),
+        deliveries.iter().map(text_of).collect(),
+        deliveries
+            .iter()
+            .map(|d| time::format_timestamp(&d.due))
+            .collect(),
+    )
+}
+
 impl Pg {
     /// Queues `delivery` unless one with its id exists on any shelf; returns whether it did.
     pub(crate) fn enqueue(&self, delivery: &Delivery) -> Result<bool, StoreError> {

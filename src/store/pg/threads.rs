@@ -75,7 +75,8 @@ fn stored(row: &postgres::Row) -> Result<Stored, StoreError> {
     })
 }
 
-/// Writes a new thread's rows and its change row in `tx`; `Exists` when the ref is taken.
+/// Writes a new thread's rows and its change row in one statement (in `tx`, or alone);
+/// `Exists` when the ref is taken.
 pub(crate) fn insert(
     tx: &mut impl Run,
     thread: &ThreadRef,
@@ -86,10 +87,16 @@ pub(crate) fn insert(
     let (head, docs) = thread::pieces(text);
     let (state, archive) = folder_columns(location, envelope);
     let seq = i32::try_from(docs.len()).unwrap_or(i32::MAX);
-    let inserted = tx
-        .execute(
-            "INSERT INTO mess_threads (ref, head, seq, status, state, archive, updated, bytes) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (ref) DO NOTHING",
+    let seqs: Vec<i32> = (1..=seq).collect();
+    let inserted: i64 = tx
+        .query_one(
+            "WITH t AS (INSERT INTO mess_threads \
+               (ref, head, seq, status, state, archive, updated, bytes) \
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (ref) DO NOTHING RETURNING ref), \
+             m AS (INSERT INTO mess_messages (ref, seq, doc) \
+               SELECT t.ref, x.s, x.d FROM t, unnest($9::integer[], $10::text[]) AS x(s, d)), \
+             c AS (INSERT INTO mess_changes (ref, seq) SELECT t.ref, $3 FROM t) \
+             SELECT count(*) FROM t",
             &[
                 &thread.as_str(),
                 &head,
@@ -99,36 +106,17 @@ pub(crate) fn insert(
                 &archive,
                 &crate::protocol::time::format_timestamp(&envelope.updated),
                 &i64::try_from(text.len()).unwrap_or(i64::MAX),
+                &seqs,
+                &docs,
             ],
         )
-        .map_err(sorted)?;
+        .map_err(sorted)?
+        .get(0);
     if inserted == 0 {
         return Err(StoreError::Exists {
             thread: thread.to_string(),
         });
     }
-    append_docs(tx, thread, 0, &docs)?;
-    record_change(tx, thread, seq)
-}
-
-fn append_docs(
-    tx: &mut impl Run,
-    thread: &ThreadRef,
-    after: i32,
-    docs: &[&str],
-) -> Result<(), StoreError> {
-    if docs.is_empty() {
-        return Ok(());
-    }
-    let seqs: Vec<i32> = (1..=docs.len())
-        .map(|i| after + i32::try_from(i).unwrap_or(i32::MAX))
-        .collect();
-    tx.execute(
-        "INSERT INTO mess_messages (ref, seq, doc) \
-         SELECT $1, s, d FROM unnest($2::integer[], $3::text[]) AS x(s, d)",
-        &[&thread.as_str(), &seqs, &docs],
-    )
-    .map_err(sorted)?;
     Ok(())
 }
 
@@ -141,6 +129,111 @@ fn record_change(tx: &mut impl Run, thread: &ThreadRef, seq: i32) -> Result<(), 
     Ok(())
 }
 
+/// Optimistic writes of one change before [`Pg::modify`] locks the row.
+const OPTIMISTIC_TRIES: usize = 3;
+
+/// A thread's text with the version of its row (`xmin`: the transaction that wrote it, which
+/// every update changes); `NotFound` when there is no such thread. `lock` ends the statement.
+fn read_versioned(
+    run: &mut impl Run,
+    thread: &ThreadRef,
+    lock: &str,
+) -> Result<(Stored, String), StoreError> {
+    let row = run
+        .query_opt(
+            &format!(
+                "SELECT {}, t.state, t.archive, t.seq, t.xmin::text FROM mess_threads t \
+                 WHERE t.ref = $1{lock}",
+                text_of_t!()
+            ),
+            &[&thread.as_str()],
+        )
+        .map_err(sorted)?
+        .ok_or_else(|| StoreError::NotFound {
+            thread: thread.to_string(),
+        })?;
+    Ok((stored(&row)?, row.get(4)))
+}
+
+/// Writes `edit` over `current` (read at row `version`) in one statement: the new head, the
+/// appended documents, the queued notices and the change row, all or nothing, and only if the
+/// row is still at `version`. The thread as written and its new version; `None` when the row
+/// was not at `version` (another writer came first).
+fn write_edit(
+    run: &mut impl Run,
+    thread: &ThreadRef,
+    current: &Stored,
+    version: &str,
+    file: &ThreadFile,
+    edit: &Edit,
+) -> Result<Option<(Stored, String)>, StoreError> {
+    let location = match &current.location {
+        Location::Archive(_) if edit.envelope.status == file.envelope.status => {
+            current.location.clone()
+        }
+        _ => Location::State(edit.envelope.status.state()),
+    };
+    let text = file.compose(&edit.envelope, &edit.append);
+    let (head, docs) = thread::pieces(&text);
+    let (_, old_docs) = thread::pieces(&current.text);
+    if docs.len() < old_docs.len() || docs[..old_docs.len()] != old_docs[..] {
+        return Err(StoreError::Other {
+            message: format!(
+                "{thread}: a change would rewrite earlier messages, which the database keeps \
+                 append-only"
+            ),
+        });
+    }
+    let (state, archive) = folder_columns(&location, &edit.envelope);
+    let seq = i32::try_from(docs.len()).unwrap_or(i32::MAX);
+    let appended: Vec<&str> = docs[old_docs.len()..].to_vec();
+    let seqs: Vec<i32> = (1..=appended.len())
+        .map(|i| current.seq + i32::try_from(i).unwrap_or(i32::MAX))
+        .collect();
+    let (ids, notices, dues) = crate::store::pg::outbox::columns(&edit.deliveries);
+    let version = run
+        .query_opt(
+            "WITH u AS (UPDATE mess_threads SET head = $2, seq = $3, status = $4, state = $5, \
+               archive = $6, updated = $7, bytes = $8 \
+               WHERE ref = $1 AND xmin::text = $9 RETURNING ref, xmin::text AS version), \
+             m AS (INSERT INTO mess_messages (ref, seq, doc) \
+               SELECT u.ref, x.s, x.d FROM u, unnest($10::integer[], $11::text[]) AS x(s, d)), \
+             o AS (INSERT INTO mess_outbox (id, shelf, doc, due) \
+               SELECT x.i, 'queue', x.d, x.due::timestamptz \
+               FROM u, unnest($12::text[], $13::text[], $14::text[]) AS x(i, d, due) \
+               ON CONFLICT (id) DO NOTHING), \
+             c AS (INSERT INTO mess_changes (ref, seq) SELECT u.ref, $3 FROM u) \
+             SELECT version FROM u",
+            &[
+                &thread.as_str(),
+                &head,
+                &seq,
+                &edit.envelope.status.as_str(),
+                &state,
+                &archive,
+                &crate::protocol::time::format_timestamp(&edit.envelope.updated),
+                &i64::try_from(text.len()).unwrap_or(i64::MAX),
+                &version,
+                &seqs,
+                &appended,
+                &ids,
+                &notices,
+                &dues,
+            ],
+        )
+        .map_err(sorted)?;
+    Ok(version.map(|row| {
+        (
+            Stored {
+                text,
+                location,
+                seq,
+            },
+            row.get(0),
+        )
+    }))
+}
+
 impl Pg {
     /// Creates a thread; `Exists` when the ref is taken.
     pub(crate) fn create(
@@ -149,17 +242,35 @@ impl Pg {
         envelope: &Envelope,
         text: &str,
     ) -> Result<(), StoreError> {
-        let mut conn = self.writer()?;
-        let mut tx = conn.transaction().map_err(sorted)?;
+        let mut conn = self.conn()?;
         let location = Location::State(envelope.status.state());
-        insert(&mut tx, thread, envelope, &location, text)?;
-        tx.commit().map_err(sorted)?;
-        memo::put(thread, thread::pieces(text).0, &location);
+        insert(&mut *conn, thread, envelope, &location, text)?;
+        let seq = i32::try_from(thread::pieces(text).1.len()).unwrap_or(i32::MAX);
+        let stored = Stored {
+            text: text.to_owned(),
+            location,
+            seq,
+        };
+        memo::put(thread, &stored, None);
         Ok(())
     }
 
     /// A thread's text and folder; `None` when the database has no such thread.
     pub(crate) fn read(&self, thread: &ThreadRef) -> Result<Option<Stored>, StoreError> {
+        if let Some((known, _)) = memo::get(thread) {
+            return Ok(Some(known));
+        }
+        if memo::open() {
+            let mut conn = self.conn()?;
+            return match read_versioned(&mut *conn, thread, "") {
+                Ok((stored, version)) => {
+                    memo::put(thread, &stored, Some(&version));
+                    Ok(Some(stored))
+                }
+                Err(StoreError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
         let mut conn = self.conn()?;
         let row = conn
             .query_opt(
@@ -205,8 +316,26 @@ impl Pg {
         &self,
         thread: &ThreadRef,
     ) -> Result<Option<(String, Location)>, StoreError> {
-        if let Some(known) = memo::get(thread) {
-            return Ok(Some(known));
+        if let Some((known, _)) = memo::get(thread) {
+            return Ok(Some((
+                thread::pieces(&known.text).0.to_owned(),
+                known.location,
+            )));
+        }
+        if memo::open() {
+            // The use case will likely write it: the whole text now saves a read then.
+            let mut conn = self.conn()?;
+            return match read_versioned(&mut *conn, thread, "") {
+                Ok((stored, version)) => {
+                    memo::put(thread, &stored, Some(&version));
+                    Ok(Some((
+                        thread::pieces(&stored.text).0.to_owned(),
+                        stored.location,
+                    )))
+                }
+                Err(StoreError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
         }
         let mut conn = self.conn()?;
         let row = conn
@@ -216,12 +345,10 @@ impl Pg {
             )
             .map_err(sorted)?;
         match row {
-            Some(row) => {
-                let (head, location): (String, Location) =
-                    (row.get(0), location_of(row.get::<_, &str>(1), row.get(2))?);
-                memo::put(thread, &head, &location);
-                Ok(Some((head, location)))
-            }
+            Some(row) => Ok(Some((
+                row.get(0),
+                location_of(row.get::<_, &str>(1), row.get(2))?,
+            ))),
             None => Ok(None),
         }
     }
@@ -247,89 +374,80 @@ impl Pg {
             .collect()
     }
 
-    /// Changes a thread in one transaction: the row is locked (`FOR UPDATE`, so a second
-    /// writer on any node waits and then decides on what the first wrote), `decide` sees the
-    /// thread as committed, and the new head, the appended documents and a change row commit
-    /// together. Returns the result and, when something was written, the new text and folder.
+    /// Changes a thread: `decide` sees the thread as committed and returns what to write,
+    /// which commits in one statement (the new head, the appended documents, the notices and
+    /// a change row together) only if nobody wrote the thread since it was read; otherwise
+    /// `decide` runs again on what the other writer left. After a few such collisions the row
+    /// is locked instead (`FOR UPDATE`, so writers on any node take turns). Returns the result
+    /// and, when something was written, the new text and folder. `decide` may therefore run
+    /// more than once and must only decide.
     pub(crate) fn modify<T, E: From<StoreError>>(
         &self,
         layout: &Layout,
         thread: &ThreadRef,
-        decide: impl FnOnce(&ThreadFile) -> Result<(Option<Edit>, T), E>,
+        mut decide: impl FnMut(&ThreadFile) -> Result<(Option<Edit>, T), E>,
+    ) -> Result<(T, Option<Stored>), E> {
+        for attempt in 0..OPTIMISTIC_TRIES {
+            // No connection is held while deciding: a decision may read the directory.
+            let kept = match memo::get(thread) {
+                Some((stored, Some(version))) if attempt == 0 => Some((stored, version)),
+                _ => None,
+            };
+            let (current, version) = match kept {
+                Some(kept) => kept,
+                None => {
+                    let mut conn = self.conn()?;
+                    read_versioned(&mut *conn, thread, "")?
+                }
+            };
+            let path = layout.thread_path(&current.location, thread);
+            let file = ThreadFile::parse(&path, current.location.clone(), current.text.clone())?;
+            let (edit, out) = decide(&file)?;
+            let Some(edit) = edit else {
+                memo::put(thread, &current, Some(&version));
+                return Ok((out, None));
+            };
+            let mut conn = self.conn()?;
+            if let Some((written, version)) =
+                write_edit(&mut *conn, thread, &current, &version, &file, &edit)?
+            {
+                memo::put(thread, &written, Some(&version));
+                return Ok((out, Some(written)));
+            }
+        }
+        self.modify_locked(layout, thread, decide)
+    }
+
+    /// [`Pg::modify`] under the row's lock, for a thread that keeps changing under an
+    /// optimistic writer: a second writer on any node waits, then decides on what the first
+    /// wrote.
+    fn modify_locked<T, E: From<StoreError>>(
+        &self,
+        layout: &Layout,
+        thread: &ThreadRef,
+        mut decide: impl FnMut(&ThreadFile) -> Result<(Option<Edit>, T), E>,
     ) -> Result<(T, Option<Stored>), E> {
         let mut conn = self.writer()?;
         let mut tx = conn.transaction().map_err(sorted)?;
-        let row = tx
-            .query_opt(
-                &format!("{SELECT_TEXT} WHERE t.ref = $1 FOR UPDATE OF t"),
-                &[&thread.as_str()],
-            )
-            .map_err(sorted)?;
-        let Some(row) = row else {
-            return Err(StoreError::NotFound {
-                thread: thread.to_string(),
-            }
-            .into());
-        };
-        let current = stored(&row)?;
+        let (current, version) = read_versioned(&mut tx, thread, " FOR UPDATE OF t")?;
         let path = layout.thread_path(&current.location, thread);
         let file = ThreadFile::parse(&path, current.location.clone(), current.text.clone())?;
         let (edit, out) = decide(&file)?;
         let Some(edit) = edit else {
-            memo::put(thread, thread::pieces(&current.text).0, &current.location);
+            memo::put(thread, &current, Some(&version));
             return Ok((out, None));
         };
-        let location = match &current.location {
-            Location::Archive(_) if edit.envelope.status == file.envelope.status => {
-                current.location.clone()
-            }
-            _ => Location::State(edit.envelope.status.state()),
-        };
-        let text = file.compose(&edit.envelope, &edit.append);
-        let (head, docs) = thread::pieces(&text);
-        let (_, old_docs) = thread::pieces(&current.text);
-        if docs.len() < old_docs.len() || docs[..old_docs.len()] != old_docs[..] {
+        memo::forget(thread);
+        let written = write_edit(&mut tx, thread, &current, &version, &file, &edit)?;
+        tx.commit().map_err(sorted)?;
+        let Some((written, version)) = written else {
             return Err(StoreError::Other {
-                message: format!(
-                    "{thread}: a change would rewrite earlier messages, which the database keeps \
-                     append-only"
-                ),
+                message: format!("{thread} changed while its row was locked"),
             }
             .into());
-        }
-        let (state, archive) = folder_columns(&location, &edit.envelope);
-        let seq = i32::try_from(docs.len()).unwrap_or(i32::MAX);
-        tx.execute(
-            "UPDATE mess_threads SET head = $2, seq = $3, status = $4, state = $5, archive = $6, \
-             updated = $7, bytes = $8 WHERE ref = $1",
-            &[
-                &thread.as_str(),
-                &head,
-                &seq,
-                &edit.envelope.status.as_str(),
-                &state,
-                &archive,
-                &crate::protocol::time::format_timestamp(&edit.envelope.updated),
-                &i64::try_from(text.len()).unwrap_or(i64::MAX),
-            ],
-        )
-        .map_err(sorted)?;
-        append_docs(&mut tx, thread, current.seq, &docs[old_docs.len()..])?;
-        for delivery in &edit.deliveries {
-            crate::store::pg::outbox::enqueue_in(&mut tx, delivery)?;
-        }
-        record_change(&mut tx, thread, seq)?;
-        memo::forget(thread);
-        tx.commit().map_err(sorted)?;
-        memo::put(thread, head, &location);
-        Ok((
-            out,
-            Some(Stored {
-                text,
-                location,
-                seq,
-            }),
-        ))
+        };
+        memo::put(thread, &written, Some(&version));
+        Ok((out, Some(written)))
     }
 
     /// Moves a finished or canceled thread last updated before `cutoff` to its archive
