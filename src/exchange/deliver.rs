@@ -34,6 +34,10 @@ const KEEP_DONE: Duration = Duration::from_secs(14 * 24 * 3600);
 /// How often old records are swept.
 const SWEEP_DONE: Duration = Duration::from_secs(3600);
 
+/// How often at most sent notices are followed up: the threads that changed meanwhile are
+/// looked at together (under load, one lookup for many changes instead of one each).
+const FOLLOW_UP_EVERY: Duration = Duration::from_millis(100);
+
 /// How often the worker looks at the outbox even when nothing woke it (deliveries queued by
 /// other processes, such as a `mess request` on the command line).
 const LOOK_AGAIN: Duration = Duration::from_secs(2);
@@ -529,10 +533,7 @@ impl Exchange {
     /// many were settled.
     pub fn follow_up_sent(&self, only: Option<&HashSet<String>>) -> Result<usize, Error> {
         let now = self.now();
-        let (sent, _) = self.store().deliveries_where(Shelf::Sent, |id| {
-            // Delivery ids start with the thread's ref, which holds no dot.
-            only.is_none_or(|threads| id.split('.').next().is_some_and(|t| threads.contains(t)))
-        });
+        let (sent, _) = self.store().deliveries_of(Shelf::Sent, only);
         let mut settled = 0;
         for d in sent {
             let status = ThreadRef::parse(&d.thread)
@@ -601,6 +602,7 @@ pub fn run(
         let mut stuck: HashSet<String> = HashSet::new();
         let mut looked = tokio::time::Instant::now();
         let mut swept: Option<tokio::time::Instant> = None;
+        let mut followed: Option<tokio::time::Instant> = None;
         loop {
             if swept.is_none_or(|t| t.elapsed() >= SWEEP_DONE) {
                 swept = Some(tokio::time::Instant::now());
@@ -611,7 +613,9 @@ pub fn run(
                 })
                 .await;
             }
-            if follow_all || !follow.is_empty() {
+            let follow_due = followed.is_none_or(|t| t.elapsed() >= FOLLOW_UP_EVERY);
+            if (follow_all || !follow.is_empty()) && follow_due {
+                followed = Some(tokio::time::Instant::now());
                 let only = (!follow_all).then(|| std::mem::take(&mut follow));
                 follow_all = false;
                 follow.clear();
@@ -636,6 +640,11 @@ pub fn run(
             }
             let now = ex.now();
             let mut next = looked + LOOK_AGAIN;
+            if let Some(t) = followed
+                && (follow_all || !follow.is_empty())
+            {
+                next = next.min(t + FOLLOW_UP_EVERY);
+            }
             let mut later = Vec::with_capacity(waiting.len());
             for d in waiting.drain(..) {
                 if d.due > now {

@@ -248,18 +248,22 @@ impl FileStore {
 
     /// The deliveries on `shelf`, in id order, with the files that could not be read.
     pub fn deliveries(&self, shelf: Shelf) -> (Vec<Delivery>, Vec<StoreError>) {
-        self.deliveries_where(shelf, |_| true)
+        self.deliveries_of(shelf, None)
     }
 
-    /// The deliveries on `shelf` whose id `wanted` accepts (decided from the file name, before
-    /// anything is read), in id order, with the files that could not be read.
-    pub fn deliveries_where(
+    /// The deliveries on `shelf` of the threads in `threads` (or of all), in id order, with
+    /// the files that could not be read. A delivery's id starts with its thread's ref, so
+    /// the others are passed over by name (or by index), unread.
+    pub fn deliveries_of(
         &self,
         shelf: Shelf,
-        wanted: impl Fn(&str) -> bool,
+        threads: Option<&std::collections::HashSet<String>>,
     ) -> (Vec<Delivery>, Vec<StoreError>) {
+        // A ref holds no dot.
+        let wanted =
+            |id: &str| threads.is_none_or(|t| id.split('.').next().is_some_and(|r| t.contains(r)));
         if let Some(db) = self.database() {
-            return match db.deliveries(shelf, &wanted) {
+            return match db.deliveries(shelf, threads) {
                 Ok(found) => found,
                 Err(e) => (Vec::new(), vec![e]),
             };

@@ -101,7 +101,7 @@ fn db_commands_manage_the_schema() {
     assert!(out.contains("nothing to do"), "{out}");
     let out = home.ok(&["db", "status"]);
     assert!(
-        out.contains("schema version 3 (this mess needs 3); 0 thread(s)"),
+        out.contains("schema version 4 (this mess needs 4); 0 thread(s)"),
         "{out}"
     );
     // A database one migration behind (as an older mess left it) is refused until migrated,

@@ -122,6 +122,8 @@ impl Follower {
         let seen: Vec<i64> = self.seen.keys().copied().collect();
         // One statement, so one snapshot and one round trip: the horizon, the registry's
         // version, the changes not applied yet and the text of each thread they name (once).
+        // The changes are found by transaction id first (materialized: ordered by id alone,
+        // the planner would walk the whole feed by id and filter).
         let mut conn = pg.conn()?;
         let rows = conn
             .query(
@@ -130,11 +132,11 @@ impl Follower {
                        (SELECT count(*) FROM mess_registry) AS docs, \
                        (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest, \
                        (SELECT coalesce(max(xid), -1) FROM mess_feed_floor) AS floor), \
+                     r AS MATERIALIZED (SELECT id, xid, ref FROM mess_changes \
+                       WHERE xid >= $1::text::xid8 AND id > $2 AND id <> ALL($4)), \
                      c AS (SELECT id, xid, ref, \
                        row_number() OVER (PARTITION BY ref ORDER BY id DESC) AS newest_of_ref \
-                       FROM (SELECT id, xid, ref FROM mess_changes \
-                         WHERE xid >= $1::text::xid8 AND id > $2 AND id <> ALL($4) \
-                         ORDER BY id LIMIT $3) x) \
+                       FROM (SELECT * FROM r ORDER BY id LIMIT $3) x) \
                      SELECT h.horizon, h.docs, h.newest, h.floor, c.id, c.xid::text, c.ref, \
                        s.text, s.state, s.archive, s.seq FROM h \
                      LEFT JOIN c ON true \

@@ -112,26 +112,32 @@ impl Pg {
             .get(0))
     }
 
-    /// The deliveries on `shelf` whose id `wanted` accepts, in id order.
+    /// The deliveries on `shelf` (of the threads in `threads`, or all), in id order.
     pub(crate) fn deliveries(
         &self,
         shelf: Shelf,
-        wanted: &dyn Fn(&str) -> bool,
+        threads: Option<&std::collections::HashSet<String>>,
     ) -> Result<(Vec<Delivery>, Vec<StoreError>), StoreError> {
         let mut conn = self.conn()?;
-        let rows = conn
-            .query(
+        let rows = match threads {
+            None => conn.query(
                 "SELECT id, doc FROM mess_outbox WHERE shelf = $1 ORDER BY id",
                 &[&shelf.dir_name()],
-            )
-            .map_err(sorted)?;
+            ),
+            Some(threads) => {
+                let threads: Vec<&str> = threads.iter().map(String::as_str).collect();
+                conn.query(
+                    "SELECT id, doc FROM mess_outbox \
+                     WHERE shelf = $1 AND split_part(id, '.', 1) = ANY($2) ORDER BY id",
+                    &[&shelf.dir_name(), &threads],
+                )
+            }
+        }
+        .map_err(sorted)?;
         let mut out = Vec::new();
         let mut errors = Vec::new();
         for row in &rows {
             let id: &str = row.get(0);
-            if !wanted(id) {
-                continue;
-            }
             match delivery_of(id, row.get(1)) {
                 Ok(d) => out.push(d),
                 Err(e) => errors.push(e),

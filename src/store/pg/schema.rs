@@ -33,6 +33,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "change feed pruning",
         sql: V3,
     },
+    Migration {
+        version: 4,
+        name: "notices by thread",
+        sql: V4,
+    },
 ];
 
 /// Thread history is append-only in the database itself: a trigger refuses every UPDATE,
@@ -183,6 +188,12 @@ CREATE TABLE mess_feed_floor (
     id  boolean PRIMARY KEY DEFAULT true CHECK (id),
     xid bigint  NOT NULL
 );
+";
+
+/// A delivery's id starts with its thread's ref and a dot: the notices of the threads that
+/// just changed are found without reading the whole shelf.
+const V4: &str = r"
+CREATE INDEX mess_outbox_thread ON mess_outbox (shelf, split_part(id, '.', 1));
 ";
 
 /// Where a database stands.

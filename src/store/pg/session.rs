@@ -141,6 +141,15 @@ impl Session {
     pub(crate) fn batch_execute(&mut self, sql: &str) -> Result<(), Error> {
         self.client.batch_execute(sql)
     }
+
+    /// Runs statements without parameters in one round trip (one implicit transaction);
+    /// the rows they return, as text.
+    pub(crate) fn simple_query(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<postgres::SimpleQueryMessage>, Error> {
+        self.client.simple_query(sql)
+    }
 }
 
 /// A transaction on a [`Session`], sharing its statements.

@@ -496,15 +496,30 @@ impl Pg {
     ) -> Result<Vec<ThreadRef>, StoreError> {
         let count = i64::try_from(n).unwrap_or(i64::MAX);
         let mut conn = self.conn()?;
-        let last: i64 = conn
-            .query_one(
-                "INSERT INTO mess_ref_days (day, last) VALUES ($1::text::date, $2) \
+        // Every create takes the day's row, so it is held only until its commit is written,
+        // not flushed: a commit that is lost in a crash takes nothing durable with it, since
+        // whatever uses a ref (its index entries, its thread) commits later, and flushing that
+        // commit flushes this one first. (The day and count are formatted here, not quoted
+        // input: a parameterless batch is what lets the setting and the statement share one
+        // round trip.)
+        let answer = conn
+            .simple_query(&format!(
+                "SET LOCAL synchronous_commit = off; \
+                 INSERT INTO mess_ref_days (day, last) VALUES ('{}', {count}) \
                  ON CONFLICT (day) DO UPDATE SET last = mess_ref_days.last + EXCLUDED.last \
                  RETURNING last",
-                &[&date.format("%Y-%m-%d").to_string(), &count],
-            )
-            .map_err(sorted)?
-            .get(0);
+                date.format("%Y-%m-%d")
+            ))
+            .map_err(sorted)?;
+        let last: i64 = answer
+            .iter()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+                _ => None,
+            })
+            .ok_or_else(|| StoreError::Other {
+                message: "database: the day's ref counter returned no value".to_owned(),
+            })?;
         let first = u64::try_from(last - count + 1).unwrap_or(1);
         Ok((0..n as u64)
             .map(|i| ThreadRef::from_serial(date, first + i))
