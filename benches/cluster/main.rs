@@ -4,7 +4,7 @@
 //! G4 events across nodes, G5 import, mirror and export byte for byte. Each prints its numbers
 //! and whether it met its target; the process fails when one did not.
 //!
-//! Run with `cargo bench --bench cluster` (`-- --requests 2000 --clients 16 --lifecycles 40
+//! Run with `cargo bench --bench cluster` (`-- --requests 2000 --clients 16 --lifecycles 100
 //! --seconds 20 --changes 200 --threads 1000`); `-- --only g2` (or `g1,g4`) runs some of them.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
@@ -100,7 +100,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let requests = option(&args, "--requests", 2_000);
     let clients = option(&args, "--clients", 16);
-    let per_client = option(&args, "--lifecycles", 40);
+    // Long enough that the run is not mostly its first seconds (after G1 the database is still
+    // vacuuming what G1 left).
+    let per_client = option(&args, "--lifecycles", 100);
     let seconds = option(&args, "--seconds", 20) as u64;
     let changes = option(&args, "--changes", 200);
     let threads = option(&args, "--threads", 1_000);

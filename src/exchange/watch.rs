@@ -150,7 +150,7 @@ impl Exchange {
                             found = !applied.is_empty();
                             for change in applied {
                                 let cursor = format!("{}-{}", change.horizon, change.id);
-                                ex.announce_envelope(change.file.envelope, Some(cursor));
+                                ex.announce_envelope(change.envelope, Some(cursor));
                             }
                         }
                         Err(e) => tracing::warn!(error = %e, "following the database"),

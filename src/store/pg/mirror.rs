@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
 use crate::store::error::StoreError;
 use crate::store::layout::{Layout, Location};
@@ -48,8 +49,8 @@ pub struct Applied {
     /// The follower's horizon when it read the change: every change of a transaction below it
     /// had been applied before (a resume from here misses nothing).
     pub horizon: u64,
-    /// The thread as the mirror holds it (or will, at the next write of the mirror).
-    pub file: ThreadFile,
+    /// The thread's envelope as the mirror holds it (or will, at the next write of the mirror).
+    pub envelope: Envelope,
 }
 
 /// Where a follower stands in the change feed.
@@ -175,7 +176,7 @@ impl Follower {
             self.registry = Some(registry);
         }
         let mut fresh: Vec<(i64, ThreadRef)> = Vec::new();
-        let mut files: HashMap<ThreadRef, ThreadFile> = HashMap::new();
+        let mut files: HashMap<ThreadRef, Envelope> = HashMap::new();
         for row in &rows {
             let Some(id) = row.get::<_, Option<i64>>(4) else {
                 continue;
@@ -191,10 +192,12 @@ impl Follower {
                     location: location_of(row.get::<_, &str>(8), row.get(9))?,
                     seq: row.get(10),
                 };
+                // Announcing needs only the envelope: the head alone is parsed.
                 let path = layout.thread_path(&stored.location, &thread);
+                let head = crate::store::thread::pieces(&stored.text).0.to_owned();
                 files.insert(
                     thread.clone(),
-                    ThreadFile::parse(&path, stored.location.clone(), stored.text.clone())?,
+                    ThreadFile::parse(&path, stored.location.clone(), head)?.envelope,
                 );
                 self.unwritten.insert(thread.clone(), stored);
             }
@@ -216,10 +219,10 @@ impl Follower {
         Ok(fresh
             .into_iter()
             .filter_map(|(id, thread)| {
-                files.get(&thread).map(|file| Applied {
+                files.get(&thread).map(|envelope| Applied {
                     id,
                     horizon: since,
-                    file: file.clone(),
+                    envelope: envelope.clone(),
                 })
             })
             .collect())
