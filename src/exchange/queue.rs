@@ -1,7 +1,10 @@
-//! Where each waiting request stands in the queue, without reading every waiting thread: a
-//! process that follows the home's changes (`mess serve`, `mess mcp`) keeps the queue keys of
-//! the pending threads in memory, fed by every change it announces, and rebuilds them from the
-//! store now and then in case a change went by unseen. Other processes count from the store.
+//! The open threads, kept in memory by a process that follows the home's changes (`mess
+//! serve`, `mess mcp`): where each waiting request stands in the queue, which threads have a
+//! deadline and when, which wait to be routed or escalated. Fed by every change the process
+//! announces and rebuilt from the store now and then on a thread of its own (in case a change
+//! went by unseen), it lets a create, the expiry sweeper and the router's periodic pass work
+//! on the threads concerned instead of reading every open thread. Other processes count from
+//! the store.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
@@ -18,9 +21,9 @@ use crate::protocol::time::Timestamp;
 type Key = (Reverse<Priority>, Timestamp, ThreadRef);
 
 /// How long a built index is used before it is rebuilt from the store.
-const REBUILD_EVERY: Duration = Duration::from_secs(60);
+pub(crate) const REBUILD_EVERY: Duration = Duration::from_secs(600);
 
-/// The pending threads in queue order, once a follower keeps them.
+/// The open threads, once a follower keeps them.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     state: Mutex<Queued>,
@@ -30,41 +33,98 @@ pub(crate) struct Queue {
 struct Queued {
     /// Whether this process sees every change (it follows the home).
     following: bool,
-    /// The index and when it was built; `None` until first needed.
+    /// The index and when it was built; `None` until the first is built.
     index: Option<(Index, Instant)>,
-    /// Whether a request is rebuilding the index now.
-    rebuilding: bool,
+    /// While a rebuild lists the store: the changes noted meanwhile, applied to the new index
+    /// before it is installed (the listing may have read a thread before its change).
+    replay: Option<Vec<Envelope>>,
+}
+
+/// What the index keeps of one open thread.
+#[derive(Debug, Clone)]
+struct Entry {
+    /// Its place in the queue, while pending.
+    key: Option<Key>,
+    /// When it expires (pending, waiting or held with `needed_by` or `expires`).
+    deadline: Option<Timestamp>,
+    /// Pending and never dispatched: the router's periodic pass looks at it again.
+    unrouted: bool,
+    /// Pending, dispatched at this time and not yet escalated.
+    dispatched: Option<Timestamp>,
 }
 
 #[derive(Debug, Default)]
 struct Index {
     order: BTreeSet<Key>,
-    keys: HashMap<ThreadRef, Key>,
+    deadlines: BTreeSet<(Timestamp, ThreadRef)>,
+    open: HashMap<ThreadRef, Entry>,
 }
 
 impl Index {
-    fn of(waiting: &[Envelope]) -> Index {
+    fn of(open: &[Envelope]) -> Index {
         let mut index = Index::default();
-        for e in waiting {
+        for e in open {
             index.note(e);
         }
         index
     }
 
     fn note(&mut self, env: &Envelope) {
-        if let Some(old) = self.keys.remove(&env.thread_ref) {
-            self.order.remove(&old);
+        let thread = &env.thread_ref;
+        if let Some(old) = self.open.remove(thread) {
+            if let Some(key) = old.key {
+                self.order.remove(&key);
+            }
+            if let Some(at) = old.deadline {
+                self.deadlines.remove(&(at, thread.clone()));
+            }
         }
-        if env.status == Status::Pending {
-            let key = key_of(env);
+        if env.status.is_terminal() {
+            return;
+        }
+        let pending = env.status == Status::Pending;
+        let entry = Entry {
+            key: pending.then(|| key_of(env)),
+            deadline: env.deadline().map(|(t, _)| t),
+            unrouted: pending && !env.dispatched(),
+            dispatched: if pending && !env.history.iter().any(|h| h.action == "escalated") {
+                env.history
+                    .iter()
+                    .find(|h| h.action == "dispatched")
+                    .map(|h| h.at)
+            } else {
+                None
+            },
+        };
+        if let Some(key) = &entry.key {
             self.order.insert(key.clone());
-            self.keys.insert(env.thread_ref.clone(), key);
         }
+        if let Some(at) = entry.deadline {
+            self.deadlines.insert((at, thread.clone()));
+        }
+        self.open.insert(thread.clone(), entry);
+    }
+
+    fn in_order(&self, keep: impl Fn(&Entry) -> bool) -> Vec<ThreadRef> {
+        self.order
+            .iter()
+            .filter(|k| self.open.get(&k.2).is_some_and(&keep))
+            .map(|k| k.2.clone())
+            .collect()
     }
 }
 
 fn key_of(env: &Envelope) -> Key {
     (Reverse(env.priority), env.created, env.thread_ref.clone())
+}
+
+/// What the sweeper has to do now, by the index.
+#[derive(Debug, Default)]
+pub(crate) struct Due {
+    /// Threads whose deadline has passed.
+    pub(crate) overdue: Vec<ThreadRef>,
+    /// The earliest deadline still ahead.
+    pub(crate) next: Option<Timestamp>,
 }
 
 impl Queue {
@@ -75,69 +135,110 @@ impl Queue {
         }
     }
 
-    /// From now on this process sees every change of the home; `waiting` lists the pending
-    /// threads from the store, for the first index (built here, before requests need it).
-    pub(crate) fn follow(&self, waiting: impl FnOnce() -> Vec<Envelope>) {
+    /// From now on this process sees every change of the home; `open` lists the open threads
+    /// from the store, for the first index (built here, before requests need it).
+    pub(crate) fn follow(&self, open: impl FnOnce() -> Vec<Envelope>) {
         self.lock().following = true;
-        self.rebuild(waiting);
+        self.rebuild(open);
     }
 
-    /// Builds the index from `waiting` unless another caller is building it.
-    fn rebuild(&self, waiting: impl FnOnce() -> Vec<Envelope>) {
+    /// Builds the index from `open` (the open threads listed from the store), then applies
+    /// the changes noted while it was listed.
+    pub(crate) fn rebuild(&self, open: impl FnOnce() -> Vec<Envelope>) {
         {
             let mut state = self.lock();
-            if state.rebuilding {
+            if state.replay.is_some() {
                 return;
             }
-            state.rebuilding = true;
+            state.replay = Some(Vec::new());
         }
-        let index = Index::of(&waiting());
+        let mut index = Index::of(&open());
         let mut state = self.lock();
+        for env in state.replay.take().unwrap_or_default() {
+            index.note(&env);
+        }
         state.index = Some((index, Instant::now()));
-        state.rebuilding = false;
+    }
+
+    /// Whether the index is due to be rebuilt (or was never built).
+    pub(crate) fn stale(&self) -> bool {
+        self.lock()
+            .index
+            .as_ref()
+            .is_none_or(|(_, built)| built.elapsed() >= REBUILD_EVERY)
     }
 
     /// Records a change this process announced.
     pub(crate) fn note(&self, env: &Envelope) {
-        if let Some((index, _)) = self.lock().index.as_mut() {
+        let mut state = self.lock();
+        if let Some(replay) = state.replay.as_mut() {
+            replay.push(env.clone());
+        }
+        if let Some((index, _)) = state.index.as_mut() {
             index.note(env);
         }
     }
 
+    /// The index, when this process follows the home and has built one.
+    fn with_index<T>(&self, f: impl FnOnce(&Index) -> T) -> Option<T> {
+        let state = self.lock();
+        if !state.following {
+            return None;
+        }
+        state.index.as_ref().map(|(index, _)| f(index))
+    }
+
+    /// The overdue threads at `now` and the next deadline; `None` without an index.
+    pub(crate) fn due(&self, now: Timestamp) -> Option<Due> {
+        self.with_index(|index| {
+            let mut due = Due::default();
+            for (at, thread) in &index.deadlines {
+                if *at <= now {
+                    due.overdue.push(thread.clone());
+                } else {
+                    due.next = Some(*at);
+                    break;
+                }
+            }
+            due
+        })
+    }
+
+    /// The pending threads never dispatched, in queue order; `None` without an index.
+    pub(crate) fn unrouted(&self) -> Option<Vec<ThreadRef>> {
+        self.with_index(|index| index.in_order(|e| e.unrouted))
+    }
+
+    /// The pending threads dispatched and not escalated for which `due(priority, dispatched
+    /// at)` holds, in queue order; `None` without an index.
+    pub(crate) fn escalation_due(
+        &self,
+        due: impl Fn(Priority, Timestamp) -> bool,
+    ) -> Option<Vec<ThreadRef>> {
+        self.with_index(|index| {
+            index.in_order(
+                |e| matches!((&e.key, e.dispatched), (Some(k), Some(at)) if due(k.0.0, at)),
+            )
+        })
+    }
+
     /// `env`'s place among the pending threads (1 for the first), with `waiting` listing the
-    /// pending threads from the store when the index is rebuilt, or every time when this
-    /// process does not follow the home. The listing runs without the lock (it reads every
-    /// waiting thread); a change between it and the install is caught at the next rebuild.
+    /// pending threads from the store when this process does not follow the home (or has no
+    /// index yet).
     pub(crate) fn position(&self, env: &Envelope, waiting: impl FnOnce() -> Vec<Envelope>) -> i64 {
-        let (following, stale) = {
-            let state = self.lock();
-            let stale = state
-                .index
-                .as_ref()
-                .is_none_or(|(_, built)| built.elapsed() >= REBUILD_EVERY);
-            (state.following, stale)
-        };
-        let mut waiting = Some(waiting);
-        let mut list = || waiting.take().map(|w| w()).unwrap_or_default();
-        if !following {
-            return rank(&Index::of(&list()), env);
-        }
-        if stale {
-            // Another request may be rebuilding it: then the old index serves meanwhile.
-            self.rebuild(&mut list);
-        }
         let mut state = self.lock();
-        match state.index.as_mut() {
-            Some((index, _)) => {
-                index.note(env);
-                rank(index, env)
-            }
-            // The first index is still being built: count this once from the store.
-            None => {
-                drop(state);
-                rank(&Index::of(&list()), env)
-            }
+        if state.following
+            && let Some((index, _)) = state.index.as_mut()
+        {
+            index.note(env);
+            return rank(index, env);
         }
+        drop(state);
+        let pending: Vec<Envelope> = waiting()
+            .into_iter()
+            .filter(|e| e.status == Status::Pending)
+            .collect();
+        rank(&Index::of(&pending), env)
     }
 }
 

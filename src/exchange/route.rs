@@ -64,13 +64,18 @@ impl Exchange {
         let _threads = matches!(scope, PassScope::Threads(_)).then(HeadMemo::open);
         let candidates: Vec<ThreadRef> = match scope {
             PassScope::All => {
-                // Urgent work first, then the oldest: the order every pending list follows.
-                let (mut pending, _) = self.store().list(&[State::Received], false);
-                pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
-                pending
-                    .into_iter()
-                    .map(|(env, _, _)| env.thread_ref)
-                    .collect()
+                // A process that keeps the open threads knows which were never dispatched.
+                if let Some(unrouted) = self.queue.unrouted() {
+                    unrouted
+                } else {
+                    // Urgent work first, then the oldest: the order every pending list follows.
+                    let (mut pending, _) = self.store().list(&[State::Received], false);
+                    pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
+                    pending
+                        .into_iter()
+                        .map(|(env, _, _)| env.thread_ref)
+                        .collect()
+                }
             }
             PassScope::Threads(threads) => {
                 let mut all = threads.clone();
@@ -212,10 +217,23 @@ impl Exchange {
                     .find(|h| h.action == "dispatched")
                     .is_some_and(|h| h.at + escalation_delay(after, env.priority) <= now)
         };
-        let (mut pending, _) = self.store().list(&[State::Received], false);
-        pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
+        // A process that keeps the open threads reads only those whose time has come.
+        let pending: Vec<Envelope> = match self
+            .queue
+            .escalation_due(|priority, at| at + escalation_delay(after, priority) <= now)
+        {
+            Some(candidates) => candidates
+                .iter()
+                .filter_map(|t| self.store().envelope(t).ok().map(|(env, _)| env))
+                .collect(),
+            None => {
+                let (mut pending, _) = self.store().list(&[State::Received], false);
+                pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
+                pending.into_iter().map(|(env, _, _)| env).collect()
+            }
+        };
         let mut escalated = Vec::new();
-        for (env, _, _) in pending.into_iter().filter(|(env, _, _)| due(env)) {
+        for env in pending.into_iter().filter(|env| due(env)) {
             let able: Vec<String> = fallback
                 .iter()
                 .filter(|id| {

@@ -12,14 +12,34 @@ use crate::exchange::{Error, Exchange};
 use crate::protocol::status::State;
 use crate::protocol::time::Timestamp;
 
+/// How often the sweeper reads every open thread even when it keeps them in memory (and at
+/// its start).
+const FULL_EVERY: Duration = Duration::from_secs(600);
+
 /// The longest the sweeper sleeps, so a deadline written by a process whose change this one
 /// missed is still kept within this bound.
 const MOST: Duration = Duration::from_secs(30);
 
 impl Exchange {
     /// Expires every overdue pending, waiting or held thread and returns the earliest
-    /// deadline still ahead.
-    pub fn sweep_expiry(&self) -> Result<Option<Timestamp>, Error> {
+    /// deadline still ahead. A process that keeps the open threads in memory looks only at
+    /// those due, unless `full`: then (and elsewhere always) every open thread is read and
+    /// settled, which also catches work a process that died left undone.
+    pub fn sweep_expiry(&self, full: bool) -> Result<Option<Timestamp>, Error> {
+        self.refresh_queue();
+        let now = self.now();
+        if !full && let Some(due) = self.queue.due(now) {
+            for thread in &due.overdue {
+                match self.store().envelope(thread) {
+                    Ok((env, _)) => {
+                        crate::exchange::lifecycle::settle(self, &env, now)?;
+                    }
+                    // Gone, or unreadable (fsck's business): the next rebuild forgets it.
+                    Err(e) => tracing::debug!(thread = %thread, error = %e, "not settled"),
+                }
+            }
+            return Ok(due.next);
+        }
         self.settle_pending()?;
         let now = self.now();
         let (open, _) = self
@@ -38,9 +58,14 @@ impl Exchange {
 pub fn run(ex: Exchange, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut changes = ex.subscribe();
+        let mut full_at: Option<tokio::time::Instant> = None;
         loop {
             let worker = ex.clone();
-            let next = match tokio::task::spawn_blocking(move || worker.sweep_expiry()).await {
+            let full = full_at.is_none_or(|t| t.elapsed() >= FULL_EVERY);
+            if full {
+                full_at = Some(tokio::time::Instant::now());
+            }
+            let next = match tokio::task::spawn_blocking(move || worker.sweep_expiry(full)).await {
                 Ok(Ok(next)) => next,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "expiry sweep failed; retrying later");

@@ -501,6 +501,15 @@ pub fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
 }
 
 /// Every pending thread, read from the store.
+pub(crate) fn open(ex: &Exchange) -> Vec<Envelope> {
+    let (open, _) = ex.store().list(&[State::Received, State::Executing], false);
+    open.into_iter()
+        .map(|(e, _, _)| e)
+        .filter(|e| !e.status.is_terminal())
+        .collect()
+}
+
+/// The pending threads, from the store.
 pub(crate) fn pending(ex: &Exchange) -> Vec<Envelope> {
     let (waiting, _) = ex.store().list(&[State::Received], false);
     waiting

@@ -181,18 +181,29 @@ impl Exchange {
         })
     }
 
-    /// Keeps the queue of pending threads from now on, its first index built on a thread of
-    /// its own from the store.
+    /// Keeps the open threads from now on, their first index built on a thread of its own
+    /// from the store.
     fn follow_queue(&self) -> Result<(), Error> {
         let ex = self.clone();
         spawn("mess-queue", move || {
-            ex.queue.follow(|| view::pending(&ex));
+            ex.queue.follow(|| view::open(&ex));
         })
+    }
+
+    /// Rebuilds the index of open threads from the store on a thread of its own when it is
+    /// due (see [`queue::REBUILD_EVERY`]); the old index serves meanwhile.
+    pub(crate) fn refresh_queue(&self) {
+        if !self.queue.stale() {
+            return;
+        }
+        let ex = self.clone();
+        let _ = spawn("mess-queue", move || ex.queue.rebuild(|| view::open(&ex)));
     }
 
     /// Announces `envelope` on the change bus unless this change was announced already.
     fn announce_envelope(&self, envelope: Envelope, cursor: Option<String>) {
         self.queue.note(&envelope);
+        self.refresh_queue();
         if self.announced.first(&envelope) {
             let _ = self.changes.send(ThreadChange {
                 thread: envelope.thread_ref.clone(),

@@ -1,6 +1,7 @@
 //! Queue positions in acks: counted from the store by a process that does not follow the home,
 //! and from the in-memory queue by one that does, with the same answers as requests arrive,
-//! jump the queue (urgent) and leave it (claimed).
+//! jump the queue (urgent) and leave it (claimed); and what the kept open threads tell the
+//! sweeper and the router.
 
 use chrono::TimeDelta;
 
@@ -23,7 +24,7 @@ fn ask(f: &Fixture, body: &str) -> (String, i64) {
 fn positions(follow: bool) -> Vec<i64> {
     let f = fixture(EXECUTORS);
     if follow {
-        f.ex.queue.follow(|| crate::exchange::view::pending(&f.ex));
+        f.ex.queue.follow(|| crate::exchange::view::open(&f.ex));
     }
     let mut out = Vec::new();
     let (a, p) = ask(&f, "intent: vacuum the hall\nrequires: [vacuum-floor]");
@@ -56,4 +57,93 @@ fn queue_positions_are_the_same_counted_or_kept() {
     let want = vec![1, 2, 1, 4, 4, 2];
     assert_eq!(positions(false), want);
     assert_eq!(positions(true), want);
+}
+
+#[test]
+fn the_kept_open_threads_name_what_is_due_unrouted_or_to_escalate() {
+    let at = |s: &str| crate::protocol::time::parse_timestamp(s).unwrap();
+    use crate::exchange::view;
+    use crate::protocol::status::Status;
+
+    let f = fixture(EXECUTORS);
+    f.ex.queue.follow(|| view::open(&f.ex));
+    let soon = f.request(
+        "claude-agent",
+        "intent: vacuum the hall\nrequires: [vacuum-floor]\nneeded_by: \"2026-01-31T18:00:00-08:00\"",
+    );
+    let later = f.request(
+        "claude-agent",
+        "intent: vacuum the stairs\nrequires: [vacuum-floor]\nneeded_by: \"2026-01-31T20:00:00-08:00\"",
+    );
+    let nobody = f.request("claude-agent", "intent: juggle\nrequires: [juggling]");
+    let due = f.ex.queue.due(at("2026-01-31T17:30:00-08:00")).unwrap();
+    assert!(due.overdue.is_empty());
+    assert_eq!(due.next, Some(at("2026-01-31T18:00:00-08:00")));
+    let unrouted: Vec<String> =
+        f.ex.queue
+            .unrouted()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    assert_eq!(
+        unrouted,
+        vec![nobody.clone()],
+        "the hall and stairs were dispatched at once"
+    );
+    // Dispatched at 17:00; due for escalation 15 minutes later, normal priority.
+    let escalate = |now: &str| {
+        let now = at(now);
+        f.ex.queue
+            .escalation_due(|_, dispatched| dispatched + chrono::TimeDelta::minutes(15) <= now)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert!(escalate("2026-01-31T17:10:00-08:00").is_empty());
+    assert_eq!(
+        escalate("2026-01-31T17:20:00-08:00"),
+        vec![soon.clone(), later.clone()]
+    );
+
+    // The sweeper settles the thread that is due, by the index, and moves on to the next.
+    f.clock
+        .set(crate::exchange::tests::at("2026-01-31T18:30:00-08:00"));
+    let next = f.ex.sweep_expiry(false).unwrap();
+    assert_eq!(f.env(&soon).status, Status::Expired);
+    assert_eq!(f.env(&later).status, Status::Pending);
+    assert_eq!(next, Some(at("2026-01-31T20:00:00-08:00")));
+    let due = f.ex.queue.due(at("2026-01-31T18:30:00-08:00")).unwrap();
+    assert!(due.overdue.is_empty(), "the expired thread left the index");
+
+    // A claim leaves the queue and the escalation list; the deadline stays (claimed work
+    // has none: it is no longer pending, waiting or held).
+    f.status("roomba-kitchen", &later, "code: claimed").unwrap();
+    assert!(escalate("2026-01-31T19:00:00-08:00").is_empty());
+    assert_eq!(
+        f.ex.queue
+            .due(at("2026-01-31T21:00:00-08:00"))
+            .unwrap()
+            .next,
+        None
+    );
+
+    // A rebuild from the store agrees with what was kept.
+    f.ex.queue.rebuild(|| view::open(&f.ex));
+    let unrouted: Vec<String> =
+        f.ex.queue
+            .unrouted()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    assert_eq!(unrouted, vec![nobody]);
+    assert_eq!(
+        f.ex.queue
+            .due(at("2026-01-31T21:00:00-08:00"))
+            .unwrap()
+            .next,
+        None
+    );
 }

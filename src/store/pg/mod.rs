@@ -21,6 +21,17 @@ use sha2::Digest as _;
 
 use crate::store::error::StoreError;
 
+/// A thread as the database holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    /// The whole MESSE-AF text.
+    pub text: String,
+    /// Where the thread's file lives (in every mirror).
+    pub location: crate::store::layout::Location,
+    /// Message documents.
+    pub seq: i32,
+}
+
 /// Connections one node keeps open at most for single statements: enough for the HTTP
 /// workers' blocking threads to wait briefly rather than open a connection per request.
 const POOL_SIZE: u32 = 16;

@@ -11,20 +11,9 @@ use crate::protocol::status::State;
 use crate::store::error::StoreError;
 use crate::store::index::{Key, entry_name, newer};
 use crate::store::layout::{Layout, Location};
-use crate::store::pg::{Pg, memo, sorted};
+use crate::store::pg::{Pg, Stored, memo, sorted};
 use crate::store::thread::{self, ThreadFile};
 use crate::store::{Edit, layout};
-
-/// A thread as the database holds it.
-#[derive(Debug, Clone)]
-pub(crate) struct Stored {
-    /// The whole MESSE-AF text.
-    pub text: String,
-    /// Where the thread's file lives (in every mirror).
-    pub location: Location,
-    /// Message documents.
-    pub seq: i32,
-}
 
 /// The folder of a row: its archive month, or the `state=` folder.
 pub(crate) fn location_of(state: &str, archive: Option<String>) -> Result<Location, StoreError> {
