@@ -160,12 +160,14 @@ impl Queue {
         state.index = Some((index, Instant::now()));
     }
 
-    /// Whether the index is due to be rebuilt (or was never built).
+    /// Whether the index is due to be rebuilt (or was never built) and no rebuild is running.
     pub(crate) fn stale(&self) -> bool {
-        self.lock()
-            .index
-            .as_ref()
-            .is_none_or(|(_, built)| built.elapsed() >= REBUILD_EVERY)
+        let state = self.lock();
+        state.replay.is_none()
+            && state
+                .index
+                .as_ref()
+                .is_none_or(|(_, built)| built.elapsed() >= REBUILD_EVERY)
     }
 
     /// Records a change this process announced.
