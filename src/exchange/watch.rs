@@ -191,7 +191,8 @@ impl Exchange {
     }
 
     /// Rebuilds the index of open threads from the store on a thread of its own when it is
-    /// due (see [`queue::REBUILD_EVERY`]); the old index serves meanwhile.
+    /// due (see [`REBUILD_EVERY`](crate::exchange::queue::REBUILD_EVERY)); the old index serves
+    /// meanwhile.
     pub(crate) fn refresh_queue(&self) {
         if !self.queue.stale() {
             return;
