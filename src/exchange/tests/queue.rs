@@ -59,6 +59,16 @@ fn queue_positions_are_the_same_counted_or_kept() {
     assert_eq!(positions(true), want);
 }
 
+/// The threads the kept index says were never dispatched, in queue order.
+fn unrouted_of(f: &Fixture) -> Vec<String> {
+    f.ex.queue
+        .unrouted()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 #[test]
 fn the_kept_open_threads_name_what_is_due_unrouted_or_to_escalate() {
     let at = |s: &str| crate::protocol::time::parse_timestamp(s).unwrap();
@@ -79,13 +89,7 @@ fn the_kept_open_threads_name_what_is_due_unrouted_or_to_escalate() {
     let due = f.ex.queue.due(at("2026-01-31T17:30:00-08:00")).unwrap();
     assert!(due.overdue.is_empty());
     assert_eq!(due.next, Some(at("2026-01-31T18:00:00-08:00")));
-    let unrouted: Vec<String> =
-        f.ex.queue
-            .unrouted()
-            .unwrap()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+    let unrouted = unrouted_of(&f);
     assert_eq!(
         unrouted,
         vec![nobody.clone()],
@@ -131,13 +135,7 @@ fn the_kept_open_threads_name_what_is_due_unrouted_or_to_escalate() {
 
     // A rebuild from the store agrees with what was kept.
     f.ex.queue.rebuild(|| view::open(&f.ex));
-    let unrouted: Vec<String> =
-        f.ex.queue
-            .unrouted()
-            .unwrap()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+    let unrouted = unrouted_of(&f);
     assert_eq!(unrouted, vec![nobody]);
     assert_eq!(
         f.ex.queue
