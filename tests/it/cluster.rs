@@ -966,3 +966,47 @@ fn an_old_change_feed_is_pruned_and_who_missed_it_starts_over() {
     let (id, data) = resumed.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(id, "lagged", "{data}");
 }
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn a_node_that_was_away_catches_up_through_several_batches_of_the_feed() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 2);
+    let busy = homes[1].ok(&["--as", "claude-agent", "request", "busy thread"]);
+    let quiet = homes[1].ok(&["--as", "claude-agent", "request", "quiet thread"]);
+    let server = Server::start(&homes[0]);
+    let received = format!("state=received/{}.messe-af.yaml", quiet.trim());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !thread_files(homes[0].path()).contains_key(&received) {
+        assert!(Instant::now() < deadline, "the mirror did not follow");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(server);
+    // While the node is away the feed gains more changes than one pass reads (a busy thread
+    // noted again and again), and only after them the change it must not miss.
+    let mut client = pg.client();
+    client
+        .execute(
+            "INSERT INTO mess_changes (ref, seq) SELECT $1, 1 FROM generate_series(1, 4500)",
+            &[&busy.trim()],
+        )
+        .unwrap();
+    homes[1].ok(&["claim", quiet.trim(), "--as", "robot-0"]);
+    let server = Server::start(&homes[0]);
+    let executing = format!("state=executing/{}.messe-af.yaml", quiet.trim());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mirror = thread_files(homes[0].path());
+        if mirror.contains_key(&executing) && !mirror.contains_key(&received) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the claim behind 4,500 changes never reached the mirror: {:?}",
+            mirror.keys().collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    homes[0].ok(&["fsck"]);
+    drop(server);
+}

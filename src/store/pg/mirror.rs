@@ -61,8 +61,8 @@ pub struct Follower {
     horizon: u64,
     /// The registry's version last written into the mirror.
     registry: Option<(i64, i64)>,
-    /// After a full batch: the last id read, where the next pass goes on.
-    after: i64,
+    /// Whether the last pass read a full batch (more may be waiting).
+    full: bool,
     /// Changes at or above the horizon already applied (id and transaction id).
     seen: HashMap<i64, u64>,
     /// The horizon last recorded in the mirror, and when.
@@ -96,7 +96,7 @@ impl Follower {
         Ok(Follower {
             horizon,
             registry: None,
-            after: 0,
+            full: false,
             seen: HashMap::new(),
             saved: horizon,
             saved_at: Instant::now(),
@@ -107,7 +107,7 @@ impl Follower {
 
     /// Whether the last pass stopped at a full batch, with more to read at once.
     pub fn behind(&self) -> bool {
-        self.after != 0
+        self.full
     }
 
     /// How long until threads read but not yet written are due in the mirror (`None` when
@@ -124,8 +124,10 @@ impl Follower {
         let seen: Vec<i64> = self.seen.keys().copied().collect();
         // One statement, so one snapshot and one round trip: the horizon, the registry's
         // version, the changes not applied yet and the text of each thread they name (once).
-        // The changes are found by transaction id first (materialized: ordered by id alone,
-        // the planner would walk the whole feed by id and filter).
+        // The changes are walked in transaction-id order from the horizon with a fixed limit,
+        // so the cached (generic) plan reads them through the `xid` index whatever the feed's
+        // size: with a second range on `id`, PostgreSQL scanned the whole feed by id on every
+        // pass (a week of changes). Changes already applied are skipped through a hash.
         let mut conn = pg.conn()?;
         let rows = conn
             .query(
@@ -135,17 +137,18 @@ impl Follower {
                        (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest, \
                        (SELECT coalesce(max(xid), -1) FROM mess_feed_floor) AS floor), \
                      r AS MATERIALIZED (SELECT id, xid, ref FROM mess_changes \
-                       WHERE xid >= $1::text::xid8 AND id > $2 AND id <> ALL($4)), \
+                       WHERE xid >= $1::text::xid8 AND id NOT IN (SELECT unnest($2::bigint[])) \
+                       ORDER BY xid LIMIT {BATCH}), \
                      c AS (SELECT id, xid, ref, \
                        row_number() OVER (PARTITION BY ref ORDER BY id DESC) AS newest_of_ref \
-                       FROM (SELECT * FROM r ORDER BY id LIMIT $3) x) \
+                       FROM r) \
                      SELECT h.horizon, h.docs, h.newest, h.floor, c.id, c.xid::text, c.ref, \
                        s.text, s.state, s.archive, s.seq FROM h \
                      LEFT JOIN c ON true \
                      LEFT JOIN LATERAL ({TEXT_OF_REF}) s ON c.newest_of_ref = 1 \
                      ORDER BY c.id"
                 ),
-                &[&self.horizon.to_string(), &self.after, &BATCH, &seen],
+                &[&self.horizon.to_string(), &seen],
             )
             .map_err(sorted)?;
         drop(conn);
@@ -167,7 +170,7 @@ impl Follower {
             sync_registry(pg, layout)?;
             self.registry = Some(registry);
             self.horizon = horizon;
-            self.after = 0;
+            self.full = false;
             self.seen.clear();
             save_horizon(layout, horizon)?;
             return Ok(Vec::new());
@@ -204,16 +207,11 @@ impl Follower {
             }
             fresh.push((id, thread));
         }
-        let full = i64::try_from(fresh.len()).unwrap_or(i64::MAX) >= BATCH;
-        // A full batch leaves later changes unread: the next pass goes on after it, and the
-        // horizon stays until a pass has read to the end (changes that commit meanwhile with
-        // lower ids are above the horizon, so that pass, from the start, reads them).
-        self.after = if full {
-            fresh.last().map_or(0, |r| r.0)
-        } else {
-            0
-        };
-        if !full {
+        // A full batch leaves later changes unread: the horizon stays until a pass has read to
+        // the end, and what was read is skipped as seen. (Going on from the last change read
+        // would miss a transaction below it that was still running and commits later.)
+        self.full = i64::try_from(fresh.len()).unwrap_or(i64::MAX) >= BATCH;
+        if !self.full {
             self.seen.retain(|_, xid| *xid >= horizon);
             self.horizon = horizon;
         }
@@ -242,7 +240,7 @@ impl Follower {
             }
         }
         self.written_at = Instant::now();
-        if self.after == 0 && self.horizon != self.saved && self.saved_at.elapsed() >= SAVE_EVERY {
+        if !self.full && self.horizon != self.saved && self.saved_at.elapsed() >= SAVE_EVERY {
             save_horizon(layout, self.horizon)?;
             self.saved = self.horizon;
             self.saved_at = Instant::now();
