@@ -632,10 +632,18 @@ pub fn run(
                 reload = false;
                 looked = tokio::time::Instant::now();
                 let worker = ex.clone();
-                waiting = tokio::task::spawn_blocking(move || worker.store().queued())
+                let mut fresh = tokio::task::spawn_blocking(move || worker.store().queued())
                     .await
                     .map(|(q, _)| q)
                     .unwrap_or_default();
+                // On a database a look leases only what nobody holds: the deliveries this node
+                // leased earlier and has not sent yet (all slots busy) stay in its list, or
+                // they would wait out their lease unsent.
+                if ex.store().database().is_some() {
+                    let listed: HashSet<String> = fresh.iter().map(|d| d.id.clone()).collect();
+                    fresh.extend(waiting.drain(..).filter(|d| !listed.contains(&d.id)));
+                }
+                waiting = fresh;
                 waiting.retain(|d| !in_flight.contains(&d.id) && !stuck.contains(&d.id));
             }
             let now = ex.now();

@@ -1010,3 +1010,68 @@ fn a_node_that_was_away_catches_up_through_several_batches_of_the_feed() {
     homes[0].ok(&["fsck"]);
     drop(server);
 }
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn leased_deliveries_waiting_for_a_free_slot_are_sent_without_waiting_out_their_lease() {
+    use crate::support::recorder::{Recorder, Script};
+    let pg = Postgres::start();
+    let services = Recorder::start();
+    // Every answer takes longer than the worker's look for new deliveries (2 s), so more
+    // deliveries are leased than its slots (16) can send before the next look.
+    services.script(
+        "/robot",
+        vec![Script::Delay(Duration::from_millis(2500)); 40],
+    );
+    let config = format!(
+        "agent_id: claude-agent
+dispatch:
+  timeout: 5s
+executors:
+  robot:
+    capabilities: [vacuum-floor]
+    notify:
+      webhook: {}/robot
+",
+        services.url
+    );
+    let home = Home::on_database(&config, &pg.url());
+    home.ok(&["db", "init"]);
+    let agent = token(&home, "agent", "claude-agent");
+    let server = Server::start(&home);
+    let started = Instant::now();
+    let refs: Vec<String> = (0..40)
+        .map(|i| {
+            request(
+                &server,
+                &agent,
+                &format!("job-{i}"),
+                "vacuum",
+                Some("vacuum-floor"),
+            )
+        })
+        .collect();
+    let wanted: Vec<String> = refs
+        .iter()
+        .map(|r| format!("{r}.robot.webhook.new"))
+        .collect();
+    // Three rounds of 2.5 s; a delivery left to wait out its lease would take 30 s.
+    let hits = services.wait_for(Duration::from_secs(20), |hits| {
+        wanted.iter().all(|w| {
+            hits.iter()
+                .any(|h| h.headers.get("x-mess-delivery").is_some_and(|d| d == w))
+        })
+    });
+    let delivered: Vec<&String> = hits
+        .iter()
+        .filter_map(|h| h.headers.get("x-mess-delivery"))
+        .collect();
+    let missing: Vec<&String> = wanted.iter().filter(|w| !delivered.contains(w)).collect();
+    assert!(
+        missing.is_empty(),
+        "after {:?}, {} deliveries not sent: {missing:?}",
+        started.elapsed(),
+        missing.len()
+    );
+    drop(server);
+}
