@@ -20,8 +20,9 @@ pub(crate) enum QueryFormat {
 #[derive(Debug, clap::Args)]
 pub(crate) struct QueryArgs {
     /// The statement: SELECT, WITH, DESCRIBE, SUMMARIZE or SHOW, over the views (threads,
-    /// messages, thread_history, executors, capabilities, routing_rules, pending_by_capability,
-    /// executor_availability, executor_stats) or read_yaml_auto on the home
+    /// messages, requests, statuses, claims, responses, thread_history, executors, capabilities,
+    /// routing_rules, pending_by_capability, executor_availability, executor_stats) or
+    /// read_yaml_auto on the home
     #[arg(allow_hyphen_values = true)]
     sql: String,
     /// Output format

@@ -120,6 +120,22 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../sql/120_messages.sql"),
     ),
     (
+        "sql/121_statuses.sql",
+        include_str!("../../sql/121_statuses.sql"),
+    ),
+    (
+        "sql/122_requests.sql",
+        include_str!("../../sql/122_requests.sql"),
+    ),
+    (
+        "sql/123_claims.sql",
+        include_str!("../../sql/123_claims.sql"),
+    ),
+    (
+        "sql/124_responses.sql",
+        include_str!("../../sql/124_responses.sql"),
+    ),
+    (
         "sql/130_thread_history.sql",
         include_str!("../../sql/130_thread_history.sql"),
     ),

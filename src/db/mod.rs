@@ -138,6 +138,8 @@ pub(crate) fn open_instance(
         None => yaml_scan::register(&con),
     };
     registered.map_err(|e| DbError::duckdb("registering read_yaml_auto", e))?;
+    yaml_scan::register_scalars(&con)
+        .map_err(|e| DbError::duckdb("registering yaml_to_json", e))?;
     // A confined instance reads relative patterns from its root, so its assets name no path.
     let rendered = match confine {
         Some(_) => assets::render_relative(),

@@ -68,6 +68,12 @@ fn the_duckdb_cli_with_the_extension_answers_like_the_embedded_duckdb() {
         "SELECT * EXCLUDE (filename) FROM threads ORDER BY ref".to_owned(),
         "SELECT * EXCLUDE (filename) FROM messages ORDER BY ref, seq".to_owned(),
         "SELECT * FROM thread_history ORDER BY ref, seq".to_owned(),
+        // The implementation plan's names, and yaml_extract over YAML text (yaml_to_json).
+        "SELECT * EXCLUDE (filename) FROM requests ORDER BY ref, seq".to_owned(),
+        "SELECT * EXCLUDE (filename) FROM statuses ORDER BY ref, seq".to_owned(),
+        "SELECT * EXCLUDE (filename) FROM claims ORDER BY ref, seq".to_owned(),
+        "SELECT * EXCLUDE (filename) FROM responses ORDER BY ref, seq".to_owned(),
+        "SELECT yaml_extract(E'x: 1\\n---\\nx: [2, 3]\\n', '$[*].x'), yaml_extract('a: [oops', '$.a')".to_owned(),
         "SELECT * FROM executors ORDER BY id".to_owned(),
         "SELECT * FROM routing_rules ORDER BY position".to_owned(),
         "SELECT * FROM capabilities ORDER BY id".to_owned(),

@@ -112,6 +112,36 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         actors.contains(&r#"2026-01-31-002,"[""claude-agent"", ""exchange"", ""roomba-kitchen"", ""roomba-kitchen""]","[{""status"":{""re"":""2026-01-31-002"",""code"":""completed""}}]""#.to_owned()),
         "{actors:?}"
     );
+    // the plan's table names, as views over the same files.
+    assert_eq!(
+        h.csv("SELECT count(*), count(DISTINCT ref), count(*) FILTER (status = 'pending') FROM requests"),
+        ["8,8,3"]
+    );
+    assert_eq!(
+        h.csv("SELECT ref, executor, estimate, released FROM claims WHERE ref LIKE '2026-01-31%' ORDER BY ref"),
+        [
+            "2026-01-31-001,teague-phone,PT30M,false",
+            "2026-01-31-002,roomba-kitchen,,false",
+            "2026-01-31-003,roomba-kitchen,,true",
+            "2026-01-31-006,teague-phone,,false",
+        ]
+    );
+    assert_eq!(
+        h.csv("SELECT code, count(*) FROM statuses GROUP BY code ORDER BY code"),
+        ["claimed,5", "completed,3", "failed,1", "in_progress,1"]
+    );
+    assert_eq!(
+        h.csv(
+            "SELECT r.intent, s.executor, s.content FROM requests r JOIN responses s USING (ref)"
+        ),
+        [r#"what's in the fridge?,teague-phone,"[""chicken and rice""]""#]
+    );
+    assert_eq!(
+        h.csv(
+            "SELECT yaml_extract('a: [1, 2]', '$.a[1]'), yaml_extract('a: [oops', '$.a') IS NULL"
+        ),
+        ["2,true"]
+    );
     assert_eq!(
         h.csv("SELECT ref, intent, status, updated\nFROM read_yaml_auto('~/.mess/state=canceled/*.messe-af.yaml')\nWHERE status = 'failed';"),
         ["2026-01-31-003,vacuum the hall,failed,2026-01-31 10:45:00+00"]

@@ -9,9 +9,10 @@ use std::error::Error;
 
 use duckdb::{Connection, duckdb_entrypoint_c_api};
 
-/// Registers `read_yaml_auto` when DuckDB loads the extension.
+/// Registers `read_yaml_auto` and `yaml_to_json` when DuckDB loads the extension.
 #[duckdb_entrypoint_c_api(ext_name = "mess_yaml", min_duckdb_version = "v1.2.0")]
 pub fn entry(con: Connection) -> Result<(), Box<dyn Error>> {
     yaml_scan::register(&con)?;
+    yaml_scan::register_scalars(&con)?;
     Ok(())
 }

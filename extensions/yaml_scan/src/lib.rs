@@ -1,4 +1,4 @@
-//! yaml_scan: `read_yaml_auto`, YAML files as DuckDB rows. One implementation serves the
+//! yaml_scan: `read_yaml_auto`, YAML files as DuckDB rows, and `yaml_to_json`, YAML text as JSON. One implementation serves the
 //! embedded DuckDB of `mess` and the `mess_yaml` loadable extension for the duckdb CLI.
 //!
 //! It knows YAML, Arrow and DuckDB, not MESS: rows are generic (one per mapping document, with
@@ -13,6 +13,7 @@
 mod build;
 mod cache;
 mod glob;
+mod json;
 mod node;
 mod parse;
 mod scan;
@@ -24,5 +25,6 @@ mod tests;
 
 pub use cache::{cached_files, clear_cache, parsed_files};
 pub use glob::escape as escape_glob;
+pub use json::{register_scalars, yaml_to_json};
 pub use scan::{Mode, Options, Plan, THREAD_SUFFIXES, defining, is_thread_name};
 pub use vtab::{Confinement, ReadYaml, register, register_confined, register_within};

@@ -845,3 +845,38 @@ fn a_glob_over_an_empty_folder_answers_zero_rows() {
     let e = d.error(&format!("SELECT * FROM read_yaml_auto('{one}')"));
     assert!(e.contains("No files found that match the pattern"), "{e}");
 }
+
+#[test]
+fn yaml_to_json_reads_documents_and_turns_bad_text_into_null() {
+    use crate::yaml_to_json;
+    assert_eq!(
+        yaml_to_json("a: [1, 2]\nb: x\n").as_deref(),
+        Some(r#"{"a":[1,2],"b":"x"}"#)
+    );
+    // Several documents are a list; empty ones are left out.
+    assert_eq!(
+        yaml_to_json("x: 1\n---\n---\nx: 2\n").as_deref(),
+        Some(r#"[{"x":1},{"x":2}]"#)
+    );
+    // JSON is YAML; YAML 1.2 keeps `yes` text; a timestamp stays the text written.
+    assert_eq!(yaml_to_json(r#"{"a": 3}"#).as_deref(), Some(r#"{"a":3}"#));
+    assert_eq!(yaml_to_json("yes").as_deref(), Some(r#""yes""#));
+    assert_eq!(
+        yaml_to_json("at: 2026-01-31T12:00:00Z").as_deref(),
+        Some(r#"{"at":"2026-01-31T12:00:00Z"}"#)
+    );
+    for bad in ["a: [unclosed", "", "# only a comment\n", "a: *nowhere"] {
+        assert_eq!(yaml_to_json(bad), None, "{bad:?}");
+    }
+    let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+    assert_eq!(yaml_to_json(&deep), None, "nesting past the parser's limit");
+
+    let d = db();
+    crate::register_scalars(&d.con).unwrap();
+    assert_eq!(
+        d.rows(
+            "SELECT yaml_to_json(t) FROM (VALUES ('k: v'), (NULL), ('k: [oops')) AS v(t) ORDER BY t NULLS FIRST"
+        ),
+        [vec![None], vec![None], vec![Some(r#"{"k":"v"}"#.to_owned())]]
+    );
+}
