@@ -19,4 +19,5 @@ mod mail;
 mod mcp;
 pub mod notify;
 pub mod protocol;
+mod remote;
 pub mod store;

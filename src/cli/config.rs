@@ -34,6 +34,20 @@ pub(crate) struct Config {
     /// Origins whose pages may call the API from a browser (`http.cors_origins`, each
     /// `scheme://host[:port]`): a human page hosted elsewhere, as the plan's `exchange=` allows.
     pub(crate) http_cors_origins: Vec<String>,
+    /// Other exchanges by name (`exchanges:`), for `--exchange NAME`.
+    pub(crate) exchanges: Vec<(String, ExchangeEntry)>,
+}
+
+/// One entry of `exchanges:`: another home on this machine, or a `mess serve` elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ExchangeEntry {
+    /// `{type: local, path: DIR}`.
+    Local(PathBuf),
+    /// `{type: remote, url: URL, api_key: KEY}` (the key may be left to `MESS_API_KEY`).
+    Remote {
+        url: String,
+        api_key: Option<String>,
+    },
 }
 
 /// A configuration problem, reported before any work starts.
@@ -80,6 +94,7 @@ impl Config {
             http_port: None,
             http_enabled: false,
             http_cors_origins: Vec::new(),
+            exchanges: Vec::new(),
         };
         // Values the exchange reads from config.yaml later (an executor's webhook key) are
         // expanded with the same environment.
@@ -141,6 +156,9 @@ impl Config {
             }
         }
         read_http(&map, &mut config).map_err(err)?;
+        if let Some(exchanges) = map.get("exchanges") {
+            config.exchanges = read_exchanges(exchanges).map_err(err)?;
+        }
         if let Some(limits) = map.get("limits") {
             read_limits(limits, &mut config).map_err(err)?;
         }
@@ -153,6 +171,72 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// Reads `exchanges:`, a mapping of names to `{type: local, path}` or
+/// `{type: remote, url, api_key}` (the implementation plan's shape).
+fn read_exchanges(value: &Value) -> Result<Vec<(String, ExchangeEntry)>, String> {
+    let map = match value {
+        Value::Null => return Ok(Vec::new()),
+        Value::Map(m) => m,
+        other => {
+            return Err(format!(
+                "exchanges must be a mapping of names to exchanges, found {}",
+                other.kind()
+            ));
+        }
+    };
+    let mut out = Vec::new();
+    for (name, entry) in map.iter() {
+        let Value::Map(entry) = entry else {
+            return Err(format!(
+                "exchanges.{name} must be a mapping (type, path or url)"
+            ));
+        };
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match entry.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .scalar_text()
+                    .map(|t| Some(t.trim().to_owned()).filter(|t| !t.is_empty()))
+                    .ok_or_else(|| format!("exchanges.{name}.{key} must be text")),
+            }
+        };
+        let kind = text("type")?;
+        let known: &[&str] = match kind.as_deref() {
+            Some("local") => &["type", "path"],
+            Some("remote") => &["type", "url", "api_key"],
+            Some(other) => {
+                return Err(format!(
+                    "exchanges.{name}.type {other:?} is not a kind of exchange (local, remote)"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "exchanges.{name}.type is missing (local or remote)"
+                ));
+            }
+        };
+        if let Some(key) = entry.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!(
+                "exchanges.{name}.{key}: unknown key (known: {})",
+                known.join(", ")
+            ));
+        }
+        let parsed = if kind.as_deref() == Some("local") {
+            let path = text("path")?
+                .ok_or_else(|| format!("exchanges.{name}.path is missing (a home folder)"))?;
+            ExchangeEntry::Local(expand_home(Path::new(&path)))
+        } else {
+            let url = text("url")?.ok_or_else(|| format!("exchanges.{name}.url is missing"))?;
+            ExchangeEntry::Remote {
+                url,
+                api_key: text("api_key")?,
+            }
+        };
+        out.push((name.clone(), parsed));
+    }
+    Ok(out)
 }
 
 /// The smallest memory ceiling allowed for a query worker: the program, a DuckDB instance with

@@ -66,6 +66,11 @@ pub struct Args {
     )]
     database: Option<String>,
 
+    /// Act on another exchange: a name from `exchanges:` in config.yaml, or the URL of a `mess
+    /// serve` (its API key from MESS_API_KEY); the key decides who acts
+    #[arg(long, global = true, value_name = "NAME|URL")]
+    exchange: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -134,6 +139,25 @@ struct Context {
     as_id: Option<String>,
     /// The agent host's MCP file, read for `mess mcp` only.
     mcp_file: Option<McpFile>,
+    /// The remote exchange `--exchange` names, when it names one: commands then act there.
+    remote: Option<RemoteCx>,
+}
+
+/// A remote exchange and the runtime its calls run on (commands are synchronous).
+struct RemoteCx {
+    remote: crate::remote::Remote,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl RemoteCx {
+    fn run<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, crate::remote::RemoteError>>,
+    ) -> Result<T, CliError> {
+        self.runtime
+            .block_on(call)
+            .map_err(|e| CliError::new(e.to_string()))
+    }
 }
 
 impl Context {
@@ -155,11 +179,23 @@ impl Context {
         Ok(Sender::new(self.identity()?, "cli"))
     }
 
-    /// Submits one message as the acting principal.
+    /// Submits one message as the acting principal (on a remote exchange, as its key's).
     fn submit(&self, message: Message) -> Result<Message, CliError> {
+        if let Some(r) = &self.remote {
+            return r.run(r.remote.submit(&message));
+        }
         let answer = self.exchange.submit(message, &self.sender()?)?;
         self.warn_stalled();
         Ok(answer)
+    }
+
+    /// The thread `re` names, as the acting principal may read it.
+    fn thread(&self, re: &str) -> Result<crate::store::thread::ThreadFile, CliError> {
+        if let Some(r) = &self.remote {
+            return r.run(r.remote.thread(re));
+        }
+        let who = self.identity().unwrap_or_default();
+        Ok(self.exchange.thread(re, &who)?)
     }
 
     /// Says so when notices wait with no process to send them (a one-shot command queues
@@ -308,6 +344,10 @@ fn run_command(args: Args) -> Result<(), CliError> {
         _ => None,
     };
     let mut config = Config::resolve_with(args.home, mcp_file.as_ref())?;
+    let remote = match &args.exchange {
+        Some(name) => remote_of(name, &mut config, &command)?,
+        None => None,
+    };
     // Queries run in workers of this same program (`mess query-worker`).
     config.exchange.queries.worker = std::env::current_exe().ok();
     if let Some(after) = output::env_millis("MESS_NOTICE_OVERDUE_MS") {
@@ -323,6 +363,7 @@ fn run_command(args: Args) -> Result<(), CliError> {
         exchange,
         as_id: args.as_id,
         mcp_file,
+        remote,
     };
     match command {
         Command::Init(a) => init::run(&cx, a),
@@ -350,6 +391,107 @@ fn run_command(args: Args) -> Result<(), CliError> {
         Command::Mail(a) => mail::run(&cx, a),
         Command::WebhookSecret(a) => webhook_secret::run(&cx, a),
         Command::QueryWorker(a) => query_worker::run(a),
+    }
+}
+
+/// The exchange `--exchange NAME|URL` names for `command`: a remote one (its client), or a
+/// local home (then `config` is resolved again for it, and `None` comes back).
+fn remote_of(
+    name: &str,
+    config: &mut Config,
+    command: &Command,
+) -> Result<Option<RemoteCx>, CliError> {
+    use crate::cli::config::ExchangeEntry;
+    let env_key = || {
+        std::env::var("MESS_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+    };
+    let name = name.trim();
+    let (url, key) = if name.starts_with("http://") || name.starts_with("https://") {
+        (name.to_owned(), env_key())
+    } else {
+        match config
+            .exchanges
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, e)| e.clone())
+        {
+            Some(ExchangeEntry::Remote { url, api_key }) => (url, api_key.or_else(env_key)),
+            Some(ExchangeEntry::Local(path)) => {
+                *config = Config::resolve_with(Some(path), None)?;
+                return Ok(None);
+            }
+            None if name == "primary" => return Ok(None),
+            None => {
+                let known: Vec<&str> = config.exchanges.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(CliError::usage(
+                    format!("--exchange {name:?}: no such exchange in config.yaml"),
+                    if known.is_empty() {
+                        "add an `exchanges:` section to config.yaml, or pass the URL of a `mess serve`".to_owned()
+                    } else {
+                        format!(
+                            "known: {}; or pass the URL of a `mess serve`",
+                            known.join(", ")
+                        )
+                    },
+                ));
+            }
+        }
+    };
+    let remote_commands = [
+        "send", "request", "status", "show", "claim", "update", "complete", "reply", "cancel",
+    ];
+    let this = command_name(command);
+    if !remote_commands.contains(&this) {
+        return Err(CliError::usage(
+            format!("`mess {this}` works on a local home, not through --exchange"),
+            format!("with --exchange: {}", remote_commands.join(", ")),
+        ));
+    }
+    let key = key.ok_or_else(|| {
+        CliError::usage(
+            format!("no API key for the exchange at {url}"),
+            "set MESS_API_KEY, or api_key in its `exchanges:` entry (e.g. api_key: ${MY_KEY})",
+        )
+    })?;
+    let remote =
+        crate::remote::Remote::new(&url, &key).map_err(|e| CliError::new(e.to_string()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(format!("cannot start the HTTP client: {e}")))?;
+    Ok(Some(RemoteCx { remote, runtime }))
+}
+
+/// The subcommand's name as typed.
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Init(_) => "init",
+        Command::Serve(_) => "serve",
+        Command::Mcp(_) => "mcp",
+        Command::Send(_) => "send",
+        Command::Request(_) => "request",
+        Command::Status(_) => "status",
+        Command::Show(_) => "show",
+        Command::Claim(_) => "claim",
+        Command::Update(_) => "update",
+        Command::Complete(_) => "complete",
+        Command::Reply(_) => "reply",
+        Command::Cancel(_) => "cancel",
+        Command::Archive(_) => "archive",
+        Command::Fsck(_) => "fsck",
+        Command::Query(_) => "query",
+        Command::Sql(_) => "sql",
+        Command::Demo(_) => "demo",
+        Command::Db(_) => "db",
+        Command::Import(_) => "import",
+        Command::Export(_) => "export",
+        Command::Token(_) => "token",
+        Command::Link(_) => "link",
+        Command::Mail(_) => "mail",
+        Command::WebhookSecret(_) => "webhook-secret",
+        Command::QueryWorker(_) => "query-worker",
     }
 }
 

@@ -64,7 +64,9 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
     }
     let answer = cx.submit(super::message_of("request", "request", req)?)?;
     output::answer_lines(&answer);
-    warn_if_unrouted(cx, &answer);
+    if cx.remote.is_none() {
+        warn_if_unrouted(cx, &answer);
+    }
     Ok(())
 }
 

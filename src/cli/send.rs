@@ -20,13 +20,12 @@ pub(crate) fn run(cx: &Context, args: SendArgs) -> Result<(), CliError> {
         Some(p) => std::fs::read_to_string(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?,
     };
-    let sender = cx.sender()?;
     let messages = cx.exchange.parse_text(&text)?;
     let total = messages.len();
     // Answers are printed as each message is applied, so when a later message fails the
     // caller still learns the refs of the earlier ones.
     for (i, message) in messages.into_iter().enumerate() {
-        match cx.exchange.submit(message, &sender) {
+        match cx.submit(message) {
             Ok(answer) => {
                 if i > 0 {
                     output::raw("---\n");
@@ -35,14 +34,14 @@ pub(crate) fn run(cx: &Context, args: SendArgs) -> Result<(), CliError> {
             }
             Err(e) if total > 1 => {
                 return Err(CliError::new(format!(
-                    "document {} of {total}: {e} (the documents before it were applied)",
-                    i + 1
+                    "document {} of {total}: {} (the documents before it were applied)",
+                    i + 1,
+                    e.message
                 )));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
-    cx.warn_stalled();
     Ok(())
 }
 

@@ -10,8 +10,7 @@ pub(crate) struct ShowArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: ShowArgs) -> Result<(), CliError> {
-    let who = cx.identity().unwrap_or_default();
-    let thread = cx.exchange.thread(&args.re, &who)?;
+    let thread = cx.thread(&args.re)?;
     output::raw(thread.text());
     Ok(())
 }

@@ -30,11 +30,16 @@ pub(crate) fn run(cx: &Context, args: StatusArgs) -> Result<(), CliError> {
 }
 
 fn one(cx: &Context, re: &str, format: Format) -> Result<(), CliError> {
-    let who = cx.identity().unwrap_or_default();
-    let thread = cx.exchange.thread(re, &who)?;
+    let thread = cx.thread(re)?;
     let v = ThreadView::of(&thread)?;
-    let queued = view::queue_position(&cx.exchange, &thread.envelope);
-    if let Some(note) = cx.exchange.notices_stalled() {
+    // A remote exchange's queue is its own: only a local one tells the position.
+    let queued = match cx.remote {
+        None => view::queue_position(&cx.exchange, &thread.envelope),
+        Some(_) => None,
+    };
+    if cx.remote.is_none()
+        && let Some(note) = cx.exchange.notices_stalled()
+    {
         output::warn(&note);
     }
     let value = || {
@@ -191,19 +196,34 @@ fn entry_line(entry: &ContentEntry) -> String {
     }
 }
 
+/// Threads a remote listing asks for per folder (the HTTP API's most).
+const REMOTE_LIMIT: usize = 1000;
+
 fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
-    for problem in cx.exchange.config_problems() {
-        output::warn(&problem);
-    }
-    if let Some(note) = cx.exchange.notices_stalled() {
-        output::warn(&note);
-    }
     let states: &[State] = if all {
         &State::ALL
     } else {
         &[State::Received, State::Executing]
     };
-    let (items, errors) = cx.exchange.list(states, all)?;
+    let (items, errors) = match &cx.remote {
+        Some(r) => {
+            let envelopes = r.run(r.remote.threads(states, REMOTE_LIMIT))?;
+            (envelopes.into_iter().map(|e| (e, ())).collect(), Vec::new())
+        }
+        None => {
+            for problem in cx.exchange.config_problems() {
+                output::warn(&problem);
+            }
+            if let Some(note) = cx.exchange.notices_stalled() {
+                output::warn(&note);
+            }
+            let (items, errors) = cx.exchange.list(states, all)?;
+            (
+                items.into_iter().map(|(e, _)| (e, ())).collect::<Vec<_>>(),
+                errors,
+            )
+        }
+    };
     match format {
         Format::Table => {
             let rows: Vec<Vec<String>> = items

@@ -17,6 +17,7 @@ const TOP: &[&str] = &[
     "http",
     "secret",
     "timezone",
+    "exchanges",
 ];
 
 const LIMITS: &[&str] = &[

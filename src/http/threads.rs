@@ -158,15 +158,52 @@ pub(crate) async fn list(
     ))
 }
 
-/// `GET /threads/{ref}`: the envelope and the messages of a thread the caller may see.
+/// The representation `GET /threads/{ref}` answers with.
+#[derive(Debug, Deserialize)]
+pub(crate) struct OneParams {
+    /// `messe-af`: the thread file's text, byte for byte (what `mess show` prints).
+    format: Option<String>,
+}
+
+/// `GET /threads/{ref}`: the envelope and the messages of a thread the caller may see; with
+/// `?format=messe-af`, the thread file itself (a remote `mess show` and `mess status` read it).
 pub(crate) async fn one(
     State(state): State<AppState>,
     Caller(caller): Caller,
     headers: HeaderMap,
     reference: Result<Path<String>, PathRejection>,
+    params: Result<Query<OneParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Path(reference) = reference.map_err(|e| ApiError::malformed(e.body_text()))?;
+    let Query(params) = params.map_err(|e| ApiError::malformed(e.body_text()))?;
     let ex = state.exchange.clone();
+    match params.format.as_deref() {
+        None => {}
+        Some("messe-af") => {
+            let text = state
+                .blocking(move || {
+                    ex.thread_for(&reference, &caller.id)
+                        .map(|t| t.text().to_owned())
+                })
+                .await??;
+            return Ok(Response::builder()
+                .header(
+                    axum::http::header::CONTENT_TYPE,
+                    "application/yaml; charset=utf-8",
+                )
+                .body(Body::from(text))
+                .unwrap_or_default());
+        }
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!(
+                    "format: unknown format {other:?} (messe-af, or none for the envelope and messages)"
+                ),
+            ));
+        }
+    }
     let value = state
         .blocking(move || thread_value(&ex, &reference, &caller.id))
         .await??;

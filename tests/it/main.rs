@@ -22,6 +22,7 @@ mod notebooks;
 mod outbound;
 mod query;
 mod query_limits;
+mod remote;
 mod spec_replay;
 mod support;
 mod tidy;
