@@ -59,6 +59,7 @@ const EXECUTOR: &[&str] = &[
     "tags",
     "access",
     "location",
+    "environment",
 ];
 
 /// The channels of an executor's `notify:`.
@@ -177,5 +178,13 @@ mod tests {
             ]
         );
         assert!(of("executors:\n  - id: r\n    notify: {sms: '+1555'}\n").is_empty());
+        // `environment` (what the executors view reads) is known: its near misses are caught.
+        assert!(of("executors:\n  r:\n    environment: [indoor]\n").is_empty());
+        assert_eq!(
+            of("executors:\n  r:\n    enviroment: [indoor]\n"),
+            ["config.yaml: executors.r.enviroment: unknown key; did you mean environment?"]
+        );
+        // Other exchanges by name are a top-level key.
+        assert!(of("exchanges:\n  house: {type: remote, url: 'http://h'}\n").is_empty());
     }
 }
