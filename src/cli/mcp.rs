@@ -57,7 +57,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             .then(|| SocketAddr::from(([127, 0, 0, 1], cx.config.http_port.unwrap_or(8420))))
     });
     let exchange = Arc::new(cx.exchange.clone());
-    let mut server = MessMcp::new(exchange.clone(), sender);
+    let mut server = MessMcp::new(exchange.clone(), sender).with_remotes(remotes(cx));
     if let Some(every) = output::env_millis("MESS_MCP_HEARTBEAT_MS") {
         server = server.with_heartbeat(every);
     }
@@ -132,4 +132,27 @@ async fn serve_http(
         crate::http::serve::Limits::defaults(),
         stop,
     )))
+}
+
+/// The remote entries of `exchanges:` as clients; an entry that cannot be used (no key, a bad
+/// URL) is reported and left out, so the tools name it as unknown.
+fn remotes(cx: &Context) -> Vec<(String, crate::remote::Remote)> {
+    let env_key = std::env::var("MESS_API_KEY")
+        .ok()
+        .filter(|k| !k.trim().is_empty());
+    let mut out = Vec::new();
+    for (name, entry) in &cx.config.exchanges {
+        let crate::cli::config::ExchangeEntry::Remote { url, api_key } = entry else {
+            continue;
+        };
+        let key = api_key
+            .clone()
+            .or_else(|| env_key.clone())
+            .unwrap_or_default();
+        match crate::remote::Remote::new(url, &key) {
+            Ok(r) => out.push((name.clone(), r)),
+            Err(e) => tracing::warn!(exchange = %name, "exchanges.{name}: {e}"),
+        }
+    }
+    out
 }

@@ -14,6 +14,10 @@ pub(crate) struct MessArgs {
     /// Use it for what the other tools cannot say: several requests at once, dependencies,
     /// attachments, replies to suggestions.
     pub message: String,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 /// `mess_observe`: ask someone to look at something.
@@ -39,6 +43,10 @@ pub(crate) struct ObserveArgs {
     /// return the ref at once. Above 50 only for clients that keep a call open on progress.
     #[serde(default = "default_observe_wait")]
     pub wait_s: u32,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 fn default_observe_wait() -> u32 {
@@ -70,6 +78,10 @@ pub(crate) struct DoArgs {
     /// return the ref at once.
     #[serde(default)]
     pub wait_s: u32,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 /// `mess_request`: the fields of `mess_observe` and `mess_do` together.
@@ -95,6 +107,10 @@ pub(crate) struct RequestArgs {
     /// background, normal (default), elevated or urgent.
     #[serde(default)]
     pub priority: String,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 /// A thread reference: `re`, or its alias `ref`.
@@ -107,6 +123,10 @@ pub(crate) struct StatusArgs {
     /// Same as `re`.
     #[serde(default, rename = "ref")]
     pub r#ref: String,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 /// `mess_reply`: answer an executor's questions or confirmation request.
@@ -131,6 +151,10 @@ pub(crate) struct ReplyArgs {
     /// Why, in a few words (optional).
     #[serde(default)]
     pub reason: String,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 /// `mess_answer`: answer one question (older clients).
@@ -180,6 +204,10 @@ pub(crate) struct CancelArgs {
     /// Why it is no longer needed (optional).
     #[serde(default)]
     pub reason: String,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 /// `mess_query`: read-only SQL over the exchange.

@@ -4,6 +4,7 @@
 //! text plus the same data as structured content; failures the model can fix are tool errors.
 
 pub(crate) mod args;
+mod elsewhere;
 mod resources;
 mod schemas;
 mod subscribe;
@@ -38,6 +39,9 @@ pub(crate) struct MessMcp {
     who: Sender,
     /// How often `mess_wait` tells the client it is still waiting.
     heartbeat: std::time::Duration,
+    /// Other exchanges tools may name (`exchange:`), by name: the remote entries of
+    /// `exchanges:` in config.yaml.
+    remotes: Arc<Vec<(String, crate::remote::Remote)>>,
     tool_router: ToolRouter<MessMcp>,
 }
 
@@ -50,8 +54,15 @@ impl MessMcp {
             who,
             // Well inside the 60 s many clients allow a call before giving up on it.
             heartbeat: std::time::Duration::from_secs(15),
+            remotes: Arc::default(),
             tool_router: MessMcp::tool_router(),
         }
+    }
+
+    /// The same server with other exchanges tools may name.
+    pub(crate) fn with_remotes(mut self, remotes: Vec<(String, crate::remote::Remote)>) -> MessMcp {
+        self.remotes = Arc::new(remotes);
+        self
     }
 
     /// The same server with another heartbeat interval for `mess_wait` (tests shorten it).

@@ -20,12 +20,12 @@ use crate::mcp::args::{
     YesNo, either,
 };
 use crate::mcp::threads::{all_threads, open_threads, status_of, with_queue_position};
-use crate::mcp::wait::{self, Woke};
+use crate::mcp::wait::{self, Woke, settles};
 use crate::mcp::{resources, schemas};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::Message;
-use crate::protocol::status::{Status, StatusDetails};
+use crate::protocol::status::StatusDetails;
 use crate::protocol::value::{Map, Value};
 
 fn strings(items: &[String]) -> Value {
@@ -61,6 +61,34 @@ fn request_body(a: &RequestArgs) -> Map {
 fn send(ex: &Exchange, who: &Sender, kind: &str, body: Map) -> Result<Value, Error> {
     let message = Message::single(kind, body)?;
     Ok(ex.submit(message, who)?.to_value())
+}
+
+/// The body of `mess_reply`'s reply payload.
+fn reply_body(ex: &Exchange, a: &ReplyArgs) -> Result<Map, Error> {
+    let mut body = Map::new();
+    body.insert("re", Value::str(needs_re(either(&a.re, &a.r#ref))?));
+    if !a.answers.is_empty() {
+        // Read straight from the JSON the client sent, under a message's limits.
+        let limits = crate::protocol::yaml::Limits::json_message(ex.settings().max_message_bytes);
+        body.insert(
+            "answers",
+            crate::protocol::yaml::value_from(
+                serde_json::Value::Object(a.answers.clone()),
+                &limits,
+            )
+            .map_err(|e| ProtocolError::invalid("answers", e.to_string()))?,
+        );
+    }
+    if let Some(c) = yes_no("confirm", &a.confirm)? {
+        body.insert("confirm", Value::Bool(c));
+    }
+    if let Some(c) = yes_no("accept", &a.accept)? {
+        body.insert("accept", Value::Bool(c));
+    }
+    if !a.reason.trim().is_empty() {
+        body.insert("reason", Value::str(a.reason.trim()));
+    }
+    Ok(body)
 }
 
 /// A protocol boolean from a tool argument: JSON true/false, or the words yes/no/true/false;
@@ -141,6 +169,9 @@ impl MessMcp {
         annotations(destructive_hint = true, open_world_hint = true)
     )]
     async fn mess(&self, Parameters(a): Parameters<MessArgs>) -> Result<CallToolResult, McpError> {
+        if let Some(target) = self.elsewhere(&a.exchange) {
+            return Ok(self.raw_elsewhere(target, a.message).await);
+        }
         Ok(self
             .call(move |ex, who| {
                 ex.take_body(&a.message, false, |message| {
@@ -168,6 +199,7 @@ impl MessMcp {
             confirm_before: false,
             needed_by: a.needed_by,
             priority: a.priority,
+            exchange: a.exchange,
         };
         Ok(self.request_and_wait(args, a.wait_s, ctx).await)
     }
@@ -190,6 +222,7 @@ impl MessMcp {
             confirm_before: a.confirm_before,
             needed_by: a.needed_by,
             priority: a.priority,
+            exchange: a.exchange,
         };
         Ok(self.request_and_wait(args, a.wait_s, ctx).await)
     }
@@ -203,6 +236,11 @@ impl MessMcp {
         &self,
         Parameters(a): Parameters<RequestArgs>,
     ) -> Result<CallToolResult, McpError> {
+        if let Some(target) = self.elsewhere(&a.exchange) {
+            return Ok(self
+                .send_elsewhere(target, "request", request_body(&a))
+                .await);
+        }
         Ok(self
             .call(move |ex, who| send(ex, who, "request", request_body(&a)))
             .await)
@@ -218,6 +256,9 @@ impl MessMcp {
         Parameters(a): Parameters<StatusArgs>,
     ) -> Result<CallToolResult, McpError> {
         let re = either(&a.re, &a.r#ref);
+        if let Some(target) = self.elsewhere(&a.exchange) {
+            return Ok(self.status_elsewhere(target, re).await);
+        }
         Ok(self
             .call(move |ex, who| {
                 if re.is_empty() {
@@ -240,35 +281,14 @@ impl MessMcp {
         &self,
         Parameters(a): Parameters<ReplyArgs>,
     ) -> Result<CallToolResult, McpError> {
+        if let Some(target) = self.elsewhere(&a.exchange) {
+            return Ok(match self.run(move |ex, _| reply_body(ex, &a)).await {
+                Ok(body) => self.send_elsewhere(target, "reply", body).await,
+                Err(failed) => failed,
+            });
+        }
         Ok(self
-            .call(move |ex, who| {
-                let mut body = Map::new();
-                body.insert("re", Value::str(needs_re(either(&a.re, &a.r#ref))?));
-                if !a.answers.is_empty() {
-                    // Read straight from the JSON the client sent, under a message's limits.
-                    let limits = crate::protocol::yaml::Limits::json_message(
-                        ex.settings().max_message_bytes,
-                    );
-                    body.insert(
-                        "answers",
-                        crate::protocol::yaml::value_from(
-                            serde_json::Value::Object(a.answers.clone()),
-                            &limits,
-                        )
-                        .map_err(|e| ProtocolError::invalid("answers", e.to_string()))?,
-                    );
-                }
-                if let Some(c) = yes_no("confirm", &a.confirm)? {
-                    body.insert("confirm", Value::Bool(c));
-                }
-                if let Some(c) = yes_no("accept", &a.accept)? {
-                    body.insert("accept", Value::Bool(c));
-                }
-                if !a.reason.trim().is_empty() {
-                    body.insert("reason", Value::str(a.reason.trim()));
-                }
-                send(ex, who, "reply", body)
-            })
+            .call(move |ex, who| send(ex, who, "reply", reply_body(ex, &a)?))
             .await)
     }
 
@@ -332,15 +352,23 @@ impl MessMcp {
         &self,
         Parameters(a): Parameters<CancelArgs>,
     ) -> Result<CallToolResult, McpError> {
+        let body = || -> Result<Map, Error> {
+            let mut body = Map::new();
+            body.insert("re", Value::str(needs_re(either(&a.re, &a.r#ref))?));
+            if !a.reason.trim().is_empty() {
+                body.insert("reason", Value::str(a.reason.trim()));
+            }
+            Ok(body)
+        };
+        let body = match body() {
+            Ok(b) => b,
+            Err(e) => return Ok(self.failure(&e)),
+        };
+        if let Some(target) = self.elsewhere(&a.exchange) {
+            return Ok(self.send_elsewhere(target, "cancel", body).await);
+        }
         Ok(self
-            .call(move |ex, who| {
-                let mut body = Map::new();
-                body.insert("re", Value::str(needs_re(either(&a.re, &a.r#ref))?));
-                if !a.reason.trim().is_empty() {
-                    body.insert("reason", Value::str(a.reason.trim()));
-                }
-                send(ex, who, "cancel", body)
-            })
+            .call(move |ex, who| send(ex, who, "cancel", body))
             .await)
     }
 
@@ -653,16 +681,6 @@ impl MessMcp {
     }
 }
 
-/// Whether a request in `status` is done waiting for: over, partly answered, or waiting for
-/// its requestor (questions, a confirmation).
-fn settles(status: Status) -> bool {
-    status.is_terminal()
-        || matches!(
-            status,
-            Status::Partial | Status::NeedsInput | Status::NeedsConfirmation
-        )
-}
-
 /// The ref the exchange's answer acknowledges (`MESS: [ack: {ref}]`).
 fn acked_ref(answer: &Value) -> Option<ThreadRef> {
     answer
@@ -684,6 +702,11 @@ impl MessMcp {
         wait_s: u32,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        if let Some(target) = self.elsewhere(&args.exchange) {
+            return self
+                .request_elsewhere(target, request_body(&args), wait_s, ctx)
+                .await;
+        }
         let create =
             move |ex: &Exchange, who: &Sender| send(ex, who, "request", request_body(&args));
         if wait_s == 0 {

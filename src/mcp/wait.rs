@@ -124,3 +124,14 @@ impl MessMcp {
         }
     }
 }
+
+/// Whether a request in `status` is done waiting for: over, partly answered, or waiting for
+/// its requestor (questions, a confirmation).
+pub(crate) fn settles(status: crate::protocol::status::Status) -> bool {
+    use crate::protocol::status::Status;
+    status.is_terminal()
+        || matches!(
+            status,
+            Status::Partial | Status::NeedsInput | Status::NeedsConfirmation
+        )
+}

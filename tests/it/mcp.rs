@@ -472,3 +472,103 @@ fn agent_mail_through_mcp_tools() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn tools_act_on_a_remote_exchange_named_by_exchange_and_the_local_one_keeps_working() {
+    use crate::support::server::Server;
+    let house = Home::with_config(CONFIG);
+    let agent = house
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let robot = house
+        .ok(&["token", "executor", "roomba-kitchen"])
+        .trim()
+        .to_owned();
+    let server = Server::start(&house);
+    let laptop = Home::with_config(&format!(
+        "{CONFIG}exchanges:\n  house:\n    type: remote\n    url: http://127.0.0.1:{}\n    api_key: ${{HOUSE_KEY}}\n",
+        server.port
+    ));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", laptop.path())
+            .env("MESS_AGENT_ID", "claude-agent")
+            .env("HOUSE_KEY", &agent);
+        let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let call = |name: &'static str, a: serde_json::Value| tool(&client, name, a);
+
+        // A request on the house exchange, answered as from there.
+        let r = call(
+            "mess_do",
+            serde_json::json!({"intent": "vacuum the kitchen", "requires": ["vacuum-floor"], "exchange": "house"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let s = r.structured_content.clone().unwrap();
+        assert_eq!(s["exchange"], "house", "{s}");
+        let thread = s["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
+        assert!(house.ok(&["status", &thread, "--as", "claude-agent"]).contains("pending"));
+        let err = laptop.fails(&["show", &thread, "--as", "claude-agent"], 1);
+        assert!(err.contains("not found") || err.contains("no thread"), "{err}");
+
+        // Its status there; a robot of the house answers; a wait on it sees the answer.
+        let st = call("mess_status", serde_json::json!({"re": thread, "exchange": "house"})).await;
+        assert_eq!(st.is_error, Some(false), "{}", text(&st));
+        assert!(text(&st).contains("exchange: house"), "{}", text(&st));
+        let observed = call(
+            "mess_observe",
+            serde_json::json!({"intent": "is the hall clean?", "exchange": "house", "wait_s": 1}),
+        )
+        .await;
+        let o = observed.structured_content.clone().unwrap();
+        assert_eq!(o["timed_out"], true, "{o}");
+        assert_eq!(o["thread"]["exchange"], "house", "{o}");
+        house.ok(&["claim", &thread, "--as", "roomba-kitchen"]);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mess"))
+            .args(["--exchange", &format!("http://127.0.0.1:{}", server.port)])
+            .args(["complete", &thread, "--text", "kitchen done"])
+            .env("MESS_API_KEY", &robot)
+            .env("MESS_HOME", laptop.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let done = call("mess_status", serde_json::json!({"re": thread, "exchange": "house"})).await;
+        assert!(text(&done).contains("kitchen done"), "{}", text(&done));
+
+        // Open requests of the house, and a cancel there.
+        let open = call("mess_status", serde_json::json!({"exchange": "house"})).await;
+        assert!(text(&open).contains("is the hall clean?"), "{}", text(&open));
+        let observed_ref = o["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
+        assert_ne!(observed_ref, thread);
+        let c = call(
+            "mess_cancel",
+            serde_json::json!({"re": observed_ref, "reason": "never mind", "exchange": "house"}),
+        )
+        .await;
+        assert_eq!(c.is_error, Some(false), "{}", text(&c));
+        assert!(house
+            .ok(&["status", &observed_ref, "--as", "claude-agent"])
+            .contains("cancelled"));
+
+        // The local exchange is this home; an unknown name is refused with the known ones.
+        let here = call("mess_do", serde_json::json!({"intent": "dice the onions"})).await;
+        assert_eq!(here.is_error, Some(false), "{}", text(&here));
+        assert!(here.structured_content.clone().unwrap().get("exchange").is_none());
+        let bad = call("mess_status", serde_json::json!({"exchange": "nowhere"})).await;
+        assert_eq!(bad.is_error, Some(true));
+        assert!(text(&bad).contains("known: primary, house"), "{}", text(&bad));
+
+        // The house goes down: its calls fail clearly, this exchange keeps working.
+        drop(server);
+        let down = call("mess_status", serde_json::json!({"re": thread, "exchange": "house"})).await;
+        assert_eq!(down.is_error, Some(true));
+        assert!(text(&down).contains("unreachable"), "{}", text(&down));
+        let mine = call("mess_status", serde_json::json!({})).await;
+        assert_eq!(mine.is_error, Some(false), "{}", text(&mine));
+        assert!(text(&mine).contains("dice the onions"), "{}", text(&mine));
+        client.cancel().await.unwrap();
+    });
+}
