@@ -198,6 +198,55 @@ impl MessMcp {
         answer(&Value::Map(out))
     }
 
+    /// `mess_status`'s listing of this exchange (`local`) with the threads of every remote
+    /// exchange appended, each marked; an exchange that does not answer is named under
+    /// `unreachable` instead of failing the listing.
+    pub(crate) async fn with_other_exchanges(
+        &self,
+        local: CallToolResult,
+        all: bool,
+    ) -> CallToolResult {
+        if self.remotes.is_empty() {
+            return local;
+        }
+        let mut out = match local
+            .structured_content
+            .as_ref()
+            .and_then(|v| serde_json::from_value::<Value>(v.clone()).ok())
+        {
+            Some(Value::Map(m)) => m,
+            _ => return local,
+        };
+        let mut threads: Vec<Value> = match out.get("threads") {
+            Some(Value::Seq(items)) => items.iter().map(|t| marked(t.clone(), "primary")).collect(),
+            _ => Vec::new(),
+        };
+        let states: &[State] = if all {
+            &State::ALL
+        } else {
+            &[State::Received, State::Executing]
+        };
+        let mut unreachable = Vec::new();
+        for (name, remote) in self.remotes.iter() {
+            match remote.threads(states, LIST_LIMIT).await {
+                Ok(list) => {
+                    threads.extend(list.iter().map(|e| marked(view::thread_summary(e), name)))
+                }
+                Err(e) => {
+                    let mut m = Map::new();
+                    m.insert("exchange", Value::str(name));
+                    m.insert("error", Value::str(e.to_string()));
+                    unreachable.push(Value::Map(m));
+                }
+            }
+        }
+        out.insert("threads", Value::Seq(threads));
+        if !unreachable.is_empty() {
+            out.insert("unreachable", Value::Seq(unreachable));
+        }
+        answer(&Value::Map(out))
+    }
+
     /// One thread of `target` as `mess_status` shows it, with its status.
     async fn view_elsewhere(
         &self,

@@ -64,7 +64,7 @@ fn thread_summary() -> Value {
 pub(crate) fn status() -> Arc<JsonObject> {
     object(json!({
         "type": "object",
-        "description": "With re: the thread's envelope fields, `state`, the latest status details under the status name (questions under needs_input, action and consequences under needs_confirmation), and when finished `response` (the executor's content) and `notes`; while pending, `queue_position`. Without re: `threads`, your open requests.",
+        "description": "With re: the thread's envelope fields, `state`, the latest status details under the status name (questions under needs_input, action and consequences under needs_confirmation), and when finished `response` (the executor's content) and `notes`; while pending, `queue_position`. Without re: `threads`, your open requests (with other exchanges configured, theirs too, each marked with `exchange`; `unreachable` names those that did not answer).",
         "properties": {
             "ref": {"type": "string"},
             "status": {"type": "string"},
@@ -79,7 +79,8 @@ pub(crate) fn status() -> Arc<JsonObject> {
             "unmet_hints": {"type": "array", "items": {"type": "string"}},
             "messages": {"type": "integer"},
             "queue_position": {"type": "integer", "description": "while pending: 1 is the next request an executor is offered"},
-            "threads": {"type": "array", "items": thread_summary()}
+            "threads": {"type": "array", "items": thread_summary()},
+            "unreachable": {"type": "array", "items": {"type": "object"}}
         }
     }))
 }

@@ -259,7 +259,11 @@ impl MessMcp {
         if let Some(target) = self.elsewhere(&a.exchange) {
             return Ok(self.status_elsewhere(target, re).await);
         }
-        Ok(self
+        let listing = re.is_empty() || re == ALL;
+        // A listing without `exchange` covers every exchange; `primary` names this one only.
+        let everywhere = listing && a.exchange.trim().is_empty();
+        let all = re == ALL;
+        let result = self
             .call(move |ex, who| {
                 if re.is_empty() {
                     open_threads(ex, &who.id)
@@ -269,7 +273,11 @@ impl MessMcp {
                     status_of(ex, &who.id, &re)
                 }
             })
-            .await)
+            .await;
+        if everywhere && result.is_error != Some(true) {
+            return Ok(self.with_other_exchanges(result, all).await);
+        }
+        Ok(result)
     }
 
     #[tool(

@@ -557,6 +557,25 @@ fn tools_act_on_a_remote_exchange_named_by_exchange_and_the_local_one_keeps_work
         let here = call("mess_do", serde_json::json!({"intent": "dice the onions"})).await;
         assert_eq!(here.is_error, Some(false), "{}", text(&here));
         assert!(here.structured_content.clone().unwrap().get("exchange").is_none());
+        // Without `exchange`, the listing covers every exchange, each thread marked.
+        let plants = call(
+            "mess_do",
+            serde_json::json!({"intent": "water the plants", "exchange": "house"}),
+        )
+        .await;
+        assert_eq!(plants.is_error, Some(false), "{}", text(&plants));
+        let every = call("mess_status", serde_json::json!({})).await;
+        let listed = every.structured_content.clone().unwrap();
+        let marks: Vec<(String, String)> = listed["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["intent"].as_str().unwrap().to_owned(), t["exchange"].as_str().unwrap().to_owned()))
+            .collect();
+        assert!(marks.contains(&("water the plants".to_owned(), "house".to_owned())), "{marks:?}");
+        assert!(marks.contains(&("dice the onions".to_owned(), "primary".to_owned())), "{marks:?}");
+        let only_here = call("mess_status", serde_json::json!({"exchange": "primary"})).await;
+        assert!(!text(&only_here).contains("water the plants"), "{}", text(&only_here));
         let bad = call("mess_status", serde_json::json!({"exchange": "nowhere"})).await;
         assert_eq!(bad.is_error, Some(true));
         assert!(text(&bad).contains("known: primary, house"), "{}", text(&bad));
@@ -569,6 +588,8 @@ fn tools_act_on_a_remote_exchange_named_by_exchange_and_the_local_one_keeps_work
         let mine = call("mess_status", serde_json::json!({})).await;
         assert_eq!(mine.is_error, Some(false), "{}", text(&mine));
         assert!(text(&mine).contains("dice the onions"), "{}", text(&mine));
+        let gone = mine.structured_content.clone().unwrap();
+        assert_eq!(gone["unreachable"][0]["exchange"], "house", "{gone}");
         client.cancel().await.unwrap();
     });
 }
