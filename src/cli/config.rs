@@ -178,6 +178,7 @@ impl Config {
 fn read_exchanges(value: &Value) -> Result<Vec<(String, ExchangeEntry)>, String> {
     let map = match value {
         Value::Null => return Ok(Vec::new()),
+        Value::Seq(items) if items.is_empty() => return Ok(Vec::new()),
         Value::Map(m) => m,
         other => {
             return Err(format!(

@@ -165,6 +165,10 @@ pub(crate) struct AnswerArgs {
     pub r#ref: String,
     /// The answer text; with a single open question it answers that one.
     pub answer: String,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
 }
 
 /// A protocol boolean (`confirm: true`) as a tool argument: JSON true or false, or, as older

@@ -247,6 +247,27 @@ impl MessMcp {
         answer(&Value::Map(out))
     }
 
+    /// `mess_answer` on `target`: the thread is read there, the reply sent there.
+    pub(crate) async fn answer_elsewhere(
+        &self,
+        target: Result<Target, CallToolResult>,
+        re: String,
+        text: String,
+    ) -> CallToolResult {
+        let target = match target {
+            Ok(t) => t,
+            Err(failed) => return failed,
+        };
+        let thread = match target.remote.thread(&re).await {
+            Ok(t) => t,
+            Err(e) => return failed(&e),
+        };
+        match crate::mcp::tools::answer_body(&thread, &re, &text) {
+            Ok(body) => self.send_elsewhere(Ok(target), "reply", body).await,
+            Err(e) => self.failure(&e),
+        }
+    }
+
     /// One thread of `target` as `mess_status` shows it, with its status.
     async fn view_elsewhere(
         &self,

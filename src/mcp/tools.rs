@@ -91,6 +91,49 @@ fn reply_body(ex: &Exchange, a: &ReplyArgs) -> Result<Map, Error> {
     Ok(body)
 }
 
+/// The reply that answers the one open question of `thread` with `answer` (`mess_answer`).
+pub(crate) fn answer_body(
+    thread: &crate::store::thread::ThreadFile,
+    re: &str,
+    answer: &str,
+) -> Result<Map, Error> {
+    let view = ThreadView::of(&thread)?;
+    let questions = match view.current.as_ref().map(|s| &s.details) {
+        Some(StatusDetails::NeedsInput { questions }) => questions.clone(),
+        _ => Vec::new(),
+    };
+    let field = match questions.as_slice() {
+        [only] => only.field.clone(),
+        [] => {
+            return Err(ProtocolError::invalid(
+                "ref",
+                format!("{} has no open question", re.trim()),
+            )
+            .into());
+        }
+        many => {
+            return Err(ProtocolError::invalid(
+                "answer",
+                format!(
+                    "{} questions are open ({}); answer them with mess_reply",
+                    many.len(),
+                    many.iter()
+                        .map(|q| q.field.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .into());
+        }
+    };
+    let mut answers = Map::new();
+    answers.insert(field, Value::str(answer));
+    let mut body = Map::new();
+    body.insert("re", Value::str(thread.envelope.thread_ref.as_str()));
+    body.insert("answers", Value::Map(answers));
+    Ok(body)
+}
+
 /// A protocol boolean from a tool argument: JSON true/false, or the words yes/no/true/false;
 /// absent, null or empty as none.
 fn yes_no(field: &str, given: &YesNo) -> Result<Option<bool>, Error> {
@@ -309,44 +352,13 @@ impl MessMcp {
         &self,
         Parameters(a): Parameters<AnswerArgs>,
     ) -> Result<CallToolResult, McpError> {
+        if let Some(target) = self.elsewhere(&a.exchange) {
+            return Ok(self.answer_elsewhere(target, a.r#ref, a.answer).await);
+        }
         Ok(self
             .call(move |ex, who| {
                 let thread = ex.thread_for(a.r#ref.trim(), &who.id)?;
-                let view = ThreadView::of(&thread)?;
-                let questions = match view.current.as_ref().map(|s| &s.details) {
-                    Some(StatusDetails::NeedsInput { questions }) => questions.clone(),
-                    _ => Vec::new(),
-                };
-                let field = match questions.as_slice() {
-                    [only] => only.field.clone(),
-                    [] => {
-                        return Err(ProtocolError::invalid(
-                            "ref",
-                            format!("{} has no open question", a.r#ref.trim()),
-                        )
-                        .into());
-                    }
-                    many => {
-                        return Err(ProtocolError::invalid(
-                            "answer",
-                            format!(
-                                "{} questions are open ({}); answer them with mess_reply",
-                                many.len(),
-                                many.iter()
-                                    .map(|q| q.field.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        )
-                        .into());
-                    }
-                };
-                let mut answers = Map::new();
-                answers.insert(field, Value::str(&a.answer));
-                let mut body = Map::new();
-                body.insert("re", Value::str(thread.envelope.thread_ref.as_str()));
-                body.insert("answers", Value::Map(answers));
-                send(ex, who, "reply", body)
+                send(ex, who, "reply", answer_body(&thread, &a.r#ref, &a.answer)?)
             })
             .await)
     }

@@ -553,6 +553,31 @@ fn tools_act_on_a_remote_exchange_named_by_exchange_and_the_local_one_keeps_work
             .ok(&["status", &observed_ref, "--as", "claude-agent"])
             .contains("cancelled"));
 
+        // A question from the house's robot, answered there.
+        let fridge = call(
+            "mess_do",
+            serde_json::json!({"intent": "clean the fridge", "exchange": "house"}),
+        )
+        .await;
+        let fridge = fridge.structured_content.clone().unwrap()["MESS"][1]["ack"]["ref"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        house.ok(&["claim", &fridge, "--as", "roomba-kitchen"]);
+        house.ok(&[
+            "update", &fridge, "--as", "roomba-kitchen", "--status", "needs_input",
+            "--question", "shelves: which shelves?",
+        ]);
+        let answered = call(
+            "mess_answer",
+            serde_json::json!({"ref": fridge, "answer": "the top two", "exchange": "house"}),
+        )
+        .await;
+        assert_eq!(answered.is_error, Some(false), "{}", text(&answered));
+        assert!(house
+            .ok(&["show", &fridge, "--as", "claude-agent"])
+            .contains("the top two"));
+
         // The local exchange is this home; an unknown name is refused with the known ones.
         let here = call("mess_do", serde_json::json!({"intent": "dice the onions"})).await;
         assert_eq!(here.is_error, Some(false), "{}", text(&here));

@@ -1,6 +1,7 @@
 //! The agent host's MCP configuration the implementation plan names,
 //! `~/.config/mess-mcp/config.yaml` (`$XDG_CONFIG_HOME/mess-mcp/config.yaml` when that is set):
-//! `agent_id`, `exchange: {type: local, path}`, and the home settings it may carry.
+//! `agent_id`, `exchange: {type: local, path}`, other `exchanges:`, and the home settings it
+//! may carry.
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +25,8 @@ pub(crate) struct McpFile {
 
 impl McpFile {
     /// The top-level keys that are the home's settings.
-    pub(crate) const SHARED: [&'static str; 4] = ["dispatch", "http", "secret", "limits"];
+    pub(crate) const SHARED: [&'static str; 5] =
+        ["dispatch", "http", "secret", "limits", "exchanges"];
 
     /// Where the file is looked for: `$XDG_CONFIG_HOME/mess-mcp/config.yaml`, else
     /// `$HOME/.config/mess-mcp/config.yaml`.
@@ -86,7 +88,7 @@ impl McpFile {
                 k if McpFile::SHARED.contains(&k) => file.shared.insert(k, value.clone()),
                 // The plan's comment names later settings; they are reported, not failed on.
                 other => file.problems.push(format!(
-                    "{}: unknown key {other:?} (known: agent_id, exchange, dispatch, http, secret, limits)",
+                    "{}: unknown key {other:?} (known: agent_id, exchange, exchanges, dispatch, http, secret, limits)",
                     path.display()
                 )),
             }
@@ -136,13 +138,15 @@ mod tests {
 
     #[test]
     fn reads_the_plans_example() {
-        let text = "agent_id: claude-agent\nexchange:\n  type: local\n  path: /tmp/h\ndispatch:\n  slack:\n    bot_token: x\nhttp:\n  enabled: true\n  port: 8420\nexchanges: []\n";
+        let text = "agent_id: claude-agent\nexchange:\n  type: local\n  path: /tmp/h\ndispatch:\n  slack:\n    bot_token: x\nhttp:\n  enabled: true\n  port: 8420\nexchanges:\n  moltbook:\n    type: remote\n    url: https://moltbook.net/mess\n    api_key: k\nmoltbook: 1\n";
         let f = McpFile::parse(Path::new("c.yaml"), text).unwrap();
         assert_eq!(f.agent_id.as_deref(), Some("claude-agent"));
         assert_eq!(f.home.as_deref(), Some(Path::new("/tmp/h")));
         assert!(f.shared.contains_key("dispatch") && f.shared.contains_key("http"));
+        // The plan's `exchanges:` is the home's setting too (for `mess mcp`'s tools).
+        assert!(f.shared.contains_key("exchanges"));
         assert_eq!(f.problems.len(), 1, "{:?}", f.problems);
-        assert!(f.problems[0].contains("\"exchanges\""));
+        assert!(f.problems[0].contains("\"moltbook\""));
     }
 
     #[test]
