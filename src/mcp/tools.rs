@@ -97,7 +97,7 @@ pub(crate) fn answer_body(
     re: &str,
     answer: &str,
 ) -> Result<Map, Error> {
-    let view = ThreadView::of(&thread)?;
+    let view = ThreadView::of(thread)?;
     let questions = match view.current.as_ref().map(|s| &s.details) {
         Some(StatusDetails::NeedsInput { questions }) => questions.clone(),
         _ => Vec::new(),
