@@ -262,7 +262,10 @@ impl MessMcp {
             Ok(t) => t,
             Err(e) => return failed(&e),
         };
-        match crate::mcp::tools::answer_body(&thread, &re, &text) {
+        let body = ThreadView::of(&thread).and_then(|view| {
+            crate::mcp::tools::answer_body(&view, thread.envelope.thread_ref.as_str(), &re, &text)
+        });
+        match body {
             Ok(body) => self.send_elsewhere(Ok(target), "reply", body).await,
             Err(e) => self.failure(&e),
         }

@@ -91,13 +91,14 @@ fn reply_body(ex: &Exchange, a: &ReplyArgs) -> Result<Map, Error> {
     Ok(body)
 }
 
-/// The reply that answers the one open question of `thread` with `answer` (`mess_answer`).
+/// The reply that answers the one open question of the thread `view` shows (`thread_ref`)
+/// with `answer` (`mess_answer`).
 pub(crate) fn answer_body(
-    thread: &crate::store::thread::ThreadFile,
+    view: &ThreadView,
+    thread_ref: &str,
     re: &str,
     answer: &str,
 ) -> Result<Map, Error> {
-    let view = ThreadView::of(thread)?;
     let questions = match view.current.as_ref().map(|s| &s.details) {
         Some(StatusDetails::NeedsInput { questions }) => questions.clone(),
         _ => Vec::new(),
@@ -129,7 +130,7 @@ pub(crate) fn answer_body(
     let mut answers = Map::new();
     answers.insert(field, Value::str(answer));
     let mut body = Map::new();
-    body.insert("re", Value::str(thread.envelope.thread_ref.as_str()));
+    body.insert("re", Value::str(thread_ref));
     body.insert("answers", Value::Map(answers));
     Ok(body)
 }
@@ -358,7 +359,13 @@ impl MessMcp {
         Ok(self
             .call(move |ex, who| {
                 let thread = ex.thread_for(a.r#ref.trim(), &who.id)?;
-                send(ex, who, "reply", answer_body(&thread, &a.r#ref, &a.answer)?)
+                let body = answer_body(
+                    &ThreadView::of(&thread)?,
+                    thread.envelope.thread_ref.as_str(),
+                    &a.r#ref,
+                    &a.answer,
+                )?;
+                send(ex, who, "reply", body)
             })
             .await)
     }
