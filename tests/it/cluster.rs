@@ -696,19 +696,8 @@ executors:
         .iter()
         .map(|r| format!("{r}.robot.webhook.new"))
         .collect();
-    let hits = services.wait_for(Duration::from_secs(60), |hits| {
-        wanted.iter().all(|w| {
-            hits.iter()
-                .any(|h| h.headers.get("x-mess-delivery").is_some_and(|d| d == w))
-        })
-    });
-    let delivered: Vec<&String> = hits
-        .iter()
-        .filter_map(|h| h.headers.get("x-mess-delivery"))
-        .collect();
-    for w in &wanted {
-        assert!(delivered.contains(&w), "{w} was never sent: {delivered:?}");
-    }
+    let missing = unsent(&services, &wanted, Duration::from_secs(60));
+    assert!(missing.is_empty(), "never sent: {missing:?}");
     // Every delivery is recorded as sent, on one shelf, in the database.
     let mut client = pg.client();
     let queued: i64 = client
@@ -1056,17 +1045,7 @@ executors:
         .map(|r| format!("{r}.robot.webhook.new"))
         .collect();
     // Three rounds of 2.5 s; a delivery left to wait out its lease would take 30 s.
-    let hits = services.wait_for(Duration::from_secs(20), |hits| {
-        wanted.iter().all(|w| {
-            hits.iter()
-                .any(|h| h.headers.get("x-mess-delivery").is_some_and(|d| d == w))
-        })
-    });
-    let delivered: Vec<&String> = hits
-        .iter()
-        .filter_map(|h| h.headers.get("x-mess-delivery"))
-        .collect();
-    let missing: Vec<&String> = wanted.iter().filter(|w| !delivered.contains(w)).collect();
+    let missing = unsent(&services, &wanted, Duration::from_secs(20));
     assert!(
         missing.is_empty(),
         "after {:?}, {} deliveries not sent: {missing:?}",
@@ -1074,4 +1053,28 @@ executors:
         missing.len()
     );
     drop(server);
+}
+
+/// The delivery ids of `wanted` that `services` has not received (by `x-mess-delivery`) when
+/// all of them have arrived or `within` has passed.
+fn unsent(
+    services: &crate::support::recorder::Recorder,
+    wanted: &[String],
+    within: Duration,
+) -> Vec<String> {
+    let arrived = |hits: &[crate::support::recorder::Hit]| -> Vec<String> {
+        hits.iter()
+            .filter_map(|h| h.headers.get("x-mess-delivery").cloned())
+            .collect()
+    };
+    let hits = services.wait_for(within, |hits| {
+        let got = arrived(hits);
+        wanted.iter().all(|w| got.contains(w))
+    });
+    let got = arrived(&hits);
+    wanted
+        .iter()
+        .filter(|w| !got.contains(w))
+        .cloned()
+        .collect()
 }
