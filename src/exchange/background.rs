@@ -1,14 +1,15 @@
-//! The home's background work (routing passes, deadlines, mail pruning, notice delivery), done
-//! by exactly one long-lived process per home: whichever `mess serve` or `mess mcp` takes the
-//! worker lock first. The others stand by and take over when it exits, so a household running
-//! only an agent host's `mess mcp` still notifies its executors. In tier 1 the lock is the
-//! database's (one node at a time), and every node sends notices.
+//! The home's background work (routing passes, deadlines, mail pruning, notice delivery,
+//! following peer exchanges), done by exactly one long-lived process per home: whichever
+//! `mess serve` or `mess mcp` takes the worker lock first. The others stand by and take over
+//! when it exits, so a household running only an agent host's `mess mcp` still notifies its
+//! executors. In tier 1 the lock is the database's (one node at a time), and every node sends
+//! notices.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::exchange::{Exchange, deliver, mail_sweep, route, sweep};
+use crate::exchange::{Exchange, deliver, federation, mail_sweep, route, sweep};
 use crate::notify::Notifier;
 use crate::store::outbox::Shelf;
 
@@ -59,6 +60,7 @@ pub fn run(
             route::run(ex.clone(), stop.clone(), retry),
             sweep::run(ex.clone(), stop.clone()),
             mail_sweep::run(ex.clone(), stop.clone()),
+            federation::run(ex.clone(), stop.clone()),
         ];
         tasks.push(match everywhere {
             Some(task) => task,

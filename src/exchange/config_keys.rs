@@ -56,6 +56,7 @@ const EXECUTOR: &[&str] = &[
     "schedule",
     "timezone",
     "notify",
+    "exchange",
     "tags",
     "access",
     "location",

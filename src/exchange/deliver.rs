@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{Error, Exchange, access};
+use crate::exchange::{Error, Exchange, access, federation};
 use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
@@ -22,7 +22,7 @@ use crate::protocol::envelope::EXCHANGE;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::Status;
 use crate::protocol::time::{self, Timestamp};
-use crate::protocol::value::Value;
+use crate::protocol::value::{Map, Value};
 use crate::store::error::StoreError;
 use crate::store::outbox::{Attempt, Delivery, Shelf};
 use crate::store::{Edit, IndexKey};
@@ -89,6 +89,28 @@ impl Exchange {
             };
             // What `re: last` names when this executor sends it: the thread it was offered last.
             self.store().remember(id, &[(IndexKey::LastWork, thread)])?;
+            // A forwarding executor's one "channel" is its peer exchange.
+            if let Some(peer) = spec.extra.get("exchange") {
+                let mut target = Map::new();
+                if let Some(url) = peer.as_map().and_then(|m| m.get("url")) {
+                    target.insert("url", url.clone());
+                }
+                out.push(Delivery {
+                    id: format!("{thread}.{id}.{}.{kind}", federation::CHANNEL),
+                    thread: thread.to_string(),
+                    executor: id.clone(),
+                    channel: federation::CHANNEL.to_owned(),
+                    target: Value::Map(target),
+                    kind: kind.to_owned(),
+                    created: now,
+                    due: now,
+                    attempts: Vec::new(),
+                    provider_ref: None,
+                    previous: None,
+                    outcome: None,
+                });
+                continue;
+            }
             let Some(notify) = spec.extra.get("notify") else {
                 continue;
             };
@@ -752,8 +774,40 @@ enum Attempted {
     Stuck,
 }
 
+/// One attempt to forward a thread to the peer exchange its executor stands for, recorded as
+/// any delivery's attempt (retries with backoff; a final failure noted in the thread).
+async fn forward(ex: &Exchange, d: &Delivery) -> Attempted {
+    let outcome = match federation::forward(ex, d).await {
+        federation::Forwarded::Sent(sent) => Ok(sent),
+        federation::Forwarded::Failed(e) => Err(e),
+        federation::Forwarded::Moot(why) => {
+            let (worker, mut delivery) = (ex.clone(), d.clone());
+            delivery.outcome = Some(format!("moot: {why}"));
+            let _ = tokio::task::spawn_blocking(move || {
+                worker.store().shelve(&delivery, Shelf::Queue, Shelf::Done)
+            })
+            .await;
+            return Attempted::Finished;
+        }
+    };
+    if let Err(e) = &outcome {
+        tracing::info!(delivery = %d.id, error = %e, "forwarding attempt failed");
+    }
+    let (worker, delivery) = (ex.clone(), d.clone());
+    match tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, false, outcome))
+        .await
+    {
+        Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
+        Ok(Ok(None)) => Attempted::Finished,
+        _ => Attempted::Stuck,
+    }
+}
+
 /// One attempt of one delivery: prepare and record off the async workers, send on them.
 async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
+    if d.channel == federation::CHANNEL {
+        return forward(ex, d).await;
+    }
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
     let (channel, outcome) = match prepared {

@@ -17,6 +17,7 @@ pub mod deliver;
 pub mod demo;
 pub mod directory;
 pub mod error;
+pub mod federation;
 mod lifecycle;
 pub mod mail_sweep;
 mod plan;

@@ -49,6 +49,7 @@ pub(crate) fn check(
     for req in incoming {
         req.request
             .check_requires(&format!("MESS[{}].request", req.index))?;
+        ex.check_chain(&req.request.extra, &format!("MESS[{}].request", req.index))?;
     }
     for req in incoming {
         if let Some(at) = req.request.expires_at(now)

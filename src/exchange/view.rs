@@ -221,6 +221,18 @@ pub(crate) fn check_config(
             &ex.settings().dispatch.webhook_allow,
         )?;
     }
+    if let Some(peer) = exec.extra.get("exchange") {
+        let path = format!("MESS[{index}].config.executor.exchange");
+        // Where requests may be forwarded (with which key) is the operator's decision.
+        if sender.role.is_some() {
+            return Err(ProtocolError::forbidden(format!(
+                "{path}: forwarding to another exchange is set in config.yaml or by the operator, not with a key"
+            ))
+            .into());
+        }
+        crate::exchange::federation::peer_of(&exec.id, peer, ex.settings().dispatch.expand)
+            .map_err(|why| ProtocolError::invalid(path, why))?;
+    }
     let sender = sender.id.as_str();
     match dir.origin(&exec.id) {
         Some(Origin::ConfigFile) => Err(ProtocolError::forbidden(format!(

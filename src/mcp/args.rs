@@ -269,6 +269,10 @@ pub(crate) struct WaitArgs {
     /// Longest wait in seconds (default and most 50); call again to keep waiting.
     #[serde(default = "default_wait")]
     pub timeout_s: u32,
+    /// The exchange to wait on: a name from `exchanges:`, or "primary" for this one. Empty
+    /// and without `re`: every exchange (each change says which).
+    #[serde(default)]
+    pub exchange: String,
 }
 
 fn default_wait() -> u32 {

@@ -2,19 +2,25 @@
 //! message a tool builds goes to that exchange's HTTP API with its key, and every answer says
 //! which exchange it came from, so refs stay unambiguous across exchanges.
 
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use crate::exchange::view::{self, ThreadView};
-use crate::mcp::wait::{self, settles};
+use crate::mcp::threads::{all_threads, open_threads};
+use crate::mcp::wait::{self, Heard, Here, Woke, Word, settles};
 use crate::mcp::{MessMcp, answer};
+use crate::protocol::emit;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::{State, Status};
 use crate::protocol::value::{Map, Value};
-use crate::remote::Remote;
+use crate::remote::{Remote, RemoteEvent, RemoteEvents};
 
 /// A remote exchange a tool call names: its name in `exchanges:` and its client.
 pub(crate) struct Target {
@@ -22,8 +28,30 @@ pub(crate) struct Target {
     remote: Remote,
 }
 
-/// How often a wait on a remote exchange reads the thread again.
-const POLL_EVERY: Duration = Duration::from_secs(1);
+/// The id of the last event heard from each remote exchange, by name: a wait resumes there
+/// (`Last-Event-ID`), so a change between two waits is not missed where the remote keeps a
+/// change feed.
+pub(crate) type Cursors = Arc<Mutex<HashMap<String, String>>>;
+
+/// The watchers of other exchanges one wait listens to; dropping it stops them.
+pub(crate) struct Watchers {
+    tasks: JoinSet<()>,
+    tx: mpsc::Sender<Word>,
+    pub(crate) rx: mpsc::Receiver<Word>,
+}
+
+/// What one watcher watches.
+struct Watch {
+    name: String,
+    remote: Remote,
+    /// The thread (its ref there); `None`: every thread the key may see.
+    thread: Option<String>,
+    /// A stream opened already (before the thread was read, so nothing falls between).
+    stream: Option<RemoteEvents>,
+    until: tokio::time::Instant,
+    /// Stop after the first word (`mess_wait`) or go on until `until` (a request's wait).
+    once: bool,
+}
 
 /// Threads a remote listing asks for per folder.
 const LIST_LIMIT: usize = 1000;
@@ -150,8 +178,83 @@ impl MessMcp {
         }
     }
 
-    /// `mess_observe` / `mess_do` on `target`: creates the request, then with `wait_s` reads
-    /// it every second until it settles or the wait ends.
+    /// Watchers for one wait (none started yet).
+    pub(crate) fn watchers(&self) -> Watchers {
+        let (tx, rx) = mpsc::channel(16);
+        Watchers {
+            tasks: JoinSet::new(),
+            tx,
+            rx,
+        }
+    }
+
+    /// Starts watchers of every remote exchange for `mess_wait` without `exchange`: each passes
+    /// on the first change of a thread the key may see there.
+    pub(crate) fn watch_everywhere(&self, watchers: &mut Watchers, limit: Duration) {
+        for (name, remote) in self.remotes.iter() {
+            self.spawn_watch(
+                watchers,
+                Watch {
+                    name: name.clone(),
+                    remote: remote.clone(),
+                    thread: None,
+                    stream: None,
+                    until: tokio::time::Instant::now() + limit,
+                    once: true,
+                },
+            );
+        }
+    }
+
+    /// Starts the watcher of `mess_wait` on `target`: of thread `re` there (a ref, client id
+    /// or `last`), or of every thread the key may see there. Fails as a tool result when the
+    /// exchange cannot be reached or has no such thread for the key.
+    pub(crate) async fn watch_elsewhere(
+        &self,
+        watchers: &mut Watchers,
+        target: Result<Target, CallToolResult>,
+        re: &str,
+        limit: Duration,
+    ) -> Result<(), CallToolResult> {
+        let target = target?;
+        let after = self.cursor(&target.name);
+        let stream = target
+            .remote
+            .events(after.as_deref(), limit)
+            .await
+            .map_err(|e| failed(&e))?;
+        let thread = if re.is_empty() {
+            None
+        } else {
+            let file = target.remote.thread(re).await.map_err(|e| failed(&e))?;
+            Some(file.envelope.thread_ref.as_str().to_owned())
+        };
+        self.spawn_watch(
+            watchers,
+            Watch {
+                name: target.name,
+                remote: target.remote,
+                thread,
+                stream: Some(stream),
+                until: tokio::time::Instant::now() + limit,
+                once: true,
+            },
+        );
+        Ok(())
+    }
+
+    /// The id of the last event heard from the exchange `name`.
+    fn cursor(&self, name: &str) -> Option<String> {
+        lock(&self.cursors).get(name).cloned()
+    }
+
+    fn spawn_watch(&self, watchers: &mut Watchers, watch: Watch) {
+        let (tx, cursors) = (watchers.tx.clone(), self.cursors.clone());
+        watchers.tasks.spawn(run_watch(watch, cursors, tx));
+    }
+
+    /// `mess_observe` / `mess_do` on `target`: creates the request, then with `wait_s` waits
+    /// for it to settle, reading it again on each event of it from the exchange.
     pub(crate) async fn request_elsewhere(
         &self,
         target: Result<Target, CallToolResult>,
@@ -167,6 +270,14 @@ impl MessMcp {
             Ok(m) => m,
             Err(e) => return self.failure(&e.into()),
         };
+        let limit = Duration::from_secs(u64::from(wait_s.min(wait::MOST_REQUEST_WAIT_S)));
+        // Opened before the request exists, so no change to it is missed; a request sent
+        // without one is still sent (the wait then reads the thread when it ends).
+        let stream = if wait_s > 0 {
+            target.remote.events(None, limit).await.ok()
+        } else {
+            None
+        };
         let reply = match target.remote.submit(&message).await {
             Ok(r) => r,
             Err(e) => return failed(&e),
@@ -179,28 +290,60 @@ impl MessMcp {
         let (Some(thread), true) = (thread, wait_s > 0) else {
             return answer(&ack);
         };
-        let limit = Duration::from_secs(u64::from(wait_s.min(wait::MOST_REQUEST_WAIT_S)));
-        let started = Instant::now();
+        let mut waiting = self.waiting(limit, &ctx);
+        let mut watchers = self.watchers();
+        if let Some(stream) = stream {
+            self.spawn_watch(
+                &mut watchers,
+                Watch {
+                    name: target.name.clone(),
+                    remote: target.remote.clone(),
+                    thread: Some(thread.as_str().to_owned()),
+                    stream: Some(stream),
+                    until: tokio::time::Instant::now() + limit,
+                    once: false,
+                },
+            );
+        }
+        // Nothing of this exchange is waited on; its bus only satisfies the signature.
+        let mut quiet = self.exchange.subscribe();
         let (status, view) = loop {
-            let (status, view) = match self.view_elsewhere(&target, &thread).await {
+            let (status, view) = match self.view_elsewhere(&target, thread.as_str()).await {
                 Ok(v) => v,
                 Err(failed) => return failed,
             };
-            if settles(status) || started.elapsed() >= limit || ctx.ct.is_cancelled() {
+            if settles(status) {
                 break (status, view);
             }
-            tokio::time::sleep(POLL_EVERY.min(limit.saturating_sub(started.elapsed()))).await;
+            match self
+                .next_change(
+                    &mut waiting,
+                    &mut quiet,
+                    Here::Nothing,
+                    Some(&mut watchers.rx),
+                    &ctx,
+                )
+                .await
+            {
+                Woke::Elsewhere(_) | Woke::Change(_) | Woke::Lagged => {}
+                Woke::Ended => {
+                    // The last word is the thread as it is now.
+                    match self.view_elsewhere(&target, thread.as_str()).await {
+                        Ok(v) => break v,
+                        Err(failed) => return failed,
+                    }
+                }
+            }
         };
         let mut out = ack.as_map().cloned().unwrap_or_default();
         out.insert("thread", view);
-        out.insert("waited_s", Value::Int(started.elapsed().as_secs() as i64));
+        out.insert("waited_s", Value::Int(waiting.waited_s() as i64));
         out.insert("timed_out", Value::Bool(!settles(status)));
         answer(&Value::Map(out))
     }
 
     /// `mess_status`'s listing of this exchange (`local`) with the threads of every remote
-    /// exchange appended, each marked; an exchange that does not answer is named under
-    /// `unreachable` instead of failing the listing.
+    /// exchange appended (see [`MessMcp::merged`]).
     pub(crate) async fn with_other_exchanges(
         &self,
         local: CallToolResult,
@@ -209,14 +352,53 @@ impl MessMcp {
         if self.remotes.is_empty() {
             return local;
         }
-        let mut out = match local
+        match local
             .structured_content
             .as_ref()
             .and_then(|v| serde_json::from_value::<Value>(v.clone()).ok())
         {
-            Some(Value::Map(m)) => m,
-            _ => return local,
-        };
+            Some(Value::Map(m)) => answer(&Value::Map(self.merged(m, all).await)),
+            _ => local,
+        }
+    }
+
+    /// `mess://pending` (or with `all`, `mess://history`) when other exchanges are configured:
+    /// the listing of every exchange as YAML, or the error to show; `None` when there are no
+    /// others.
+    pub(crate) async fn listing_everywhere(&self, all: bool) -> Option<Result<String, String>> {
+        if self.remotes.is_empty() {
+            return None;
+        }
+        let (ex, who) = (self.exchange.clone(), self.who.id.clone());
+        let local = tokio::task::spawn_blocking(move || {
+            if all {
+                all_threads(&ex, &who)
+            } else {
+                open_threads(&ex, &who)
+            }
+        })
+        .await;
+        Some(match local {
+            Ok(Ok(Value::Map(m))) => Ok(emit::to_yaml(&Value::Map(self.merged(m, all).await))),
+            Ok(Ok(other)) => Ok(emit::to_yaml(&other)),
+            Ok(Err(e)) => Err(self.exchange.public_message(&e)),
+            Err(e) => Err(format!("the exchange failed unexpectedly: {e}")),
+        })
+    }
+
+    /// [`MessMcp::listing_everywhere`] for the resource `uri`, when it is one of the listings.
+    pub(crate) async fn listing_everywhere_of(&self, uri: &str) -> Option<Result<String, String>> {
+        match uri.trim() {
+            "mess://pending" => self.listing_everywhere(false).await,
+            "mess://history" => self.listing_everywhere(true).await,
+            _ => None,
+        }
+    }
+
+    /// A listing of this exchange (`local`, its `threads`) with the threads of every remote
+    /// exchange appended, each marked with its exchange; an exchange that does not answer is
+    /// named under `unreachable` instead of failing the listing.
+    async fn merged(&self, mut out: Map, all: bool) -> Map {
         let mut threads: Vec<Value> = match out.get("threads") {
             Some(Value::Seq(items)) => items.iter().map(|t| marked(t.clone(), "primary")).collect(),
             _ => Vec::new(),
@@ -244,7 +426,7 @@ impl MessMcp {
         if !unreachable.is_empty() {
             out.insert("unreachable", Value::Seq(unreachable));
         }
-        answer(&Value::Map(out))
+        out
     }
 
     /// `mess_answer` on `target`: the thread is read there, the reply sent there.
@@ -280,6 +462,73 @@ impl MessMcp {
         let file = target.remote.thread(re).await.map_err(|e| failed(&e))?;
         let view = ThreadView::of(&file).map_err(|e| self.failure(&e))?;
         Ok((file.envelope.status, marked(view.to_value(), &target.name)))
+    }
+}
+
+/// Passes on what `watch` hears to `tx` until its time is up, the wait ends (`tx` closed), or,
+/// with `once`, after the first word. A stream that breaks is opened again after a pause,
+/// resuming after the last event heard; an exchange that cannot be reached is reported and
+/// the watcher ends.
+async fn run_watch(mut watch: Watch, cursors: Cursors, tx: mpsc::Sender<Word>) {
+    let word = |heard| Word {
+        exchange: watch.name.clone(),
+        heard,
+    };
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= watch.until {
+            return;
+        }
+        let mut events = match watch.stream.take() {
+            Some(s) => s,
+            None => {
+                let after = lock(&cursors).get(&watch.name).cloned();
+                match watch
+                    .remote
+                    .events(after.as_deref(), watch.until - now)
+                    .await
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(word(Heard::Unreachable(e.to_string()))).await;
+                        return;
+                    }
+                }
+            }
+        };
+        loop {
+            let heard = tokio::select! {
+                () = tx.closed() => return,
+                () = tokio::time::sleep_until(watch.until) => return,
+                event = events.next() => match event {
+                    Ok(RemoteEvent::Thread { thread, status, updated, id }) => {
+                        if let Some(id) = id {
+                            lock(&cursors).insert(watch.name.clone(), id);
+                        }
+                        if watch.thread.as_ref().is_some_and(|t| *t != thread) {
+                            continue;
+                        }
+                        Heard::Changed { thread, status, updated }
+                    }
+                    Ok(RemoteEvent::Lagged) => Heard::Lagged,
+                    Err(_) => break,
+                },
+            };
+            if tx.send(word(heard)).await.is_err() || watch.once {
+                return;
+            }
+        }
+        tokio::time::sleep(REOPEN_AFTER).await;
+    }
+}
+
+/// Pause before an event stream that broke is opened again.
+const REOPEN_AFTER: Duration = Duration::from_secs(1);
+
+fn lock(cursors: &Cursors) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    match cursors.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

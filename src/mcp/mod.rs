@@ -8,6 +8,7 @@ mod elsewhere;
 mod resources;
 mod schemas;
 mod subscribe;
+mod tasks;
 mod threads;
 mod tools;
 mod wait;
@@ -42,6 +43,8 @@ pub(crate) struct MessMcp {
     /// Other exchanges tools may name (`exchange:`), by name: the remote entries of
     /// `exchanges:` in config.yaml.
     remotes: Arc<Vec<(String, crate::remote::Remote)>>,
+    /// Where waits on each remote exchange resume.
+    cursors: elsewhere::Cursors,
     tool_router: ToolRouter<MessMcp>,
 }
 
@@ -55,6 +58,7 @@ impl MessMcp {
             // Well inside the 60 s many clients allow a call before giving up on it.
             heartbeat: std::time::Duration::from_secs(15),
             remotes: Arc::default(),
+            cursors: elsewhere::Cursors::default(),
             tool_router: MessMcp::tool_router(),
         }
     }
@@ -143,6 +147,16 @@ fn answer(value: &Value) -> CallToolResult {
     result
 }
 
+/// The text a tool result shows the model.
+fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// What the server tells agents when they connect.
 const INSTRUCTIONS: &str = "mess dispatches physical-world tasks to people, robots and services. \
 Use mess_observe to find something out (it waits up to 50 s for the answer) and mess_do to get something \
@@ -158,6 +172,7 @@ impl rmcp::ServerHandler for MessMcp {
                 .enable_tools()
                 .enable_resources()
                 .enable_resources_subscribe()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(rmcp::model::Implementation::new(
@@ -165,6 +180,31 @@ impl rmcp::ServerHandler for MessMcp {
             env!("CARGO_PKG_VERSION"),
         ))
         .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.task_get(request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_update(request.task_id, request.input_responses)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_cancel(request.task_id).await
     }
 
     async fn list_resources(
@@ -210,6 +250,15 @@ impl rmcp::ServerHandler for MessMcp {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if let Some(listing) = self.listing_everywhere_of(&request.uri).await {
+            return match listing {
+                Ok(text) => Ok(ReadResourceResult::new(vec![
+                    ResourceContents::text(text, request.uri).with_mime_type(resources::YAML),
+                ])
+                .into()),
+                Err(message) => Err(McpError::invalid_params(message, None)),
+            };
+        }
         let ex = self.exchange.clone();
         let who = self.who.id.clone();
         let uri = request.uri.clone();

@@ -135,13 +135,24 @@ pub(crate) fn wait() -> Arc<JsonObject> {
                     "properties": {
                         "ref": {"type": "string"},
                         "status": {"type": "string"},
-                        "updated": {"type": "string"}
+                        "updated": {"type": "string"},
+                        "exchange": {"type": "string"}
                     },
                     "required": ["ref", "status", "updated"]
                 }
             },
             "waited_s": {"type": "integer"},
-            "timed_out": {"type": "boolean"}
+            "timed_out": {"type": "boolean"},
+            "unreachable": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "exchange": {"type": "string"},
+                        "error": {"type": "string"}
+                    }
+                }
+            }
         },
         "required": ["updated", "waited_s", "timed_out"]
     }))

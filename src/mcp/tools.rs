@@ -5,7 +5,7 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router};
 
@@ -19,8 +19,9 @@ use crate::mcp::args::{
     MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, StatusArgs, WaitArgs,
     YesNo, either,
 };
+use crate::mcp::tasks::wants_task;
 use crate::mcp::threads::{all_threads, open_threads, status_of, with_queue_position};
-use crate::mcp::wait::{self, Woke, settles};
+use crate::mcp::wait::{self, Heard, Here, Woke, settles};
 use crate::mcp::{resources, schemas};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -212,17 +213,26 @@ impl MessMcp {
         output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
-    async fn mess(&self, Parameters(a): Parameters<MessArgs>) -> Result<CallToolResult, McpError> {
+    async fn mess(
+        &self,
+        Parameters(a): Parameters<MessArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         if let Some(target) = self.elsewhere(&a.exchange) {
-            return Ok(self.raw_elsewhere(target, a.message).await);
+            return Ok(self.raw_elsewhere(target, a.message).await.into());
         }
-        Ok(self
+        let answered = self
             .call(move |ex, who| {
                 ex.take_body(&a.message, false, |message| {
                     Ok(ex.submit(message, who)?.to_value())
                 })
             })
-            .await)
+            .await;
+        Ok(if wants_task(&ctx) {
+            self.as_task(answered).await
+        } else {
+            answered.into()
+        })
     }
 
     #[tool(
@@ -234,7 +244,7 @@ impl MessMcp {
         &self,
         Parameters(a): Parameters<ObserveArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let args = RequestArgs {
             intent: a.intent,
             context: a.context,
@@ -245,7 +255,7 @@ impl MessMcp {
             priority: a.priority,
             exchange: a.exchange,
         };
-        Ok(self.request_and_wait(args, a.wait_s, ctx).await)
+        Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }
 
     #[tool(
@@ -257,7 +267,7 @@ impl MessMcp {
         &self,
         Parameters(a): Parameters<DoArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let args = RequestArgs {
             intent: a.intent,
             context: a.context,
@@ -268,7 +278,7 @@ impl MessMcp {
             priority: a.priority,
             exchange: a.exchange,
         };
-        Ok(self.request_and_wait(args, a.wait_s, ctx).await)
+        Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }
 
     #[tool(
@@ -495,6 +505,12 @@ impl MessMcp {
         &self,
         Parameters(a): Parameters<FetchArgs>,
     ) -> Result<CallToolResult, McpError> {
+        if let Some(listing) = self.listing_everywhere_of(&a.uri).await {
+            return Ok(match listing {
+                Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+                Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+            });
+        }
         let ex = self.exchange.clone();
         let who = self.who.id.clone();
         let uri = a.uri.trim().to_owned();
@@ -638,7 +654,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Wait until a request changes (or, without re, any of yours), at most timeout_s seconds (default and most 50). Returns {updated: [{ref, status, updated}], waited_s, timed_out}; on timed_out just call it again. Then read the result with mess_status.",
+        description = "Wait until a request changes (or, without re, any of yours on every exchange), at most timeout_s seconds (default and most 50). Returns {updated: [{ref, status, updated, exchange}], waited_s, timed_out}; on timed_out just call it again. Then read the result with mess_status (with the same exchange).",
         output_schema = schemas::wait(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -650,38 +666,99 @@ impl MessMcp {
         // Subscribed before anything is read, so a change in between is not missed.
         let mut changes = self.exchange.subscribe();
         let re = either(&a.re, &a.r#ref);
-        let target = if re.is_empty() {
-            None
-        } else {
-            match self.run(move |ex, who| ex.thread_for(&re, &who.id)).await {
+        let limit = Duration::from_secs(u64::from(a.timeout_s.clamp(1, wait::MOST_WAIT_S)));
+        let mut watchers = self.watchers();
+        // Which exchanges answer: a named remote one alone; without `exchange` and `re`, every
+        // one; otherwise this one. Items are marked with their exchange when there are others.
+        let elsewhere = self.elsewhere(&a.exchange);
+        let everywhere = elsewhere.is_none() && re.is_empty() && a.exchange.trim().is_empty();
+        let mark = !self.remotes.is_empty();
+        let target = match elsewhere {
+            Some(target) => {
+                if let Err(failed) = self
+                    .watch_elsewhere(&mut watchers, target, &re, limit)
+                    .await
+                {
+                    return Ok(failed);
+                }
+                None
+            }
+            None if re.is_empty() => {
+                if everywhere {
+                    self.watch_everywhere(&mut watchers, limit);
+                }
+                None
+            }
+            None => match self.run(move |ex, who| ex.thread_for(&re, &who.id)).await {
                 Ok(t) => Some(t.envelope.thread_ref),
                 Err(failed) => return Ok(failed),
-            }
+            },
         };
-        let limit = Duration::from_secs(u64::from(a.timeout_s.clamp(1, wait::MOST_WAIT_S)));
+        let here = match (&target, self.elsewhere(&a.exchange).is_some()) {
+            (_, true) => Here::Nothing,
+            (Some(t), false) => Here::Thread(t),
+            (None, false) => Here::Any,
+        };
         let mut waiting = self.waiting(limit, &ctx);
         let mut updated = Vec::new();
-        let timed_out = match self
-            .next_change(&mut waiting, &mut changes, target.as_ref(), &ctx)
-            .await
-        {
-            Woke::Change(c) => {
-                updated.push(serde_json::json!({
-                    "ref": c.thread.as_str(),
-                    "status": c.status.as_str(),
-                    "updated": crate::protocol::time::format_timestamp(&c.updated),
-                }));
-                false
+        let mut unreachable = Vec::new();
+        let timed_out = loop {
+            match self
+                .next_change(
+                    &mut waiting,
+                    &mut changes,
+                    here,
+                    Some(&mut watchers.rx),
+                    &ctx,
+                )
+                .await
+            {
+                Woke::Change(c) => {
+                    let mut item = serde_json::json!({
+                        "ref": c.thread.as_str(),
+                        "status": c.status.as_str(),
+                        "updated": crate::protocol::time::format_timestamp(&c.updated),
+                    });
+                    if mark {
+                        item["exchange"] = "primary".into();
+                    }
+                    updated.push(item);
+                    break false;
+                }
+                Woke::Elsewhere(word) => match word.heard {
+                    Heard::Changed {
+                        thread,
+                        status,
+                        updated: at,
+                    } => {
+                        updated.push(serde_json::json!({
+                            "ref": thread, "status": status, "updated": at,
+                            "exchange": word.exchange,
+                        }));
+                        break false;
+                    }
+                    Heard::Lagged => break false,
+                    // Waiting on that exchange alone: its failure is the answer.
+                    Heard::Unreachable(why) if matches!(here, Here::Nothing) => {
+                        return Ok(CallToolResult::error(vec![ContentBlock::text(why)]));
+                    }
+                    Heard::Unreachable(why) => unreachable.push(serde_json::json!({
+                        "exchange": word.exchange, "error": why,
+                    })),
+                },
+                // Fell behind: something changed; the caller re-reads.
+                Woke::Lagged => break false,
+                Woke::Ended => break true,
             }
-            // Fell behind: something changed; the caller re-reads.
-            Woke::Lagged => false,
-            Woke::Ended => true,
         };
-        let structured = serde_json::json!({
+        let mut structured = serde_json::json!({
             "updated": updated,
             "waited_s": waiting.waited_s(),
             "timed_out": timed_out,
         });
+        if !unreachable.is_empty() {
+            structured["unreachable"] = unreachable.into();
+        }
         let text = if timed_out {
             format!(
                 "nothing changed in {} s; call mess_wait again to keep waiting",
@@ -720,6 +797,21 @@ fn acked_ref(answer: &Value) -> Option<ThreadRef> {
 }
 
 impl MessMcp {
+    /// A request on this exchange for a client that declared MCP Tasks answers with the task
+    /// of its thread at once; otherwise [`MessMcp::request_and_wait`].
+    async fn request_or_task(
+        &self,
+        args: RequestArgs,
+        wait_s: u32,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        if wants_task(&ctx) && self.elsewhere(&args.exchange).is_none() {
+            let created = self.request_and_wait(args, 0, ctx).await;
+            return self.as_task(created).await;
+        }
+        self.request_and_wait(args, wait_s, ctx).await.into()
+    }
+
     /// Creates the request of `args`; with `wait_s` above zero, waits (at most
     /// [`wait::MOST_REQUEST_WAIT_S`]) until it settles ([`settles`]) and answers with the ack
     /// plus `thread` (its status view), `waited_s` and `timed_out`.
@@ -752,7 +844,13 @@ impl MessMcp {
         let mut waiting = self.waiting(limit, &ctx);
         loop {
             match self
-                .next_change(&mut waiting, &mut changes, Some(&thread), &ctx)
+                .next_change(
+                    &mut waiting,
+                    &mut changes,
+                    Here::Thread(&thread),
+                    None,
+                    &ctx,
+                )
                 .await
             {
                 Woke::Change(c) if settles(c.status) => break,
@@ -767,7 +865,7 @@ impl MessMcp {
                         break;
                     }
                 }
-                Woke::Ended => break,
+                Woke::Ended | Woke::Elsewhere(_) => break,
             }
         }
         let r = thread.clone();

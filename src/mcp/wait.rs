@@ -44,6 +44,8 @@ impl Waiting {
 pub(crate) enum Woke {
     /// A change the caller may hear of.
     Change(ThreadChange),
+    /// Word from another exchange's events.
+    Elsewhere(Word),
     /// Changes were missed (the caller fell behind): read the current state again.
     Lagged,
     /// The deadline passed, the client cancelled the call, or the exchange is stopping.
@@ -64,18 +66,26 @@ impl MessMcp {
         }
     }
 
-    /// Waits for the next change the caller hears of: of `target` if given (a change that hides
-    /// the thread from the caller, such as someone else taking it, is not one it hears of), else
-    /// of any thread it is a party to. Routing decisions change nothing the caller reads.
+    /// Waits for the next change the caller hears of on this exchange, as `here` says (a change
+    /// that hides the thread from the caller, such as someone else taking it, is not one it
+    /// hears of), or for word from other exchanges on `elsewhere`. Routing decisions change
+    /// nothing the caller reads.
     pub(crate) async fn next_change(
         &self,
         waiting: &mut Waiting,
         changes: &mut Receiver<ThreadChange>,
-        target: Option<&ThreadRef>,
+        here: Here<'_>,
+        elsewhere: Option<&mut tokio::sync::mpsc::Receiver<Word>>,
         ctx: &RequestContext<RoleServer>,
     ) -> Woke {
+        let mut elsewhere = elsewhere;
         loop {
             tokio::select! {
+                word = heard(&mut elsewhere) => match word {
+                    Some(w) => return Woke::Elsewhere(w),
+                    // Every watcher of another exchange is done: only this one is left.
+                    None => elsewhere = None,
+                },
                 () = ctx.ct.cancelled() => return Woke::Ended,
                 () = tokio::time::sleep_until(waiting.deadline) => return Woke::Ended,
                 _ = waiting.heartbeat.tick() => {
@@ -90,10 +100,10 @@ impl MessMcp {
                 change = changes.recv() => match change {
                     Ok(c) if c.is_routing() => {}
                     Ok(c) => {
-                        let hears = match target {
-                            Some(t) if &c.thread == t => self.may_see(&c).await,
-                            Some(_) => false,
-                            None => access::party(&self.who.id, &c.envelope),
+                        let hears = match here {
+                            Here::Thread(t) if &c.thread == t => self.may_see(&c).await,
+                            Here::Thread(_) | Here::Nothing => false,
+                            Here::Any => access::party(&self.who.id, &c.envelope),
                         };
                         if hears {
                             return Woke::Change(c);
@@ -122,6 +132,49 @@ impl MessMcp {
                     .unwrap_or(false)
             }
         }
+    }
+}
+
+/// Word from another exchange a wait listens to (its watcher reads the exchange's events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Word {
+    /// The exchange's name in `exchanges:`.
+    pub(crate) exchange: String,
+    pub(crate) heard: Heard,
+}
+
+/// What a watcher of another exchange heard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Heard {
+    /// A thread changed: its ref, status and `updated` instant.
+    Changed {
+        thread: String,
+        status: String,
+        updated: String,
+    },
+    /// Changes were missed: read again.
+    Lagged,
+    /// The exchange cannot be reached (why).
+    Unreachable(String),
+}
+
+/// What of this exchange a wait listens to.
+#[derive(Clone, Copy)]
+pub(crate) enum Here<'a> {
+    /// One thread.
+    Thread(&'a ThreadRef),
+    /// Every thread the caller is a party to.
+    Any,
+    /// Nothing (the wait is on other exchanges only).
+    Nothing,
+}
+
+/// The next word on `elsewhere`, or never when there is no channel; `None` once every sender
+/// is gone.
+async fn heard(elsewhere: &mut Option<&mut tokio::sync::mpsc::Receiver<Word>>) -> Option<Word> {
+    match elsewhere {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

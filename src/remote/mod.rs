@@ -4,6 +4,10 @@
 //! exchange cannot be reached; answers come back as the same protocol types a local exchange
 //! gives, so the commands print the same output.
 
+mod events;
+
+pub(crate) use events::{RemoteEvent, RemoteEvents};
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -10,6 +10,7 @@ mod crash;
 mod dispatch;
 mod docs;
 mod duckdb_cli;
+mod federation;
 mod http;
 mod inspector;
 mod links_plan;

@@ -21,8 +21,13 @@ impl Server {
 
     /// [`Server::start`] with extra environment variables.
     pub(crate) fn start_with(home: &Home, env: &[(&str, &str)]) -> Server {
+        Server::start_on(home, "127.0.0.1:0", env)
+    }
+
+    /// [`Server::start_with`] on the address `addr`.
+    pub(crate) fn start_on(home: &Home, addr: &str, env: &[(&str, &str)]) -> Server {
         let mut child = home
-            .command(&["serve", "--addr", "127.0.0.1:0"])
+            .command(&["serve", "--addr", addr])
             .envs(env.iter().copied())
             .env("MESS_LOG", "warn")
             .stdout(Stdio::piped())
