@@ -18,6 +18,7 @@ mod mail_spec;
 mod mcp;
 mod mcp_plan;
 mod mcp_python;
+mod mcp_tasks;
 mod no_server;
 mod notebooks;
 mod outbound;
