@@ -153,11 +153,20 @@ async fn request_to_answer(url: &str, key: &str, n: usize) -> Vec<Duration> {
         .await;
         let r = ack_ref(&answer);
         loop {
-            let event = tokio::time::timeout(Duration::from_secs(60), stream.next())
-                .await
-                .unwrap_or_else(|_| panic!("{r} not answered in 60 s"))
-                .unwrap()
-                .unwrap();
+            let Ok(Some(Ok(event))) =
+                tokio::time::timeout(Duration::from_secs(20), stream.next()).await
+            else {
+                let shown = http
+                    .get(format!("{url}/threads/{r}?format=messe-af"))
+                    .bearer_auth(key)
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                panic!("{r} at {url} not answered in 20 s:\n{shown}");
+            };
             let data = event.data.unwrap_or_default();
             if data.contains(&format!("\"{r}\"")) && data.contains("\"completed\"") {
                 break;
@@ -239,6 +248,8 @@ fn main() {
     let calls = option(&args, "--calls", 200);
     let requests = option(&args, "--requests", 30);
     let dir = tempfile::TempDir::new().unwrap();
+    // reqwest over rustls needs its crypto provider chosen.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         tools(dir.path(), calls).await;

@@ -40,6 +40,10 @@ pub(crate) const DELEGATED_TO: &str = "delegated_to";
 /// so each is copied once.
 const PEER_MESSAGE: &str = "peer_message";
 
+/// How often a follower reads every open forwarded thread of its peer again, whatever the
+/// events said.
+const RESYNC_EVERY: Duration = Duration::from_secs(30);
+
 /// How long a follower waits before opening a broken event stream again, at most.
 const MOST_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -429,6 +433,7 @@ fn copied_up_to(file: &ThreadFile) -> usize {
 /// what this exchange sent). Each copy names its place in the peer's file.
 async fn sync(ex: &Exchange, peer: &Peer, thread: &ThreadRef, there: &str) -> Result<(), String> {
     let theirs = peer.remote.thread(there).await.map_err(|e| e.to_string())?;
+    tracing::debug!(thread = %thread, there = %there, status = %theirs.envelope.status, "copying from the peer");
     let (worker, r, executor) = (ex.clone(), thread.clone(), peer.executor.clone());
     tokio::task::spawn_blocking(move || worker.copy_from_peer(&r, &executor, &theirs))
         .await
@@ -548,11 +553,21 @@ async fn follow(ex: Exchange, peer: Peer, stop: CancellationToken) {
             }
             pass_on(&ex, &peer, thread, there).await;
         }
+        let mut safety =
+            tokio::time::interval_at(tokio::time::Instant::now() + RESYNC_EVERY, RESYNC_EVERY);
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
+                // A net under the events: every open forwarded thread is read again now and then.
+                _ = safety.tick() => {
+                    known = refreshed(&ex, &peer).await;
+                    for (there, thread) in &known {
+                        let _ = sync(&ex, &peer, thread, there).await;
+                    }
+                }
                 event = events.next() => match event {
-                    Ok(RemoteEvent::Thread { thread: there, id, .. }) => {
+                    Ok(RemoteEvent::Thread { thread: there, id, status, .. }) => {
+                        tracing::debug!(peer = %peer.url, thread = %there, status = %status, known = known.contains_key(&there), "peer event");
                         if id.is_some() {
                             cursor = id;
                         }
@@ -574,8 +589,20 @@ async fn follow(ex: Exchange, peer: Peer, stop: CancellationToken) {
                 },
                 change = ours.recv() => match change {
                     Ok(c) if !c.is_routing() => {
-                        if let Some(there) = known.iter().find_map(|(t, r)| (*r == c.thread).then(|| t.clone())) {
-                            pass_on(&ex, &peer, &c.thread, &there).await;
+                        let there = known.iter().find_map(|(t, r)| (*r == c.thread).then(|| t.clone()));
+                        match there {
+                            Some(there) => pass_on(&ex, &peer, &c.thread, &there).await,
+                            // Just claimed for the peer: what happened there before the claim
+                            // was written (its events found no thread here) is read now.
+                            None if c.envelope.executor.as_deref() == Some(peer.executor.as_str())
+                                && !c.envelope.status.is_terminal() =>
+                            {
+                                known = refreshed(&ex, &peer).await;
+                                if let Some(there) = known.iter().find_map(|(t, r)| (*r == c.thread).then(|| t.clone())) {
+                                    let _ = sync(&ex, &peer, &c.thread, &there).await;
+                                }
+                            }
+                            None => {}
                         }
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -598,6 +625,7 @@ async fn refreshed(ex: &Exchange, peer: &Peer) -> HashMap<String, ThreadRef> {
 /// replies (counted against the replies there), and a cancel. Read from both files each time,
 /// so nothing is sent twice or lost across restarts.
 async fn pass_on(ex: &Exchange, peer: &Peer, thread: &ThreadRef, there: &str) {
+    tracing::debug!(thread = %thread, there = %there, "passing on to the peer");
     let (worker, r) = (ex.clone(), thread.clone());
     let Ok(Ok(file)) = tokio::task::spawn_blocking(move || worker.store().read(&r)).await else {
         return;

@@ -21,12 +21,11 @@ use crate::store::layout::ref_of_file;
 use crate::store::pg::Pg;
 use crate::store::pg::mirror::{self, Follower};
 
-/// The last version announced per thread (its `updated` and the length of its history, as two
-/// changes may fall in one millisecond), so that a change seen both in-process and through the
-/// file system is announced once.
+/// The last version announced per thread (the length of its history, then its `updated`), so
+/// that a change seen both in-process and through the file system is announced once.
 #[derive(Debug, Default)]
 pub(crate) struct Announced {
-    last: Mutex<HashMap<ThreadRef, (Timestamp, usize)>>,
+    last: Mutex<HashMap<ThreadRef, (usize, Timestamp)>>,
 }
 
 /// Threads remembered before the memory starts over (a forgotten thread is at worst announced
@@ -37,7 +36,10 @@ impl Announced {
     /// Records the version of `envelope`; false when that change was announced already.
     pub(crate) fn first(&self, envelope: &Envelope) -> bool {
         let thread = &envelope.thread_ref;
-        let version = (envelope.updated, envelope.history.len());
+        // History only grows, one entry or more per write, in the order writes commit; the
+        // `updated` instant does not always (a write may take its time before another that
+        // commits first), so it only orders writes that add no history.
+        let version = (envelope.history.len(), envelope.updated);
         let mut last = match self.last.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),

@@ -317,3 +317,26 @@ fn every_committed_change_is_announced_after_it_is_written() {
     f.status("roomba-kitchen", &r, "code: pending").unwrap_err();
     assert!(changes.try_recv().is_err());
 }
+
+#[test]
+fn a_write_that_commits_after_another_with_an_earlier_instant_is_still_announced() {
+    // Two writes race: one takes its instant first but commits second (an executor's answer
+    // while the notice's delivery is noted). The later commit has more history and an earlier
+    // `updated`; it must not pass for a change announced already.
+    let f = fixture(EXECUTORS);
+    let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    let base = f.env(&r);
+    let early = base.updated + TimeDelta::milliseconds(1);
+    let late = base.updated + TimeDelta::milliseconds(2);
+    let mut noted = base.clone();
+    noted.record("notified", late, "exchange", None);
+    let mut answered = noted.clone();
+    answered.record("claimed", early, "roomba-kitchen", None);
+    answered.updated = early;
+    let announced = crate::exchange::watch::Announced::default();
+    assert!(announced.first(&base));
+    assert!(announced.first(&noted));
+    assert!(announced.first(&answered));
+    assert!(!announced.first(&answered));
+    assert!(!announced.first(&noted));
+}
