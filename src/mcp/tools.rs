@@ -213,26 +213,17 @@ impl MessMcp {
         output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]
-    async fn mess(
-        &self,
-        Parameters(a): Parameters<MessArgs>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
+    async fn mess(&self, Parameters(a): Parameters<MessArgs>) -> Result<CallToolResult, McpError> {
         if let Some(target) = self.elsewhere(&a.exchange) {
-            return Ok(self.raw_elsewhere(target, a.message).await.into());
+            return Ok(self.raw_elsewhere(target, a.message).await);
         }
-        let answered = self
+        Ok(self
             .call(move |ex, who| {
                 ex.take_body(&a.message, false, |message| {
                     Ok(ex.submit(message, who)?.to_value())
                 })
             })
-            .await;
-        Ok(if wants_task(&ctx) {
-            self.as_task(answered).await
-        } else {
-            answered.into()
-        })
+            .await)
     }
 
     #[tool(
@@ -797,15 +788,17 @@ fn acked_ref(answer: &Value) -> Option<ThreadRef> {
 }
 
 impl MessMcp {
-    /// A request on this exchange for a client that declared MCP Tasks answers with the task
-    /// of its thread at once; otherwise [`MessMcp::request_and_wait`].
+    /// A request on this exchange that would wait (`wait_s` above zero), for a client that
+    /// declared MCP Tasks, answers with the task of its thread at once instead; otherwise
+    /// [`MessMcp::request_and_wait`]. A call that answers at once anyway stays a plain result,
+    /// as clients that declare tasks but call a tool plainly expect.
     async fn request_or_task(
         &self,
         args: RequestArgs,
         wait_s: u32,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResponse {
-        if wants_task(&ctx) && self.elsewhere(&args.exchange).is_none() {
+        if wait_s > 0 && wants_task(&ctx) && self.elsewhere(&args.exchange).is_none() {
             let created = self.request_and_wait(args, 0, ctx).await;
             return self.as_task(created).await;
         }

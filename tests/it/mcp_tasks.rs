@@ -1,5 +1,5 @@
 //! MCP Tasks with rmcp's client: a client that declares the tasks extension gets a task for
-//! `mess_do` and `mess_observe` (its id is the thread's ref), polls it with `tasks/get` across a
+//! `mess_do` and `mess_observe` calls that would wait (its id is the thread's ref), polls it with `tasks/get` across a
 //! restart of `mess serve`, answers the executor's question with `tasks/update`, cancels with
 //! `tasks/cancel`; a client that does not declare it keeps plain tool results.
 
@@ -97,7 +97,7 @@ fn a_task_survives_a_restart_of_the_server_and_is_polled_to_completion() {
         let id = task_of(
             &client,
             "mess_do",
-            serde_json::json!({"intent": "vacuum the kitchen", "requires": ["vacuum-floor"]}),
+            serde_json::json!({"intent": "vacuum the kitchen", "requires": ["vacuum-floor"], "wait_s": 60}),
         )
         .await;
         assert!(
@@ -196,6 +196,19 @@ fn a_task_over_stdio_is_cancelled_and_a_client_without_tasks_gets_plain_results(
         assert!(
             home.ok(&["status", &id, "--as", "claude-agent"])
                 .contains("cancelled")
+        );
+
+        // A call that answers at once anyway (mess_do without wait_s) stays a plain result.
+        let at_once = client
+            .call_tool_once(
+                CallToolRequestParams::new("mess_do")
+                    .with_arguments(arguments(serde_json::json!({"intent": "feed the cat"}))),
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(at_once, CallToolResponse::Complete(_)),
+            "{at_once:?}"
         );
         let _ = client.cancel().await;
 
