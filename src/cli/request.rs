@@ -33,6 +33,10 @@ pub(crate) struct RequestArgs {
     /// A request that must complete first, by ref or client id (repeatable)
     #[arg(long = "depends-on", value_name = "RE")]
     depends_on: Vec<String>,
+    /// A URL that hears of every change of the request: a signed POST of the thread, as
+    /// executor webhooks get (only where dispatch.webhook.allow permits)
+    #[arg(long, value_name = "URL")]
+    callback: Option<String>,
 }
 
 pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
@@ -61,6 +65,9 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
     }
     if args.confirm_before {
         req.insert("confirm_before", Value::Bool(true));
+    }
+    if let Some(url) = args.callback {
+        req.insert("callback", Value::str(url));
     }
     let answer = cx.submit(super::message_of("request", "request", req)?)?;
     output::answer_lines(&answer);

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{Error, Exchange, access, federation};
+use crate::exchange::{Error, Exchange, access, callbacks, federation};
 use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
@@ -211,6 +211,12 @@ impl Exchange {
             }
             return Ok(crate::notify::Secret(secret));
         }
+        self.shared_webhook_secret()
+    }
+
+    /// The exchange's own webhook signing key: `dispatch.webhook.secret`, else the home's
+    /// generated one.
+    pub(crate) fn shared_webhook_secret(&self) -> Result<crate::notify::Secret, Error> {
         if let Some(shared) = &self.settings().dispatch.webhook_secret {
             return Ok(shared.clone());
         }
@@ -385,7 +391,9 @@ impl Exchange {
                 // edits messages in place; everything else is done once sent.
                 let offer = matches!(d.kind.as_str(), "new" | "escalated");
                 let follow = offer && updatable;
-                if !matches!(d.kind.as_str(), "taken" | "closed") {
+                // A callback is the requestor's own: its thread's history does not note it.
+                if !matches!(d.kind.as_str(), "taken" | "closed") && d.channel != callbacks::CHANNEL
+                {
                     // Recorded before it is shelved: a crash in between notes it twice at worst.
                     self.record_notified(&d, now);
                 }
@@ -803,10 +811,46 @@ async fn forward(ex: &Exchange, d: &Delivery) -> Attempted {
     }
 }
 
+/// One attempt to call a requestor's callback, recorded as any delivery's attempt.
+async fn call_back(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
+    let (worker, delivery) = (ex.clone(), d.clone());
+    let prepared = tokio::task::spawn_blocking(move || worker.callback_notice(&delivery)).await;
+    let outcome = match prepared {
+        Ok(Ok(Some((channel, notice)))) => callbacks::send(notifier, &channel, &notice).await,
+        Ok(Ok(None)) => {
+            let (worker, mut delivery) = (ex.clone(), d.clone());
+            delivery.outcome = Some("moot: the thread is gone".to_owned());
+            let _ = tokio::task::spawn_blocking(move || {
+                worker.store().shelve(&delivery, Shelf::Queue, Shelf::Done)
+            })
+            .await;
+            return Attempted::Finished;
+        }
+        Ok(Err(e)) => Err(NotifyError::Retry {
+            message: ex.scrub_home(&e.to_string()),
+        }),
+        Err(_) => return Attempted::Stuck,
+    };
+    if let Err(e) = &outcome {
+        tracing::info!(delivery = %d.id, error = %e, "callback attempt failed");
+    }
+    let (worker, delivery) = (ex.clone(), d.clone());
+    match tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, false, outcome))
+        .await
+    {
+        Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
+        Ok(Ok(None)) => Attempted::Finished,
+        _ => Attempted::Stuck,
+    }
+}
+
 /// One attempt of one delivery: prepare and record off the async workers, send on them.
 async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
     if d.channel == federation::CHANNEL {
         return forward(ex, d).await;
+    }
+    if d.channel == callbacks::CHANNEL {
+        return call_back(ex, notifier, d).await;
     }
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;

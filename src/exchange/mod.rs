@@ -11,6 +11,7 @@ pub mod access;
 pub mod auth;
 pub mod background;
 mod backoff;
+mod callbacks;
 pub mod clock;
 mod config_keys;
 pub mod deliver;
@@ -366,6 +367,7 @@ impl Exchange {
                 cursor: None,
             });
         }));
+        let store = store.edited(Arc::new(callbacks::queue));
         Exchange {
             store,
             settings,

@@ -50,6 +50,18 @@ pub(crate) fn check(
         req.request
             .check_requires(&format!("MESS[{}].request", req.index))?;
         ex.check_chain(&req.request.extra, &format!("MESS[{}].request", req.index))?;
+        if let Some(callback) = req.request.extra.get(crate::exchange::callbacks::FIELD) {
+            let path = format!("MESS[{}].request.callback", req.index);
+            let url = callback
+                .scalar_text()
+                .ok_or_else(|| ProtocolError::invalid(&path, "must be a URL (http or https)"))?;
+            // Sent like a key holder's webhook: only where the operator's allow-list permits.
+            ex.settings()
+                .dispatch
+                .webhook_allow
+                .check(&url)
+                .map_err(|why| ProtocolError::invalid(&path, why))?;
+        }
     }
     for req in incoming {
         if let Some(at) = req.request.expires_at(now)

@@ -47,6 +47,10 @@ pub(crate) struct ObserveArgs {
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
+    /// A URL that hears of every change of the request: a signed POST of the thread (only
+    /// where the exchange's dispatch.webhook.allow permits).
+    #[serde(default)]
+    pub callback: String,
 }
 
 fn default_observe_wait() -> u32 {
@@ -82,6 +86,10 @@ pub(crate) struct DoArgs {
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
+    /// A URL that hears of every change of the request: a signed POST of the thread (only
+    /// where the exchange's dispatch.webhook.allow permits).
+    #[serde(default)]
+    pub callback: String,
 }
 
 /// `mess_request`: the fields of `mess_observe` and `mess_do` together.
@@ -111,6 +119,10 @@ pub(crate) struct RequestArgs {
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
+    /// A URL that hears of every change of the request: a signed POST of the thread (only
+    /// where the exchange's dispatch.webhook.allow permits).
+    #[serde(default)]
+    pub callback: String,
 }
 
 /// A thread reference: `re`, or its alias `ref`.

@@ -55,6 +55,9 @@ fn request_body(a: &RequestArgs) -> Map {
     if !a.priority.trim().is_empty() {
         req.insert("priority", Value::str(a.priority.trim()));
     }
+    if !a.callback.trim().is_empty() {
+        req.insert("callback", Value::str(a.callback.trim()));
+    }
     req
 }
 
@@ -245,6 +248,7 @@ impl MessMcp {
             needed_by: a.needed_by,
             priority: a.priority,
             exchange: a.exchange,
+            callback: a.callback,
         };
         Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }
@@ -268,6 +272,7 @@ impl MessMcp {
             needed_by: a.needed_by,
             priority: a.priority,
             exchange: a.exchange,
+            callback: a.callback,
         };
         Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }

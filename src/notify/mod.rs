@@ -62,6 +62,12 @@ pub enum NoticeKind {
     /// Something the executor holding the thread must hear: the requestor answered its
     /// questions, confirmed or refused, or cancelled; or the thread ended without it.
     ForClaimant(ClaimantEvent),
+    /// For a requestor's callback: its thread changed (a new status, or a message from
+    /// someone else).
+    Changed {
+        /// The status it has now.
+        status: String,
+    },
 }
 
 /// What happened on a thread its claimant is told about.
@@ -119,6 +125,7 @@ impl NoticeKind {
             NoticeKind::Closed { .. } => "closed",
             NoticeKind::Escalated => "escalated",
             NoticeKind::ForClaimant(e) => e.as_str(),
+            NoticeKind::Changed { .. } => "changed",
         }
     }
 }
@@ -167,6 +174,7 @@ impl Notice {
                 ClaimantEvent::Cancelled => format!("Cancelled by the requestor: {}", self.intent),
                 ClaimantEvent::Ended => format!("Ended while you held it: {}", self.intent),
             },
+            NoticeKind::Changed { status } => format!("Now {status}: {}", self.intent),
         }
     }
 

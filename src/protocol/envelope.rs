@@ -230,7 +230,16 @@ impl Envelope {
                 note: None,
                 extra: Map::new(),
             }],
-            extra: Map::new(),
+            // Where the requestor asked to hear of changes (mess's `callback` extension).
+            extra: request
+                .extra
+                .get("callback")
+                .map(|url| {
+                    let mut m = Map::new();
+                    m.insert("callback", url.clone());
+                    m
+                })
+                .unwrap_or_default(),
         }
     }
 

@@ -44,12 +44,17 @@ pub use crate::store::pg::memo::HeadMemo;
 /// thread, with the thread's lock held: it must be quick).
 pub type Observer = Arc<dyn Fn(&Envelope) + Send + Sync>;
 
+/// Called with the thread as it is and the edit about to be written, before every write of a
+/// thread that changes it: what it adds to the edit (notices to queue) is written with it.
+pub type EditHook = Arc<dyn Fn(&ThreadFile, &mut Edit) + Send + Sync>;
+
 /// The threads of one exchange: the files of its home, or (tier 1) a database the home
 /// mirrors.
 #[derive(Clone)]
 pub struct FileStore {
     layout: Layout,
     observer: Option<Observer>,
+    editing: Option<EditHook>,
     database: Option<pg::Pg>,
 }
 
@@ -129,6 +134,7 @@ impl FileStore {
         FileStore {
             layout: Layout::new(root),
             observer: None,
+            editing: None,
             database: None,
         }
     }
@@ -138,6 +144,7 @@ impl FileStore {
         FileStore {
             layout: Layout::new(root),
             observer: None,
+            editing: None,
             database: Some(database),
         }
     }
@@ -164,6 +171,12 @@ impl FileStore {
     /// The same store, telling `observer` about every thread it writes from now on.
     pub fn observed(mut self, observer: Observer) -> FileStore {
         self.observer = Some(observer);
+        self
+    }
+
+    /// The same store, letting `hook` add to every edit before it is written.
+    pub fn edited(mut self, hook: EditHook) -> FileStore {
+        self.editing = Some(hook);
         self
     }
 
@@ -450,6 +463,17 @@ impl FileStore {
         thread: &ThreadRef,
         mut decide: impl FnMut(&ThreadFile) -> Result<(Option<Edit>, T), E>,
     ) -> Result<T, E> {
+        let hook = self.editing.clone();
+        let mut decide = move |t: &ThreadFile| -> Result<(Option<Edit>, T), E> {
+            let (edit, out) = decide(t)?;
+            let edit = edit.map(|mut e| {
+                if let Some(hook) = &hook {
+                    hook(t, &mut e);
+                }
+                e
+            });
+            Ok((edit, out))
+        };
         if let Some(db) = &self.database {
             let (out, written) = db.modify(&self.layout, thread, decide)?;
             if written.is_some() {

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod callbacks;
 mod cli;
 mod cluster;
 mod concurrency;
