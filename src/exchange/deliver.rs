@@ -788,27 +788,9 @@ async fn forward(ex: &Exchange, d: &Delivery) -> Attempted {
     let outcome = match federation::forward(ex, d).await {
         federation::Forwarded::Sent(sent) => Ok(sent),
         federation::Forwarded::Failed(e) => Err(e),
-        federation::Forwarded::Moot(why) => {
-            let (worker, mut delivery) = (ex.clone(), d.clone());
-            delivery.outcome = Some(format!("moot: {why}"));
-            let _ = tokio::task::spawn_blocking(move || {
-                worker.store().shelve(&delivery, Shelf::Queue, Shelf::Done)
-            })
-            .await;
-            return Attempted::Finished;
-        }
+        federation::Forwarded::Moot(why) => return moot(ex, d, why).await,
     };
-    if let Err(e) = &outcome {
-        tracing::info!(delivery = %d.id, error = %e, "forwarding attempt failed");
-    }
-    let (worker, delivery) = (ex.clone(), d.clone());
-    match tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, false, outcome))
-        .await
-    {
-        Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
-        Ok(Ok(None)) => Attempted::Finished,
-        _ => Attempted::Stuck,
-    }
+    recorded(ex, d, outcome).await
 }
 
 /// One attempt to call a requestor's callback, recorded as any delivery's attempt.
@@ -817,22 +799,30 @@ async fn call_back(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempte
     let prepared = tokio::task::spawn_blocking(move || worker.callback_notice(&delivery)).await;
     let outcome = match prepared {
         Ok(Ok(Some((channel, notice)))) => callbacks::send(notifier, &channel, &notice).await,
-        Ok(Ok(None)) => {
-            let (worker, mut delivery) = (ex.clone(), d.clone());
-            delivery.outcome = Some("moot: the thread is gone".to_owned());
-            let _ = tokio::task::spawn_blocking(move || {
-                worker.store().shelve(&delivery, Shelf::Queue, Shelf::Done)
-            })
-            .await;
-            return Attempted::Finished;
-        }
+        Ok(Ok(None)) => return moot(ex, d, "the thread is gone".to_owned()).await,
         Ok(Err(e)) => Err(NotifyError::Retry {
             message: ex.scrub_home(&e.to_string()),
         }),
         Err(_) => return Attempted::Stuck,
     };
+    recorded(ex, d, outcome).await
+}
+
+/// Shelves `d` as done with nothing sent, saying why.
+async fn moot(ex: &Exchange, d: &Delivery, why: String) -> Attempted {
+    let (worker, mut delivery) = (ex.clone(), d.clone());
+    delivery.outcome = Some(format!("moot: {why}"));
+    let _ = tokio::task::spawn_blocking(move || {
+        worker.store().shelve(&delivery, Shelf::Queue, Shelf::Done)
+    })
+    .await;
+    Attempted::Finished
+}
+
+/// Records how an attempt of `d` (a channel with no message to update later) went.
+async fn recorded(ex: &Exchange, d: &Delivery, outcome: Result<Sent, NotifyError>) -> Attempted {
     if let Err(e) = &outcome {
-        tracing::info!(delivery = %d.id, error = %e, "callback attempt failed");
+        tracing::info!(delivery = %d.id, error = %e, "delivery attempt failed");
     }
     let (worker, delivery) = (ex.clone(), d.clone());
     match tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, false, outcome))
