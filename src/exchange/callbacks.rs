@@ -39,23 +39,14 @@ pub(crate) fn queue(before: &ThreadFile, edit: &mut Edit) {
     let version = before.message_count() + edit.append.len();
     let mut target = Map::new();
     target.insert("url", Value::str(url));
-    edit.deliveries.push(Delivery {
-        id: format!(
-            "{}.{}.{CHANNEL}.changed.{version}",
-            after.thread_ref, after.requestor
-        ),
-        thread: after.thread_ref.to_string(),
-        executor: after.requestor.clone(),
-        channel: CHANNEL.to_owned(),
-        target: Value::Map(target),
-        kind: format!("changed.{version}"),
-        created: after.updated,
-        due: after.updated,
-        attempts: Vec::new(),
-        provider_ref: None,
-        previous: None,
-        outcome: None,
-    });
+    edit.deliveries.push(Delivery::new(
+        after.thread_ref.as_str(),
+        &after.requestor,
+        CHANNEL,
+        Value::Map(target),
+        &format!("changed.{version}"),
+        after.updated,
+    ));
 }
 
 impl Exchange {

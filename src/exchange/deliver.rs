@@ -95,20 +95,14 @@ impl Exchange {
                 if let Some(url) = peer.as_map().and_then(|m| m.get("url")) {
                     target.insert("url", url.clone());
                 }
-                out.push(Delivery {
-                    id: format!("{thread}.{id}.{}.{kind}", federation::CHANNEL),
-                    thread: thread.to_string(),
-                    executor: id.clone(),
-                    channel: federation::CHANNEL.to_owned(),
-                    target: Value::Map(target),
-                    kind: kind.to_owned(),
-                    created: now,
-                    due: now,
-                    attempts: Vec::new(),
-                    provider_ref: None,
-                    previous: None,
-                    outcome: None,
-                });
+                out.push(Delivery::new(
+                    thread.as_str(),
+                    id,
+                    federation::CHANNEL,
+                    Value::Map(target),
+                    kind,
+                    now,
+                ));
                 continue;
             }
             let Some(notify) = spec.extra.get("notify") else {
@@ -129,20 +123,7 @@ impl Exchange {
                 if let Value::Map(m) = &mut target {
                     m.remove("secret");
                 }
-                out.push(Delivery {
-                    id: format!("{thread}.{id}.{name}.{kind}"),
-                    thread: thread.to_string(),
-                    executor: id.clone(),
-                    channel: name.to_owned(),
-                    target,
-                    kind: kind.to_owned(),
-                    created: now,
-                    due: now,
-                    attempts: Vec::new(),
-                    provider_ref: None,
-                    previous: None,
-                    outcome: None,
-                });
+                out.push(Delivery::new(thread.as_str(), id, name, target, kind, now));
             }
         }
         Ok(out)

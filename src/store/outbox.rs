@@ -44,6 +44,34 @@ pub struct Delivery {
     pub outcome: Option<String>,
 }
 
+impl Delivery {
+    /// A fresh `kind` notice of `thread` for `executor` on `channel` (to `target`), due `now`;
+    /// its id is `<thread>.<executor>.<channel>.<kind>`.
+    pub fn new(
+        thread: &str,
+        executor: &str,
+        channel: &str,
+        target: Value,
+        kind: &str,
+        now: Timestamp,
+    ) -> Delivery {
+        Delivery {
+            id: format!("{thread}.{executor}.{channel}.{kind}"),
+            thread: thread.to_owned(),
+            executor: executor.to_owned(),
+            channel: channel.to_owned(),
+            target,
+            kind: kind.to_owned(),
+            created: now,
+            due: now,
+            attempts: Vec::new(),
+            provider_ref: None,
+            previous: None,
+            outcome: None,
+        }
+    }
+}
+
 /// One failed attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
