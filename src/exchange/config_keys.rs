@@ -57,6 +57,7 @@ const EXECUTOR: &[&str] = &[
     "timezone",
     "notify",
     "exchange",
+    "mcp",
     "tags",
     "access",
     "location",

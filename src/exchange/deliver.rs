@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{Error, Exchange, access, callbacks, federation};
+use crate::exchange::{Error, Exchange, access, callbacks, federation, robots};
 use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
@@ -103,6 +103,24 @@ impl Exchange {
                     kind,
                     now,
                 ));
+                continue;
+            }
+            // A robot that speaks MCP is called, not notified; only offers are calls.
+            if let Some(entry) = spec.extra.get("mcp") {
+                if matches!(kind, "new" | "escalated") {
+                    let mut target = Map::new();
+                    if let Some(url) = entry.as_map().and_then(|m| m.get("url")) {
+                        target.insert("url", url.clone());
+                    }
+                    out.push(Delivery::new(
+                        thread.as_str(),
+                        id,
+                        robots::CHANNEL,
+                        Value::Map(target),
+                        kind,
+                        now,
+                    ));
+                }
                 continue;
             }
             let Some(notify) = spec.extra.get("notify") else {
@@ -822,6 +840,14 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
     }
     if d.channel == callbacks::CHANNEL {
         return call_back(ex, notifier, d).await;
+    }
+    if d.channel == robots::CHANNEL {
+        let outcome = match robots::call(ex, d).await {
+            robots::Called::Sent(sent) => Ok(sent),
+            robots::Called::Failed(e) => Err(e),
+            robots::Called::Moot(why) => return moot(ex, d, why).await,
+        };
+        return recorded(ex, d, outcome).await;
     }
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;

@@ -25,6 +25,7 @@ mod plan;
 pub mod queries;
 mod queue;
 mod requests;
+mod robots;
 pub mod route;
 mod submit;
 pub mod sweep;

@@ -233,6 +233,17 @@ pub(crate) fn check_config(
         crate::exchange::federation::peer_of(&exec.id, peer, ex.settings().dispatch.expand)
             .map_err(|why| ProtocolError::invalid(path, why))?;
     }
+    if let Some(robot) = exec.extra.get("mcp") {
+        crate::exchange::robots::check_entry(
+            &exec.id,
+            robot,
+            sender.role.is_some(),
+            ex.settings().dispatch.expand,
+        )
+        .map_err(|why| {
+            ProtocolError::forbidden(format!("MESS[{index}].config.executor.mcp: {why}"))
+        })?;
+    }
     let sender = sender.id.as_str();
     match dir.origin(&exec.id) {
         Some(Origin::ConfigFile) => Err(ProtocolError::forbidden(format!(

@@ -1,0 +1,364 @@
+//! Robots that speak MCP: an executor entry with `mcp: {url, api_key?, tool?}` (an MCP server
+//! over streamable HTTP) or `mcp: {command: [program, args...], tool?}` (one over stdio) gets the
+//! requests routed to it as a tool call (`execute_task` unless `tool` says otherwise) with the
+//! intent, the ref, the context and a presigned link. The exchange is the MCP client: once the
+//! robot answers the handshake it claims the thread for the executor, calls the tool, and turns
+//! the result into the thread's status and response. A robot that cannot be reached is retried
+//! like any channel, and the thread stays open for escalation meanwhile.
+
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+
+use crate::exchange::directory::Origin;
+use crate::exchange::{Error, Exchange, Sender};
+use crate::links::Action;
+use crate::notify::{NotifyError, Sent};
+use crate::protocol::ids::ThreadRef;
+use crate::protocol::message::Message;
+use crate::protocol::status::Status;
+use crate::protocol::value::{Map, Value};
+use crate::store::outbox::Delivery;
+
+/// The delivery channel of an MCP robot.
+pub(crate) const CHANNEL: &str = "mcp";
+
+/// The tool called when the entry names none.
+const DEFAULT_TOOL: &str = "execute_task";
+
+/// How long the robot may take to answer the handshake.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one tool call may take: the robot does the work inside it.
+const CALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How a robot is reached.
+#[derive(Debug, Clone)]
+enum Reach {
+    Http { url: String, key: Option<String> },
+    Stdio { program: String, args: Vec<String> },
+}
+
+/// An MCP robot an executor entry names.
+#[derive(Debug, Clone)]
+struct Robot {
+    reach: Reach,
+    tool: String,
+}
+
+/// How one call of a robot went.
+pub(crate) enum Called {
+    /// Called, and the thread has its answer.
+    Sent(Sent),
+    /// Nothing to do (the thread is no longer pending).
+    Moot(String),
+    /// Not reached, or refused (retried when the error says so).
+    Failed(NotifyError),
+}
+
+/// The robot of an executor entry's `mcp:`.
+fn robot_of(executor: &str, entry: &Value, expand: fn(&str) -> String) -> Result<Robot, String> {
+    let map = entry.as_map().ok_or_else(|| {
+        format!(
+            "executor {executor}: mcp must be a mapping {{url, api_key, tool}} or {{command, tool}}"
+        )
+    })?;
+    let text = |k: &str| map.get(k).and_then(Value::scalar_text).map(|s| expand(&s));
+    let tool = text("tool").unwrap_or_else(|| DEFAULT_TOOL.to_owned());
+    if let Some(url) = text("url") {
+        let parsed = reqwest::Url::parse(url.trim())
+            .map_err(|e| format!("executor {executor}: mcp.url {url:?}: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!(
+                "executor {executor}: mcp.url must be http or https"
+            ));
+        }
+        let key = text("api_key").filter(|k| !k.trim().is_empty());
+        return Ok(Robot {
+            reach: Reach::Http { url, key },
+            tool,
+        });
+    }
+    let command: Vec<String> = match map.get("command") {
+        Some(Value::Seq(items)) => items.iter().filter_map(Value::scalar_text).collect(),
+        Some(v) => v
+            .scalar_text()
+            .map(|s| s.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let Some((program, args)) = command.split_first() else {
+        return Err(format!("executor {executor}: mcp needs url or command"));
+    };
+    Ok(Robot {
+        reach: Reach::Stdio {
+            program: program.clone(),
+            args: args.to_vec(),
+        },
+        tool,
+    })
+}
+
+/// Checks an `mcp:` entry of a registration: only the operator may name a robot (a command
+/// runs on this machine, a URL is reached from it).
+pub(crate) fn check_entry(
+    executor: &str,
+    entry: &Value,
+    by_key: bool,
+    expand: fn(&str) -> String,
+) -> Result<(), String> {
+    if by_key {
+        return Err(
+            "an MCP robot is set in config.yaml or by the operator, not with a key".to_owned(),
+        );
+    }
+    robot_of(executor, entry, expand).map(|_| ())
+}
+
+impl Exchange {
+    /// The robot executor `id` stands for, when its entry has `mcp:` and the operator made it.
+    fn robot(&self, id: &str) -> Option<Result<Robot, String>> {
+        let directory = self.directory();
+        let entry = directory.executor(id)?.extra.get("mcp")?.clone();
+        if !matches!(
+            directory.origin(id),
+            Some(Origin::ConfigFile | Origin::Registration { by_key: false, .. })
+        ) {
+            return Some(Err(format!(
+                "executor {id}: an MCP robot is set in config.yaml or by the operator, not with a key"
+            )));
+        }
+        Some(robot_of(id, &entry, self.settings().dispatch.expand))
+    }
+
+    /// The tool call's arguments for `thread`, or why there is nothing to do.
+    fn robot_arguments(
+        &self,
+        thread: &ThreadRef,
+        executor: &str,
+    ) -> Result<Result<serde_json::Map<String, serde_json::Value>, String>, Error> {
+        let file = self.store().read(thread)?;
+        let env = &file.envelope;
+        if env.status != Status::Pending {
+            return Ok(Err(format!("the thread is {}", env.status)));
+        }
+        let context = file
+            .messages()?
+            .iter()
+            .flat_map(|m| m.message.payloads.iter())
+            .find_map(|p| match p {
+                crate::protocol::message::Payload::Request(r) => Some(
+                    r.context
+                        .iter()
+                        .map(|c| serde_json::to_value(c.to_value()).unwrap_or_default())
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let d = &self.settings().dispatch;
+        let link = self
+            .mint_link_via(
+                thread,
+                executor,
+                &Action::ALL,
+                d.link_ttl_seconds,
+                Some(CHANNEL),
+            )
+            .ok()
+            .map(|token| format!("{}/respond?ref={thread}&token={token}", d.public_url));
+        let mut args = serde_json::Map::new();
+        args.insert("intent".into(), env.intent.clone().into());
+        args.insert("ref".into(), thread.as_str().into());
+        args.insert("context".into(), context.into());
+        args.insert("requires".into(), env.requires.clone().into());
+        if let Some(link) = link {
+            args.insert("link".into(), link.into());
+        }
+        Ok(Ok(args))
+    }
+
+    /// Sends `payloads` (YAML list items) into `thread` as the robot executor.
+    fn as_robot(
+        &self,
+        thread: &ThreadRef,
+        executor: &str,
+        payloads: Vec<(&str, Map)>,
+    ) -> Result<(), Error> {
+        let mut items = Vec::new();
+        for (kind, mut body) in payloads {
+            body.insert("re", Value::str(thread.as_str()));
+            let mut item = Map::new();
+            item.insert(kind, Value::Map(body));
+            items.push(Value::Map(item));
+        }
+        let mut top = Map::new();
+        top.insert("MESS", Value::Seq(items));
+        let message = Message::from_value(Value::Map(top))?;
+        let sender = Sender {
+            id: executor.to_owned(),
+            channel: CHANNEL.to_owned(),
+            role: Some(crate::exchange::auth::Role::Executor),
+        };
+        self.submit(message, &sender)?;
+        Ok(())
+    }
+}
+
+/// One attempt to hand the thread of delivery `d` to its MCP robot.
+pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
+    let robot = match ex.robot(&d.executor) {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return Called::Failed(NotifyError::Fail { message: e }),
+        None => return Called::Moot(format!("{} is not an MCP robot", d.executor)),
+    };
+    let Ok(thread) = ThreadRef::parse(&d.thread) else {
+        return Called::Moot("not a thread".to_owned());
+    };
+    let (worker, r, executor) = (ex.clone(), thread.clone(), d.executor.clone());
+    let args =
+        match tokio::task::spawn_blocking(move || worker.robot_arguments(&r, &executor)).await {
+            Ok(Ok(Ok(a))) => a,
+            Ok(Ok(Err(moot))) => return Called::Moot(moot),
+            Ok(Err(e)) => {
+                return Called::Failed(NotifyError::Retry {
+                    message: ex.scrub_home(&e.to_string()),
+                });
+            }
+            Err(e) => {
+                return Called::Failed(NotifyError::Retry {
+                    message: e.to_string(),
+                });
+            }
+        };
+    let client = match tokio::time::timeout(CONNECT_TIMEOUT, connect(&robot)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(why)) => return Called::Failed(NotifyError::Retry { message: why }),
+        Err(_) => {
+            return Called::Failed(NotifyError::Retry {
+                message: "mcp: the robot did not answer the handshake in time".to_owned(),
+            });
+        }
+    };
+    // Reached: the call is the executor's claim.
+    let claim = {
+        let (worker, r, executor) = (ex.clone(), thread.clone(), d.executor.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut body = Map::new();
+            body.insert("code", Value::str("claimed"));
+            worker.as_robot(&r, &executor, vec![("status", body)])
+        })
+        .await
+    };
+    match claim {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            let _ = client.cancel().await;
+            return Called::Moot(format!("not claimed: {}", ex.public_message(&e)));
+        }
+        Err(e) => {
+            return Called::Failed(NotifyError::Retry {
+                message: e.to_string(),
+            });
+        }
+    }
+    let called = tokio::time::timeout(
+        CALL_TIMEOUT,
+        client.call_tool(CallToolRequestParams::new(robot.tool.clone()).with_arguments(args)),
+    )
+    .await;
+    let _ = client.cancel().await;
+    let payloads = match called {
+        Ok(Ok(result)) => answer_of(&result),
+        Ok(Err(e)) => failed(&format!("the robot's {} call failed: {e}", robot.tool)),
+        Err(_) => failed(&format!(
+            "the robot's {} call took longer than {} s",
+            robot.tool,
+            CALL_TIMEOUT.as_secs()
+        )),
+    };
+    let (worker, r, executor) = (ex.clone(), thread.clone(), d.executor.clone());
+    match tokio::task::spawn_blocking(move || worker.as_robot(&r, &executor, payloads)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(thread = %thread, error = %e, "the robot's answer could not be recorded");
+        }
+        Err(e) => {
+            tracing::warn!(thread = %thread, error = %e, "recording the robot's answer failed")
+        }
+    }
+    Called::Sent(Sent::default())
+}
+
+/// An MCP client session with `robot`.
+async fn connect(
+    robot: &Robot,
+) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ()>, String> {
+    match &robot.reach {
+        Reach::Http { url, key } => {
+            let mut config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url.clone(),
+                );
+            if let Some(key) = key {
+                config = config.auth_header(key.clone());
+            }
+            ().serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+                config,
+            ))
+            .await
+            .map_err(|e| format!("mcp: the robot at {url} cannot be reached: {e}"))
+        }
+        Reach::Stdio { program, args } => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            let transport = rmcp::transport::TokioChildProcess::new(cmd)
+                .map_err(|e| format!("mcp: cannot start {program}: {e}"))?;
+            ().serve(transport)
+                .await
+                .map_err(|e| format!("mcp: {program} did not start an MCP session: {e}"))
+        }
+    }
+}
+
+/// The status and response a tool result makes: `completed` with its text and structured
+/// content, or `failed` with its text when the tool says it failed.
+fn answer_of(result: &CallToolResult) -> Vec<(&'static str, Map)> {
+    let text: Vec<String> = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    if result.is_error == Some(true) {
+        return failed(&if text.is_empty() {
+            "the robot reported a failure".to_owned()
+        } else {
+            text.join("\n")
+        });
+    }
+    let mut content: Vec<Value> = text.into_iter().map(Value::String).collect();
+    if let Some(structured) = &result.structured_content {
+        let limits = crate::protocol::yaml::Limits::json_message(1024 * 1024);
+        if let Ok(v) = crate::protocol::yaml::value_from(structured.clone(), &limits) {
+            let mut entry = Map::new();
+            entry.insert("data", v);
+            content.push(Value::Map(entry));
+        }
+    }
+    if content.is_empty() {
+        content.push(Value::str("done"));
+    }
+    let mut status = Map::new();
+    status.insert("code", Value::str("completed"));
+    let mut response = Map::new();
+    response.insert("content", Value::Seq(content));
+    vec![("status", status), ("response", response)]
+}
+
+fn failed(reason: &str) -> Vec<(&'static str, Map)> {
+    let mut status = Map::new();
+    status.insert("code", Value::str("failed"));
+    status.insert("reason", Value::str(reason));
+    vec![("status", status)]
+}
