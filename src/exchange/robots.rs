@@ -3,13 +3,17 @@
 //! requests routed to it as a tool call (`execute_task` unless `tool` says otherwise) with the
 //! intent, the ref, the context and a presigned link. The exchange is the MCP client: once the
 //! robot answers the handshake it claims the thread for the executor, calls the tool, and turns
-//! the result into the thread's status and response. A robot that cannot be reached is retried
+//! the result into the thread's status and response (a robot that answers with an MCP task is
+//! followed with `tasks/get` until the task is over). A robot that cannot be reached is retried
 //! like any channel, and the thread stays open for escalation meanwhile.
 
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    GetTaskParams, Implementation, TaskPayload,
+};
 
 use crate::exchange::directory::Origin;
 use crate::exchange::{Error, Exchange, Sender};
@@ -263,15 +267,11 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
             });
         }
     }
-    let called = tokio::time::timeout(
-        CALL_TIMEOUT,
-        client.call_tool(CallToolRequestParams::new(robot.tool.clone()).with_arguments(args)),
-    )
-    .await;
+    let called = tokio::time::timeout(CALL_TIMEOUT, run_tool(&client, &robot.tool, args)).await;
     let _ = client.cancel().await;
     let payloads = match called {
         Ok(Ok(result)) => answer_of(&result),
-        Ok(Err(e)) => failed(&format!("the robot's {} call failed: {e}", robot.tool)),
+        Ok(Err(why)) => failed(&format!("the robot's {} call failed: {why}", robot.tool)),
         Err(_) => failed(&format!(
             "the robot's {} call took longer than {} s",
             robot.tool,
@@ -291,10 +291,66 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
     Called::Sent(Sent::default())
 }
 
+/// A client session with a robot.
+type Session = rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>;
+
+/// Calls `tool` with `args` and returns its result: at once, or, when the robot answers with an
+/// MCP task, once the task is over (polled with `tasks/get`).
+async fn run_tool(
+    client: &Session,
+    tool: &str,
+    args: serde_json::Map<String, serde_json::Value>,
+) -> Result<CallToolResult, String> {
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+    let task = match client
+        .call_tool_once(params)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        CallToolResponse::Complete(result) => return Ok(result),
+        CallToolResponse::Task(created) => created.task,
+        _ => return Err("the robot asked for input, which mess does not relay to it".to_owned()),
+    };
+    let every = Duration::from_millis(task.poll_interval_ms.unwrap_or(1000).clamp(200, 10_000));
+    loop {
+        tokio::time::sleep(every).await;
+        let got = client
+            .get_task(GetTaskParams::new(task.task_id.clone()))
+            .await
+            .map_err(|e| e.to_string())?;
+        match got.task.payload {
+            TaskPayload::Completed { result } => {
+                return serde_json::from_value(serde_json::Value::Object(result))
+                    .map_err(|e| format!("its task's result: {e}"));
+            }
+            TaskPayload::Failed { error } => {
+                return Err(error
+                    .get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("its task failed")
+                    .to_owned());
+            }
+            TaskPayload::Cancelled => return Err("the robot cancelled its task".to_owned()),
+            TaskPayload::InputRequired { .. } => {
+                return Err(
+                    "the robot's task asked for input, which mess does not relay to it".to_owned(),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What the exchange tells robots about itself: tasks welcome.
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("mess", env!("CARGO_PKG_VERSION")),
+    )
+}
+
 /// An MCP client session with `robot`.
-async fn connect(
-    robot: &Robot,
-) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ()>, String> {
+async fn connect(robot: &Robot) -> Result<Session, String> {
     match &robot.reach {
         Reach::Http { url, key } => {
             let mut config =
@@ -304,18 +360,20 @@ async fn connect(
             if let Some(key) = key {
                 config = config.auth_header(key.clone());
             }
-            ().serve(rmcp::transport::StreamableHttpClientTransport::from_config(
-                config,
-            ))
-            .await
-            .map_err(|e| format!("mcp: the robot at {url} cannot be reached: {e}"))
+            client_config()
+                .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+                    config,
+                ))
+                .await
+                .map_err(|e| format!("mcp: the robot at {url} cannot be reached: {e}"))
         }
         Reach::Stdio { program, args } => {
             let mut cmd = tokio::process::Command::new(program);
             cmd.args(args);
             let transport = rmcp::transport::TokioChildProcess::new(cmd)
                 .map_err(|e| format!("mcp: cannot start {program}: {e}"))?;
-            ().serve(transport)
+            client_config()
+                .serve(transport)
                 .await
                 .map_err(|e| format!("mcp: {program} did not start an MCP session: {e}"))
         }

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,
+    DetailedTask, GetTaskParams, GetTaskResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Task, TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -19,15 +20,26 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use crate::support::Home;
 use crate::support::server::Server;
 
-/// The robot: one tool, `execute_task`, which records its arguments and says it is done.
+/// The robot: one tool, `execute_task`, which records its arguments and says it is done; with
+/// `as_task`, it answers with an MCP task that is over at the first `tasks/get`.
 #[derive(Clone, Default)]
 struct Arm {
     calls: Arc<Mutex<Vec<serde_json::Value>>>,
+    as_task: bool,
+}
+
+fn done(intent: &str) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(format!("folded: {intent}"))])
 }
 
 impl ServerHandler for Arm {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
     }
 
     async fn list_tools(
@@ -55,7 +67,30 @@ impl ServerHandler for Arm {
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let intent = args["intent"].as_str().unwrap_or_default().to_owned();
         self.calls.lock().unwrap().push(args);
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!("folded: {intent}"))]).into())
+        if self.as_task {
+            let at = "2026-11-27T00:00:00Z".to_owned();
+            let task =
+                Task::new(intent, TaskStatus::Working, at.clone(), at).with_poll_interval_ms(200);
+            return Ok(CreateTaskResult::new(task).into());
+        }
+        Ok(done(&intent).into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let at = "2026-11-27T00:00:01Z".to_owned();
+        let serde_json::Value::Object(result) =
+            serde_json::to_value(done(&request.task_id)).unwrap()
+        else {
+            unreachable!()
+        };
+        Ok(GetTaskResult::new(DetailedTask::new(
+            Task::new(request.task_id, TaskStatus::Completed, at.clone(), at),
+            TaskPayload::Completed { result },
+        )))
     }
 }
 
@@ -129,15 +164,39 @@ fn a_request_routed_to_an_mcp_robot_is_completed_by_its_tool_result() {
 }
 
 #[test]
-fn a_robot_that_is_down_is_retried_and_the_thread_stays_open_for_escalation() {
+fn a_robot_that_answers_with_an_mcp_task_is_followed_until_the_task_is_over() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let arm = Arm {
+        as_task: true,
+        ..Arm::default()
+    };
+    let url = serve(arm.clone(), &runtime);
+    let home = Home::with_config(&format!(
+        "agent_id: claude-agent\nexecutors:\n  arm:\n    capabilities: [fold-laundry]\n    mcp:\n      url: {url}\n"
+    ));
+    let _server = Server::start(&home);
+    let said = home.ok(&["request", "fold the sheets", "--requires", "fold-laundry"]);
+    let r = said
+        .split_whitespace()
+        .find(|w| w.starts_with("20"))
+        .unwrap()
+        .to_owned();
+    let file = until(&home, &r, "completed through the task", |f| {
+        f.contains("status: completed")
+    });
+    assert!(file.contains("folded: fold the sheets"), "{file}");
+}
+
+#[test]
+fn a_robot_that_is_down_is_retried_and_then_the_request_is_escalated() {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let home = Home::with_config(&format!(
-        "agent_id: claude-agent\nexecutors:\n  arm:\n    capabilities: [fold-laundry]\n    mcp:\n      url: http://127.0.0.1:{port}/mcp\ndispatch:\n  retry: {{attempts: 2, first: 1s, max: 1s}}\n"
+        "agent_id: claude-agent\nexecutors:\n  arm:\n    capabilities: [fold-laundry]\n    mcp:\n      url: http://127.0.0.1:{port}/mcp\n  teague-phone:\n    capabilities: [fold-laundry]\nrouting:\n  - match: {{capability: fold-laundry}}\n    prefer: [arm]\n  - default:\n    prefer: [teague-phone]\ndispatch:\n  retry: {{attempts: 2, first: 1s, max: 1s}}\n  escalate_after: 2s\n"
     ));
-    let server = Server::start(&home);
+    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
     let said = home.ok(&["request", "fold the towels", "--requires", "fold-laundry"]);
     let r = said
         .split_whitespace()
@@ -149,6 +208,10 @@ fn a_robot_that_is_down_is_retried_and_the_thread_stays_open_for_escalation() {
     });
     assert!(file.contains("after 2 attempts"), "{file}");
     assert!(file.contains("status: pending"), "{file}");
+    // Nobody took it: it is offered to the default rule's executor, as for any channel.
+    until(&home, &r, "escalated", |f| {
+        f.contains("action: escalated") && f.contains("offered to teague-phone")
+    });
     // A key holder may not name a robot (a URL reached from here, or a command run here).
     let robot_key = home.ok(&["token", "executor", "mallory"]).trim().to_owned();
     let (status, body) = server.post_yaml(
