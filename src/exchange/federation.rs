@@ -44,6 +44,9 @@ const PEER_MESSAGE: &str = "peer_message";
 /// events said.
 const RESYNC_EVERY: Duration = Duration::from_secs(30);
 
+/// How often the forwarding entries in effect are looked at again.
+const LOOK_FOR_PEERS: Duration = Duration::from_secs(10);
+
 /// How long a follower waits before opening a broken event stream again, at most.
 const MOST_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -505,14 +508,39 @@ impl Exchange {
 pub(crate) fn run(ex: Exchange, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut followers = tokio::task::JoinSet::new();
-        let peers = {
-            let worker = ex.clone();
-            tokio::task::spawn_blocking(move || worker.peers())
-                .await
-                .unwrap_or_default()
-        };
-        for peer in peers {
-            followers.spawn(follow(ex.clone(), peer, stop.clone()));
+        // One follower per forwarding entry as it is now: entries added, changed or removed
+        // while the server runs are followed, replaced or dropped at the next look.
+        let mut followed: HashMap<(String, String), CancellationToken> = HashMap::new();
+        loop {
+            let peers = {
+                let worker = ex.clone();
+                tokio::task::spawn_blocking(move || worker.peers())
+                    .await
+                    .unwrap_or_default()
+            };
+            let wanted: Vec<(String, String)> = peers
+                .iter()
+                .map(|p| (p.executor.clone(), p.url.clone()))
+                .collect();
+            followed.retain(|key, token| {
+                let keep = wanted.contains(key);
+                if !keep {
+                    token.cancel();
+                }
+                keep
+            });
+            for peer in peers {
+                let key = (peer.executor.clone(), peer.url.clone());
+                if let std::collections::hash_map::Entry::Vacant(slot) = followed.entry(key) {
+                    let token = stop.child_token();
+                    slot.insert(token.clone());
+                    followers.spawn(follow(ex.clone(), peer, token));
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(LOOK_FOR_PEERS) => {}
+            }
         }
         while followers.join_next().await.is_some() {}
     })

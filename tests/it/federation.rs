@@ -245,3 +245,52 @@ fn a_loop_of_forwarding_exchanges_is_refused_at_the_door() {
         "{status} {body}"
     );
 }
+
+#[test]
+fn a_forwarding_entry_added_while_the_server_runs_is_followed() {
+    let town = Home::with_config("executors:\n  grocer:\n    capabilities: [buy-groceries]\n");
+    let house_at_town = town.ok(&["token", "agent", "house"]).trim().to_owned();
+    let grocer = town.ok(&["token", "executor", "grocer"]).trim().to_owned();
+    let town_server = Server::start(&town);
+    let house = Home::with_config(
+        "agent_id: claude-agent\nexecutors:\n  roomba-kitchen:\n    capabilities: [vacuum-floor]\n",
+    );
+    let _house_server = Server::start_with(&house, &[("TOWN_KEY", &house_at_town)]);
+    // The operator adds the town while the house's server runs (after it has looked for peers).
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(
+        house.path().join("config.yaml"),
+        format!(
+            "agent_id: claude-agent\nexecutors:\n  roomba-kitchen:\n    capabilities: [vacuum-floor]\n{}",
+            forwarding("town", "buy-groceries", town_server.port, "TOWN_KEY")
+        ),
+    )
+    .unwrap();
+    let said = house.ok(&["request", "buy onions", "--requires", "buy-groceries"]);
+    let at_house = ref_in(&said);
+    let file = until(&house, &at_house, "claude-agent", "forwarded", |f| {
+        delegated_ref(f).is_some()
+    });
+    let at_town = delegated_ref(&file).unwrap();
+    let url = format!("http://127.0.0.1:{}", town_server.port);
+    ok(with_key(
+        &town,
+        &grocer,
+        &["--exchange", &url, "claim", &at_town],
+    ));
+    ok(with_key(
+        &town,
+        &grocer,
+        &[
+            "--exchange",
+            &url,
+            "complete",
+            &at_town,
+            "--text",
+            "onions bought",
+        ],
+    ));
+    until(&house, &at_house, "claude-agent", "the answer back", |f| {
+        f.contains("status: completed") && f.contains("onions bought")
+    });
+}
