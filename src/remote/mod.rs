@@ -126,13 +126,7 @@ impl Remote {
     pub(crate) async fn thread(&self, re: &str) -> Result<ThreadFile, RemoteError> {
         let mut url = self.url_of(&["threads", re.trim()])?;
         url.query_pairs_mut().append_pair("format", "messe-af");
-        let text = self
-            .call(true, || {
-                self.http
-                    .get(url.clone())
-                    .header(reqwest::header::ACCEPT, "application/yaml")
-            })
-            .await?;
+        let text = self.get_yaml(&url).await?;
         let head = crate::store::thread::pieces(&text).0;
         let value = yaml::parse_document(head, &Limits::message(head.len()))
             .map_err(|e| self.garbled(&format!("the thread is not YAML: {}", e.message)))?;
@@ -161,13 +155,7 @@ impl Remote {
             url.query_pairs_mut()
                 .append_pair("state", state.as_str())
                 .append_pair("limit", &limit.to_string());
-            let text = self
-                .call(true, || {
-                    self.http
-                        .get(url.clone())
-                        .header(reqwest::header::ACCEPT, "application/yaml")
-                })
-                .await?;
+            let text = self.get_yaml(&url).await?;
             let value = yaml::parse_document(&text, &Limits::message(text.len()))
                 .map_err(|e| self.garbled(&format!("its list is not YAML: {}", e.message)))?;
             let Value::Map(map) = value else {
@@ -185,6 +173,16 @@ impl Remote {
         }
         out.sort_by_key(|e| std::cmp::Reverse(e.updated));
         Ok(out)
+    }
+
+    /// The YAML body of a `GET url` (a read: retried when the exchange cannot be reached).
+    async fn get_yaml(&self, url: &reqwest::Url) -> Result<String, RemoteError> {
+        self.call(true, || {
+            self.http
+                .get(url.clone())
+                .header(reqwest::header::ACCEPT, "application/yaml")
+        })
+        .await
     }
 
     /// A URL under the base with `segments` percent-encoded.
