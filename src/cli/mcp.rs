@@ -9,7 +9,7 @@ use rmcp::ServiceExt;
 use crate::cli::{CliError, Context, output};
 use crate::exchange::auth::{Principal, Role};
 use crate::exchange::{Sender, background};
-use crate::mcp::MessMcp;
+use crate::mcp::{Local, MessMcp};
 use crate::notify::Notifier;
 
 /// Arguments of `mess mcp` (the identity comes from --as, MESS_AGENT_ID, agent_id of
@@ -57,18 +57,28 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             .then(|| SocketAddr::from(([127, 0, 0, 1], cx.config.http_port.unwrap_or(8420))))
     });
     let exchange = Arc::new(cx.exchange.clone());
-    let mut server = MessMcp::new(exchange.clone(), sender).with_remotes(remotes(cx));
-    if let Some(every) = output::env_millis("MESS_MCP_HEARTBEAT_MS") {
-        server = server.with_heartbeat(every);
-    }
-    // Executors answer through other processes; the file system tells this one.
-    let _watch = match cx.exchange.watch_home() {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch the home; mess_wait sees only this session's changes");
-            None
-        }
+    let heartbeat = output::env_millis("MESS_MCP_HEARTBEAT_MS");
+    let serving = |ex: Arc<crate::exchange::Exchange>| match heartbeat {
+        Some(every) => MessMcp::new(ex, sender.clone()).with_heartbeat(every),
+        None => MessMcp::new(ex, sender.clone()),
     };
+    let homes = local_homes(cx, &exchange);
+    let server = serving(exchange.clone())
+        .with_remotes(remotes(cx))
+        .with_locals(
+            homes
+                .iter()
+                .map(|h| Local {
+                    name: h.name.clone(),
+                    server: serving(h.exchange.clone()),
+                })
+                .collect(),
+        );
+    // Executors answer through other processes; the file system tells this one.
+    let mut watches = vec![watch(&cx.exchange, "the home")];
+    for home in &homes {
+        watches.push(watch(&home.exchange, &format!("exchange {}", home.name)));
+    }
     let cors = cx.config.http_cors_origins.clone();
     let notifier = Notifier::new(cx.config.notify.clone())
         .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
@@ -82,6 +92,18 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             stop.clone(),
             crate::cli::serve::dispatch_retry(),
         );
+        // The same for the other homes it names.
+        let others: Vec<_> = homes
+            .into_iter()
+            .filter_map(|h| {
+                Some(background::run(
+                    (*h.exchange).clone(),
+                    h.notifier?,
+                    stop.clone(),
+                    crate::cli::serve::dispatch_retry(),
+                ))
+            })
+            .collect();
         let web = match http {
             Some(addr) => serve_http(exchange, addr, cors, stop.clone()).await,
             None => None,
@@ -103,6 +125,10 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             let _ = web.await;
         }
         let _ = worker.await;
+        for other in others {
+            let _ = other.await;
+        }
+        drop(watches);
         ended
     })
 }
@@ -132,6 +158,85 @@ async fn serve_http(
         crate::http::serve::Limits::defaults(),
         stop,
     )))
+}
+
+/// Watches `ex`'s home, so changes other processes make reach its waits; a home that cannot be
+/// watched is reported (its waits then hear only this session's changes).
+fn watch(ex: &crate::exchange::Exchange, what: &str) -> Option<crate::exchange::watch::HomeWatch> {
+    match ex.watch_home() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch {what}; mess_wait sees only this session's changes there");
+            None
+        }
+    }
+}
+
+/// A home of this machine that `exchanges:` names (`type: local`).
+struct LocalHome {
+    name: String,
+    exchange: Arc<crate::exchange::Exchange>,
+    /// What routes and notifies for it while the session lasts; `None` when it is this
+    /// session's own home under another name.
+    notifier: Option<Notifier>,
+}
+
+/// The local entries of `exchanges:`, each opened as `mess --home PATH` opens a home. An entry
+/// that cannot be used (no such folder, a bad config.yaml) is reported and left out, so the
+/// tools name it as unknown; `primary` always names the session's own home.
+fn local_homes(cx: &Context, own: &Arc<crate::exchange::Exchange>) -> Vec<LocalHome> {
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        a.canonicalize()
+            .ok()
+            .is_some_and(|a| b.canonicalize().ok() == Some(a))
+    };
+    let mut out = Vec::new();
+    for (name, entry) in &cx.config.exchanges {
+        let crate::cli::config::ExchangeEntry::Local(path) = entry else {
+            continue;
+        };
+        if name == "primary" {
+            if !same(path, &cx.config.home) {
+                tracing::warn!(
+                    "exchanges.primary names {} but this session serves {}; `primary` is the session's home",
+                    path.display(),
+                    cx.config.home.display()
+                );
+            }
+            continue;
+        }
+        if !path.is_dir() {
+            tracing::warn!(exchange = %name, "exchanges.{name}: {} is not a folder", path.display());
+            continue;
+        }
+        if same(path, &cx.config.home) {
+            out.push(LocalHome {
+                name: name.clone(),
+                exchange: own.clone(),
+                notifier: None,
+            });
+            continue;
+        }
+        let opened = crate::cli::config::Config::resolve_with(Some(path.clone()), None)
+            .map_err(|e| e.to_string())
+            .and_then(|config| {
+                let notifier = Notifier::new(config.notify.clone()).map_err(|e| e.to_string())?;
+                let mut settings = config.exchange.clone();
+                settings.queries.worker = cx.exchange.settings().queries.worker.clone();
+                let store = crate::store::FileStore::open(&config.home);
+                let clock = Arc::new(crate::exchange::clock::SystemClock);
+                Ok(LocalHome {
+                    name: name.clone(),
+                    exchange: Arc::new(crate::exchange::Exchange::new(store, settings, clock)),
+                    notifier: Some(notifier),
+                })
+            });
+        match opened {
+            Ok(home) => out.push(home),
+            Err(e) => tracing::warn!(exchange = %name, "exchanges.{name}: {e}"),
+        }
+    }
+    out
 }
 
 /// The remote entries of `exchanges:` as clients; an entry that cannot be used (no key, a bad

@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use crate::exchange::view::{self, ThreadView};
 use crate::mcp::threads::{all_threads, open_threads};
 use crate::mcp::wait::{self, Heard, Here, Woke, Word, settles};
-use crate::mcp::{MessMcp, answer};
+use crate::mcp::{MessMcp, answer, marked};
 use crate::protocol::emit;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::{State, Status};
@@ -80,6 +80,7 @@ impl MessMcp {
     fn unknown(&self, name: &str) -> CallToolResult {
         let known: Vec<&str> = std::iter::once("primary")
             .chain(self.remotes.iter().map(|(n, _)| n.as_str()))
+            .chain(self.locals.iter().map(|l| l.name.as_str()))
             .collect();
         CallToolResult::error(vec![ContentBlock::text(format!(
             "exchange: no exchange named {name:?} (known: {})",
@@ -188,9 +189,18 @@ impl MessMcp {
         }
     }
 
-    /// Starts watchers of every remote exchange for `mess_wait` without `exchange`: each passes
-    /// on the first change of a thread the key may see there.
+    /// Starts watchers of every other exchange for `mess_wait` without `exchange`: each passes
+    /// on the first change of a thread the key (or, on a home of this machine, the agent) may
+    /// see there.
     pub(crate) fn watch_everywhere(&self, watchers: &mut Watchers, limit: Duration) {
+        for local in self.locals.iter() {
+            let changes = local.server.exchange.subscribe();
+            let (tx, name, who) = (watchers.tx.clone(), local.name.clone(), self.who.id.clone());
+            let until = tokio::time::Instant::now() + limit;
+            watchers
+                .tasks
+                .spawn(run_local_watch(changes, name, who, until, tx));
+        }
         for (name, remote) in self.remotes.iter() {
             self.spawn_watch(
                 watchers,
@@ -349,7 +359,7 @@ impl MessMcp {
         local: CallToolResult,
         all: bool,
     ) -> CallToolResult {
-        if self.remotes.is_empty() {
+        if !self.has_others() {
             return local;
         }
         match local
@@ -366,7 +376,7 @@ impl MessMcp {
     /// the listing of every exchange as YAML, or the error to show; `None` when there are no
     /// others.
     pub(crate) async fn listing_everywhere(&self, all: bool) -> Option<Result<String, String>> {
-        if self.remotes.is_empty() {
+        if !self.has_others() {
             return None;
         }
         let (ex, who) = (self.exchange.clone(), self.who.id.clone());
@@ -409,17 +419,36 @@ impl MessMcp {
             &[State::Received, State::Executing]
         };
         let mut unreachable = Vec::new();
+        for local in self.locals.iter() {
+            let (ex, who) = (local.server.exchange.clone(), self.who.id.clone());
+            let listed = tokio::task::spawn_blocking(move || {
+                if all {
+                    all_threads(&ex, &who)
+                } else {
+                    open_threads(&ex, &who)
+                }
+            })
+            .await;
+            match listed {
+                Ok(Ok(Value::Map(m))) => {
+                    if let Some(Value::Seq(items)) = m.get("threads") {
+                        threads.extend(items.iter().map(|t| marked(t.clone(), &local.name)));
+                    }
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => unreachable.push(unreachable_item(
+                    &local.name,
+                    local.server.exchange.public_message(&e),
+                )),
+                Err(e) => unreachable.push(unreachable_item(&local.name, e.to_string())),
+            }
+        }
         for (name, remote) in self.remotes.iter() {
             match remote.threads(states, LIST_LIMIT).await {
                 Ok(list) => {
                     threads.extend(list.iter().map(|e| marked(view::thread_summary(e), name)))
                 }
-                Err(e) => {
-                    let mut m = Map::new();
-                    m.insert("exchange", Value::str(name));
-                    m.insert("error", Value::str(e.to_string()));
-                    unreachable.push(Value::Map(m));
-                }
+                Err(e) => unreachable.push(unreachable_item(name, e.to_string())),
             }
         }
         out.insert("threads", Value::Seq(threads));
@@ -522,6 +551,50 @@ async fn run_watch(mut watch: Watch, cursors: Cursors, tx: mpsc::Sender<Word>) {
     }
 }
 
+/// Passes on the first change of a thread `who` is a party to on a home of this machine (its
+/// change bus, fed by its file watcher) until `until` or until the wait ends.
+async fn run_local_watch(
+    mut changes: tokio::sync::broadcast::Receiver<crate::exchange::ThreadChange>,
+    name: String,
+    who: String,
+    until: tokio::time::Instant,
+    tx: mpsc::Sender<Word>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let heard = loop {
+        tokio::select! {
+            () = tx.closed() => return,
+            () = tokio::time::sleep_until(until) => return,
+            change = changes.recv() => match change {
+                Ok(c) if !c.is_routing() && crate::exchange::access::party(&who, &c.envelope) => {
+                    break Heard::Changed {
+                        thread: c.thread.as_str().to_owned(),
+                        status: c.status.as_str().to_owned(),
+                        updated: crate::protocol::time::format_timestamp(&c.updated),
+                    };
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => break Heard::Lagged,
+                Err(RecvError::Closed) => return,
+            },
+        }
+    };
+    let _ = tx
+        .send(Word {
+            exchange: name,
+            heard,
+        })
+        .await;
+}
+
+/// An entry of `unreachable`: the exchange and why it did not answer.
+fn unreachable_item(name: &str, error: String) -> Value {
+    let mut m = Map::new();
+    m.insert("exchange", Value::str(name));
+    m.insert("error", Value::str(error));
+    Value::Map(m)
+}
+
 /// Pause before an event stream that broke is opened again.
 const REOPEN_AFTER: Duration = Duration::from_secs(1);
 
@@ -529,22 +602,6 @@ fn lock(cursors: &Cursors) -> std::sync::MutexGuard<'_, HashMap<String, String>>
     match cursors.lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
-/// `value` with `exchange: name` (a mapping gains the key; anything else is wrapped).
-fn marked(value: Value, name: &str) -> Value {
-    match value {
-        Value::Map(mut m) => {
-            m.insert("exchange", Value::str(name));
-            Value::Map(m)
-        }
-        other => {
-            let mut m = Map::new();
-            m.insert("exchange", Value::str(name));
-            m.insert("result", other);
-            Value::Map(m)
-        }
     }
 }
 

@@ -5,6 +5,8 @@
 
 pub(crate) mod args;
 mod elsewhere;
+mod locals;
+pub(crate) use locals::Local;
 mod resources;
 mod schemas;
 mod subscribe;
@@ -43,6 +45,8 @@ pub(crate) struct MessMcp {
     /// Other exchanges tools may name (`exchange:`), by name: the remote entries of
     /// `exchanges:` in config.yaml.
     remotes: Arc<Vec<(String, crate::remote::Remote)>>,
+    /// Other homes of this machine tools may name: the local entries of `exchanges:`.
+    locals: Arc<Vec<locals::Local>>,
     /// Where waits on each remote exchange resume.
     cursors: elsewhere::Cursors,
     tool_router: ToolRouter<MessMcp>,
@@ -58,6 +62,7 @@ impl MessMcp {
             // Well inside the 60 s many clients allow a call before giving up on it.
             heartbeat: std::time::Duration::from_secs(15),
             remotes: Arc::default(),
+            locals: Arc::default(),
             cursors: elsewhere::Cursors::default(),
             tool_router: MessMcp::tool_router(),
         }
@@ -67,6 +72,11 @@ impl MessMcp {
     pub(crate) fn with_remotes(mut self, remotes: Vec<(String, crate::remote::Remote)>) -> MessMcp {
         self.remotes = Arc::new(remotes);
         self
+    }
+
+    /// Whether tools may name exchanges besides this one.
+    fn has_others(&self) -> bool {
+        !self.remotes.is_empty() || !self.locals.is_empty()
     }
 
     /// The same server with another heartbeat interval for `mess_wait` (tests shorten it).
@@ -147,6 +157,22 @@ fn answer(value: &Value) -> CallToolResult {
     result
 }
 
+/// `value` with `exchange: name` (a mapping gains the key; anything else is wrapped).
+fn marked(value: Value, name: &str) -> Value {
+    match value {
+        Value::Map(mut m) => {
+            m.insert("exchange", Value::str(name));
+            Value::Map(m)
+        }
+        other => {
+            let mut m = crate::protocol::value::Map::new();
+            m.insert("exchange", Value::str(name));
+            m.insert("result", other);
+            Value::Map(m)
+        }
+    }
+}
+
 /// The text a tool result shows the model.
 fn text_of(result: &CallToolResult) -> String {
     result
@@ -182,11 +208,37 @@ impl rmcp::ServerHandler for MessMcp {
         .with_instructions(INSTRUCTIONS)
     }
 
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        if let Some(local) = self.local_of_call(&request) {
+            return local.call(request, context).await;
+        }
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        if let Some((local, id)) = self.local_task(&request.task_id) {
+            let mut got = local.server.task_get(id.to_owned()).await?;
+            local.name_task(&mut got.task.task);
+            if let rmcp::model::TaskPayload::Completed { result } = &mut got.task.payload
+                && let Ok(r) = serde_json::from_value::<CallToolResult>(serde_json::Value::Object(
+                    std::mem::take(result),
+                ))
+                && let Ok(serde_json::Value::Object(m)) =
+                    serde_json::to_value(local.marked_result(r))
+            {
+                *result = m;
+            }
+            return Ok(got);
+        }
         self.task_get(request.task_id).await
     }
 
@@ -195,6 +247,12 @@ impl rmcp::ServerHandler for MessMcp {
         request: rmcp::model::UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        if let Some((local, id)) = self.local_task(&request.task_id) {
+            return local
+                .server
+                .task_update(id.to_owned(), request.input_responses)
+                .await;
+        }
         self.task_update(request.task_id, request.input_responses)
             .await
     }
@@ -204,6 +262,9 @@ impl rmcp::ServerHandler for MessMcp {
         request: rmcp::model::CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        if let Some((local, id)) = self.local_task(&request.task_id) {
+            return local.server.task_cancel(id.to_owned()).await;
+        }
         self.task_cancel(request.task_id).await
     }
 

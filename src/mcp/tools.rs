@@ -668,7 +668,7 @@ impl MessMcp {
         // one; otherwise this one. Items are marked with their exchange when there are others.
         let elsewhere = self.elsewhere(&a.exchange);
         let everywhere = elsewhere.is_none() && re.is_empty() && a.exchange.trim().is_empty();
-        let mark = !self.remotes.is_empty();
+        let mark = self.has_others();
         let target = match elsewhere {
             Some(target) => {
                 if let Err(failed) = self

@@ -618,3 +618,98 @@ fn tools_act_on_a_remote_exchange_named_by_exchange_and_the_local_one_keeps_work
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn tools_act_on_another_home_of_this_machine_named_by_exchange() {
+    let pantry = Home::with_config(CONFIG);
+    let laptop = Home::with_config(&format!(
+        "{CONFIG}exchanges:\n  pantry:\n    type: local\n    path: {}\n",
+        pantry.path().display()
+    ));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = stdio_client(&laptop).await;
+        let call = |name: &'static str, a: serde_json::Value| tool(&client, name, a);
+
+        // A request in the pantry's home, answered as from there.
+        let r = call(
+            "mess_do",
+            serde_json::json!({"intent": "vacuum the pantry", "requires": ["vacuum-floor"], "exchange": "pantry"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let s = r.structured_content.clone().unwrap();
+        assert_eq!(s["exchange"], "pantry", "{s}");
+        assert!(text(&r).contains("exchange: pantry"), "{}", text(&r));
+        let thread = s["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
+        assert!(pantry.ok(&["show", &thread, "--as", "claude-agent"]).contains("vacuum the pantry"));
+        let err = laptop.fails(&["show", &thread, "--as", "claude-agent"], 1);
+        assert!(err.contains("not found") || err.contains("no thread"), "{err}");
+        let st = call("mess_status", serde_json::json!({"re": thread, "exchange": "pantry"})).await;
+        assert_eq!(st.structured_content.clone().unwrap()["exchange"], "pantry");
+
+        // A wait on every exchange hears the pantry's robot, which works in another process.
+        let claim = async {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"))
+                .args(["claim", &thread, "--as", "roomba-kitchen"])
+                .env("MESS_HOME", pantry.path())
+                .output()
+                .await
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        };
+        let (waited, ()) = tokio::join!(
+            call("mess_wait", serde_json::json!({"timeout_s": 20})),
+            claim
+        );
+        let w = waited.structured_content.clone().unwrap();
+        assert_eq!(w["timed_out"], false, "{w}");
+        assert_eq!(w["updated"][0]["exchange"], "pantry", "{w}");
+        assert_eq!(w["updated"][0]["ref"], thread.as_str(), "{w}");
+        assert_eq!(w["updated"][0]["status"], "claimed", "{w}");
+
+        // The listing covers both homes, each thread marked; a wait named there waits there.
+        let here = call("mess_do", serde_json::json!({"intent": "dice the onions"})).await;
+        assert_eq!(here.is_error, Some(false), "{}", text(&here));
+        let every = call("mess_status", serde_json::json!({})).await;
+        let listed = every.structured_content.clone().unwrap();
+        let marks: Vec<(String, String)> = listed["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["intent"].as_str().unwrap().to_owned(), t["exchange"].as_str().unwrap().to_owned()))
+            .collect();
+        assert!(marks.contains(&("vacuum the pantry".to_owned(), "pantry".to_owned())), "{marks:?}");
+        assert!(marks.contains(&("dice the onions".to_owned(), "primary".to_owned())), "{marks:?}");
+        let pending = client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new("mess://pending"))
+            .await
+            .unwrap();
+        let pending = format!("{pending:?}");
+        assert!(pending.contains("exchange: pantry") && pending.contains("exchange: primary"), "{pending}");
+        let named = call(
+            "mess_wait",
+            serde_json::json!({"re": thread, "exchange": "pantry", "timeout_s": 1}),
+        )
+        .await;
+        let named = named.structured_content.clone().unwrap();
+        assert_eq!(named["timed_out"], true, "{named}");
+        assert_eq!(named["exchange"], "pantry", "{named}");
+
+        // A cancel there; an unknown name lists this one too.
+        let c = call(
+            "mess_cancel",
+            serde_json::json!({"re": thread, "reason": "never mind", "exchange": "pantry"}),
+        )
+        .await;
+        assert_eq!(c.is_error, Some(false), "{}", text(&c));
+        assert!(pantry.ok(&["status", &thread, "--as", "claude-agent"]).contains("cancelled"));
+        let bad = call("mess_status", serde_json::json!({"exchange": "nowhere"})).await;
+        assert!(text(&bad).contains("known: primary, pantry"), "{}", text(&bad));
+        let missing = call("mess_status", serde_json::json!({"re": "2026-01-01-999", "exchange": "pantry"})).await;
+        assert_eq!(missing.is_error, Some(true));
+        assert!(text(&missing).contains("on exchange pantry"), "{}", text(&missing));
+        client.cancel().await.unwrap();
+    });
+}

@@ -226,3 +226,56 @@ fn a_task_over_stdio_is_cancelled_and_a_client_without_tasks_gets_plain_results(
         let _ = plain.cancel().await;
     });
 }
+
+#[test]
+fn a_task_on_another_home_of_this_machine_names_that_exchange() {
+    let pantry = Home::with_config(CONFIG);
+    let laptop = Home::with_config(&format!(
+        "{CONFIG}exchanges:\n  pantry:\n    type: local\n    path: {}\n",
+        pantry.path().display()
+    ));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", laptop.path())
+            .env("MESS_AGENT_ID", "claude-agent");
+        let client = tasks_client()
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap();
+        let id = task_of(
+            &client,
+            "mess_do",
+            serde_json::json!({"intent": "vacuum the pantry", "requires": ["vacuum-floor"], "wait_s": 60, "exchange": "pantry"}),
+        )
+        .await;
+        let thread = id.strip_prefix("pantry/").expect(&id).to_owned();
+        pantry.ok(&["claim", &thread, "--as", "roomba-kitchen"]);
+        pantry.ok(&[
+            "complete",
+            &thread,
+            "--as",
+            "roomba-kitchen",
+            "--text",
+            "pantry done",
+        ]);
+        let g = until(&client, &id, TaskStatus::Completed).await;
+        assert_eq!(g.task.task.task_id, id);
+        let TaskPayload::Completed { result } = &g.task.payload else {
+            panic!("{g:?}");
+        };
+        let result: CallToolResult =
+            serde_json::from_value(serde_json::Value::Object(result.clone())).unwrap();
+        let s = result.structured_content.unwrap();
+        assert_eq!(s["exchange"], "pantry", "{s}");
+        assert!(s.to_string().contains("pantry done"), "{s}");
+        // The same ref without the name is not a task of this home.
+        let err = client
+            .get_task(GetTaskParams::new(thread.clone()))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown task"), "{err}");
+        let _ = client.cancel().await;
+    });
+}
