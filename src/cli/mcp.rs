@@ -42,6 +42,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             &Principal {
                 id: who,
                 role: Role::Agent,
+                callback: None,
             },
             "mcp",
         )

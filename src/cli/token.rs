@@ -16,6 +16,10 @@ enum TokenKind {
     Agent {
         /// The agent id the key acts as
         id: String,
+        /// Requests made with this key that name no callback of their own report every change
+        /// to this URL (a signed POST, as a request's `callback`; held to dispatch.webhook.allow)
+        #[arg(long, value_name = "URL")]
+        callback: Option<String>,
     },
     /// A key for an executor (it claims and carries out requests as ID)
     Executor {
@@ -25,16 +29,16 @@ enum TokenKind {
 }
 
 pub(crate) fn run(cx: &Context, args: TokenArgs) -> Result<(), CliError> {
-    let (role, id) = match args.kind {
-        TokenKind::Agent { id } => (Role::Agent, id),
-        TokenKind::Executor { id } => (Role::Executor, id),
+    let (role, id, callback) = match args.kind {
+        TokenKind::Agent { id, callback } => (Role::Agent, id, callback),
+        TokenKind::Executor { id } => (Role::Executor, id, None),
     };
     if role == Role::Executor && cx.exchange.directory().executor(&id).is_none() {
         output::warn(&format!(
             "{id} is not a registered executor yet; the key works once it is (config.yaml or a config message)"
         ));
     }
-    let key = cx.exchange.issue_key(role, &id)?;
+    let key = cx.exchange.issue_key_with(role, &id, callback.as_deref())?;
     output::line(&key);
     output::warn("the key is shown only this once; the exchange keeps only its hash");
     Ok(())

@@ -58,6 +58,9 @@ pub struct Principal {
     pub id: String,
     /// What it is.
     pub role: Role,
+    /// Where the requests it makes report their changes when they name no callback of their
+    /// own (an agent key made with `--callback`).
+    pub callback: Option<String>,
 }
 
 /// The key records as last read, with the stamp of the file they came from: a server checks
@@ -124,6 +127,33 @@ impl Exchange {
     /// Makes an API key for `id` acting as `role`; the key is returned once and only its hash
     /// is kept.
     pub fn issue_key(&self, role: Role, id: &str) -> Result<String, Error> {
+        self.issue_key_with(role, id, None)
+    }
+
+    /// [`Exchange::issue_key`] for an agent key whose requests report their changes to
+    /// `callback` unless they name their own; the URL is held to the operator's allow-list
+    /// as a request's `callback` is.
+    pub fn issue_key_with(
+        &self,
+        role: Role,
+        id: &str,
+        callback: Option<&str>,
+    ) -> Result<String, Error> {
+        let callback = callback.map(str::trim).filter(|c| !c.is_empty());
+        if let Some(url) = callback {
+            if role != Role::Agent {
+                return Err(ProtocolError::invalid(
+                    "callback",
+                    "only an agent key has a callback (executors hear of work through notify)",
+                )
+                .into());
+            }
+            self.settings()
+                .dispatch
+                .webhook_allow
+                .check(url)
+                .map_err(|why| ProtocolError::invalid("callback", why))?;
+        }
         if ThreadRef::parse(id).is_err() {
             return Err(ProtocolError::invalid(
                 "id",
@@ -140,6 +170,7 @@ impl Exchange {
             principal: id.to_owned(),
             role: role.as_str().to_owned(),
             created: crate::protocol::time::format_timestamp(&self.now()),
+            callback: callback.map(str::to_owned),
         })?;
         Ok(key)
     }
@@ -156,6 +187,7 @@ impl Exchange {
                     found = Role::parse(&record.role).map(|role| Principal {
                         id: record.principal.clone(),
                         role,
+                        callback: record.callback.clone(),
                     });
                 }
             }
@@ -288,6 +320,7 @@ impl Exchange {
                 &Principal {
                     id: grant.executor.clone(),
                     role: Role::Executor,
+                    callback: None,
                 },
                 // Only names the exchange itself signed reach a thread file.
                 grant

@@ -389,6 +389,7 @@ fn as_executor(executor: &str) -> Sender {
         id: executor.to_owned(),
         channel: CHANNEL.to_owned(),
         role: Some(crate::exchange::auth::Role::Executor),
+        callback: None,
     }
 }
 

@@ -172,6 +172,8 @@ pub struct Sender {
     /// The role of the key it authenticated with; `None` for local callers (the CLI, `mess
     /// mcp` on stdio), who can write the home's files anyway and are trusted as its operator.
     pub role: Option<auth::Role>,
+    /// The callback of the key it authenticated with (see [`auth::Principal::callback`]).
+    pub callback: Option<String>,
 }
 
 impl Sender {
@@ -181,6 +183,7 @@ impl Sender {
             id: id.into(),
             channel: channel.into(),
             role: None,
+            callback: None,
         }
     }
 
@@ -190,6 +193,7 @@ impl Sender {
             id: who.id.clone(),
             channel: channel.into(),
             role: Some(who.role),
+            callback: who.callback.clone(),
         }
     }
 }

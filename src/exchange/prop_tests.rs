@@ -80,7 +80,7 @@ proptest! {
             time::parse_timestamp("2026-01-31T17:00:00Z").unwrap().to_utc(),
         ));
         let ex = Exchange::new(FileStore::open(dir.path()), Settings::defaults(), clock);
-        let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role }, "http");
+        let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
         let alice = as_key("alice", Role::Agent);
         let request = format!(
             "MESS:\n  - request:\n      intent: vacuum\n      requires: [vacuum-floor]\n      confirm_before: {confirm_before}\n"

@@ -251,6 +251,17 @@ pub(crate) fn create(
             extra: Map::new(),
         };
         let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
+        // A key's callback stands in for the request's own; the message stays as it was sent.
+        if let Some(url) = &sender.callback
+            && !envelope
+                .extra
+                .contains_key(crate::exchange::callbacks::FIELD)
+        {
+            envelope.extra.insert(
+                crate::exchange::callbacks::FIELD,
+                crate::protocol::value::Value::str(url),
+            );
+        }
         // Work with a `not_before` ahead is offered when it comes (the router wakes for it).
         if envelope.depends_on.is_empty() && !envelope.too_early(now) {
             lifecycle::record_dispatch(ex, &mut envelope, &RouteInput::of(&req.request), now);

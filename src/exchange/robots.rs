@@ -204,6 +204,7 @@ impl Exchange {
             id: executor.to_owned(),
             channel: CHANNEL.to_owned(),
             role: Some(crate::exchange::auth::Role::Executor),
+            callback: None,
         };
         self.submit(message, &sender)?;
         Ok(())

@@ -23,6 +23,9 @@ pub struct KeyRecord {
     pub role: String,
     /// When it was made (RFC 3339).
     pub created: String,
+    /// Where an agent key's requests report their changes when they name no `callback` of
+    /// their own.
+    pub callback: Option<String>,
 }
 
 impl KeyRecord {
@@ -32,6 +35,7 @@ impl KeyRecord {
         m.insert("principal", Value::str(&self.principal));
         m.insert("role", Value::str(&self.role));
         m.insert("created", Value::str(&self.created));
+        m.insert_opt("callback", self.callback.as_deref().map(Value::str));
         Value::Map(m)
     }
 
@@ -43,6 +47,7 @@ impl KeyRecord {
             principal: field("principal")?,
             role: field("role")?,
             created: field("created").unwrap_or_default(),
+            callback: field("callback").filter(|c| !c.is_empty()),
         })
     }
 }

@@ -174,3 +174,79 @@ fn a_callback_the_allow_list_does_not_permit_is_refused_at_the_door() {
     ]);
     assert!(!all.contains("\"intent\": \"x\""), "{all}");
 }
+
+#[test]
+fn an_agent_keys_callback_stands_in_for_requests_that_name_none() {
+    let agent_side = Recorder::start();
+    let home = Home::with_config(&with_webhooks("[127.0.0.1]"));
+    let url = format!("{}/agent-cb", agent_side.url);
+    let agent = home
+        .ok(&["token", "agent", "claude-agent", "--callback", &url])
+        .trim()
+        .to_owned();
+    let plain = home
+        .ok(&["token", "agent", "other-agent"])
+        .trim()
+        .to_owned();
+    let robot = home
+        .ok(&["token", "executor", "roomba-kitchen"])
+        .trim()
+        .to_owned();
+    // Held to the allow-list, and an agent's alone.
+    let err = home.fails(
+        &["token", "agent", "x", "--callback", "http://10.1.2.3/cb"],
+        1,
+    );
+    assert!(
+        err.contains("callback") && err.contains("10.1.2.3"),
+        "{err}"
+    );
+    let err = home.fails(
+        &["token", "executor", "roomba-kitchen", "--callback", &url],
+        2,
+    );
+    assert!(err.contains("--callback"), "{err}");
+
+    let server = Server::start(&home);
+    let create = |key: &str, extra: &str| {
+        let (status, body) = server.post_yaml(
+            key,
+            &format!(
+                "MESS:\n  - request:\n      intent: vacuum the kitchen\n      requires: [vacuum-floor]\n{extra}"
+            ),
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned()
+    };
+    let keyed = create(&agent, "");
+    let own = create(
+        &agent,
+        &format!("      callback: {}/own-cb\n", agent_side.url),
+    );
+    let other = create(&plain, "");
+    // The key's callback is the envelope's; the request in the file is as it was sent.
+    let file = home.ok(&["show", &keyed, "--as", "claude-agent"]);
+    assert_eq!(file.matches(&url).count(), 1, "{file}");
+    for r in [&keyed, &own, &other] {
+        let (status, body) = server.post_yaml(
+            &robot,
+            &format!("MESS:\n  - status: {{re: {r}, code: claimed}}\n"),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    agent_side.wait_for(Duration::from_secs(15), |h| {
+        h.iter().filter(|h| h.path.ends_with("-cb")).count() >= 2
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let hits = agent_side.hits();
+    let threads = |path: &str| -> Vec<String> {
+        hits.iter()
+            .filter(|h| h.path == path)
+            .map(|h| h.headers["x-mess-thread"].clone())
+            .collect()
+    };
+    assert_eq!(threads("/agent-cb"), vec![keyed.clone()]);
+    assert_eq!(threads("/own-cb"), vec![own.clone()]);
+    assert!(hits.iter().filter(|h| h.path.ends_with("-cb")).all(signed));
+}

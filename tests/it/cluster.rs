@@ -101,8 +101,25 @@ fn db_commands_manage_the_schema() {
     assert!(out.contains("nothing to do"), "{out}");
     let out = home.ok(&["db", "status"]);
     assert!(
-        out.contains("schema version 4 (this mess needs 4); 0 thread(s)"),
+        out.contains("schema version 5 (this mess needs 5); 0 thread(s)"),
         "{out}"
+    );
+    // An agent key's callback is kept with it, for every node.
+    home.ok(&[
+        "token",
+        "agent",
+        "a",
+        "--callback",
+        "https://agent.example.org/cb",
+    ]);
+    let row = pg
+        .client()
+        .query_one("SELECT principal, callback FROM mess_keys", &[])
+        .unwrap();
+    let (principal, callback): (String, Option<String>) = (row.get(0), row.get(1));
+    assert_eq!(
+        (principal.as_str(), callback.as_deref()),
+        ("a", Some("https://agent.example.org/cb"))
     );
     // A database one migration behind (as an older mess left it) is refused until migrated,
     // and migrating applies only what it lacks.

@@ -129,6 +129,7 @@ fn a_keys_registration_may_point_webhooks_only_where_allowed_and_records_how_it_
         id: "robo".to_owned(),
         channel: "http".to_owned(),
         role: Some(Role::Executor),
+        callback: None,
     };
     let register = |f: &Fixture, who: &Sender, hook: &str| {
         f.ex.submit_text(

@@ -95,7 +95,8 @@ fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
         f.ex.authenticate(&agent).unwrap(),
         Some(Principal {
             id: "claude-agent".into(),
-            role: Role::Agent
+            role: Role::Agent,
+            callback: None,
         })
     );
     assert_eq!(

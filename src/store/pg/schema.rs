@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "notices by thread",
         sql: V4,
     },
+    Migration {
+        version: 5,
+        name: "agent key callbacks",
+        sql: V5,
+    },
 ];
 
 /// Thread history is append-only in the database itself: a trigger refuses every UPDATE,
@@ -195,6 +200,9 @@ CREATE TABLE mess_feed_floor (
 const V4: &str = r"
 CREATE INDEX mess_outbox_thread ON mess_outbox (shelf, split_part(id, '.', 1));
 ";
+
+/// An agent key may name where its requests report their changes.
+const V5: &str = "ALTER TABLE mess_keys ADD COLUMN callback text;";
 
 /// Where a database stands.
 #[derive(Debug, Clone)]

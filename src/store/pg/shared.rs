@@ -19,7 +19,7 @@ impl Pg {
         let mut conn = self.conn()?;
         let rows = conn
             .query(
-                "SELECT hash, principal, role, created FROM mess_keys ORDER BY seq",
+                "SELECT hash, principal, role, created, callback FROM mess_keys ORDER BY seq",
                 &[],
             )
             .map_err(sorted)?;
@@ -30,6 +30,7 @@ impl Pg {
                 principal: r.get(1),
                 role: r.get(2),
                 created: r.get(3),
+                callback: r.get(4),
             })
             .collect())
     }
@@ -47,13 +48,14 @@ impl Pg {
     pub(crate) fn add_key_record(&self, record: &KeyRecord) -> Result<(), StoreError> {
         let mut conn = self.conn()?;
         conn.execute(
-            "INSERT INTO mess_keys (hash, principal, role, created) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (hash) DO NOTHING",
+            "INSERT INTO mess_keys (hash, principal, role, created, callback) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (hash) DO NOTHING",
             &[
                 &record.hash,
                 &record.principal,
                 &record.role,
                 &record.created,
+                &record.callback,
             ],
         )
         .map_err(sorted)?;
