@@ -20,8 +20,18 @@ pub fn party(who: &str, env: &Envelope) -> bool {
     env.requestor == who || env.executor.as_deref() == Some(who)
 }
 
-/// Whether `who` is a registered executor holding every capability the thread requires.
+/// The envelope field that names the one executor a thread is offered to (a delegation
+/// accepted by its requestor); nobody else may take it.
+pub(crate) const OFFERED_TO: &str = "offered_to";
+
+/// Whether `who` is a registered executor holding every capability the thread requires (and
+/// the one it is offered to, when it is offered to one).
 fn eligible(who: &str, env: &Envelope, directory: &Directory) -> bool {
+    if let Some(only) = env.extra.get(OFFERED_TO).and_then(Value::scalar_text)
+        && only != who
+    {
+        return false;
+    }
     directory
         .executor(who)
         .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{Error, Exchange, access, callbacks, federation, robots};
+use crate::exchange::{Error, Exchange, access, callbacks, federation, robots, suggestions};
 use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
@@ -792,6 +792,24 @@ async fn forward(ex: &Exchange, d: &Delivery) -> Attempted {
     recorded(ex, d, outcome).await
 }
 
+/// Finishes carrying out an accepted suggestion (its new threads, the other originals) when
+/// the process that accepted it stopped first; a no-op when it did not.
+async fn finish_suggestion(ex: &Exchange, d: &Delivery) -> Attempted {
+    let Ok(anchor) = ThreadRef::parse(&d.thread) else {
+        return moot(ex, d, "not a thread".to_owned()).await;
+    };
+    let worker = ex.clone();
+    let now = ex.now();
+    match tokio::task::spawn_blocking(move || suggestions::carry_out(&worker, &anchor, now)).await {
+        Ok(Ok(made)) => done(ex, d, format!("carried out: {}", made.join(", "))).await,
+        Ok(Err(e)) => {
+            let message = ex.scrub_home(&e.to_string());
+            recorded(ex, d, Err(NotifyError::Retry { message })).await
+        }
+        Err(_) => Attempted::Stuck,
+    }
+}
+
 /// One attempt to call a requestor's callback, recorded as any delivery's attempt.
 async fn call_back(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
     let (worker, delivery) = (ex.clone(), d.clone());
@@ -809,8 +827,13 @@ async fn call_back(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempte
 
 /// Shelves `d` as done with nothing sent, saying why.
 async fn moot(ex: &Exchange, d: &Delivery, why: String) -> Attempted {
+    done(ex, d, format!("moot: {why}")).await
+}
+
+/// Shelves `d` as done, with `outcome`.
+async fn done(ex: &Exchange, d: &Delivery, outcome: String) -> Attempted {
     let (worker, mut delivery) = (ex.clone(), d.clone());
-    delivery.outcome = Some(format!("moot: {why}"));
+    delivery.outcome = Some(outcome);
     let _ = tokio::task::spawn_blocking(move || {
         worker.store().shelve(&delivery, Shelf::Queue, Shelf::Done)
     })
@@ -840,6 +863,9 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
     }
     if d.channel == callbacks::CHANNEL {
         return call_back(ex, notifier, d).await;
+    }
+    if d.channel == suggestions::CHANNEL {
+        return finish_suggestion(ex, d).await;
     }
     if d.channel == robots::CHANNEL {
         let outcome = match robots::call(ex, d).await {

@@ -28,6 +28,7 @@ mod requests;
 mod robots;
 pub mod route;
 mod submit;
+mod suggestions;
 pub mod sweep;
 pub mod view;
 pub mod watch;

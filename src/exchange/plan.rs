@@ -392,6 +392,18 @@ fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), Error> {
         ))
         .into());
     }
+    if let Some(only) = env
+        .extra
+        .get(access::OFFERED_TO)
+        .and_then(crate::protocol::value::Value::scalar_text)
+        && only != cx.sender
+    {
+        return Err(ProtocolError::forbidden(format!(
+            "cannot claim {}: its requestor delegated it to one executor alone",
+            env.thread_ref
+        ))
+        .into());
+    }
     if let Some(exec) = cx.directory.executor(cx.sender) {
         let missing = cx.directory.missing(exec, &env.requires);
         if !missing.is_empty() {

@@ -6,7 +6,7 @@ use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::plan::{self, Context};
 use crate::exchange::requests::{self, Incoming};
-use crate::exchange::{Exchange, Sender, lifecycle, view};
+use crate::exchange::{Exchange, Sender, lifecycle, suggestions, view};
 use crate::notify::ClaimantEvent;
 use crate::protocol::emit;
 use crate::protocol::envelope::MessageDoc;
@@ -252,6 +252,18 @@ fn apply_group(
     directory: &Directory,
     now: crate::protocol::time::Timestamp,
 ) -> Result<Payload, Error> {
+    // An accepting reply of the requestor to a suggestion: what carrying it out writes is worked
+    // out first; the decision itself is the write below.
+    let accepted = match g.payloads.iter().find_map(|p| match p {
+        Payload::Reply(r) if sender.id == before.requestor && r.accept == Some(true) => Some(r),
+        _ => None,
+    }) {
+        Some(reply) => {
+            let file = ex.store().read(&g.thread)?;
+            suggestions::accepted(ex, &file, reply, directory, now)?
+        }
+        None => None,
+    };
     let (status, holder, echo) = ex.store().modify(&g.thread, |t| -> Result<_, Error> {
         let cx = Context {
             sender: &sender.id,
@@ -286,12 +298,23 @@ fn apply_group(
         }
         let mut envelope = t.envelope.clone();
         envelope.apply(&doc);
-        let echo = view::status_echo(&envelope, &g.payloads, t)?;
+        let mut append = vec![doc];
+        let mut deliveries = Vec::new();
+        let mut recent = g.payloads.clone();
+        if let Some(a) = &accepted {
+            a.still_applies(&t.envelope)?;
+            let verdict = a.verdict(&envelope, now);
+            envelope.apply(&verdict);
+            recent.extend(verdict.message.payloads.iter().cloned());
+            deliveries.extend(a.delivery(&envelope, now));
+            append.push(verdict);
+        }
+        let echo = view::status_echo(&envelope, &recent, t)?;
         Ok((
             Some(Edit {
                 envelope: envelope.clone(),
-                append: vec![doc],
-                deliveries: Vec::new(),
+                append,
+                deliveries,
             }),
             (envelope.status, envelope.executor.clone(), echo),
         ))
@@ -332,7 +355,29 @@ fn apply_group(
     if status != before.status && (status == Status::Completed || status.fails_dependents()) {
         lifecycle::settle_dependents(ex, &g.thread, now)?;
     }
+    let echo = match accepted {
+        Some(_) => {
+            let made = suggestions::carry_out_now(ex, &g.thread, now)?;
+            lifecycle::tell_claimant(ex, before, ClaimantEvent::Ended, now);
+            with_refs(echo, made)
+        }
+        None => echo,
+    };
     Ok(echo)
+}
+
+/// The status echo of an accepted suggestion, naming the threads it made (`refs`).
+fn with_refs(echo: Payload, made: Vec<String>) -> Payload {
+    match echo {
+        Payload::Status(mut s) if !made.is_empty() => {
+            s.extra.insert(
+                "refs",
+                Value::Seq(made.into_iter().map(Value::str).collect()),
+            );
+            Payload::Status(s)
+        }
+        other => other,
+    }
 }
 
 /// Refuses control characters (NUL, escapes, ...) anywhere in a message's text, keys included:

@@ -11,6 +11,10 @@ use crate::protocol::status::{self, Status, StatusDetails};
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
 
+/// The exchange's payload that amends a request after an accepted suggestion (mess's
+/// extension; applied only from the exchange).
+pub const AMEND: &str = "amend";
+
 /// The actor name the exchange uses for its own messages and history entries.
 pub const EXCHANGE: &str = "exchange";
 
@@ -106,7 +110,8 @@ pub struct HistoryEntry {
 /// Actions that `apply` derives from messages; other history entries (`dispatched`) are
 /// recorded by the exchange alone and survive a rebuild as they are.
 pub fn is_derived_action(action: &str) -> bool {
-    matches!(action, "created" | "replied" | "suggested") || Status::parse(action).is_some()
+    matches!(action, "created" | "replied" | "suggested" | "amended")
+        || Status::parse(action).is_some()
 }
 
 /// A message document (document 2.. of a thread file).
@@ -348,6 +353,9 @@ impl Envelope {
             // A response on a thread nobody holds claims it first (v1.1's flows answer
             // straight after the request); a response with no status then completes it.
             Payload::Response(_) => changed |= self.claim_implicitly(from, at, "responding"),
+            Payload::Unknown { kind, body } if kind == AMEND && from == EXCHANGE => {
+                changed |= self.amend(body, at);
+            }
             Payload::Suggestion(s) => {
                 let note = match &s.id {
                     Some(id) => format!("{} ({id})", s.kind),
@@ -362,6 +370,42 @@ impl Envelope {
             self.updated = at;
         }
         changed
+    }
+
+    /// Applies the exchange's `amend` (an accepted `alternative` or `defer`): a new intent,
+    /// `needed_by` (which is then when the request expires) or `not_before`, noted in history.
+    fn amend(&mut self, body: &Value, at: Timestamp) -> bool {
+        let Some(m) = body.as_map() else {
+            return false;
+        };
+        let text = |k: &str| m.get(k).and_then(Value::scalar_text);
+        let instant =
+            |k: &str| text(k).and_then(|t| crate::protocol::time::parse_timestamp_lenient(&t).ok());
+        let mut changed = Vec::new();
+        if let Some(intent) = text("intent").filter(|i| *i != self.intent) {
+            self.intent = intent;
+            changed.push("intent");
+        }
+        if let Some(by) = instant("needed_by") {
+            self.needed_by = Some(by);
+            self.expires = Some(by);
+            changed.push("needed_by");
+        }
+        if let Some(nb) = instant("not_before") {
+            self.not_before = Some(nb);
+            changed.push("not_before");
+        }
+        if changed.is_empty() {
+            return false;
+        }
+        let by = text("suggestion").map_or(String::new(), |s| format!(" (suggestion {s})"));
+        self.record(
+            "amended",
+            at,
+            EXCHANGE,
+            Some(format!("{}{by}", changed.join(", "))),
+        );
+        true
     }
 
     /// Claims a thread nobody holds for `from`, who does work on it (`how`: "reporting

@@ -423,11 +423,17 @@ impl FileStore {
         for (sender, (_, thread)) in &facts.last {
             wanted.entry(sender).or_default().push((Key::Last, thread));
         }
+        // A suggestion about several threads is recorded in each; its entry names one of them.
+        let mut holders: BTreeMap<(&str, &str), Vec<&ThreadRef>> = BTreeMap::new();
         for (sender, id, thread) in &facts.suggestions {
-            wanted
-                .entry(sender)
-                .or_default()
-                .push((Key::Suggestion(id), thread));
+            let held = holders.entry((sender, id)).or_default();
+            if held.is_empty() {
+                wanted
+                    .entry(sender)
+                    .or_default()
+                    .push((Key::Suggestion(id), thread));
+            }
+            held.push(thread);
         }
         let mut stale = 0;
         for (sender, entries) in wanted {
@@ -436,6 +442,9 @@ impl FileStore {
                 let current = index::get(layout, sender, key)?;
                 let fine = match &current {
                     Some(c) if c == thread => true,
+                    Some(c) if matches!(key, Key::Suggestion(id) if holders.get(&(sender, id)).is_some_and(|h| h.contains(&c))) => {
+                        true
+                    }
                     Some(c) => exists(c)? && order(c) > order(thread),
                     None => false,
                 };

@@ -28,6 +28,7 @@ mod query_limits;
 mod remote;
 mod robots;
 mod spec_replay;
+mod suggestions;
 mod support;
 mod tidy;
 mod tidy_modules;

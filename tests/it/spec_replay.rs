@@ -566,12 +566,20 @@ const CASES: &[Case] = &[
             let prep = r.status("prep");
             assert_eq!(prep["status"], "pending");
             r.expect("shop", "pending", "received", &[CREATED, DISPATCHED]);
-            // The answer, the confirmation and the acceptance are recorded as replies.
+            // The answer and the confirmation are recorded as replies; the accepted merge is
+            // carried out: both client ids now name one thread, which its proposer holds, as
+            // its proposal said.
             answered(r, "vacuum-kitchen", "location", "both");
             confirmed(r, "cleanup-garage", "confirmed");
+            let merged = r.status("get-onions");
+            assert_eq!(merged["status"], "claimed", "{merged}");
+            assert_eq!(merged["executor"], "instacart-proxy", "{merged}");
+            assert_eq!(r.status("get-garlic")["ref"], merged["ref"]);
             let e = r.last_entry("get-onions");
-            assert_eq!(e["action"], "replied", "{e}");
-            assert_eq!(r.payloads("get-onions", "reply")[0]["accept"], true);
+            assert_eq!(
+                e["note"], "claimed by its accepted suggestion sug:merge-grocery",
+                "{e}"
+            );
         },
     },
     Case {

@@ -291,10 +291,16 @@ fn suggestions_are_recorded_and_can_be_answered_by_id() {
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:merge-grocery\n      accept: true\n",
     );
-    assert_eq!(
-        f.env(&a).history.last().unwrap().note.as_deref(),
-        Some("suggestion accepted")
+    // The acceptance is recorded, and the merge carried out: both superseded by one thread.
+    let accepted = f.env(&a);
+    assert!(
+        accepted
+            .history
+            .iter()
+            .any(|h| h.action == "replied" && h.note.as_deref() == Some("suggestion accepted"))
     );
+    assert_eq!(accepted.status, Status::Superseded);
+    assert_eq!(f.env(&b).status, Status::Superseded);
 }
 
 #[test]

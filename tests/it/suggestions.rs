@@ -1,0 +1,295 @@
+//! Accepted suggestions carried out by the exchange, end to end through the CLI: merge, split,
+//! delegate, alternative and defer; a rejected one changes nothing but the record; a claim
+//! that lands first wins over an acceptance.
+
+use crate::support::Home;
+
+const CONFIG: &str = "agent_id: claude-agent
+executors:
+  instacart-proxy:
+    capabilities: [buy-groceries]
+  corner-shop:
+    capabilities: [buy-groceries]
+  roomba-kitchen:
+    capabilities: [vacuum-floor]
+";
+
+fn send(home: &Home, who: &str, yaml: &str) -> String {
+    let out = home.with_stdin(&["send", "-", "--as", who], yaml);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sends_err(home: &Home, who: &str, yaml: &str) -> String {
+    let out = home.with_stdin(&["send", "-", "--as", who], yaml);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn request(home: &Home, intent: &str, id: &str, requires: &str) -> String {
+    home.ok(&[
+        "request",
+        intent,
+        "--id",
+        id,
+        "--requires",
+        requires,
+        "--as",
+        "claude-agent",
+    ])
+    .trim()
+    .to_owned()
+}
+
+/// `mess status REF --json` as JSON.
+fn status(home: &Home, r: &str) -> serde_json::Value {
+    serde_json::from_str(&home.ok(&["status", r, "--as", "claude-agent", "--format", "json"]))
+        .unwrap()
+}
+
+fn show(home: &Home, r: &str) -> String {
+    home.ok(&["show", r, "--as", "claude-agent"])
+}
+
+/// The `refs` of the answer to an accepting reply.
+fn refs_of(answer: &str) -> Vec<String> {
+    let after = answer.split("refs:").nth(1).expect(answer);
+    after
+        .lines()
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with("- "))
+        .map(|l| l.trim().trim_start_matches("- ").to_owned())
+        .collect()
+}
+
+#[test]
+fn an_accepted_merge_makes_one_thread_and_supersedes_the_originals() {
+    let home = Home::with_config(CONFIG);
+    let onions = request(&home, "get onions", "get-onions", "buy-groceries");
+    let garlic = request(&home, "get garlic", "get-garlic", "buy-groceries");
+    send(
+        &home,
+        "instacart-proxy",
+        "MESS:\n  - suggestion:\n      id: sug:merge-grocery\n      type: merge\n      re: [get-onions, get-garlic]\n      proposed:\n        executor: instacart-proxy\n        combined_intent: buy onions and garlic\n      reason: same store, saves delivery fee\n",
+    );
+    let answer = send(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:merge-grocery\n      accept: true\n",
+    );
+    assert!(answer.contains("superseded"), "{answer}");
+    let made = refs_of(&answer);
+    assert_eq!(made.len(), 1, "{answer}");
+    let merged = &made[0];
+    // The new thread: the combined intent, the requestor's, claimed by the proposer as it said.
+    let s = status(&home, merged);
+    assert_eq!(s["intent"], "buy onions and garlic", "{s}");
+    assert_eq!(s["status"], "claimed", "{s}");
+    assert_eq!(s["executor"], "instacart-proxy", "{s}");
+    let file = show(&home, merged);
+    assert!(
+        file.contains("made_by") && file.contains("sug:merge-grocery"),
+        "{file}"
+    );
+    // Both originals superseded by it, with the reason; the client ids now lead to it.
+    for original in [&onions, &garlic] {
+        let s = status(&home, original);
+        assert_eq!(s["status"], "superseded", "{s}");
+        let file = show(&home, original);
+        assert!(file.contains(&format!("superseded_by: {merged}")), "{file}");
+        assert!(file.contains("reason: merge"), "{file}");
+    }
+    assert_eq!(status(&home, "get-onions")["ref"], merged.as_str());
+    // The proposer completes the merged work as its own.
+    home.ok(&[
+        "complete",
+        merged,
+        "--as",
+        "instacart-proxy",
+        "--text",
+        "both bought",
+    ]);
+    assert_eq!(status(&home, merged)["status"], "completed");
+    // Accepting again is refused: the originals are over.
+    let err = sends_err(
+        &home,
+        "claude-agent",
+        &format!("MESS:\n  - reply:\n      re: {onions}\n      accept: true\n"),
+    );
+    assert!(
+        err.contains("superseded") || err.contains("cannot"),
+        "{err}"
+    );
+    home.ok(&["fsck"]);
+}
+
+#[test]
+fn an_accepted_split_makes_ordered_parts_and_a_rejected_one_changes_nothing() {
+    let home = Home::with_config(CONFIG);
+    let big = request(&home, "clean the kitchen", "kitchen", "vacuum-floor");
+    send(
+        &home,
+        "roomba-kitchen",
+        &format!(
+            "MESS:\n  - suggestion:\n      id: sug:split\n      type: split\n      re: {big}\n      proposed:\n        ordered: true\n        parts:\n          - vacuum the floor\n          - intent: mop the floor\n            priority: elevated\n"
+        ),
+    );
+    // Rejected first: only the record.
+    send(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:split\n      accept: false\n",
+    );
+    assert_eq!(status(&home, &big)["status"], "pending");
+    assert!(show(&home, &big).contains("suggestion rejected"));
+    let answer = send(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:split\n      accept: true\n",
+    );
+    let parts = refs_of(&answer);
+    assert_eq!(parts.len(), 2, "{answer}");
+    let s = status(&home, &big);
+    assert_eq!(s["status"], "superseded", "{s}");
+    assert!(show(&home, &big).contains("reason: split"));
+    let first = status(&home, &parts[0]);
+    let second = status(&home, &parts[1]);
+    assert_eq!(first["intent"], "vacuum the floor", "{first}");
+    assert_eq!(second["intent"], "mop the floor", "{second}");
+    assert_eq!(second["priority"], "elevated", "{second}");
+    assert!(show(&home, &parts[1]).contains(&format!("depends_on:\n  - {}", parts[0])));
+    // The parts carry client ids made from the original's.
+    assert_eq!(status(&home, "kitchen.2")["ref"], parts[1].as_str());
+    // The second waits for the first.
+    home.ok(&["claim", &parts[0], "--as", "roomba-kitchen"]);
+    let err = home.fails(
+        &[
+            "complete",
+            &parts[1],
+            "--as",
+            "roomba-kitchen",
+            "--text",
+            "x",
+        ],
+        1,
+    );
+    assert!(err.contains(&parts[0]) || err.contains("depend"), "{err}");
+    home.ok(&["fsck"]);
+}
+
+#[test]
+fn an_accepted_delegation_offers_the_work_to_the_delegate_alone() {
+    let home = Home::with_config(CONFIG);
+    let onions = request(&home, "get onions", "get-onions", "buy-groceries");
+    home.ok(&["claim", &onions, "--as", "instacart-proxy"]);
+    // A delegate that cannot do the work is refused when the suggestion is accepted.
+    send(
+        &home,
+        "instacart-proxy",
+        &format!(
+            "MESS:\n  - suggestion:\n      id: sug:bad\n      type: delegate\n      re: {onions}\n      proposed: {{executor: roomba-kitchen}}\n"
+        ),
+    );
+    let err = sends_err(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:bad\n      accept: true\n",
+    );
+    assert!(err.contains("lacks buy-groceries"), "{err}");
+    assert_eq!(status(&home, &onions)["status"], "claimed");
+    send(
+        &home,
+        "instacart-proxy",
+        &format!(
+            "MESS:\n  - suggestion:\n      id: sug:delegate\n      type: delegate\n      re: {onions}\n      proposed: {{executor: corner-shop}}\n      reason: they are open now\n"
+        ),
+    );
+    let answer = send(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:delegate\n      accept: true\n",
+    );
+    let made = refs_of(&answer);
+    assert_eq!(made.len(), 1, "{answer}");
+    let s = status(&home, &onions);
+    assert_eq!(s["status"], "delegated", "{s}");
+    assert!(show(&home, &onions).contains("delegated_to: corner-shop"));
+    // Only the delegate may take it.
+    let err = home.fails(&["claim", &made[0], "--as", "instacart-proxy"], 1);
+    assert!(err.contains("delegated it to one executor alone"), "{err}");
+    home.ok(&["claim", &made[0], "--as", "corner-shop"]);
+    assert_eq!(status(&home, "get-onions")["ref"], made[0].as_str());
+}
+
+#[test]
+fn accepted_alternatives_and_deferrals_amend_the_request_in_place() {
+    let home = Home::with_config(CONFIG);
+    let onions = request(&home, "get red onions", "get-onions", "buy-groceries");
+    home.ok(&["claim", &onions, "--as", "instacart-proxy"]);
+    send(
+        &home,
+        "instacart-proxy",
+        &format!(
+            "MESS:\n  - suggestion:\n      id: sug:alt\n      type: alternative\n      re: {onions}\n      proposed: {{intent: get yellow onions}}\n      reason: no red ones left\n"
+        ),
+    );
+    send(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:alt\n      accept: true\n",
+    );
+    let s = status(&home, &onions);
+    assert_eq!(s["intent"], "get yellow onions", "{s}");
+    assert_eq!(s["status"], "claimed", "{s}");
+    send(
+        &home,
+        "instacart-proxy",
+        &format!(
+            "MESS:\n  - suggestion:\n      id: sug:defer\n      type: defer\n      re: {onions}\n      proposed: {{needed_by: '2099-01-02T10:00:00Z'}}\n"
+        ),
+    );
+    send(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:defer\n      accept: true\n",
+    );
+    let file = show(&home, &onions);
+    assert!(file.contains("needed_by: 2099-01-02T10:00:00Z"), "{file}");
+    assert!(file.contains("amended"), "{file}");
+    // The envelope is what the messages say: a check of the file finds nothing to heal.
+    let fsck = home.ok(&["fsck"]);
+    assert!(!fsck.contains("heal"), "{fsck}");
+}
+
+#[test]
+fn a_claim_that_lands_before_the_acceptance_wins() {
+    let home = Home::with_config(CONFIG);
+    let onions = request(&home, "get onions", "get-onions", "buy-groceries");
+    let garlic = request(&home, "get garlic", "get-garlic", "buy-groceries");
+    send(
+        &home,
+        "instacart-proxy",
+        "MESS:\n  - suggestion:\n      id: sug:merge\n      type: merge\n      re: [get-onions, get-garlic]\n      proposed: {combined_intent: buy onions and garlic}\n",
+    );
+    home.ok(&["claim", &onions, "--as", "corner-shop"]);
+    let err = sends_err(
+        &home,
+        "claude-agent",
+        "MESS:\n  - reply:\n      re: sug:merge\n      accept: true\n",
+    );
+    assert!(
+        err.contains("claimed by corner-shop") && err.contains("nothing changed"),
+        "{err}"
+    );
+    assert_eq!(status(&home, &onions)["status"], "claimed");
+    assert_eq!(status(&home, &garlic)["status"], "pending");
+    assert!(!show(&home, &onions).contains("superseded"));
+}
