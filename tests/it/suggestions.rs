@@ -293,3 +293,132 @@ fn a_claim_that_lands_before_the_acceptance_wins() {
     assert_eq!(status(&home, &garlic)["status"], "pending");
     assert!(!show(&home, &onions).contains("superseded"));
 }
+
+/// `POST /mess` as `key`, which must succeed; the answer as JSON.
+fn post(server: &crate::support::server::Server, key: &str, yaml: &str) -> serde_json::Value {
+    let (code, body) = server.post_yaml(key, yaml);
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn suggestions_over_http_are_carried_out_and_a_race_with_a_claim_has_one_winner() {
+    use crate::support::server::Server;
+    let home = Home::with_config(CONFIG);
+    let agent = home
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let proxy = home
+        .ok(&["token", "executor", "instacart-proxy"])
+        .trim()
+        .to_owned();
+    let shop = home
+        .ok(&["token", "executor", "corner-shop"])
+        .trim()
+        .to_owned();
+    let server = Server::start(&home);
+    let create = |id: &str| -> String {
+        let v = post(
+            &server,
+            &agent,
+            &format!(
+                "MESS:\n  - request:\n      id: {id}\n      intent: get {id}\n      requires: [buy-groceries]\n"
+            ),
+        );
+        v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned()
+    };
+
+    // A delegation over HTTP: the delegate alone may see the new thread.
+    let leeks = create("leeks");
+    post(
+        &server,
+        &proxy,
+        &format!("MESS:\n  - status: {{re: {leeks}, code: claimed}}\n"),
+    );
+    post(
+        &server,
+        &proxy,
+        &format!(
+            "MESS:\n  - suggestion:\n      id: sug:leeks\n      type: delegate\n      re: {leeks}\n      proposed: {{executor: corner-shop}}\n"
+        ),
+    );
+    let v = post(
+        &server,
+        &agent,
+        "MESS:\n  - reply: {re: sug:leeks, accept: true}\n",
+    );
+    let status = &v["MESS"][1]["status"];
+    assert_eq!(status["code"], "delegated", "{v}");
+    assert_eq!(status["delegated_to"], "corner-shop", "{v}");
+    let new = status["refs"][0].as_str().unwrap().to_owned();
+    let (code, body) = server.post_yaml(
+        &proxy,
+        &format!("MESS:\n  - status: {{re: {new}, code: claimed}}\n"),
+    );
+    assert_eq!(code, 404, "the proxy may not even see it: {body}");
+    post(
+        &server,
+        &shop,
+        &format!("MESS:\n  - status: {{re: {new}, code: claimed}}\n"),
+    );
+    let (_, thread) = server.get(&format!("/threads/{new}"), &agent);
+    assert!(thread.contains("corner-shop"), "{thread}");
+
+    // Races: an acceptance of a merge against a claim of its anchor, many times over; each
+    // time exactly one wins, and the files say which.
+    let (mut merges, mut claims) = (0, 0);
+    for round in 0..12 {
+        let a = create(&format!("a{round}"));
+        let b = create(&format!("b{round}"));
+        post(
+            &server,
+            &proxy,
+            &format!(
+                "MESS:\n  - suggestion:\n      id: sug:r{round}\n      type: merge\n      re: [{a}, {b}]\n      proposed: {{combined_intent: both}}\n"
+            ),
+        );
+        let (accepted, claimed) = std::thread::scope(|s| {
+            let accept = s.spawn(|| {
+                server.post_yaml(
+                    &agent,
+                    &format!("MESS:\n  - reply: {{re: sug:r{round}, accept: true}}\n"),
+                )
+            });
+            let claim = s.spawn(|| {
+                server.post_yaml(
+                    &shop,
+                    &format!("MESS:\n  - status: {{re: {a}, code: claimed}}\n"),
+                )
+            });
+            (accept.join().unwrap(), claim.join().unwrap())
+        });
+        let (_, file) = server.get(&format!("/threads/{a}?format=messe-af"), &agent);
+        match (accepted.0, claimed.0) {
+            (200, 409) => {
+                merges += 1;
+                assert!(
+                    file.contains("code: superseded") && !file.contains("corner-shop"),
+                    "{file}"
+                );
+            }
+            (409, 200) => {
+                claims += 1;
+                assert!(
+                    accepted.1.contains("claimed by corner-shop"),
+                    "{}",
+                    accepted.1
+                );
+                assert!(!file.contains("superseded"), "{file}");
+                let (_, other) = server.get(&format!("/threads/{b}?format=messe-af"), &agent);
+                assert!(!other.contains("superseded"), "{other}");
+            }
+            other => {
+                panic!("round {round}: both or neither won: {other:?}\n{accepted:?}\n{claimed:?}")
+            }
+        }
+    }
+    assert_eq!(merges + claims, 12);
+    drop(server);
+    home.ok(&["fsck"]);
+}

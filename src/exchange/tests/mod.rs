@@ -31,6 +31,7 @@ mod lifecycle;
 mod queue;
 mod routing;
 mod submission;
+mod suggestions;
 mod views_and_access;
 
 pub(super) const EXECUTORS: &str = "

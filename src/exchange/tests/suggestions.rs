@@ -1,0 +1,113 @@
+//! An accepted suggestion whose process stopped right after the decision: the delivery worker
+//! finishes it from the anchor's file, and finishing again changes nothing.
+
+use crate::exchange::suggestions;
+use crate::exchange::tests::{EXECUTORS, fixture};
+use crate::protocol::envelope::MessageDoc;
+use crate::protocol::message::{Message, Payload};
+use crate::protocol::status::Status;
+use crate::protocol::value::Map;
+use crate::store::Edit;
+use crate::store::outbox::Shelf;
+
+#[test]
+fn a_merge_decided_before_a_crash_is_finished_by_the_delivery_worker_once() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "id: get-onions\nintent: buy onions");
+    let b = f.request("claude-agent", "id: get-garlic\nintent: buy garlic");
+    f.ok(
+        "teague-phone",
+        &format!("MESS:\n  - suggestion:\n      id: sug:m\n      type: merge\n      re: [{a}, {b}]\n      proposed: {{combined_intent: buy both}}\n"),
+    );
+    // The decision alone, as the accepting process writes it before it stops.
+    let anchor = crate::protocol::ids::ThreadRef::parse(&a).unwrap();
+    let mut body = Map::new();
+    body.insert("re", crate::protocol::value::Value::str("sug:m"));
+    body.insert("accept", crate::protocol::value::Value::Bool(true));
+    let Payload::Reply(reply) = Message::single("reply", body).unwrap().payloads[0].clone() else {
+        unreachable!()
+    };
+    let now = f.ex.now();
+    let file = f.ex.store().read(&anchor).unwrap();
+    let accepted = suggestions::accepted(&f.ex, &file, &reply, &f.ex.directory(), now)
+        .unwrap()
+        .unwrap();
+    f.ex.store()
+        .modify(&anchor, |t| -> Result<_, crate::exchange::Error> {
+            let doc = MessageDoc {
+                from: "claude-agent".to_owned(),
+                received: now,
+                channel: Some("cli".to_owned()),
+                message: Message::new(vec![Payload::Reply(reply.clone())]),
+                extra: Map::new(),
+            };
+            let mut envelope = t.envelope.clone();
+            envelope.apply(&doc);
+            let verdict = accepted.verdict(&envelope, now);
+            envelope.apply(&verdict);
+            Ok((
+                Some(Edit {
+                    deliveries: accepted.delivery(&envelope, now).into_iter().collect(),
+                    envelope,
+                    append: vec![doc, verdict],
+                }),
+                (),
+            ))
+        })
+        .unwrap();
+    assert_eq!(f.env(&a).status, Status::Superseded);
+    assert_eq!(f.env(&b).status, Status::Pending, "not finished yet");
+    let made = accepted_refs(&f.text(&a));
+    assert!(f.ex.store().find(&made).unwrap().is_empty());
+
+    // A server's delivery worker finishes it.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let notifier = crate::notify::Notifier::new(crate::notify::Settings::defaults()).unwrap();
+    runtime.block_on(async {
+        let worker = crate::exchange::deliver::run(f.ex.clone(), notifier, stop.clone());
+        let started = std::time::Instant::now();
+        while f.ex.store().find(&made).unwrap().is_empty() || f.env(&b).status != Status::Superseded
+        {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "never finished"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // Shelved as done once finished.
+        let finishing = || {
+            f.ex.store()
+                .deliveries(Shelf::Queue)
+                .0
+                .into_iter()
+                .any(|d| d.channel == suggestions::CHANNEL)
+        };
+        while finishing() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "never shelved"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        stop.cancel();
+        let _ = worker.await;
+    });
+    assert_eq!(f.env(made.as_str()).intent, "buy both");
+    assert_eq!(f.env(&b).status, Status::Superseded);
+    // Again: nothing changes.
+    let before = (f.text(&a), f.text(&b), f.text(made.as_str()));
+    let again = suggestions::carry_out(&f.ex, &anchor, now).unwrap();
+    assert_eq!(again, vec![made.to_string()]);
+    assert_eq!(before, (f.text(&a), f.text(&b), f.text(made.as_str())));
+}
+
+/// The ref the verdict in `text` names as made.
+fn accepted_refs(text: &str) -> crate::protocol::ids::ThreadRef {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("superseded_by:"))
+        .expect(text);
+    crate::protocol::ids::ThreadRef::parse(line.split(':').nth(1).unwrap().trim()).unwrap()
+}
