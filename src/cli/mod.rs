@@ -20,6 +20,7 @@ mod query;
 mod query_worker;
 mod reply;
 mod request;
+mod review;
 mod send;
 mod serve;
 mod show;
@@ -100,6 +101,8 @@ enum Command {
     Complete(complete::CompleteArgs),
     /// Answer questions or a confirmation request as the requestor
     Reply(reply::ReplyArgs),
+    /// Review finished work as its requestor: a rating, feedback, or a redo
+    Review(review::ReviewArgs),
     /// Cancel a request as its requestor
     Cancel(cancel::CancelArgs),
     /// Move old finished and canceled threads to archive/YYYY-MM/
@@ -377,6 +380,7 @@ fn run_command(args: Args) -> Result<(), CliError> {
         Command::Update(a) => update::run(&cx, a),
         Command::Complete(a) => complete::run(&cx, a),
         Command::Reply(a) => reply::run(&cx, a),
+        Command::Review(a) => review::run(&cx, a),
         Command::Cancel(a) => cancel::run(&cx, a),
         Command::Archive(a) => archive::run(&cx, a),
         Command::Fsck(a) => fsck::run(&cx, a),
@@ -440,7 +444,8 @@ fn remote_of(
         }
     };
     let remote_commands = [
-        "send", "request", "status", "show", "claim", "update", "complete", "reply", "cancel",
+        "send", "request", "status", "show", "claim", "update", "complete", "reply", "review",
+        "cancel",
     ];
     let this = command_name(command);
     if !remote_commands.contains(&this) {
@@ -478,6 +483,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Update(_) => "update",
         Command::Complete(_) => "complete",
         Command::Reply(_) => "reply",
+        Command::Review(_) => "review",
         Command::Cancel(_) => "cancel",
         Command::Archive(_) => "archive",
         Command::Fsck(_) => "fsck",
@@ -547,6 +553,7 @@ fn flag_for(path: &str) -> String {
         "answers" => "--answer".to_owned(),
         "content" => "--text/--file".to_owned(),
         "constraints" => "--depends-on".to_owned(),
+        "request_redo" => "--redo".to_owned(),
         other => format!("--{}", other.replace('_', "-")),
     }
 }

@@ -108,7 +108,9 @@ pub(crate) fn tell_claimant(
     let Some(claimant) = before.executor.as_deref() else {
         return;
     };
-    if before.status == Status::Pending || before.status.is_terminal() {
+    // A review comes after the work, so it reaches the executor of a finished thread.
+    let after_the_work = matches!(event, ClaimantEvent::Reviewed | ClaimantEvent::Redo);
+    if before.status == Status::Pending || (before.status.is_terminal() && !after_the_work) {
         return;
     }
     // Each event is its own notice: the kind carries the instant so a second answer is not

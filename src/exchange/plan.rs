@@ -148,6 +148,7 @@ pub(crate) fn group(
             Payload::Status(s) => (&s.re, false),
             Payload::Response(r) => (&r.re, false),
             Payload::Reply(r) => (&r.re, false),
+            Payload::Review(r) => (&r.re, false),
             Payload::Cancel(c) => (&c.re, true),
             Payload::Suggestion(s) => (&s.re, true),
             _ => continue,
@@ -252,6 +253,15 @@ pub(crate) fn check_group(
                     running.status,
                     running.confirmation,
                     r.confirm.is_some(),
+                )?;
+            }
+            Payload::Review(r) => {
+                require_requestor(&running, cx.sender, "review")?;
+                machine::check_review(
+                    thread,
+                    running.status,
+                    running.executor.is_some(),
+                    r.request_redo == Some(true),
                 )?;
             }
             Payload::Cancel(_) => {

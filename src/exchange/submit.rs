@@ -25,7 +25,10 @@ fn check_role(role: Role, id: &str, message: &Message) -> Result<(), Error> {
         let kind = payload.kind();
         let allowed = match (role, payload) {
             (_, Payload::Version(_) | Payload::Query(_) | Payload::Unknown { .. }) => true,
-            (Role::Agent, Payload::Request(_) | Payload::Reply(_) | Payload::Cancel(_)) => true,
+            (
+                Role::Agent,
+                Payload::Request(_) | Payload::Reply(_) | Payload::Cancel(_) | Payload::Review(_),
+            ) => true,
             (
                 Role::Executor,
                 Payload::Status(_) | Payload::Response(_) | Payload::Suggestion(_),
@@ -52,7 +55,7 @@ fn check_role(role: Role, id: &str, message: &Message) -> Result<(), Error> {
         };
         if !allowed {
             let hint = match role {
-                Role::Agent => "agent keys send request, reply, cancel and query",
+                Role::Agent => "agent keys send request, reply, cancel, review and query",
                 Role::Executor => {
                     "executor keys send status, response, suggestion, query and their own config"
                 }
@@ -137,6 +140,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
                 request: r.clone(),
             }),
             Payload::Reply(_)
+            | Payload::Review(_)
             | Payload::Cancel(_)
             | Payload::Status(_)
             | Payload::Response(_)
@@ -328,6 +332,8 @@ fn apply_group(
                     None => ClaimantEvent::Answered,
                 },
                 Payload::Cancel(_) => ClaimantEvent::Cancelled,
+                Payload::Review(r) if r.request_redo == Some(true) => ClaimantEvent::Redo,
+                Payload::Review(_) => ClaimantEvent::Reviewed,
                 _ => continue,
             };
             lifecycle::tell_claimant(ex, before, event, now);

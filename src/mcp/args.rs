@@ -14,7 +14,7 @@ pub(crate) struct MessArgs {
     /// Use it for what the other tools cannot say: several requests at once, dependencies,
     /// attachments, replies to suggestions.
     pub message: String,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
@@ -43,7 +43,7 @@ pub(crate) struct ObserveArgs {
     /// return the ref at once. Above 50 only for clients that keep a call open on progress.
     #[serde(default = "default_observe_wait")]
     pub wait_s: u32,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
@@ -82,7 +82,7 @@ pub(crate) struct DoArgs {
     /// return the ref at once.
     #[serde(default)]
     pub wait_s: u32,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
@@ -115,7 +115,7 @@ pub(crate) struct RequestArgs {
     /// background, normal (default), elevated or urgent.
     #[serde(default)]
     pub priority: String,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
@@ -135,7 +135,7 @@ pub(crate) struct StatusArgs {
     /// Same as `re`.
     #[serde(default, rename = "ref")]
     pub r#ref: String,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
@@ -163,7 +163,7 @@ pub(crate) struct ReplyArgs {
     /// Why, in a few words (optional).
     #[serde(default)]
     pub reason: String,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
@@ -177,7 +177,7 @@ pub(crate) struct AnswerArgs {
     pub r#ref: String,
     /// The answer text; with a single open question it answers that one.
     pub answer: String,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,
@@ -220,7 +220,32 @@ pub(crate) struct CancelArgs {
     /// Why it is no longer needed (optional).
     #[serde(default)]
     pub reason: String,
-    /// The exchange to act on: a name from `exchanges:` in config.yaml whose type is remote.
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
+    /// Empty or "primary": this exchange.
+    #[serde(default)]
+    pub exchange: String,
+}
+
+/// `mess_review`: the requestor's review of finished work.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = re_required)]
+pub(crate) struct ReviewArgs {
+    /// The request: ref, client id or "last".
+    #[serde(default)]
+    pub re: String,
+    /// Same as `re`.
+    #[serde(default, rename = "ref")]
+    pub r#ref: String,
+    /// 1 to 5 (stars), "accept" or "reject".
+    #[serde(default)]
+    pub rating: Option<serde_json::Value>,
+    /// What was wrong or right.
+    #[serde(default)]
+    pub feedback: String,
+    /// Ask the same executor to do the work again (completed or partial work).
+    #[serde(default)]
+    pub request_redo: bool,
+    /// The exchange to act on: a name from `exchanges:` in config.yaml (local or remote).
     /// Empty or "primary": this exchange.
     #[serde(default)]
     pub exchange: String,

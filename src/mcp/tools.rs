@@ -16,8 +16,8 @@ use crate::exchange::{Exchange, Sender};
 use crate::mcp::MessMcp;
 use crate::mcp::args::{
     AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, FetchArgs, MailFileArgs, MailListArgs,
-    MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, StatusArgs, WaitArgs,
-    YesNo, either,
+    MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, ReviewArgs, StatusArgs,
+    WaitArgs, YesNo, either,
 };
 use crate::mcp::tasks::wants_task;
 use crate::mcp::threads::{all_threads, open_threads, status_of, with_queue_position};
@@ -402,6 +402,46 @@ impl MessMcp {
         }
         Ok(self
             .call(move |ex, who| send(ex, who, "cancel", body))
+            .await)
+    }
+
+    #[tool(
+        description = "Review finished work (only its requestor can): `rating` 1-5, \"accept\" or \"reject\", `feedback` on what was wrong or right, and `request_redo: true` to have the same executor do completed or partial work again. The executor sees the review.",
+        output_schema = schemas::message(),
+        annotations(destructive_hint = false, open_world_hint = true)
+    )]
+    async fn mess_review(
+        &self,
+        Parameters(a): Parameters<ReviewArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let body = || -> Result<Map, Error> {
+            let mut body = Map::new();
+            body.insert("re", Value::str(needs_re(either(&a.re, &a.r#ref))?));
+            match &a.rating {
+                None | Some(serde_json::Value::Null) => {}
+                Some(serde_json::Value::Number(n)) => {
+                    body.insert("rating", Value::Int(n.as_i64().unwrap_or(0)));
+                }
+                Some(serde_json::Value::String(s)) => body.insert("rating", Value::str(s.trim())),
+                Some(other) => body.insert("rating", Value::str(other.to_string())),
+            }
+            if !a.feedback.trim().is_empty() {
+                body.insert("feedback", Value::str(a.feedback.trim()));
+            }
+            if a.request_redo {
+                body.insert("request_redo", Value::Bool(true));
+            }
+            Ok(body)
+        };
+        let body = match body() {
+            Ok(b) => b,
+            Err(e) => return Ok(self.failure(&e)),
+        };
+        if let Some(target) = self.elsewhere(&a.exchange) {
+            return Ok(self.send_elsewhere(target, "review", body).await);
+        }
+        Ok(self
+            .call(move |ex, who| send(ex, who, "review", body))
             .await)
     }
 

@@ -83,6 +83,10 @@ pub enum ClaimantEvent {
     Cancelled,
     /// The thread expired or failed while the claimant held it.
     Ended,
+    /// The requestor reviewed the finished work.
+    Reviewed,
+    /// The requestor asked for the work again (a review with `request_redo`).
+    Redo,
 }
 
 impl ClaimantEvent {
@@ -94,6 +98,8 @@ impl ClaimantEvent {
             ClaimantEvent::Refused => "refused",
             ClaimantEvent::Cancelled => "cancelled",
             ClaimantEvent::Ended => "ended",
+            ClaimantEvent::Reviewed => "reviewed",
+            ClaimantEvent::Redo => "redo",
         }
     }
 
@@ -105,6 +111,8 @@ impl ClaimantEvent {
             ClaimantEvent::Refused,
             ClaimantEvent::Cancelled,
             ClaimantEvent::Ended,
+            ClaimantEvent::Reviewed,
+            ClaimantEvent::Redo,
         ]
         .into_iter()
         .find(|e| e.as_str() == kind)
@@ -173,6 +181,8 @@ impl Notice {
                 ClaimantEvent::Refused => format!("Confirmation refused: {}", self.intent),
                 ClaimantEvent::Cancelled => format!("Cancelled by the requestor: {}", self.intent),
                 ClaimantEvent::Ended => format!("Ended while you held it: {}", self.intent),
+                ClaimantEvent::Reviewed => format!("Your work was reviewed: {}", self.intent),
+                ClaimantEvent::Redo => format!("Please do it again: {}", self.intent),
             },
             NoticeKind::Changed { status } => format!("Now {status}: {}", self.intent),
         }

@@ -110,8 +110,10 @@ pub struct HistoryEntry {
 /// Actions that `apply` derives from messages; other history entries (`dispatched`) are
 /// recorded by the exchange alone and survive a rebuild as they are.
 pub fn is_derived_action(action: &str) -> bool {
-    matches!(action, "created" | "replied" | "suggested" | "amended")
-        || Status::parse(action).is_some()
+    matches!(
+        action,
+        "created" | "replied" | "suggested" | "amended" | "reviewed" | "redo"
+    ) || Status::parse(action).is_some()
 }
 
 /// A message document (document 2.. of a thread file).
@@ -353,6 +355,34 @@ impl Envelope {
             // A response on a thread nobody holds claims it first (v1.1's flows answer
             // straight after the request); a response with no status then completes it.
             Payload::Response(_) => changed |= self.claim_implicitly(from, at, "responding"),
+            Payload::Review(r) => {
+                let note = match (&r.rating, r.feedback.as_deref().map(str::trim)) {
+                    (Some(rating), Some(text)) if !text.is_empty() => {
+                        Some(format!("rating {}: {text}", rating.text()))
+                    }
+                    (Some(rating), _) => Some(format!("rating {}", rating.text())),
+                    (None, Some(text)) if !text.is_empty() => Some(text.to_owned()),
+                    _ => None,
+                };
+                self.record("reviewed", at, from, note);
+                changed = true;
+                // A redo reopens finished work to the executor who did it.
+                if r.request_redo == Some(true)
+                    && matches!(self.status, Status::Completed | Status::Partial)
+                    && self.executor.is_some()
+                {
+                    self.status = Status::Claimed;
+                    self.record(
+                        "redo",
+                        at,
+                        from,
+                        Some(match r.feedback.as_deref() {
+                            Some(f) if !f.trim().is_empty() => format!("do it again: {}", f.trim()),
+                            _ => "do it again".to_owned(),
+                        }),
+                    );
+                }
+            }
             Payload::Unknown { kind, body } if kind == AMEND && from == EXCHANGE => {
                 changed |= self.amend(body, at);
             }

@@ -185,6 +185,34 @@ pub fn check_reply(
     Ok(())
 }
 
+/// Checks that the requestor may review a thread now: the work is over (completed, partial
+/// or failed) and an executor did it. A redo (`request_redo`) reopens completed or partial
+/// work to the same executor: the one transition out of a final status, and the requestor's
+/// alone.
+pub fn check_review(
+    thread: &str,
+    status: Status,
+    has_executor: bool,
+    redo: bool,
+) -> Result<(), ProtocolError> {
+    if !matches!(status, Status::Completed | Status::Partial | Status::Failed) {
+        return Err(ProtocolError::conflict(format!(
+            "cannot review {thread}: it is {status}; a review follows finished work (completed, partial or failed)"
+        )));
+    }
+    if !has_executor {
+        return Err(ProtocolError::conflict(format!(
+            "cannot review {thread}: no executor worked on it"
+        )));
+    }
+    if redo && status == Status::Failed {
+        return Err(ProtocolError::conflict(format!(
+            "cannot ask for {thread} again: it failed; send a new request instead"
+        )));
+    }
+    Ok(())
+}
+
 fn describe(step: Step) -> String {
     match step {
         Step::Status(s) => format!("set to {s}"),

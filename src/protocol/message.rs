@@ -34,6 +34,8 @@ pub enum Payload {
     Status(StatusMsg),
     Response(Response),
     Suggestion(Suggestion),
+    /// v2: the requestor's review of finished work.
+    Review(crate::protocol::review::Review),
     /// A payload type this version does not know (a v2 `review`, say), kept unchanged.
     Unknown {
         kind: String,
@@ -418,6 +420,7 @@ impl Payload {
             "status" => Payload::Status(StatusMsg::from_value(body, &at)?),
             "response" => Payload::Response(Response::from_value(body, &at)?),
             "suggestion" => Payload::Suggestion(Suggestion::from_value(body, &at)?),
+            "review" => Payload::Review(crate::protocol::review::Review::from_value(body, &at)?),
             _ => Payload::Unknown { kind, body },
         })
     }
@@ -435,6 +438,7 @@ impl Payload {
             Payload::Status(s) => ("status", s.to_value()),
             Payload::Response(r) => ("response", r.to_value()),
             Payload::Suggestion(s) => ("suggestion", s.to_value()),
+            Payload::Review(r) => ("review", r.to_value()),
             Payload::Unknown { kind, body } => (kind.as_str(), body.clone()),
         };
         let mut m = Map::new();
@@ -455,6 +459,7 @@ impl Payload {
             Payload::Status(_) => "status",
             Payload::Response(_) => "response",
             Payload::Suggestion(_) => "suggestion",
+            Payload::Review(_) => "review",
             Payload::Unknown { kind, .. } => kind,
         }
     }

@@ -16,6 +16,7 @@ pub mod ids;
 pub mod machine;
 pub mod message;
 pub mod request;
+pub mod review;
 pub mod status;
 pub mod time;
 pub mod tz;

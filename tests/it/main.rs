@@ -26,6 +26,7 @@ mod outbound;
 mod query;
 mod query_limits;
 mod remote;
+mod reviews;
 mod robots;
 mod spec_replay;
 mod suggestions;

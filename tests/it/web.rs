@@ -1022,3 +1022,39 @@ fn each_status_reads_as_a_message_with_one_next_step_at_phone_and_desktop_widths
     // The docs carry these: they stay small.
     assert!(total < 600_000, "screenshots take {total} bytes");
 }
+
+#[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
+fn the_executor_sees_the_review_and_a_redo_opens_the_work_again() {
+    let s = setup();
+    let r = s.open(
+        "MESS:\n  - request:\n      intent: photograph the shelf\n      requires: [take-photo]\n",
+    );
+    let b = &s.browser;
+    b.click("#claim");
+    assert_eq!(wait_status(b, "claimed"), "claimed");
+    s.home
+        .ok(&["complete", &r, "--as", "teague-phone", "--text", "done"]);
+    assert_eq!(wait_status(b, "completed"), "completed");
+    let (status, body) = s.server.post_yaml(
+        &s.agent,
+        &format!("MESS:\n  - review:\n      re: {r}\n      rating: 2\n      feedback: the top shelf is cut off\n      request_redo: true\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        wait_until(
+            b,
+            "return document.getElementById('history').textContent.indexOf('Rated the work 2 of 5') >= 0"
+        ),
+        "{}",
+        b.text("main")
+    );
+    let history = b.text("#history");
+    assert!(history.contains("the top shelf is cut off"), "{history}");
+    assert!(
+        history.contains("Asked for it to be done again"),
+        "{history}"
+    );
+    // The work is the executor's again.
+    assert_eq!(wait_status(b, "claimed"), "claimed");
+}

@@ -161,9 +161,15 @@ fn oversized_and_malformed_input_is_refused_cleanly() {
     );
     f.refused(
         "claude-agent",
-        "MESS:\n  - v: 1.1.0\n  - review:\n      rating: 5\n",
+        "MESS:\n  - v: 1.1.0\n  - bid:\n      shells: 5\n",
         ErrorKind::Invalid,
         "nothing to act on",
+    );
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - v: 1.1.0\n  - review:\n      rating: 5\n",
+        ErrorKind::Invalid,
+        "MESS[1].review.re",
     );
     f.refused(
         "exchange",

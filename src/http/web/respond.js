@@ -338,6 +338,16 @@
       if (!box.childNodes.length) box.textContent = 'Replied';
       return box;
     }
+    if (kind === 'review' && isObj(body)) {
+      var verdict = 'Reviewed the work';
+      if (body.rating === 'accept') verdict = 'Accepted the work';
+      else if (body.rating === 'reject') verdict = 'Rejected the work';
+      else if (body.rating !== undefined) verdict = 'Rated the work ' + body.rating + ' of 5';
+      add(box, el('div', verdict, 'review'));
+      if (body.feedback) add(box, el('div', '“' + body.feedback + '”'));
+      if (body.request_redo === true) add(box, el('div', 'Asked for it to be done again', 'rejected'));
+      return box;
+    }
     if (kind === 'request') { box.textContent = 'Sent the request'; return box; }
     if (kind === 'ack') { box.textContent = 'The exchange received it'; return box; }
     if (kind === 'response') { box.textContent = 'Sent the result'; return box; }
