@@ -14,9 +14,12 @@
 -- its order; a strategy ranks every eligible executor: lower_latency by the shortest median
 -- time to claim plus median time to complete (executor_stats), higher_precision by the
 -- highest share of its finished work that it completed (completed / (completed + failed)),
--- then by more completions; executors not yet measured come after the measured ones, and
+-- then by more completions, best_rated by the highest reputation score (executor_reputation:
+-- the mean stars of its reviews with three reviews' worth of 4 stars added, so an executor
+-- nobody reviewed yet ranks as 4.0 and still gets work), then by more reviews; executors not
+-- yet measured come after the measured ones (for best_rated they are measured at 4.0), and
 -- ties go to the least loaded.
--- Depends on: executors, executor_availability_at, executor_stats, routing_rules,
+-- Depends on: executors, executor_availability_at, executor_stats, executor_reputation, routing_rules,
 -- capability_id, capability_needs, place_path, area_of, place_covered, area_covered.
 CREATE OR REPLACE MACRO route_batch(reqs, instant) AS TABLE
 WITH wanted AS MATERIALIZED (
@@ -40,9 +43,11 @@ available AS (
            list_transform(coalesce(e.environment, []::VARCHAR[]), lambda env_name: lower(trim(env_name))) AS environment,
            e.availability = 'on_demand' AS on_demand, a.active_claims,
            s.median_time_to_claim + s.median_time_to_complete AS latency,
-           s.completed, s.completed + s.failed AS finished
+           s.completed, s.completed + s.failed AS finished,
+           coalesce(rep.score, 4.0) AS rating_score, coalesce(rep.rated, 0) AS rated, rep.avg_rating
     FROM executors e JOIN executor_availability_at(instant) a ON a.id = e.id
     LEFT JOIN executor_stats s ON s.executor = e.id
+    LEFT JOIN executor_reputation rep ON rep.executor = e.id AND rep.capability IS NULL
     WHERE a.available
 ),
 capable AS (
@@ -84,14 +89,19 @@ candidates AS (
     UNION ALL
     SELECT m.i, m.position, m.is_default, m.what, m.strategy, e.id, e.on_demand,
            CASE m.strategy WHEN 'lower_latency' THEN e.latency
-                           WHEN 'higher_precision' THEN -(e.completed / nullif(e.finished, 0)) END AS score,
-           CASE m.strategy WHEN 'higher_precision' THEN -e.completed ELSE 0 END AS tiebreak,
+                           WHEN 'higher_precision' THEN -(e.completed / nullif(e.finished, 0))
+                           WHEN 'best_rated' THEN -e.rating_score END AS score,
+           CASE m.strategy WHEN 'higher_precision' THEN -e.completed
+                           WHEN 'best_rated' THEN -e.rated ELSE 0 END AS tiebreak,
            e.active_claims AS load,
            CASE m.strategy
                WHEN 'lower_latency' THEN coalesce('median ' || round(e.latency)::BIGINT || ' s to claim and complete',
                                                   'not measured yet')
                WHEN 'higher_precision' THEN coalesce('completed ' || e.completed || ' of ' || nullif(e.finished, 0) || ' finished',
                                                      'no finished work yet')
+               WHEN 'best_rated' THEN CASE WHEN e.rated > 0
+                   THEN 'score ' || printf('%.2f', e.rating_score) || ' (' || e.rated || ' rated, mean ' || printf('%.2f', e.avg_rating) || ')'
+                   ELSE 'not rated yet: scored 4.00' END
            END AS measured
     FROM matching m JOIN eligible e ON e.i = m.i
     WHERE m.strategy IS NOT NULL

@@ -3,7 +3,7 @@
 -- Columns: position (1-based), is_default, match_capability, match_urgency, match_precision,
 -- match_unsupported (match keys other than those three: such a rule never matches, and the
 -- exchange warns about it), prefer (executor ids), strategy (lower_latency |
--- higher_precision). A `default:` rule may carry `prefer` beside it or nested under it, as
+-- higher_precision | best_rated). A `default:` rule may carry `prefer` beside it or nested under it, as
 -- the seed config writes it.
 -- Depends on: read_yaml_auto, the json extension.
 CREATE OR REPLACE VIEW routing_rules AS
@@ -53,7 +53,7 @@ SELECT position,
                AND match_kv.value IS NOT NULL AND json_type(match_kv.value) <> 'NULL'),
            lambda match_kv: match_kv.key) END AS match_unsupported,
        CASE WHEN json_type(p) = 'ARRAY' THEN from_json(p, '["VARCHAR"]')
-            WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') NOT IN ('lower_latency', 'higher_precision') THEN [p ->> '$']
+            WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') NOT IN ('lower_latency', 'higher_precision', 'best_rated') THEN [p ->> '$']
             ELSE []::VARCHAR[] END AS prefer,
-       CASE WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') IN ('lower_latency', 'higher_precision') THEN p ->> '$' END AS strategy
+       CASE WHEN json_type(p) = 'VARCHAR' AND (p ->> '$') IN ('lower_latency', 'higher_precision', 'best_rated') THEN p ->> '$' END AS strategy
 FROM decoded;

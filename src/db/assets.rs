@@ -112,6 +112,10 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../macros/058_location_covered.sql"),
     ),
     (
+        "macros/060_iso_seconds.sql",
+        include_str!("../../macros/060_iso_seconds.sql"),
+    ),
+    (
         "sql/110_threads.sql",
         include_str!("../../sql/110_threads.sql"),
     ),
@@ -136,6 +140,10 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../sql/124_responses.sql"),
     ),
     (
+        "sql/125_reviews.sql",
+        include_str!("../../sql/125_reviews.sql"),
+    ),
+    (
         "sql/130_thread_history.sql",
         include_str!("../../sql/130_thread_history.sql"),
     ),
@@ -158,6 +166,10 @@ pub const ASSETS: &[(&str, &str)] = &[
     (
         "sql/180_executor_stats.sql",
         include_str!("../../sql/180_executor_stats.sql"),
+    ),
+    (
+        "sql/185_executor_reputation.sql",
+        include_str!("../../sql/185_executor_reputation.sql"),
     ),
     ("sql/190_mail.sql", include_str!("../../sql/190_mail.sql")),
     (

@@ -1,6 +1,7 @@
 //! The routing snapshot of the embedded read model: the directory views routing reads
 //! (`executors`, `routing_rules`), each executor's schedule verdict for every minute of the
-//! current hour and, when a rule ranks by a strategy, `executor_stats` as of the hour, kept as
+//! current hour and, when a rule ranks by a strategy, `executor_stats` and `executor_reputation`
+//! as of the hour, kept as
 //! tables in schema `snap`. The directory tables are refreshed when config.yaml, routing.yaml
 //! or a registration changes, the verdicts and statistics when the hour turns (schedules are
 //! read to the minute: a pass reads its minute's verdicts). Routing then runs the same
@@ -197,6 +198,14 @@ pub(crate) fn refresh(
                  median_time_to_complete DOUBLE, completions_per_day DOUBLE)"
         };
         con.execute_batch(stats).map_err(fail)?;
+        let reputation = if strategies > 0 {
+            "CREATE OR REPLACE TABLE snap.executor_reputation AS
+                 SELECT * FROM main.executor_reputation WHERE capability IS NULL"
+        } else {
+            "CREATE OR REPLACE TABLE snap.executor_reputation (executor VARCHAR,
+                 capability VARCHAR, rated BIGINT, avg_rating DOUBLE, score DOUBLE)"
+        };
+        con.execute_batch(reputation).map_err(fail)?;
     }
     if what.hour {
         // One statement for the hour's 60 minutes: evaluating costs little beside binding.

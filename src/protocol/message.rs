@@ -167,7 +167,7 @@ pub struct ExecutorSpec {
 pub struct RoutingRule {
     /// What the rule applies to; `None` for the `default` rule.
     pub matcher: Option<RuleMatch>,
-    /// Executor ids, or a strategy word (`lower_latency`, `higher_precision`).
+    /// Executor ids, or a strategy word (`lower_latency`, `higher_precision`, `best_rated`).
     pub prefer: Prefer,
     /// Other fields, kept unchanged.
     pub extra: Map,
@@ -186,7 +186,7 @@ pub struct RuleMatch {
     pub extra: Map,
 }
 
-/// `prefer: [executor-id] | lower_latency | higher_precision`.
+/// `prefer: [executor-id] | lower_latency | higher_precision | best_rated`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prefer {
     /// These executors, in order.
@@ -883,7 +883,10 @@ impl RoutingRule {
         let prefer = match prefer_value {
             Value::String(s)
                 if !s.contains(' ')
-                    && matches!(s.as_str(), "lower_latency" | "higher_precision") =>
+                    && matches!(
+                        s.as_str(),
+                        "lower_latency" | "higher_precision" | "best_rated"
+                    ) =>
             {
                 Prefer::Strategy(s)
             }

@@ -29,6 +29,7 @@ mod examples;
 mod expiry_and_dependencies;
 mod lifecycle;
 mod queue;
+mod reputation;
 mod routing;
 mod submission;
 mod suggestions;
