@@ -452,7 +452,14 @@ fn the_mail_channel_leaves_a_task_in_the_executors_mailbox() {
     let file = loop {
         let found = std::fs::read_dir(&mailbox)
             .ok()
-            .and_then(|mut d| d.find_map(|e| e.ok().filter(|e| e.path().is_file())));
+            // A name with a leading dot is a write in progress (its temp file).
+            .and_then(|mut d| {
+                d.find_map(|e| {
+                    e.ok().filter(|e| {
+                        e.path().is_file() && !e.file_name().to_string_lossy().starts_with('.')
+                    })
+                })
+            });
         if let Some(f) = found {
             break f.path();
         }
