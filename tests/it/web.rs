@@ -508,6 +508,11 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
     let b = &s.browser;
     b.click("#claim");
     assert_eq!(wait_status(b, "claimed"), "claimed");
+    // The claim's own change redraws the page once it arrives: open the form after that.
+    assert!(wait_until(
+        b,
+        "return document.querySelectorAll('#history .message').length >= 3"
+    ));
     let open = "document.getElementById('wait-form').open = true; return null";
     b.run(open);
     // A reason without its field is refused in the page, naming what is missing.
