@@ -281,5 +281,32 @@ fn lifecycle(
         ),
     };
     docs.push(doc(doer, done_at, &last)?);
+    // Most completed work is reviewed a little later; each executor has its own typical
+    // rating. Drawn from a hash of the thread, not `rng`, so the rest of the demo stays as it
+    // was for a given seed.
+    let h = fnv(&format!("{thread}/{doer}"));
+    let review_at = done_at + TimeDelta::minutes(5 + (h % 55) as i64);
+    if roll > 30 && h % 10 >= 3 && review_at <= now {
+        let typical = 3 + fnv(doer) % 3;
+        let stars = (typical + (h / 10) % 3).saturating_sub(1).clamp(1, 5);
+        let feedback = match stars {
+            1 | 2 => "\n      feedback: not what I asked for",
+            5 => "\n      feedback: spot on",
+            _ => "",
+        };
+        docs.push(doc(
+            "claude-agent",
+            review_at,
+            &format!("MESS:\n  - review:\n      re: {thread}\n      rating: {stars}{feedback}\n"),
+        )?);
+    }
     Ok(docs)
+}
+
+/// FNV-1a of `text`: a stable spread of small choices that must not draw from the seed's
+/// sequence.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
