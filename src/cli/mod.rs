@@ -23,6 +23,7 @@ mod request;
 mod review;
 mod send;
 mod serve;
+mod shells;
 mod show;
 mod sql;
 mod status;
@@ -103,6 +104,8 @@ enum Command {
     Reply(reply::ReplyArgs),
     /// Review finished work as its requestor: a rating, feedback, or a redo
     Review(review::ReviewArgs),
+    /// Grant shells and show balances (the operator's)
+    Shells(shells::ShellsArgs),
     /// Cancel a request as its requestor
     Cancel(cancel::CancelArgs),
     /// Move old finished and canceled threads to archive/YYYY-MM/
@@ -381,6 +384,7 @@ fn run_command(args: Args) -> Result<(), CliError> {
         Command::Complete(a) => complete::run(&cx, a),
         Command::Reply(a) => reply::run(&cx, a),
         Command::Review(a) => review::run(&cx, a),
+        Command::Shells(a) => shells::run(&cx, a),
         Command::Cancel(a) => cancel::run(&cx, a),
         Command::Archive(a) => archive::run(&cx, a),
         Command::Fsck(a) => fsck::run(&cx, a),
@@ -484,6 +488,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Complete(_) => "complete",
         Command::Reply(_) => "reply",
         Command::Review(_) => "review",
+        Command::Shells(_) => "shells",
         Command::Cancel(_) => "cancel",
         Command::Archive(_) => "archive",
         Command::Fsck(_) => "fsck",

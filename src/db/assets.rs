@@ -173,6 +173,14 @@ pub const ASSETS: &[(&str, &str)] = &[
     ),
     ("sql/190_mail.sql", include_str!("../../sql/190_mail.sql")),
     (
+        "sql/195_ledger.sql",
+        include_str!("../../sql/195_ledger.sql"),
+    ),
+    (
+        "sql/196_balances.sql",
+        include_str!("../../sql/196_balances.sql"),
+    ),
+    (
         "macros/205_active_claims.sql",
         include_str!("../../macros/205_active_claims.sql"),
     ),

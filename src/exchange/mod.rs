@@ -27,6 +27,7 @@ mod queue;
 mod requests;
 mod robots;
 pub mod route;
+mod shells;
 mod submit;
 mod suggestions;
 pub mod sweep;

@@ -11,6 +11,7 @@ pub(crate) mod fsio;
 pub(crate) mod index;
 pub mod keys;
 pub mod layout;
+pub mod ledger;
 pub(crate) mod lock;
 pub mod outbox;
 pub mod pg;

@@ -121,6 +121,9 @@ fn db_commands_manage_the_schema() {
         (principal.as_str(), callback.as_deref()),
         ("a", Some("https://agent.example.org/cb"))
     );
+    // Shells live in a home's ledger, which a node's mirror cannot share: refused, by name.
+    let err = home.fails(&["shells", "grant", "a", "5"], 1);
+    assert!(err.contains("tier 1"), "{err}");
     // A database one migration behind (as an older mess left it) is refused until migrated,
     // and migrating applies only what it lacks.
     pg.client()

@@ -28,6 +28,7 @@ mod query_limits;
 mod remote;
 mod reviews;
 mod robots;
+mod shells;
 mod spec_replay;
 mod suggestions;
 mod support;

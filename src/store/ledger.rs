@@ -1,0 +1,242 @@
+//! The shells ledger: an append-only, double-entry record of every movement of shells between
+//! accounts (a principal's id, `escrow:REF` for a request's escrow, `operator` for grants), one
+//! YAML document per movement in `ledger/YYYY-MM.yaml`, so `read_yaml_auto` and people read it.
+//! Each movement has an id that says what it is for (`escrow-REF`, `settle-REF`), and a
+//! movement whose id is already recorded is not recorded again: a release or refund happens
+//! once however often it is asked for. Writes are serialized by the ledger lock and replace the
+//! month's file atomically.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::protocol::emit;
+use crate::protocol::time::{self, Timestamp};
+use crate::protocol::value::{Map, Value};
+use crate::protocol::yaml::{self, Limits};
+use crate::store::FileStore;
+use crate::store::error::StoreError;
+use crate::store::{fsio, lock};
+
+/// The account grants come from; its balance is minus everything granted.
+pub const OPERATOR: &str = "operator";
+
+/// One movement of shells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Movement {
+    /// What it is for; recorded once.
+    pub id: String,
+    /// When it was recorded.
+    pub at: Timestamp,
+    /// The account debited.
+    pub from: String,
+    /// The account credited.
+    pub to: String,
+    /// How many (above zero).
+    pub shells: i64,
+    /// `grant`, `escrow`, `release` or `refund`.
+    pub kind: String,
+    /// The thread it belongs to, if any.
+    pub thread: Option<String>,
+    /// Why, in words.
+    pub note: Option<String>,
+}
+
+/// Balances by account.
+pub type Balances = BTreeMap<String, i64>;
+
+impl Movement {
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id", Value::str(&self.id));
+        m.insert("at", Value::str(time::format_timestamp(&self.at)));
+        m.insert("from", Value::str(&self.from));
+        m.insert("to", Value::str(&self.to));
+        m.insert("shells", Value::Int(self.shells));
+        m.insert("kind", Value::str(&self.kind));
+        m.insert_opt("thread", self.thread.as_deref().map(Value::str));
+        m.insert_opt("note", self.note.as_deref().map(Value::str));
+        Value::Map(m)
+    }
+
+    fn from_value(v: &Value) -> Option<Movement> {
+        let m = v.as_map()?;
+        let text = |k: &str| m.get(k).and_then(Value::scalar_text);
+        let shells = match m.get("shells")? {
+            Value::Int(n) if *n > 0 => *n,
+            _ => return None,
+        };
+        Some(Movement {
+            id: text("id")?,
+            at: time::parse_timestamp_lenient(&text("at")?).ok()?,
+            from: text("from")?,
+            to: text("to")?,
+            shells,
+            kind: text("kind")?,
+            thread: text("thread"),
+            note: text("note"),
+        })
+    }
+}
+
+/// What a movement about to be recorded is checked against: the balances before it.
+pub type Check<'a> = &'a dyn Fn(&Balances) -> Result<(), String>;
+
+/// Why a movement was not recorded.
+#[derive(Debug)]
+pub enum Refused {
+    /// Its check failed (a balance too small): why.
+    Check(String),
+    /// The ledger could not be read or written.
+    Store(StoreError),
+}
+
+impl From<StoreError> for Refused {
+    fn from(e: StoreError) -> Refused {
+        Refused::Store(e)
+    }
+}
+
+impl FileStore {
+    /// `ledger/`: the shells ledger, a file per month.
+    fn ledger_dir(&self) -> PathBuf {
+        self.layout().root().join("ledger")
+    }
+
+    /// Every recorded movement, in the order recorded. A document that is not a movement (a
+    /// hand edit) is left out.
+    pub fn ledger(&self) -> Result<Vec<Movement>, StoreError> {
+        let dir = self.ledger_dir();
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.extension().is_some_and(|x| x == "yaml")
+                        && !p
+                            .file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::io(&dir, e)),
+        };
+        files.sort();
+        let mut out = Vec::new();
+        for path in files {
+            let Some(text) = fsio::read_optional(&path)? else {
+                continue;
+            };
+            let docs = yaml::parse_documents(&text, &Limits::DEFAULT)
+                .map_err(|e| StoreError::malformed(&path, e.into()))?;
+            out.extend(docs.iter().filter_map(Movement::from_value));
+        }
+        Ok(out)
+    }
+
+    /// The balance of every account that ever moved shells.
+    pub fn balances(&self) -> Result<Balances, StoreError> {
+        Ok(balances_of(&self.ledger()?))
+    }
+
+    /// Records `movement` unless a movement with its id is recorded already (then `false`),
+    /// after `check` passes on the balances before it; under the ledger lock, so checks and
+    /// records of concurrent writers never interleave.
+    pub fn record_movement(&self, movement: &Movement, check: Check<'_>) -> Result<bool, Refused> {
+        let layout = self.layout();
+        let _lock = lock::acquire(&layout.locks_dir(), "ledger")?;
+        let all = self.ledger()?;
+        if all.iter().any(|m| m.id == movement.id) {
+            return Ok(false);
+        }
+        check(&balances_of(&all)).map_err(Refused::Check)?;
+        let dir = self.ledger_dir();
+        fsio::ensure_dir(&dir)?;
+        let path = dir.join(format!("{}.yaml", movement.at.format("%Y-%m")));
+        let mut text = fsio::read_optional(&path)?.unwrap_or_default();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("---\n");
+        text.push_str(&emit::to_yaml(&movement.to_value()));
+        fsio::write_atomic(&path, text.as_bytes())?;
+        Ok(true)
+    }
+}
+
+/// Balances after `movements`.
+pub fn balances_of(movements: &[Movement]) -> Balances {
+    let mut out = Balances::new();
+    for m in movements {
+        *out.entry(m.from.clone()).or_default() -= m.shells;
+        *out.entry(m.to.clone()).or_default() += m.shells;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tempfile::TempDir;
+
+    use super::*;
+
+    fn movement(id: &str, from: &str, to: &str, shells: i64) -> Movement {
+        Movement {
+            id: id.to_owned(),
+            at: time::parse_timestamp("2026-11-27T12:00:00Z").unwrap(),
+            from: from.to_owned(),
+            to: to.to_owned(),
+            shells,
+            kind: "grant".to_owned(),
+            thread: None,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn a_movement_is_recorded_once_and_checks_see_the_balances_before_it() {
+        let dir = TempDir::new().unwrap();
+        let store = FileStore::open(dir.path());
+        assert!(store.balances().unwrap().is_empty());
+        let grant = movement("g1", OPERATOR, "agent", 10);
+        assert!(store.record_movement(&grant, &|_| Ok(())).unwrap());
+        assert!(!store.record_movement(&grant, &|_| Ok(())).unwrap());
+        let spend = movement("s1", "agent", "escrow:x", 15);
+        let refused = store.record_movement(&spend, &|b| {
+            if b.get("agent").copied().unwrap_or_default() >= 15 {
+                Ok(())
+            } else {
+                Err("short".to_owned())
+            }
+        });
+        assert!(matches!(refused, Err(Refused::Check(ref why)) if why == "short"));
+        let b = store.balances().unwrap();
+        assert_eq!((b["agent"], b[OPERATOR]), (10, -10));
+        assert_eq!(store.ledger().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn concurrent_writers_lose_no_movement() {
+        let dir = TempDir::new().unwrap();
+        let store = Arc::new(FileStore::open(dir.path()));
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10 {
+                        let m = movement(&format!("g{t}-{i}"), OPERATOR, &format!("a{t}"), 1);
+                        assert!(store.record_movement(&m, &|_| Ok(())).unwrap());
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let b = store.balances().unwrap();
+        assert_eq!(b[OPERATOR], -80);
+        assert_eq!(b.values().sum::<i64>(), 0);
+        assert_eq!(store.ledger().unwrap().len(), 80);
+    }
+}
