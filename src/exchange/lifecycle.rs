@@ -122,7 +122,7 @@ pub(crate) fn tell_claimant(
 }
 
 /// A message document from the exchange, applied to a copy of `env`.
-fn exchange_edit(env: &Envelope, payloads: Vec<Payload>, now: Timestamp) -> Edit {
+pub(crate) fn exchange_edit(env: &Envelope, payloads: Vec<Payload>, now: Timestamp) -> Edit {
     let doc = MessageDoc {
         from: EXCHANGE.to_owned(),
         received: now,

@@ -21,9 +21,9 @@ use crate::protocol::request::Request;
 use crate::protocol::status::{StatusDetails, StatusMsg};
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
+use crate::store::IndexKey;
 use crate::store::outbox::{Delivery, Shelf};
 use crate::store::thread::ThreadFile;
-use crate::store::{Edit, IndexKey};
 
 /// The delivery channel that finishes carrying out an accepted suggestion.
 pub(crate) const CHANNEL: &str = "suggestion";
@@ -613,7 +613,11 @@ pub(crate) fn carry_out(
             status.message = Some(format!("suggestion {id} accepted"));
             status.extra.insert("suggestion", Value::str(&id));
             Ok((
-                Some(exchange_edit(&t.envelope, Payload::Status(status), now)),
+                Some(lifecycle::exchange_edit(
+                    &t.envelope,
+                    vec![Payload::Status(status)],
+                    now,
+                )),
                 (),
             ))
         })?;
@@ -736,22 +740,4 @@ fn create(
     }
     ex.store().create(&envelope, &docs)?;
     Ok(())
-}
-
-/// A document of the exchange with `payload`, applied to a copy of `env`.
-fn exchange_edit(env: &Envelope, payload: Payload, now: Timestamp) -> Edit {
-    let doc = MessageDoc {
-        from: EXCHANGE.to_owned(),
-        received: now,
-        channel: None,
-        message: Message::new(vec![payload]),
-        extra: Map::new(),
-    };
-    let mut envelope = env.clone();
-    envelope.apply(&doc);
-    Edit {
-        envelope,
-        append: vec![doc],
-        deliveries: Vec::new(),
-    }
 }
