@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{Error, Exchange, access, callbacks, federation, robots, suggestions};
+use crate::exchange::{
+    Error, Exchange, access, callbacks, federation, robots, shells, suggestions,
+};
 use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
@@ -866,6 +868,30 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
     }
     if d.channel == suggestions::CHANNEL {
         return finish_suggestion(ex, d).await;
+    }
+    if d.channel == shells::CHANNEL {
+        let Ok(thread) = ThreadRef::parse(&d.thread) else {
+            return moot(ex, d, "not a thread".to_owned()).await;
+        };
+        let worker = ex.clone();
+        return match tokio::task::spawn_blocking(move || worker.settle_escrow(&thread)).await {
+            Ok(Ok(moved)) => {
+                done(
+                    ex,
+                    d,
+                    format!(
+                        "settled ({})",
+                        if moved { "now" } else { "nothing to move" }
+                    ),
+                )
+                .await
+            }
+            Ok(Err(e)) => {
+                let message = ex.scrub_home(&e.to_string());
+                recorded(ex, d, Err(NotifyError::Retry { message })).await
+            }
+            Err(_) => Attempted::Stuck,
+        };
     }
     if d.channel == robots::CHANNEL {
         let outcome = match robots::call(ex, d).await {

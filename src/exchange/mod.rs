@@ -374,7 +374,10 @@ impl Exchange {
                 cursor: None,
             });
         }));
-        let store = store.edited(Arc::new(callbacks::queue));
+        let store = store.edited(Arc::new(|before, edit| {
+            callbacks::queue(before, edit);
+            shells::queue(before, edit);
+        }));
         Exchange {
             store,
             settings,

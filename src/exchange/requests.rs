@@ -63,6 +63,33 @@ pub(crate) fn check(
                 .map_err(|why| ProtocolError::invalid(&path, why))?;
         }
     }
+    // The shells every request of the message offers, against what the sender holds, before
+    // anything is written (each escrow is checked again, under the ledger lock, as it is taken).
+    let offered: i64 = incoming
+        .iter()
+        .filter_map(|r| crate::exchange::shells::offered(&r.request))
+        .sum();
+    if offered > 0 {
+        let held = ex
+            .shell_balances()?
+            .get(&sender.id)
+            .copied()
+            .unwrap_or_default();
+        if held < offered {
+            let first = incoming
+                .iter()
+                .find(|r| crate::exchange::shells::offered(&r.request).is_some())
+                .map_or(0, |r| r.index);
+            return Err(ProtocolError::invalid(
+                format!("MESS[{first}].request.compensation.shells"),
+                format!(
+                    "the message offers {offered} shells and {} holds {held} (the operator grants shells: mess shells grant {} N)",
+                    sender.id, sender.id
+                ),
+            )
+            .into());
+        }
+    }
     for req in incoming {
         if let Some(at) = req.request.expires_at(now)
             && at <= now
@@ -251,6 +278,13 @@ pub(crate) fn create(
             extra: Map::new(),
         };
         let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
+        // The offered shells are held before the thread exists: a crash in between leaves an
+        // escrow without a thread, never a thread whose shells were not held.
+        if let Some(escrow) = ex.escrow(&thread, &req.request, &sender.id, now)? {
+            envelope
+                .extra
+                .insert(crate::exchange::shells::ESCROW, escrow);
+        }
         // A key's callback stands in for the request's own; the message stays as it was sent.
         if let Some(url) = &sender.callback
             && !envelope

@@ -361,6 +361,11 @@ fn apply_group(
     if status != before.status && (status == Status::Completed || status.fails_dependents()) {
         lifecycle::settle_dependents(ex, &g.thread, now)?;
     }
+    // Settled here when this change decided it; the delivery queued with the change does it
+    // otherwise (and finds it done here).
+    if let Err(e) = ex.settle_escrow(&g.thread) {
+        tracing::warn!(thread = %g.thread, error = %e, "cannot settle the escrow now; the delivery worker will");
+    }
     let echo = match accepted {
         Some(_) => {
             let made = suggestions::carry_out_now(ex, &g.thread, now)?;
