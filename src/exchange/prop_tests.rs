@@ -133,3 +133,80 @@ proptest! {
         }
     }
 }
+
+/// What the shells property test does at one step (on thread `i` of at most four).
+const SHELL_MOVES: [&str; 10] = [
+    "create", "claim", "complete", "fail", "cancel", "accept", "reject", "redo", "restart",
+    "settle",
+];
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn the_ledger_always_balances_and_every_escrow_is_settled_once(
+        steps in prop::collection::vec((0..SHELL_MOVES.len(), 0usize..4, 1i64..80), 1..40),
+    ) {
+        let dir = TempDir::new().unwrap();
+        std::fs::write(dir.path().join("config.yaml"), CONFIG).unwrap();
+        let clock = Arc::new(FixedClock::new(
+            time::parse_timestamp("2026-01-31T17:00:00Z").unwrap().to_utc(),
+        ));
+        let open = || Exchange::new(FileStore::open(dir.path()), Settings::defaults(), clock.clone());
+        let mut ex = open();
+        let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
+        let (alice, robot) = (as_key("alice", Role::Agent), as_key("able-1", Role::Executor));
+        ex.grant_shells("alice", 200, None).unwrap();
+        let mut threads: Vec<String> = Vec::new();
+        for (what, i, shells) in steps {
+            let r = threads.get(i % threads.len().max(1)).cloned().unwrap_or_default();
+            let send = |ex: &Exchange, who: &Sender, body: String| {
+                ex.parse_one(&format!("MESS:\n  - {body}\n")).ok().map(|m| ex.submit(m, who))
+            };
+            match SHELL_MOVES[what] {
+                "create" => {
+                    let reviewed = if shells % 2 == 0 { "\n        escrow: {release_on: reviewed}" } else { "" };
+                    let body = format!("request:\n      intent: vacuum\n      requires: [vacuum-floor]\n      compensation:\n        shells: {shells}{reviewed}");
+                    if let Some(Ok(ack)) = send(&ex, &alice, body) {
+                        let v = ack.to_value();
+                        let r = v.as_map().and_then(|m| m.get("MESS")).and_then(|m| m.as_seq())
+                            .and_then(|s| s.iter().find_map(|p| p.as_map().and_then(|p| p.get("ack")))).and_then(|a| a.as_map())
+                            .and_then(|a| a.get("ref")).and_then(|r| r.as_str()).unwrap().to_owned();
+                        threads.push(r);
+                    }
+                }
+                _ if r.is_empty() => {}
+                "claim" => { let _ = send(&ex, &robot, format!("status: {{re: {r}, code: claimed}}")); }
+                "complete" => { let _ = send(&ex, &robot, format!("status: {{re: {r}, code: completed}}")); }
+                "fail" => { let _ = send(&ex, &robot, format!("status: {{re: {r}, code: failed, reason: broke}}")); }
+                "cancel" => { let _ = send(&ex, &alice, format!("cancel: {{re: {r}}}")); }
+                "accept" => { let _ = send(&ex, &alice, format!("review: {{re: {r}, rating: accept}}")); }
+                "reject" => { let _ = send(&ex, &alice, format!("review: {{re: {r}, rating: 1}}")); }
+                "redo" => { let _ = send(&ex, &alice, format!("review: {{re: {r}, rating: 2, request_redo: true}}")); }
+                "restart" => ex = open(),
+                // What the delivery worker does with a queued settlement.
+                _ => for t in &threads { ex.settle_escrow(&ThreadRef::parse(t).unwrap()).unwrap(); },
+            }
+            let balances = ex.shell_balances().unwrap();
+            prop_assert_eq!(balances.values().sum::<i64>(), 0, "double entry");
+            prop_assert_eq!(balances.iter().filter(|(a, _)| *a != "operator").map(|(_, b)| b).sum::<i64>(), 200, "what was granted");
+            prop_assert!(balances.iter().all(|(a, b)| a == "operator" || *b >= 0), "{balances:?}");
+            let ledger = ex.store().ledger().unwrap();
+            for t in &threads {
+                let settled = ledger.iter().filter(|m| m.id == format!("settle-{t}")).count();
+                let escrowed = ledger.iter().filter(|m| m.id == format!("escrow-{t}")).count();
+                prop_assert_eq!(escrowed, 1, "{}", t);
+                prop_assert!(settled <= 1, "{} settled twice", t);
+                let held = balances.get(&format!("escrow:{t}")).copied().unwrap_or_default();
+                let env = ex.store().envelope(&ThreadRef::parse(t).unwrap()).unwrap().0;
+                prop_assert_eq!(held == 0, settled == 1, "{} holds {} with {} settlement(s)", t, held, settled);
+                // An outcome the exchange can decide is settled as it is decided.
+                let waits_for_review = matches!(env.status, Status::Completed | Status::Partial)
+                    && ex.store().read(&env.thread_ref).unwrap().text().contains("release_on: reviewed");
+                if env.status.is_terminal() && !waits_for_review {
+                    prop_assert_eq!(settled, 1, "{} is {} and unsettled", t, env.status);
+                }
+            }
+        }
+    }
+}
