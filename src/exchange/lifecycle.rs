@@ -238,18 +238,24 @@ pub(crate) fn reconcile(
     Ok(moved)
 }
 
-/// What routing needs of a thread: its request's required capabilities, precision and
-/// urgency (the envelope's `requires` for a file whose request document is missing).
-pub(crate) fn route_input(thread: &ThreadFile) -> Result<RouteInput, Error> {
-    let request = thread
+/// The request a thread was made with (its first request payload), if the file still has it.
+pub(crate) fn first_request(
+    thread: &ThreadFile,
+) -> Result<Option<crate::protocol::request::Request>, Error> {
+    Ok(thread
         .messages()?
         .into_iter()
         .flat_map(|d| d.message.payloads)
         .find_map(|p| match p {
             Payload::Request(r) => Some(r),
             _ => None,
-        });
-    Ok(request
+        }))
+}
+
+/// What routing needs of a thread: its request's required capabilities, precision and
+/// urgency (the envelope's `requires` for a file whose request document is missing).
+pub(crate) fn route_input(thread: &ThreadFile) -> Result<RouteInput, Error> {
+    Ok(first_request(thread)?
         .as_ref()
         .map(RouteInput::of)
         .unwrap_or_else(|| RouteInput {

@@ -294,15 +294,7 @@ fn check_open(env: &Envelope, proposer: &str) -> Result<(), Error> {
 
 /// The request a thread was made with.
 fn request_of(file: &ThreadFile) -> Result<Request, Error> {
-    let first = file
-        .messages()?
-        .into_iter()
-        .flat_map(|d| d.message.payloads)
-        .find_map(|p| match p {
-            Payload::Request(r) => Some(r),
-            _ => None,
-        });
-    first.ok_or_else(|| {
+    lifecycle::first_request(file)?.ok_or_else(|| {
         Error::from(ProtocolError::conflict(format!(
             "{} has no request document; the suggestion cannot be carried out",
             file.envelope.thread_ref
