@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
 use crate::exchange::{
-    Error, Exchange, access, callbacks, federation, robots, shells, suggestions,
+    Error, Exchange, access, callbacks, escrow, federation, robots, suggestions,
 };
 use crate::links::Action;
 use crate::notify::{
@@ -869,7 +869,7 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
     if d.channel == suggestions::CHANNEL {
         return finish_suggestion(ex, d).await;
     }
-    if d.channel == shells::CHANNEL {
+    if d.channel == escrow::CHANNEL {
         let Ok(thread) = ThreadRef::parse(&d.thread) else {
             return moot(ex, d, "not a thread".to_owned()).await;
         };

@@ -210,7 +210,8 @@ fn request_chain(file: &ThreadFile) -> Vec<Value> {
 }
 
 /// The request of `file` as it goes to the peer: the same request with a client id made from
-/// our ref and the chain; refs of this exchange (`depends_on`) mean nothing there.
+/// our ref and the chain; refs of this exchange (`depends_on`) and its shells mean nothing
+/// there.
 fn request_for_peer(file: &ThreadFile, chain: Vec<Value>, exchange_id: &str) -> Option<Message> {
     let messages = file.messages().ok()?;
     let request = messages
@@ -224,6 +225,17 @@ fn request_for_peer(file: &ThreadFile, chain: Vec<Value>, exchange_id: &str) -> 
         return None;
     };
     body.remove("depends_on");
+    // Shells are this exchange's currency: the escrow stays here (released to the forwarding
+    // entry), and the peer is not asked to hold shells of its own.
+    let mut unpaid = false;
+    if let Some(Value::Map(c)) = body.get_mut("compensation") {
+        c.remove("shells");
+        c.remove("escrow");
+        unpaid = c.is_empty();
+    }
+    if unpaid {
+        body.remove("compensation");
+    }
     body.insert(
         "id",
         Value::str(client_id(exchange_id, &file.envelope.thread_ref)),

@@ -18,6 +18,7 @@ pub mod deliver;
 pub mod demo;
 pub mod directory;
 pub mod error;
+mod escrow;
 pub mod federation;
 mod lifecycle;
 pub mod mail_sweep;
@@ -376,7 +377,7 @@ impl Exchange {
         }));
         let store = store.edited(Arc::new(|before, edit| {
             callbacks::queue(before, edit);
-            shells::queue(before, edit);
+            escrow::queue(before, edit);
         }));
         Exchange {
             store,

@@ -134,10 +134,10 @@ proptest! {
     }
 }
 
-/// What the shells property test does at one step (on thread `i` of at most four).
-const SHELL_MOVES: [&str; 10] = [
+/// What the shells property test does at one step (on thread `i` of those with escrow).
+const SHELL_MOVES: [&str; 13] = [
     "create", "claim", "complete", "fail", "cancel", "accept", "reject", "redo", "restart",
-    "settle",
+    "settle", "delegate", "orphan", "sweep",
 ];
 
 proptest! {
@@ -145,7 +145,7 @@ proptest! {
 
     #[test]
     fn the_ledger_always_balances_and_every_escrow_is_settled_once(
-        steps in prop::collection::vec((0..SHELL_MOVES.len(), 0usize..4, 1i64..80), 1..40),
+        steps in prop::collection::vec((0..SHELL_MOVES.len(), 0usize..6, 1i64..80), 1..40),
     ) {
         let dir = TempDir::new().unwrap();
         std::fs::write(dir.path().join("config.yaml"), CONFIG).unwrap();
@@ -155,30 +155,61 @@ proptest! {
         let open = || Exchange::new(FileStore::open(dir.path()), Settings::defaults(), clock.clone());
         let mut ex = open();
         let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
-        let (alice, robot) = (as_key("alice", Role::Agent), as_key("able-1", Role::Executor));
+        let alice = as_key("alice", Role::Agent);
+        let robots = [as_key("able-1", Role::Executor), as_key("able-2", Role::Executor)];
         ex.grant_shells("alice", 200, None).unwrap();
-        let mut threads: Vec<String> = Vec::new();
+        // Escrows taken by a process that stopped before writing their thread.
+        let mut orphans: Vec<String> = Vec::new();
         for (what, i, shells) in steps {
+            // Every thread with an escrow, made by a request or by an accepted delegation.
+            let threads: Vec<String> = escrowed(&ex).into_iter().filter(|t| !orphans.contains(t)).collect();
             let r = threads.get(i % threads.len().max(1)).cloned().unwrap_or_default();
             let send = |ex: &Exchange, who: &Sender, body: String| {
                 ex.parse_one(&format!("MESS:\n  - {body}\n")).ok().map(|m| ex.submit(m, who))
             };
+            // An executor's move, by whichever of the two may make it (a delegated thread is
+            // offered to its delegate alone).
+            let by_robot = |ex: &Exchange, body: String| {
+                robots.iter().any(|who| matches!(send(ex, who, body.clone()), Some(Ok(_))))
+            };
+            let swept = SHELL_MOVES[what] == "sweep";
             match SHELL_MOVES[what] {
                 "create" => {
-                    let reviewed = if shells % 2 == 0 { "\n        escrow: {release_on: reviewed}" } else { "" };
-                    let body = format!("request:\n      intent: vacuum\n      requires: [vacuum-floor]\n      compensation:\n        shells: {shells}{reviewed}");
-                    if let Some(Ok(ack)) = send(&ex, &alice, body) {
-                        let v = ack.to_value();
-                        let r = v.as_map().and_then(|m| m.get("MESS")).and_then(|m| m.as_seq())
-                            .and_then(|s| s.iter().find_map(|p| p.as_map().and_then(|p| p.get("ack")))).and_then(|a| a.as_map())
-                            .and_then(|a| a.get("ref")).and_then(|r| r.as_str()).unwrap().to_owned();
-                        threads.push(r);
+                    let reviewed = if shells % 2 == 0 { "release_on: reviewed, " } else { "" };
+                    let share = shells % 3 * 10;
+                    let body = format!("request:\n      intent: vacuum\n      requires: [vacuum-floor]\n      compensation:\n        shells: {shells}\n        escrow: {{{reviewed}delegator_share: {share}}}");
+                    let _ = send(&ex, &alice, body);
+                }
+                "orphan" => {
+                    let now = ex.now();
+                    let lost = ex.store().allocate_refs(now.date_naive(), 1).unwrap().remove(0);
+                    let request = crate::protocol::request::Request::from_value(
+                        crate::protocol::yaml::parse_documents(&format!("intent: vacuum\ncompensation: {{shells: {shells}}}"), &crate::protocol::yaml::Limits::DEFAULT).unwrap().remove(0),
+                        "request",
+                    ).unwrap();
+                    if ex.escrow(&lost, &request, "alice", now).is_ok() {
+                        orphans.push(lost.to_string());
                     }
                 }
+                "sweep" => {
+                    clock.advance(chrono::TimeDelta::minutes(6));
+                    ex.sweep_orphan_escrows().unwrap();
+                }
                 _ if r.is_empty() => {}
-                "claim" => { let _ = send(&ex, &robot, format!("status: {{re: {r}, code: claimed}}")); }
-                "complete" => { let _ = send(&ex, &robot, format!("status: {{re: {r}, code: completed}}")); }
-                "fail" => { let _ = send(&ex, &robot, format!("status: {{re: {r}, code: failed, reason: broke}}")); }
+                "claim" => { by_robot(&ex, format!("status: {{re: {r}, code: claimed}}")); }
+                "complete" => { by_robot(&ex, format!("status: {{re: {r}, code: completed}}")); }
+                "fail" => { by_robot(&ex, format!("status: {{re: {r}, code: failed, reason: broke}}")); }
+                "delegate" => {
+                    let id = format!("sug-{shells}-{i}");
+                    for (from, to) in [("able-1", "able-2"), ("able-2", "able-1")] {
+                        let who = robots.iter().find(|s| s.id == from).unwrap();
+                        let proposed = format!("suggestion: {{id: {id}, re: {r}, type: delegate, proposed: {{executor: {to}}}}}");
+                        if matches!(send(&ex, who, proposed), Some(Ok(_))) {
+                            let _ = send(&ex, &alice, format!("reply: {{re: {id}, accept: true}}"));
+                            break;
+                        }
+                    }
+                }
                 "cancel" => { let _ = send(&ex, &alice, format!("cancel: {{re: {r}}}")); }
                 "accept" => { let _ = send(&ex, &alice, format!("review: {{re: {r}, rating: accept}}")); }
                 "reject" => { let _ = send(&ex, &alice, format!("review: {{re: {r}, rating: 1}}")); }
@@ -192,21 +223,48 @@ proptest! {
             prop_assert_eq!(balances.iter().filter(|(a, _)| *a != "operator").map(|(_, b)| b).sum::<i64>(), 200, "what was granted");
             prop_assert!(balances.iter().all(|(a, b)| a == "operator" || *b >= 0), "{balances:?}");
             let ledger = ex.store().ledger().unwrap();
-            for t in &threads {
-                let settled = ledger.iter().filter(|m| m.id == format!("settle-{t}")).count();
-                let escrowed = ledger.iter().filter(|m| m.id == format!("escrow-{t}")).count();
-                prop_assert_eq!(escrowed, 1, "{}", t);
+            let count = |id: String| ledger.iter().filter(|m| m.id == id).count();
+            for t in escrowed(&ex).iter().chain(&orphans) {
+                let account = format!("escrow:{t}");
+                let taken = ledger.iter().filter(|m| m.to == account).count();
+                let settled = count(format!("settle-{t}"));
+                let carried = ledger.iter().any(|m| m.from == account && m.kind == "carry");
+                prop_assert_eq!(taken, 1, "{} taken once", t);
                 prop_assert!(settled <= 1, "{} settled twice", t);
-                let held = balances.get(&format!("escrow:{t}")).copied().unwrap_or_default();
-                let env = ex.store().envelope(&ThreadRef::parse(t).unwrap()).unwrap().0;
-                prop_assert_eq!(held == 0, settled == 1, "{} holds {} with {} settlement(s)", t, held, settled);
-                // An outcome the exchange can decide is settled as it is decided.
+                prop_assert!(!(carried && settled == 1), "{} carried on and settled", t);
+                let held = balances.get(&account).copied().unwrap_or_default();
+                prop_assert_eq!(held == 0, settled == 1 || carried, "{} holds {} with {} settlement(s)", t, held, settled);
+                if orphans.contains(t) {
+                    if swept {
+                        prop_assert_eq!(settled, 1, "{} orphaned and not refunded by the sweep", t);
+                    }
+                    continue;
+                }
+                // An outcome the exchange can decide is settled as it is decided; work an
+                // accepted delegation moved on is carried into its new thread.
+                let file = ex.store().read(&ThreadRef::parse(t).unwrap()).unwrap();
+                let env = &file.envelope;
+                let moved = crate::exchange::escrow::moved_on(&file).unwrap();
+                prop_assert_eq!(moved, carried, "{} is {}", t, env.status);
                 let waits_for_review = matches!(env.status, Status::Completed | Status::Partial)
-                    && ex.store().read(&env.thread_ref).unwrap().text().contains("release_on: reviewed");
-                if env.status.is_terminal() && !waits_for_review {
+                    && file.text().contains("release_on: reviewed");
+                if env.status.is_terminal() && !waits_for_review && !moved {
                     prop_assert_eq!(settled, 1, "{} is {} and unsettled", t, env.status);
                 }
             }
         }
     }
+}
+
+/// The threads whose escrow the ledger names (an `escrow:REF` account it credited).
+fn escrowed(ex: &Exchange) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for m in ex.store().ledger().unwrap() {
+        if let Some(t) = m.to.strip_prefix("escrow:")
+            && !out.iter().any(|o| o == t)
+        {
+            out.push(t.to_owned());
+        }
+    }
+    out
 }

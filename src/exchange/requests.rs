@@ -63,11 +63,23 @@ pub(crate) fn check(
                 .map_err(|why| ProtocolError::invalid(&path, why))?;
         }
     }
+    for req in incoming {
+        crate::exchange::escrow::delegator_share(&req.request).map_err(|why| {
+            ProtocolError::invalid(
+                format!(
+                    "MESS[{}].request.{}",
+                    req.index,
+                    crate::exchange::escrow::SHARE_FIELD
+                ),
+                why,
+            )
+        })?;
+    }
     // The shells every request of the message offers, against what the sender holds, before
     // anything is written (each escrow is checked again, under the ledger lock, as it is taken).
     let offered: i64 = incoming
         .iter()
-        .filter_map(|r| crate::exchange::shells::offered(&r.request))
+        .filter_map(|r| crate::exchange::escrow::offered(&r.request))
         .sum();
     if offered > 0 {
         let held = ex
@@ -78,7 +90,7 @@ pub(crate) fn check(
         if held < offered {
             let first = incoming
                 .iter()
-                .find(|r| crate::exchange::shells::offered(&r.request).is_some())
+                .find(|r| crate::exchange::escrow::offered(&r.request).is_some())
                 .map_or(0, |r| r.index);
             return Err(ProtocolError::invalid(
                 format!("MESS[{first}].request.compensation.shells"),
@@ -283,7 +295,7 @@ pub(crate) fn create(
         if let Some(escrow) = ex.escrow(&thread, &req.request, &sender.id, now)? {
             envelope
                 .extra
-                .insert(crate::exchange::shells::ESCROW, escrow);
+                .insert(crate::exchange::escrow::ESCROW, escrow);
         }
         // A key's callback stands in for the request's own; the message stays as it was sent.
         if let Some(url) = &sender.callback

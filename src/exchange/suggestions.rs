@@ -12,6 +12,7 @@
 
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
+use crate::exchange::escrow::{Carried, Held};
 use crate::exchange::{Exchange, lifecycle, plan};
 use crate::protocol::envelope::{AMEND, EXCHANGE, Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
@@ -156,7 +157,20 @@ pub(crate) fn accepted(
                         .collect::<Vec<_>>()
                         .join("; ")
                 });
-            let request = merged(&requests, &intent, &id)?;
+            let held: i64 = files
+                .iter()
+                .filter_map(|f| Held::of(&f.envelope))
+                .map(|h| h.shells)
+                .sum();
+            let mut request = merged(&requests, &intent, &id)?;
+            if held > 0 {
+                let mut m = match request.to_value() {
+                    Value::Map(m) => m,
+                    _ => Map::new(),
+                };
+                set_shells(&mut m, held);
+                request = Request::from_value(Value::Map(m), &format!("suggestion {id}"))?;
+            }
             out.claimed_by = text("executor").filter(|e| *e == proposer);
             out.fresh.push(Fresh {
                 thread: one_ref(ex, now)?,
@@ -178,6 +192,8 @@ pub(crate) fn accepted(
                 }
             };
             let ordered = matches!(proposed.get("ordered"), Some(Value::Bool(true)));
+            let held = Held::of(env).map_or(0, |h| h.shells);
+            let shares = split_shares(&parts, held, &field("parts"))?;
             let refs = ex.store().allocate_refs(now.date_naive(), parts.len())?;
             let base = original.id.clone().unwrap_or_else(|| id.clone());
             for (n, (part, thread)) in parts.iter().zip(refs).enumerate() {
@@ -200,6 +216,9 @@ pub(crate) fn accepted(
                         }
                     }
                     m.insert("id", Value::str(format!("{base}.{}", n + 1)));
+                    if held > 0 {
+                        set_shells(m, shares[n]);
+                    }
                 }
                 let request = Request::from_value(request, &format!("{}[{n}]", field("parts")))?;
                 let depends_on = match (ordered, out.fresh.last()) {
@@ -300,6 +319,67 @@ fn request_of(file: &ThreadFile) -> Result<Request, Error> {
             file.envelope.thread_ref
         )))
     })
+}
+
+/// The shells each part of a split takes from the original's escrow of `held`: what each
+/// part's own `compensation.shells` states when any part states one (the rest refunded; more
+/// than is held is refused), otherwise an even split with the odd shells to the first parts.
+fn split_shares(parts: &[Value], held: i64, field: &str) -> Result<Vec<i64>, Error> {
+    let stated: Vec<Option<&Value>> = parts
+        .iter()
+        .map(|p| {
+            p.as_map()
+                .and_then(|p| p.get("compensation"))
+                .and_then(Value::as_map)
+                .and_then(|c| c.get("shells"))
+        })
+        .collect();
+    if stated.iter().all(Option::is_none) {
+        let n = i64::try_from(parts.len()).unwrap_or(1).max(1);
+        return Ok((0..n).map(|i| held / n + i64::from(i < held % n)).collect());
+    }
+    let mut shares = Vec::new();
+    for (i, s) in stated.iter().enumerate() {
+        shares.push(match s {
+            None => 0,
+            Some(Value::Int(n)) if *n >= 0 => *n,
+            Some(_) => {
+                return Err(ProtocolError::invalid(
+                    format!("{field}[{i}].compensation.shells"),
+                    "a number of shells (0 or more)",
+                )
+                .into());
+            }
+        });
+    }
+    let asked: i64 = shares.iter().sum();
+    if asked > held {
+        return Err(ProtocolError::invalid(
+            field,
+            format!("the parts offer {asked} shells and the request holds {held} in escrow"),
+        )
+        .into());
+    }
+    Ok(shares)
+}
+
+/// Sets `compensation.shells` of the request `m` to `shells` (none when 0).
+fn set_shells(m: &mut Map, shells: i64) {
+    let mut c = m
+        .get("compensation")
+        .and_then(Value::as_map)
+        .cloned()
+        .unwrap_or_default();
+    if shells > 0 {
+        c.insert("shells", Value::Int(shells));
+    } else {
+        c.remove("shells");
+    }
+    if c.is_empty() {
+        m.remove("compensation");
+    } else {
+        m.insert("compensation", Value::Map(c));
+    }
 }
 
 fn one_ref(ex: &Exchange, now: Timestamp) -> Result<ThreadRef, Error> {
@@ -571,25 +651,14 @@ pub(crate) fn carry_out(
             }
         }
     }
-    let mut made = Vec::new();
-    {
-        let _guard = ex.store().lock_sender(&requestor)?;
-        for fresh in &plan.threads {
-            made.push(fresh.thread.to_string());
-            if !ex.store().find(&fresh.thread)?.is_empty() {
-                continue;
-            }
-            let owner = Owner {
-                requestor: &requestor,
-                anchor,
-                callback: callback.as_ref(),
-                replaced_ids: &replaced_ids,
-            };
-            create(ex, &plan, fresh, &owner, now)?;
-        }
-    }
+    // The other originals first: only those this suggestion ends give their escrow to the
+    // new thread (one that finished meanwhile settles its own).
+    let first = plan
+        .threads
+        .first()
+        .map(|f| f.thread.to_string())
+        .unwrap_or_default();
     for other in &plan.supersedes {
-        let first = made.first().cloned().unwrap_or_default();
         let (id, kind) = (plan.id.clone(), plan.kind.clone());
         ex.store().modify(other, |t| -> Result<_, Error> {
             if t.envelope.status.is_terminal() {
@@ -613,6 +682,31 @@ pub(crate) fn carry_out(
                 (),
             ))
         })?;
+    }
+    let sources = escrow_sources(ex, &file, &plan)?;
+    let mut made = Vec::new();
+    {
+        let _guard = ex.store().lock_sender(&requestor)?;
+        for fresh in &plan.threads {
+            made.push(fresh.thread.to_string());
+            if !ex.store().find(&fresh.thread)?.is_empty() {
+                continue;
+            }
+            let owner = Owner {
+                requestor: &requestor,
+                anchor,
+                callback: callback.as_ref(),
+                replaced_ids: &replaced_ids,
+            };
+            let carried = carried_into(&plan, fresh, &sources);
+            create(ex, &plan, fresh, &owner, &carried, now)?;
+        }
+    }
+    // Every new thread holds its part: what a split left unassigned goes back.
+    for (source, _) in &sources {
+        ex.refund_rest(&source.thread_ref, &requestor, now)?;
+    }
+    for other in &plan.supersedes {
         lifecycle::settle_dependents(ex, other, now)?;
     }
     lifecycle::settle_dependents(ex, anchor, now)?;
@@ -622,6 +716,89 @@ pub(crate) fn carry_out(
         }
     }
     Ok(made)
+}
+
+/// The originals whose escrow moves with the work of the suggestion recorded on `anchor`
+/// (those it ended), each with what it holds.
+fn escrow_sources(
+    ex: &Exchange,
+    anchor: &ThreadFile,
+    plan: &Recorded,
+) -> Result<Vec<(Envelope, Held)>, Error> {
+    let mut out = Vec::new();
+    let mut files = vec![anchor.clone()];
+    for other in &plan.supersedes {
+        files.push(ex.store().read(other)?);
+    }
+    for f in files {
+        if let Some(held) = Held::of(&f.envelope)
+            && ended_by(&f, &plan.id)?
+        {
+            out.push((f.envelope, held));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the exchange ended `file` for the suggestion `id`.
+fn ended_by(file: &ThreadFile, id: &str) -> Result<bool, Error> {
+    if !crate::exchange::escrow::moved_on(file)? {
+        return Ok(false);
+    }
+    for doc in file.messages_rev() {
+        let doc = doc?;
+        for p in &doc.message.payloads {
+            if let Payload::Status(s) = p
+                && doc.from == EXCHANGE
+                && let Some(v) = s.extra.get("suggestion")
+            {
+                return Ok(v.scalar_text().as_deref() == Some(id));
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// What the new thread `fresh` takes from the escrows of `sources`: all of them for a merge
+/// or a delegation, its part (as its request states) for a split. A delegation adds its
+/// proposer to the delegators, who keep the share the request states on release.
+fn carried_into(plan: &Recorded, fresh: &Fresh, sources: &[(Envelope, Held)]) -> Carried {
+    let from = match plan.kind.as_str() {
+        "split" => sources
+            .iter()
+            .take(1)
+            .map(|(env, _)| {
+                (
+                    env.thread_ref.clone(),
+                    crate::exchange::escrow::offered(&fresh.request).unwrap_or(0),
+                )
+            })
+            .collect(),
+        _ => sources
+            .iter()
+            .map(|(env, held)| (env.thread_ref.clone(), held.shells))
+            .collect(),
+    };
+    let mut terms = sources.first().map(|(_, h)| h.clone()).unwrap_or(Held {
+        shells: 0,
+        release_on: "completed".to_owned(),
+        share: 0,
+        delegators: Vec::new(),
+    });
+    if sources.iter().any(|(_, h)| h.release_on == "reviewed") {
+        terms.release_on = "reviewed".to_owned();
+    }
+    for (_, h) in sources.iter().skip(1) {
+        for d in &h.delegators {
+            if !terms.delegators.contains(d) {
+                terms.delegators.push(d.clone());
+            }
+        }
+    }
+    if plan.kind == "delegate" && plan.proposer != EXCHANGE && !plan.proposer.is_empty() {
+        terms.delegators.push(plan.proposer.clone());
+    }
+    Carried { from, terms }
 }
 
 /// Whose the threads a suggestion makes are, and what they inherit from the anchor.
@@ -641,6 +818,7 @@ fn create(
     plan: &Recorded,
     fresh: &Fresh,
     owner: &Owner<'_>,
+    carried: &Carried,
     now: Timestamp,
 ) -> Result<(), Error> {
     let Owner {
@@ -672,6 +850,13 @@ fn create(
         envelope
             .extra
             .insert(crate::exchange::callbacks::FIELD, url.clone());
+    }
+    // The shells move before the thread exists, as a request's escrow is taken: a crash in
+    // between is finished by the suggestion's delivery (each movement once).
+    if let Some(escrow) = ex.carry_escrow(carried, &fresh.thread, now)? {
+        envelope
+            .extra
+            .insert(crate::exchange::escrow::ESCROW, escrow);
     }
     let mut docs = vec![doc];
     if let Some(to) = &plan.delegate {

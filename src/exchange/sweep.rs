@@ -24,7 +24,8 @@ impl Exchange {
     /// Expires every overdue pending, waiting or held thread and returns the earliest
     /// deadline still ahead. A process that keeps the open threads in memory looks only at
     /// those due, unless `full`: then (and elsewhere always) every open thread is read and
-    /// settled, which also catches work a process that died left undone.
+    /// settled, which also catches work a process that died left undone (and escrows whose
+    /// request it never wrote).
     pub fn sweep_expiry(&self, full: bool) -> Result<Option<Timestamp>, Error> {
         self.refresh_queue();
         let now = self.now();
@@ -41,6 +42,9 @@ impl Exchange {
             return Ok(due.next);
         }
         self.settle_pending()?;
+        if let Err(e) = self.sweep_orphan_escrows() {
+            tracing::warn!(error = %e, "cannot sweep escrows whose request was never written");
+        }
         let now = self.now();
         let (open, _) = self
             .store()

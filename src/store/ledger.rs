@@ -148,7 +148,18 @@ impl FileStore {
         if all.iter().any(|m| m.id == movement.id) {
             return Ok(false);
         }
-        check(&balances_of(&all)).map_err(Refused::Check)?;
+        let before = balances_of(&all);
+        check(&before).map_err(Refused::Check)?;
+        // An escrow pays out at most what it holds, whoever asks.
+        if movement.from.starts_with("escrow:") {
+            let held = before.get(&movement.from).copied().unwrap_or_default();
+            if held < movement.shells {
+                return Err(Refused::Check(format!(
+                    "{} holds {held} shells, not the {} asked of it",
+                    movement.from, movement.shells
+                )));
+            }
+        }
         let dir = self.ledger_dir();
         fsio::ensure_dir(&dir)?;
         let path = dir.join(format!("{}.yaml", movement.at.format("%Y-%m")));

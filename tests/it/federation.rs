@@ -90,9 +90,14 @@ fn a_request_is_forwarded_two_hops_answered_there_and_the_answer_comes_back() {
     ));
     let _house_server = Server::start_with(&house, &[("TOWN_KEY", &house_at_town)]);
 
-    // Nobody in the house can buy groceries: the request goes to the town, then the city.
-    let said = house.ok(&["request", "buy onions", "--requires", "buy-groceries"]);
-    let at_house = ref_in(&said);
+    // Nobody in the house can buy groceries: the request goes to the town, then the city. It
+    // offers shells: the house holds them in escrow; the peers are not asked for any.
+    house.ok(&["shells", "grant", "claude-agent", "10"]);
+    let said = house.with_stdin(
+        &["send", "-"],
+        "MESS:\n  - request:\n      intent: buy onions\n      requires: [buy-groceries]\n      compensation: {shells: 5, note: two will do}\n",
+    );
+    let at_house = ref_in(&ok(said));
     let file = until(
         &house,
         &at_house,
@@ -108,6 +113,10 @@ fn a_request_is_forwarded_two_hops_answered_there_and_the_answer_comes_back() {
     let at_city = delegated_ref(&town_file).unwrap();
     // Both files show the chain: the town's request came from the house; the city's from both.
     assert!(town_file.contains("delegated_from:"), "{town_file}");
+    assert!(
+        town_file.contains("note: two will do") && !town_file.contains("shells"),
+        "{town_file}"
+    );
     assert!(
         town_file.contains(&format!("ref: {at_house}")),
         "{town_file}"
@@ -150,6 +159,16 @@ fn a_request_is_forwarded_two_hops_answered_there_and_the_answer_comes_back() {
     assert!(file.contains("peer_message:"), "{file}");
     let status = house.ok(&["status", &at_house, "--as", "claude-agent"]);
     assert!(status.contains("completed"), "{status}");
+    // The escrow is released at home to the forwarding entry, the account of the town.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while house.ok(&["shells", "balance", "town"]).trim() != "5" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the escrow was never released"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(house.ok(&["shells", "balance", "claude-agent"]).trim(), "5");
     assert!(
         town.ok(&["show", &at_town, "--as", "house"])
             .contains("two onions bought")

@@ -211,3 +211,225 @@ fn compensation_is_held_in_escrow_then_released_or_refunded_once() {
             .contains("warning")
     );
 }
+
+const CHAIN: &str = "agent_id: claude-agent
+executors:
+  roomba-kitchen:
+    capabilities: [vacuum-floor]
+  roomba-hall:
+    capabilities: [vacuum-floor]
+  roomba-attic:
+    capabilities: [vacuum-floor]
+";
+
+/// Sends `yaml` as `who`; the answer.
+fn send(home: &Home, who: &str, yaml: &str) -> String {
+    let out = home.with_stdin(&["send", "-", "--as", who], yaml);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `who` suggests `body` (a suggestion's fields after `type`) on `re` and the requestor
+/// accepts it; the refs the acceptance made.
+fn accepted(home: &Home, who: &str, id: &str, re: &str, body: &str) -> Vec<String> {
+    send(
+        home,
+        who,
+        &format!("MESS:\n  - suggestion:\n      id: {id}\n      re: {re}\n{body}"),
+    );
+    let answer = send(
+        home,
+        "claude-agent",
+        &format!("MESS:\n  - reply:\n      re: {id}\n      accept: true\n"),
+    );
+    let after = answer.split("refs:").nth(1).expect(&answer);
+    after
+        .lines()
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with("- "))
+        .map(|l| l.trim().trim_start_matches("- ").to_owned())
+        .collect()
+}
+
+fn escrow(home: &Home, r: &str) -> i64 {
+    balance(home, &format!("escrow:{r}"))
+}
+
+#[test]
+fn escrow_moves_with_accepted_suggestions_and_delegators_keep_their_share() {
+    let home = Home::with_config(CHAIN);
+    home.ok(&["shells", "grant", "claude-agent", "300"]);
+    // A delegation chain: kitchen delegates to hall, hall to attic; each delegator keeps 10%
+    // of what reaches it, as the request states, when the work is paid.
+    let first = offer(&home, 100, "        escrow: {delegator_share: 10}\n");
+    let hall = accepted(
+        &home,
+        "roomba-kitchen",
+        "sug:to-hall",
+        &first,
+        "      type: delegate\n      proposed: {executor: roomba-hall}\n",
+    );
+    assert_eq!((escrow(&home, &first), escrow(&home, &hall[0])), (0, 100));
+    let attic = accepted(
+        &home,
+        "roomba-hall",
+        "sug:to-attic",
+        &hall[0],
+        "      type: delegate\n      proposed: {executor: roomba-attic}\n",
+    );
+    assert_eq!(
+        (escrow(&home, &hall[0]), escrow(&home, &attic[0])),
+        (0, 100)
+    );
+    let file = home.ok(&["show", &attic[0], "--as", "claude-agent"]);
+    assert!(
+        file.contains("delegators:\n    - roomba-kitchen\n    - roomba-hall"),
+        "{file}"
+    );
+    home.ok(&["claim", &attic[0], "--as", "roomba-attic"]);
+    home.ok(&[
+        "complete",
+        &attic[0],
+        "--as",
+        "roomba-attic",
+        "--text",
+        "done",
+    ]);
+    assert_eq!(
+        (
+            balance(&home, "roomba-kitchen"),
+            balance(&home, "roomba-hall"),
+            balance(&home, "roomba-attic"),
+            escrow(&home, &attic[0]),
+        ),
+        (10, 9, 81, 0)
+    );
+    assert_eq!(balance(&home, "claude-agent"), 200);
+    // A split shares the escrow evenly (the odd shells to the first parts)...
+    let big = offer(&home, 50, "");
+    let parts = accepted(
+        &home,
+        "roomba-kitchen",
+        "sug:split",
+        &big,
+        "      type: split\n      proposed:\n        parts: [vacuum the hall, vacuum the stairs, vacuum the attic]\n",
+    );
+    let held: Vec<i64> = parts.iter().map(|p| escrow(&home, p)).collect();
+    assert_eq!(held, vec![17, 17, 16]);
+    let part = home.ok(&["show", &parts[2], "--as", "claude-agent"]);
+    assert!(part.contains("shells: 16"), "{part}");
+    // ...or as the parts state, the rest refunded; more than is held is refused.
+    let stated = offer(&home, 30, "");
+    let before = balance(&home, "claude-agent");
+    let out = home.with_stdin(
+        &["send", "-", "--as", "roomba-kitchen"],
+        &format!("MESS:\n  - suggestion:\n      id: sug:greedy\n      type: split\n      re: {stated}\n      proposed:\n        parts:\n          - {{intent: hall, compensation: {{shells: 20}}}}\n          - {{intent: stairs, compensation: {{shells: 20}}}}\n"),
+    );
+    assert!(out.status.success());
+    let out = home.with_stdin(
+        &["send", "-", "--as", "claude-agent"],
+        "MESS:\n  - reply:\n      re: sug:greedy\n      accept: true\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the parts offer 40 shells and the request holds 30"),
+        "{err}"
+    );
+    assert_eq!(escrow(&home, &stated), 30, "nothing moved");
+    let parts = accepted(
+        &home,
+        "roomba-kitchen",
+        "sug:stated",
+        &stated,
+        "      type: split\n      proposed:\n        parts:\n          - {intent: hall, compensation: {shells: 10}}\n          - stairs\n",
+    );
+    assert_eq!(
+        (
+            escrow(&home, &parts[0]),
+            escrow(&home, &parts[1]),
+            escrow(&home, &stated),
+            balance(&home, "claude-agent") - before,
+        ),
+        (10, 0, 0, 20)
+    );
+    // A merge holds what its originals held; it is paid to whoever completes it.
+    let a = offer(&home, 10, "");
+    let b = offer(&home, 15, "");
+    let merged = accepted(
+        &home,
+        "roomba-hall",
+        "sug:merge",
+        &format!("[{a}, {b}]"),
+        "      type: merge\n      proposed: {executor: roomba-hall, combined_intent: vacuum both}\n",
+    );
+    assert_eq!(
+        (
+            escrow(&home, &a),
+            escrow(&home, &b),
+            escrow(&home, &merged[0])
+        ),
+        (0, 0, 25)
+    );
+    home.ok(&[
+        "complete",
+        &merged[0],
+        "--as",
+        "roomba-hall",
+        "--text",
+        "done",
+    ]);
+    assert_eq!(balance(&home, "roomba-hall"), 9 + 25);
+    // An escrow never pays out twice: every account still sums to zero, none below it.
+    let sums = home.ok(&[
+        "query",
+        "SELECT sum(balance) AS total, min(balance) FILTER (WHERE account <> 'operator') AS least FROM balances",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(sums.trim(), "total,least\n0,0");
+    home.ok(&["fsck"]);
+}
+
+#[test]
+fn a_server_refunds_an_escrow_whose_request_was_never_written() {
+    let home = Home::with_config(ROBOT);
+    home.ok(&["shells", "grant", "claude-agent", "40"]);
+    let kept = offer(&home, 5, "");
+    // A process stopped between taking an escrow and writing its thread an hour ago: the
+    // ledger holds the escrow, no thread has the ref.
+    let month = std::fs::read_dir(home.path().join("ledger"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let hour_ago = (chrono::Utc::now() - chrono::TimeDelta::hours(1))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let mut text = std::fs::read_to_string(&month).unwrap();
+    text.push_str(&format!(
+        "---\nid: escrow-2020-01-01-999\nat: {hour_ago}\nfrom: claude-agent\nto: escrow:2020-01-01-999\nshells: 12\nkind: escrow\nthread: 2020-01-01-999\n"
+    ));
+    std::fs::write(&month, text).unwrap();
+    assert_eq!(balance(&home, "claude-agent"), 23);
+    // The server's first sweep gives it back; the written request keeps its escrow.
+    let _server = crate::support::server::Server::start(&home);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while balance(&home, "claude-agent") != 35 {
+        assert!(std::time::Instant::now() < deadline, "never refunded");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(balance(&home, &format!("escrow:{kept}")), 5);
+    let note = home.ok(&[
+        "query",
+        "SELECT note FROM ledger WHERE id = 'settle-2020-01-01-999'",
+        "--format",
+        "csv",
+    ]);
+    assert!(note.contains("never written"), "{note}");
+}

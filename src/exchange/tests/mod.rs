@@ -25,6 +25,7 @@ use crate::store::FileStore;
 use crate::store::layout::Location;
 
 mod config;
+mod escrow;
 mod examples;
 mod expiry_and_dependencies;
 mod lifecycle;
