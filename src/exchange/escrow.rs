@@ -221,8 +221,25 @@ impl Exchange {
         Ok(Some(held.to_value()))
     }
 
+    /// What the escrow of `source` had for the work an accepted suggestion moved on: what was
+    /// taken into it less what was paid out before (work paid and then redone has nothing
+    /// left), whatever the suggestion has carried or refunded since.
+    pub(crate) fn available(&self, source: &ThreadRef) -> Result<i64, Error> {
+        let account = format!("escrow:{source}");
+        let rest = format!("rest-{source}");
+        let mut available = 0;
+        for m in self.store().ledger()? {
+            if m.to == account {
+                available += m.shells;
+            } else if m.from == account && m.kind != "carry" && m.id != rest {
+                available -= m.shells;
+            }
+        }
+        Ok(available.max(0))
+    }
+
     /// Refunds to `requestor` what the escrow of `source` still holds once an accepted
-    /// suggestion carried what it carries (a split that gave its parts less): `settle-REF`.
+    /// suggestion carried what it carries (a split that gave its parts less): `rest-REF`.
     pub(crate) fn refund_rest(
         &self,
         source: &ThreadRef,
@@ -239,7 +256,7 @@ impl Exchange {
             return Ok(false);
         }
         let movement = Movement {
-            id: format!("settle-{source}"),
+            id: format!("rest-{source}"),
             at: now,
             from: account.clone(),
             to: requestor.to_owned(),
@@ -364,9 +381,6 @@ impl Exchange {
     /// Refunds every escrow whose thread was never written (its process stopped between the
     /// two) once it is old enough that no writer is still on its way; the refs refunded.
     pub fn sweep_orphan_escrows(&self) -> Result<Vec<String>, Error> {
-        if self.store().database().is_some() {
-            return Ok(Vec::new());
-        }
         let now = self.now();
         let ledger = self.store().ledger()?;
         let balances = crate::store::ledger::balances_of(&ledger);

@@ -71,12 +71,6 @@ impl Exchange {
         movement: &Movement,
         check: crate::store::ledger::Check<'_>,
     ) -> Result<bool, Error> {
-        // A node's home is a mirror in tier 1: a ledger there would be this node's alone.
-        if self.store().database().is_some() {
-            return Err(Error::Misconfigured {
-                message: "shells are kept in the home's ledger; with a database (tier 1) they are not available yet".to_owned(),
-            });
-        }
         match self.store().record_movement(movement, check) {
             Ok(recorded) => Ok(recorded),
             Err(Refused::Check(why)) => Err(ProtocolError::invalid("shells", why).into()),

@@ -731,9 +731,10 @@ fn escrow_sources(
         files.push(ex.store().read(other)?);
     }
     for f in files {
-        if let Some(held) = Held::of(&f.envelope)
+        if let Some(mut held) = Held::of(&f.envelope)
             && ended_by(&f, &plan.id)?
         {
+            held.shells = ex.available(&f.envelope.thread_ref)?;
             out.push((f.envelope, held));
         }
     }
@@ -767,10 +768,18 @@ fn carried_into(plan: &Recorded, fresh: &Fresh, sources: &[(Envelope, Held)]) ->
         "split" => sources
             .iter()
             .take(1)
-            .map(|(env, _)| {
+            .map(|(env, held)| {
+                // The parts before this one take theirs first; none takes more than is left.
+                let before: i64 = plan
+                    .threads
+                    .iter()
+                    .take_while(|t| t.thread != fresh.thread)
+                    .filter_map(|t| crate::exchange::escrow::offered(&t.request))
+                    .sum();
+                let asked = crate::exchange::escrow::offered(&fresh.request).unwrap_or(0);
                 (
                     env.thread_ref.clone(),
-                    crate::exchange::escrow::offered(&fresh.request).unwrap_or(0),
+                    asked.min((held.shells - before).max(0)),
                 )
             })
             .collect(),

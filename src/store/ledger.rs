@@ -98,13 +98,22 @@ impl From<StoreError> for Refused {
 
 impl FileStore {
     /// `ledger/`: the shells ledger, a file per month.
-    fn ledger_dir(&self) -> PathBuf {
+    pub(crate) fn ledger_dir(&self) -> PathBuf {
         self.layout().root().join("ledger")
     }
 
     /// Every recorded movement, in the order recorded. A document that is not a movement (a
     /// hand edit) is left out.
     pub fn ledger(&self) -> Result<Vec<Movement>, StoreError> {
+        if let Some(pg) = self.database() {
+            let mut out = Vec::new();
+            for (_, doc) in pg.ledger_docs()? {
+                let docs = yaml::parse_documents(&doc, &Limits::DEFAULT)
+                    .map_err(|e| StoreError::malformed(&self.ledger_dir(), e.into()))?;
+                out.extend(docs.iter().filter_map(Movement::from_value));
+            }
+            return Ok(out);
+        }
         let dir = self.ledger_dir();
         let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
             Ok(entries) => entries
@@ -135,31 +144,31 @@ impl FileStore {
 
     /// The balance of every account that ever moved shells.
     pub fn balances(&self) -> Result<Balances, StoreError> {
+        if let Some(pg) = self.database() {
+            return pg.ledger_balances();
+        }
         Ok(balances_of(&self.ledger()?))
     }
 
     /// Records `movement` unless a movement with its id is recorded already (then `false`),
-    /// after `check` passes on the balances before it; under the ledger lock, so checks and
-    /// records of concurrent writers never interleave.
+    /// after `check` passes on the balances before it; under the ledger lock (in tier 1, the
+    /// database's), so checks and records of concurrent writers never interleave.
     pub fn record_movement(&self, movement: &Movement, check: Check<'_>) -> Result<bool, Refused> {
         let layout = self.layout();
+        if let Some(pg) = self.database() {
+            let doc = emit::to_yaml(&movement.to_value());
+            let month = movement.at.format("%Y-%m").to_string();
+            let recorded = pg.record_movement(movement, &month, &doc, check)?;
+            // This node's mirror has it at once; the others' followers write it.
+            crate::store::pg::mirror::sync_ledger(pg, layout)?;
+            return Ok(recorded);
+        }
         let _lock = lock::acquire(&layout.locks_dir(), "ledger")?;
         let all = self.ledger()?;
         if all.iter().any(|m| m.id == movement.id) {
             return Ok(false);
         }
-        let before = balances_of(&all);
-        check(&before).map_err(Refused::Check)?;
-        // An escrow pays out at most what it holds, whoever asks.
-        if movement.from.starts_with("escrow:") {
-            let held = before.get(&movement.from).copied().unwrap_or_default();
-            if held < movement.shells {
-                return Err(Refused::Check(format!(
-                    "{} holds {held} shells, not the {} asked of it",
-                    movement.from, movement.shells
-                )));
-            }
-        }
+        admit(movement, &balances_of(&all), check)?;
         let dir = self.ledger_dir();
         fsio::ensure_dir(&dir)?;
         let path = dir.join(format!("{}.yaml", movement.at.format("%Y-%m")));
@@ -172,6 +181,26 @@ impl FileStore {
         fsio::write_atomic(&path, text.as_bytes())?;
         Ok(true)
     }
+}
+
+/// Whether `movement` may be recorded on the balances `before` it: `check` passes, and an
+/// escrow pays out at most what it holds, whoever asks.
+pub(crate) fn admit(
+    movement: &Movement,
+    before: &Balances,
+    check: Check<'_>,
+) -> Result<(), Refused> {
+    check(before).map_err(Refused::Check)?;
+    if movement.from.starts_with("escrow:") {
+        let held = before.get(&movement.from).copied().unwrap_or_default();
+        if held < movement.shells {
+            return Err(Refused::Check(format!(
+                "{} holds {held} shells, not the {} asked of it",
+                movement.from, movement.shells
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Balances after `movements`.

@@ -101,7 +101,7 @@ fn db_commands_manage_the_schema() {
     assert!(out.contains("nothing to do"), "{out}");
     let out = home.ok(&["db", "status"]);
     assert!(
-        out.contains("schema version 5 (this mess needs 5); 0 thread(s)"),
+        out.contains("schema version 6 (this mess needs 6); 0 thread(s)"),
         "{out}"
     );
     // An agent key's callback is kept with it, for every node.
@@ -121,9 +121,16 @@ fn db_commands_manage_the_schema() {
         (principal.as_str(), callback.as_deref()),
         ("a", Some("https://agent.example.org/cb"))
     );
-    // Shells live in a home's ledger, which a node's mirror cannot share: refused, by name.
-    let err = home.fails(&["shells", "grant", "a", "5"], 1);
-    assert!(err.contains("tier 1"), "{err}");
+    // Shells are kept in the database, append-only like thread history.
+    home.ok(&["shells", "grant", "a", "5"]);
+    let err = pg
+        .client()
+        .execute("UPDATE mess_ledger SET shells = 500", &[])
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("the shells ledger is append-only"),
+        "{err:?}"
+    );
     // A database one migration behind (as an older mess left it) is refused until migrated,
     // and migrating applies only what it lacks.
     pg.client()
@@ -143,6 +150,82 @@ fn db_commands_manage_the_schema() {
     let plain = Home::with_config(&config());
     let err = plain.fails(&["db", "status"], 2);
     assert!(err.contains("MESS_DATABASE_URL"), "{err}");
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn shells_are_one_ledger_for_every_node_and_never_overdrawn() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 2);
+    homes[0].ok(&["shells", "grant", "claude-agent", "150"]);
+    assert_eq!(
+        homes[1].ok(&["shells", "balance", "claude-agent"]).trim(),
+        "150"
+    );
+    let servers: Vec<Server> = homes.iter().map(Server::start).collect();
+    let agent = token(&homes[0], "agent", "claude-agent");
+    // Twenty requests of 10 shells each at once over both nodes: fifteen are held, the rest
+    // refused by name, and the account never goes below zero.
+    let answers: Vec<(u16, String)> = std::thread::scope(|s| {
+        let jobs: Vec<_> = (0..20)
+            .map(|i| {
+                let (server, agent) = (&servers[i % 2], &agent);
+                s.spawn(move || {
+                    server.post_yaml(
+                        agent,
+                        &format!("MESS:\n  - request:\n      id: paid-{i}\n      intent: vacuum {i}\n      requires: [vacuum-floor]\n      compensation: {{shells: 10}}\n"),
+                    )
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    let held = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert_eq!(held, 15, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .filter(|(status, _)| *status != 200)
+            .all(|(status, body)| *status == 422 && body.contains("holds")),
+        "{answers:?}"
+    );
+    assert_eq!(
+        homes[1].ok(&["shells", "balance", "claude-agent"]).trim(),
+        "0"
+    );
+    // Work paid on one node is paid once, whichever node settles it.
+    let (_, body) = answers.iter().find(|(status, _)| *status == 200).unwrap();
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    let r = v["MESS"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|p| p["ack"]["ref"].as_str())
+        .unwrap()
+        .to_owned();
+    homes[1].ok(&["claim", &r, "--as", "robot-0"]);
+    homes[0].ok(&["complete", &r, "--as", "robot-0", "--text", "done"]);
+    assert_eq!(homes[1].ok(&["shells", "balance", "robot-0"]).trim(), "10");
+    // Each node's mirror holds the same ledger files, read by the views.
+    for home in &homes {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let counts = home.ok(&[
+                "query",
+                "SELECT (SELECT count(*) FROM ledger) AS movements, (SELECT balance FROM balances WHERE account = 'robot-0') AS robot",
+                "--format",
+                "csv",
+            ]);
+            if counts.trim() == "movements,robot\n17,10" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the mirror never caught up: {counts}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
 }
 
 #[test]

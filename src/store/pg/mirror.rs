@@ -61,6 +61,8 @@ pub struct Follower {
     horizon: u64,
     /// The registry's version last written into the mirror.
     registry: Option<(i64, i64)>,
+    /// The newest ledger movement last written into the mirror.
+    ledger: Option<i64>,
     /// Whether the last pass read a full batch (more may be waiting).
     full: bool,
     /// Changes at or above the horizon already applied (id and transaction id).
@@ -96,6 +98,7 @@ impl Follower {
         Ok(Follower {
             horizon,
             registry: None,
+            ledger: None,
             full: false,
             seen: HashMap::new(),
             saved: horizon,
@@ -135,14 +138,15 @@ impl Follower {
                     "WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, \
                        (SELECT count(*) FROM mess_registry) AS docs, \
                        (SELECT coalesce(max(version), 0) FROM mess_registry) AS newest, \
-                       (SELECT coalesce(max(xid), -1) FROM mess_feed_floor) AS floor), \
+                       (SELECT coalesce(max(xid), -1) FROM mess_feed_floor) AS floor, \
+                       (SELECT coalesce(max(seq), 0) FROM mess_ledger) AS ledger), \
                      r AS MATERIALIZED (SELECT id, xid, ref FROM mess_changes \
                        WHERE xid >= $1::text::xid8 AND id NOT IN (SELECT unnest($2::bigint[])) \
                        ORDER BY xid LIMIT {BATCH}), \
                      c AS (SELECT id, xid, ref, \
                        row_number() OVER (PARTITION BY ref ORDER BY id DESC) AS newest_of_ref \
                        FROM r) \
-                     SELECT h.horizon, h.docs, h.newest, h.floor, c.id, c.xid::text, c.ref, \
+                     SELECT h.horizon, h.docs, h.newest, h.floor, h.ledger, c.id, c.xid::text, c.ref, \
                        s.text, s.state, s.archive, s.seq FROM h \
                      LEFT JOIN c ON true \
                      LEFT JOIN LATERAL ({TEXT_OF_REF}) s ON c.newest_of_ref = 1 \
@@ -158,6 +162,7 @@ impl Follower {
         let horizon: u64 = first.get::<_, &str>(0).parse().unwrap_or(self.horizon);
         let registry = (first.get(1), first.get(2));
         let floor: i64 = first.get(3);
+        let ledger: i64 = first.get(4);
         if u64::try_from(floor).is_ok_and(|f| f >= self.horizon) {
             // Changes this mirror never applied were pruned: it is rebuilt from the threads.
             tracing::warn!(
@@ -179,22 +184,26 @@ impl Follower {
             sync_registry(pg, layout)?;
             self.registry = Some(registry);
         }
+        if self.ledger != Some(ledger) {
+            sync_ledger(pg, layout)?;
+            self.ledger = Some(ledger);
+        }
         let mut fresh: Vec<(i64, ThreadRef)> = Vec::new();
         let mut files: HashMap<ThreadRef, Envelope> = HashMap::new();
         for row in &rows {
-            let Some(id) = row.get::<_, Option<i64>>(4) else {
+            let Some(id) = row.get::<_, Option<i64>>(5) else {
                 continue;
             };
-            let xid: u64 = row.get::<_, &str>(5).parse().unwrap_or(0);
+            let xid: u64 = row.get::<_, &str>(6).parse().unwrap_or(0);
             self.seen.insert(id, xid);
-            let Ok(thread) = ThreadRef::parse(row.get::<_, &str>(6)) else {
+            let Ok(thread) = ThreadRef::parse(row.get::<_, &str>(7)) else {
                 continue;
             };
-            if let Some(text) = row.get::<_, Option<String>>(7) {
+            if let Some(text) = row.get::<_, Option<String>>(8) {
                 let stored = Stored {
                     text,
-                    location: location_of(row.get::<_, &str>(8), row.get(9))?,
-                    seq: row.get(10),
+                    location: location_of(row.get::<_, &str>(9), row.get(10))?,
+                    seq: row.get(11),
                 };
                 // Announcing needs only the envelope: the head alone is parsed.
                 let path = layout.thread_path(&stored.location, &thread);
@@ -282,6 +291,27 @@ pub fn sync_registry(pg: &Pg, layout: &Layout) -> Result<(), StoreError> {
     }
     if !routing {
         fsio::remove_durable(&layout.routing_file())?;
+    }
+    Ok(())
+}
+
+/// Writes the shells ledger of the database into the mirror's `ledger/YYYY-MM.yaml`, the
+/// files tier 0 keeps, where the `ledger` and `balances` views read it.
+pub fn sync_ledger(pg: &Pg, layout: &Layout) -> Result<(), StoreError> {
+    let mut months: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for (month, doc) in pg.ledger_docs()? {
+        let text = months.entry(month).or_default();
+        text.push_str("---\n");
+        text.push_str(&doc);
+    }
+    let dir = layout.root().join("ledger");
+    let _lock = lock::acquire(&layout.locks_dir(), "ledger")?;
+    for (month, text) in &months {
+        let path = dir.join(format!("{month}.yaml"));
+        if fsio::read_optional(&path)?.as_deref() != Some(text.as_str()) {
+            fsio::ensure_dir(&dir)?;
+            fsio::replace_unsynced(&path, text.as_bytes())?;
+        }
     }
     Ok(())
 }

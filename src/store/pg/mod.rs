@@ -2,6 +2,7 @@
 //! locks, and the thread operations `FileStore` delegates to when a database is configured.
 //! The node's home then holds a read-only mirror of the thread files, written by `mirror`.
 
+mod ledger;
 pub mod mail;
 pub mod memo;
 pub mod mirror;

@@ -43,6 +43,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "agent key callbacks",
         sql: V5,
     },
+    Migration {
+        version: 6,
+        name: "shells ledger",
+        sql: V6,
+    },
 ];
 
 /// Thread history is append-only in the database itself: a trigger refuses every UPDATE,
@@ -203,6 +208,30 @@ CREATE INDEX mess_outbox_thread ON mess_outbox (shelf, split_part(id, '.', 1));
 
 /// An agent key may name where its requests report their changes.
 const V5: &str = "ALTER TABLE mess_keys ADD COLUMN callback text;";
+
+/// The shells ledger: one row per movement, recorded once by its id, append-only like thread
+/// history; `doc` is the movement's YAML document as tier 0 writes it in `ledger/YYYY-MM.yaml`.
+const V6: &str = r"
+CREATE TABLE mess_ledger (
+    seq       bigserial PRIMARY KEY,
+    id        text   NOT NULL UNIQUE,
+    month     text   NOT NULL,
+    from_acct text   NOT NULL,
+    to_acct   text   NOT NULL,
+    shells    bigint NOT NULL CHECK (shells > 0),
+    doc       text   NOT NULL
+);
+CREATE FUNCTION mess_refuse_ledger_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the shells ledger is append-only: % on % refused', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER mess_ledger_append_only BEFORE UPDATE OR DELETE ON mess_ledger
+    FOR EACH ROW EXECUTE FUNCTION mess_refuse_ledger_change();
+CREATE TRIGGER mess_ledger_no_truncate BEFORE TRUNCATE ON mess_ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION mess_refuse_ledger_change();
+";
 
 /// Where a database stands.
 #[derive(Debug, Clone)]
