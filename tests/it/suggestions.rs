@@ -424,3 +424,101 @@ fn suggestions_over_http_are_carried_out_and_a_race_with_a_claim_has_one_winner(
     drop(server);
     home.ok(&["fsck"]);
 }
+
+#[test]
+fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
+    use crate::support::server::Server;
+    let home = Home::with_config(CONFIG);
+    let agent = home
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let proxy = home
+        .ok(&["token", "executor", "instacart-proxy"])
+        .trim()
+        .to_owned();
+    home.ok(&["shells", "grant", "claude-agent", "100"]);
+    let server = Server::start(&home);
+    let create = |id: &str, extra: &str| -> String {
+        let v = post(
+            &server,
+            &agent,
+            &format!(
+                "MESS:\n  - request:\n      id: {id}\n      intent: get {id}\n      requires: [buy-groceries]\n{extra}"
+            ),
+        );
+        v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned()
+    };
+    let suggest = |body: String| post(&server, &proxy, &format!("MESS:\n  - suggestion:\n{body}"));
+    let accept = |id: &str| {
+        post(
+            &server,
+            &agent,
+            &format!("MESS:\n  - reply: {{re: {id}, accept: true}}\n"),
+        )
+    };
+    let file = |r: &str| server.get(&format!("/threads/{r}?format=messe-af"), &agent).1;
+    let escrow = |r: &str| -> i64 {
+        home.ok(&["shells", "balance", &format!("escrow:{r}")])
+            .trim()
+            .parse()
+            .unwrap()
+    };
+
+    // Merge: the new thread is the proposer's, and holds both escrows.
+    let paid = "      compensation: {shells: 10}\n";
+    let onions = create("onions", paid);
+    let garlic = create("garlic", paid);
+    suggest(format!("      id: sug:m\n      type: merge\n      re: [{onions}, {garlic}]\n      proposed: {{executor: instacart-proxy, combined_intent: buy onions and garlic}}\n"));
+    let v = accept("sug:m");
+    let status = &v["MESS"][1]["status"];
+    assert_eq!(status["code"], "superseded", "{v}");
+    let merged = status["refs"][0].as_str().unwrap().to_owned();
+    let text = file(&merged);
+    assert!(
+        text.contains("intent: buy onions and garlic") && text.contains("status: claimed"),
+        "{text}"
+    );
+    assert!(file(&garlic).contains(&format!("superseded_by: {merged}")));
+    assert_eq!((escrow(&onions), escrow(&merged)), (0, 20));
+
+    // Split, ordered: two parts, the second waiting on the first, the escrow shared.
+    let kitchen = create("kitchen", paid);
+    suggest(format!("      id: sug:s\n      type: split\n      re: {kitchen}\n      proposed:\n        ordered: true\n        parts: [buy the onions, buy the garlic]\n"));
+    let v = accept("sug:s");
+    let parts: Vec<String> = v["MESS"][1]["status"]["refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(parts.len(), 2, "{v}");
+    assert!(file(&parts[1]).contains(&format!("depends_on:\n  - {}", parts[0])));
+    assert!(file(&kitchen).contains("reason: split"));
+    assert_eq!((escrow(&parts[0]), escrow(&parts[1])), (5, 5));
+
+    // A rejected alternative changes nothing; an accepted one changes the intent in place.
+    let leeks = create("leeks", "");
+    suggest(format!("      id: sug:a\n      type: alternative\n      re: {leeks}\n      proposed: {{intent: get spring onions}}\n"));
+    post(
+        &server,
+        &agent,
+        "MESS:\n  - reply: {re: sug:a, accept: false}\n",
+    );
+    assert!(file(&leeks).contains("intent: get leeks"));
+    accept("sug:a");
+    let text = file(&leeks);
+    assert!(
+        text.contains("intent: get spring onions") && text.contains("status: pending"),
+        "{text}"
+    );
+
+    // Defer: needed_by moves as accepted.
+    let milk = create("milk", "      needed_by: 2099-01-01T10:00:00Z\n");
+    suggest(format!("      id: sug:d\n      type: defer\n      re: {milk}\n      proposed: {{needed_by: 2099-01-02T10:00:00Z}}\n"));
+    accept("sug:d");
+    let (_, json) = server.get(&format!("/threads/{milk}"), &agent);
+    assert!(json.contains("2099-01-02T10:00:00Z"), "{json}");
+    drop(server);
+    home.ok(&["fsck"]);
+}
