@@ -1,8 +1,8 @@
 -- ledger: every movement of shells, as recorded in ledger/YYYY-MM.yaml (one document each).
--- Columns: id (what it is for: grant-..., escrow-REF, settle-REF), at, "from" (the account
--- debited), "to" (the account credited), shells, kind (grant, escrow, release, refund), thread,
--- note, filename. Accounts are principal ids, `escrow:REF` and `operator` (where grants come
--- from).
+-- Columns: id (what it is for: grant-..., escrow-REF, carry-FROM-TO, share-REF-N, settle-REF,
+-- rest-REF), at, "from" (the account debited), "to" (the account credited), shells, kind (grant,
+-- escrow, carry, share, release, refund), thread, note, filename. Accounts are principal ids,
+-- `escrow:REF` and `operator` (where grants come from).
 -- Depends on: read_yaml_auto, the json extension.
 CREATE OR REPLACE VIEW ledger AS
 WITH docs AS (
