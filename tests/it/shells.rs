@@ -222,27 +222,14 @@ executors:
     capabilities: [vacuum-floor]
 ";
 
-/// Sends `yaml` as `who`; the answer.
-fn send(home: &Home, who: &str, yaml: &str) -> String {
-    let out = home.with_stdin(&["send", "-", "--as", who], yaml);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// `who` suggests `body` (a suggestion's fields after `type`) on `re` and the requestor
 /// accepts it; the refs the acceptance made.
 fn accepted(home: &Home, who: &str, id: &str, re: &str, body: &str) -> Vec<String> {
-    send(
-        home,
+    home.send_as(
         who,
         &format!("MESS:\n  - suggestion:\n      id: {id}\n      re: {re}\n{body}"),
     );
-    let answer = send(
-        home,
+    let answer = home.send_as(
         "claude-agent",
         &format!("MESS:\n  - reply:\n      re: {id}\n      accept: true\n"),
     );

@@ -14,16 +14,6 @@ executors:
     capabilities: [vacuum-floor]
 ";
 
-fn send(home: &Home, who: &str, yaml: &str) -> String {
-    let out = home.with_stdin(&["send", "-", "--as", who], yaml);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 fn sends_err(home: &Home, who: &str, yaml: &str) -> String {
     let out = home.with_stdin(&["send", "-", "--as", who], yaml);
     assert!(
@@ -75,13 +65,10 @@ fn an_accepted_merge_makes_one_thread_and_supersedes_the_originals() {
     let home = Home::with_config(CONFIG);
     let onions = request(&home, "get onions", "get-onions", "buy-groceries");
     let garlic = request(&home, "get garlic", "get-garlic", "buy-groceries");
-    send(
-        &home,
-        "instacart-proxy",
+    home.send_as("instacart-proxy",
         "MESS:\n  - suggestion:\n      id: sug:merge-grocery\n      type: merge\n      re: [get-onions, get-garlic]\n      proposed:\n        executor: instacart-proxy\n        combined_intent: buy onions and garlic\n      reason: same store, saves delivery fee\n",
     );
-    let answer = send(
-        &home,
+    let answer = home.send_as(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:merge-grocery\n      accept: true\n",
     );
@@ -135,23 +122,19 @@ fn an_accepted_merge_makes_one_thread_and_supersedes_the_originals() {
 fn an_accepted_split_makes_ordered_parts_and_a_rejected_one_changes_nothing() {
     let home = Home::with_config(CONFIG);
     let big = request(&home, "clean the kitchen", "kitchen", "vacuum-floor");
-    send(
-        &home,
-        "roomba-kitchen",
+    home.send_as("roomba-kitchen",
         &format!(
             "MESS:\n  - suggestion:\n      id: sug:split\n      type: split\n      re: {big}\n      proposed:\n        ordered: true\n        parts:\n          - vacuum the floor\n          - intent: mop the floor\n            priority: elevated\n"
         ),
     );
     // Rejected first: only the record.
-    send(
-        &home,
+    home.send_as(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:split\n      accept: false\n",
     );
     assert_eq!(status(&home, &big)["status"], "pending");
     assert!(show(&home, &big).contains("suggestion rejected"));
-    let answer = send(
-        &home,
+    let answer = home.send_as(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:split\n      accept: true\n",
     );
@@ -191,9 +174,7 @@ fn an_accepted_delegation_offers_the_work_to_the_delegate_alone() {
     let onions = request(&home, "get onions", "get-onions", "buy-groceries");
     home.ok(&["claim", &onions, "--as", "instacart-proxy"]);
     // A delegate that cannot do the work is refused when the suggestion is accepted.
-    send(
-        &home,
-        "instacart-proxy",
+    home.send_as("instacart-proxy",
         &format!(
             "MESS:\n  - suggestion:\n      id: sug:bad\n      type: delegate\n      re: {onions}\n      proposed: {{executor: roomba-kitchen}}\n"
         ),
@@ -205,15 +186,12 @@ fn an_accepted_delegation_offers_the_work_to_the_delegate_alone() {
     );
     assert!(err.contains("lacks buy-groceries"), "{err}");
     assert_eq!(status(&home, &onions)["status"], "claimed");
-    send(
-        &home,
-        "instacart-proxy",
+    home.send_as("instacart-proxy",
         &format!(
             "MESS:\n  - suggestion:\n      id: sug:delegate\n      type: delegate\n      re: {onions}\n      proposed: {{executor: corner-shop}}\n      reason: they are open now\n"
         ),
     );
-    let answer = send(
-        &home,
+    let answer = home.send_as(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:delegate\n      accept: true\n",
     );
@@ -234,30 +212,24 @@ fn accepted_alternatives_and_deferrals_amend_the_request_in_place() {
     let home = Home::with_config(CONFIG);
     let onions = request(&home, "get red onions", "get-onions", "buy-groceries");
     home.ok(&["claim", &onions, "--as", "instacart-proxy"]);
-    send(
-        &home,
-        "instacart-proxy",
+    home.send_as("instacart-proxy",
         &format!(
             "MESS:\n  - suggestion:\n      id: sug:alt\n      type: alternative\n      re: {onions}\n      proposed: {{intent: get yellow onions}}\n      reason: no red ones left\n"
         ),
     );
-    send(
-        &home,
+    home.send_as(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:alt\n      accept: true\n",
     );
     let s = status(&home, &onions);
     assert_eq!(s["intent"], "get yellow onions", "{s}");
     assert_eq!(s["status"], "claimed", "{s}");
-    send(
-        &home,
-        "instacart-proxy",
+    home.send_as("instacart-proxy",
         &format!(
             "MESS:\n  - suggestion:\n      id: sug:defer\n      type: defer\n      re: {onions}\n      proposed: {{needed_by: '2099-01-02T10:00:00Z'}}\n"
         ),
     );
-    send(
-        &home,
+    home.send_as(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:defer\n      accept: true\n",
     );
@@ -274,9 +246,7 @@ fn a_claim_that_lands_before_the_acceptance_wins() {
     let home = Home::with_config(CONFIG);
     let onions = request(&home, "get onions", "get-onions", "buy-groceries");
     let garlic = request(&home, "get garlic", "get-garlic", "buy-groceries");
-    send(
-        &home,
-        "instacart-proxy",
+    home.send_as("instacart-proxy",
         "MESS:\n  - suggestion:\n      id: sug:merge\n      type: merge\n      re: [get-onions, get-garlic]\n      proposed: {combined_intent: buy onions and garlic}\n",
     );
     home.ok(&["claim", &onions, "--as", "corner-shop"]);
@@ -457,7 +427,11 @@ fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
             &format!("MESS:\n  - reply: {{re: {id}, accept: true}}\n"),
         )
     };
-    let file = |r: &str| server.get(&format!("/threads/{r}?format=messe-af"), &agent).1;
+    let file = |r: &str| {
+        server
+            .get(&format!("/threads/{r}?format=messe-af"), &agent)
+            .1
+    };
     let escrow = |r: &str| -> i64 {
         home.ok(&["shells", "balance", &format!("escrow:{r}")])
             .trim()
@@ -469,7 +443,9 @@ fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
     let paid = "      compensation: {shells: 10}\n";
     let onions = create("onions", paid);
     let garlic = create("garlic", paid);
-    suggest(format!("      id: sug:m\n      type: merge\n      re: [{onions}, {garlic}]\n      proposed: {{executor: instacart-proxy, combined_intent: buy onions and garlic}}\n"));
+    suggest(format!(
+        "      id: sug:m\n      type: merge\n      re: [{onions}, {garlic}]\n      proposed: {{executor: instacart-proxy, combined_intent: buy onions and garlic}}\n"
+    ));
     let v = accept("sug:m");
     let status = &v["MESS"][1]["status"];
     assert_eq!(status["code"], "superseded", "{v}");
@@ -484,7 +460,9 @@ fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
 
     // Split, ordered: two parts, the second waiting on the first, the escrow shared.
     let kitchen = create("kitchen", paid);
-    suggest(format!("      id: sug:s\n      type: split\n      re: {kitchen}\n      proposed:\n        ordered: true\n        parts: [buy the onions, buy the garlic]\n"));
+    suggest(format!(
+        "      id: sug:s\n      type: split\n      re: {kitchen}\n      proposed:\n        ordered: true\n        parts: [buy the onions, buy the garlic]\n"
+    ));
     let v = accept("sug:s");
     let parts: Vec<String> = v["MESS"][1]["status"]["refs"]
         .as_array()
@@ -499,7 +477,9 @@ fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
 
     // A rejected alternative changes nothing; an accepted one changes the intent in place.
     let leeks = create("leeks", "");
-    suggest(format!("      id: sug:a\n      type: alternative\n      re: {leeks}\n      proposed: {{intent: get spring onions}}\n"));
+    suggest(format!(
+        "      id: sug:a\n      type: alternative\n      re: {leeks}\n      proposed: {{intent: get spring onions}}\n"
+    ));
     post(
         &server,
         &agent,
@@ -515,7 +495,9 @@ fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
 
     // Defer: needed_by moves as accepted.
     let milk = create("milk", "      needed_by: 2099-01-01T10:00:00Z\n");
-    suggest(format!("      id: sug:d\n      type: defer\n      re: {milk}\n      proposed: {{needed_by: 2099-01-02T10:00:00Z}}\n"));
+    suggest(format!(
+        "      id: sug:d\n      type: defer\n      re: {milk}\n      proposed: {{needed_by: 2099-01-02T10:00:00Z}}\n"
+    ));
     accept("sug:d");
     let (_, json) = server.get(&format!("/threads/{milk}"), &agent);
     assert!(json.contains("2099-01-02T10:00:00Z"), "{json}");

@@ -4,7 +4,7 @@
 
 use chrono::TimeDelta;
 
-use crate::exchange::tests::{EXECUTORS, fixture};
+use crate::exchange::tests::{EXECUTORS, deliver_until, fixture};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::Payload;
 use crate::protocol::status::{StatusDetails, StatusMsg};
@@ -111,22 +111,8 @@ fn a_change_whose_settlement_never_ran_is_settled_by_its_queued_delivery() {
             .any(|d| d.channel == crate::exchange::escrow::CHANNEL)
     };
     assert!(queued(&f));
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let notifier = crate::notify::Notifier::new(crate::notify::Settings::defaults()).unwrap();
-    runtime.block_on(async {
-        let worker = crate::exchange::deliver::run(f.ex.clone(), notifier, stop.clone());
-        let started = std::time::Instant::now();
-        while balance(&f, "claude-agent") != 50 || queued(&f) {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(20),
-                "never settled"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        stop.cancel();
-        let _ = worker.await;
+    deliver_until(&f, "settled", || {
+        balance(&f, "claude-agent") == 50 && !queued(&f)
     });
     assert_eq!(balance(&f, &format!("escrow:{r}")), 0);
     // Settling again moves nothing.

@@ -152,3 +152,25 @@ pub(super) fn indent(body: &str, n: usize) -> String {
         .map(|l| format!("{}{}\n", " ".repeat(n), l))
         .collect()
 }
+
+/// Runs a server's delivery worker on `f`'s exchange until `done` holds (at most 20 seconds,
+/// else the test fails naming `what`).
+pub(super) fn deliver_until(f: &Fixture, what: &str, done: impl Fn() -> bool) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let notifier = crate::notify::Notifier::new(crate::notify::Settings::defaults()).unwrap();
+    runtime.block_on(async {
+        let worker = crate::exchange::deliver::run(f.ex.clone(), notifier, stop.clone());
+        let started = std::time::Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "never {what}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        stop.cancel();
+        let _ = worker.await;
+    });
+}

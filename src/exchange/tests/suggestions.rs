@@ -2,7 +2,7 @@
 //! finishes it from the anchor's file, and finishing again changes nothing.
 
 use crate::exchange::suggestions;
-use crate::exchange::tests::{EXECUTORS, fixture};
+use crate::exchange::tests::{EXECUTORS, deliver_until, fixture};
 use crate::protocol::envelope::MessageDoc;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
@@ -60,39 +60,17 @@ fn a_merge_decided_before_a_crash_is_finished_by_the_delivery_worker_once() {
     let made = accepted_refs(&f.text(&a));
     assert!(f.ex.store().find(&made).unwrap().is_empty());
 
-    // A server's delivery worker finishes it.
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let notifier = crate::notify::Notifier::new(crate::notify::Settings::defaults()).unwrap();
-    runtime.block_on(async {
-        let worker = crate::exchange::deliver::run(f.ex.clone(), notifier, stop.clone());
-        let started = std::time::Instant::now();
-        while f.ex.store().find(&made).unwrap().is_empty() || f.env(&b).status != Status::Superseded
-        {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(20),
-                "never finished"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        // Shelved as done once finished.
-        let finishing = || {
-            f.ex.store()
-                .deliveries(Shelf::Queue)
-                .0
-                .into_iter()
-                .any(|d| d.channel == suggestions::CHANNEL)
-        };
-        while finishing() {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(20),
-                "never shelved"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        stop.cancel();
-        let _ = worker.await;
+    // A server's delivery worker finishes it, and shelves it as done.
+    deliver_until(&f, "finished", || {
+        !f.ex.store().find(&made).unwrap().is_empty() && f.env(&b).status == Status::Superseded
+    });
+    deliver_until(&f, "shelved", || {
+        !f.ex
+            .store()
+            .deliveries(Shelf::Queue)
+            .0
+            .into_iter()
+            .any(|d| d.channel == suggestions::CHANNEL)
     });
     assert_eq!(f.env(made.as_str()).intent, "buy both");
     assert_eq!(f.env(&b).status, Status::Superseded);

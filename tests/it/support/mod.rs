@@ -112,6 +112,17 @@ impl Home {
             .unwrap();
         child.wait_with_output().unwrap()
     }
+
+    /// `mess send -` of `yaml` as `who`, which must succeed; its answer.
+    pub(crate) fn send_as(&self, who: &str, yaml: &str) -> String {
+        let out = self.with_stdin(&["send", "-", "--as", who], yaml);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
 }
 
 /// Copies a folder tree (a fixture home) into `to`.
