@@ -19,9 +19,13 @@ pub(crate) fn run(cx: &Context, args: ExportArgs) -> Result<(), CliError> {
     let report = db.export(&args.to, &mut |d, t| progress.update(d, t))?;
     let mail = cx.exchange.mail().copy_to(&Mail::open(&args.to))?;
     output::line(&format!(
-        "exported {} thread(s), {} index entries and {} mail message(s) into {}",
+        "exported {} thread(s), {} index entries, {} key(s), {} registration(s) and routing \
+         rule(s), {} ledger movement(s) and {} mail message(s) into {}",
         report.threads,
         report.index_entries,
+        report.shared.keys,
+        report.shared.registry,
+        report.shared.movements,
         mail.copied,
         args.to.display()
     ));

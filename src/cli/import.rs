@@ -33,11 +33,15 @@ pub(crate) fn run(cx: &Context, args: ImportArgs) -> Result<(), CliError> {
         output::warn(&format!("not imported: {}: {why}", path.display()));
     }
     output::line(&format!(
-        "imported {} thread(s) ({} already there), {} index entries and {} mail message(s) \
-         ({} already there); {} file(s) refused",
+        "imported {} thread(s) ({} already there), {} index entries, {} key(s), {} registration(s) \
+         and routing rule(s), {} ledger movement(s) and {} mail message(s) ({} already there); \
+         {} file(s) refused",
         report.imported,
         report.present,
         report.index_entries,
+        report.shared.keys,
+        report.shared.registry,
+        report.shared.movements,
         mail.copied,
         mail.present,
         report.refused.len() + mail.problems.len()

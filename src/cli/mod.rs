@@ -120,9 +120,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// The schema of the database named by --database: init, migrate, status
     Db(db::DbArgs),
-    /// Copy a home's threads into the database named by --database
+    /// Copy a home's threads, keys, registrations and ledger into the database named by --database
     Import(import::ImportArgs),
-    /// Write the database named by --database out as a home of thread files
+    /// Write the database named by --database out as a home (threads, keys, registrations, ledger)
     Export(export::ExportArgs),
     /// Make an API key for an agent or an executor (printed once, stored hashed)
     Token(token::TokenArgs),

@@ -45,7 +45,7 @@ pub struct Movement {
 pub type Balances = BTreeMap<String, i64>;
 
 impl Movement {
-    fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut m = Map::new();
         m.insert("id", Value::str(&self.id));
         m.insert("at", Value::str(time::format_timestamp(&self.at)));
@@ -58,7 +58,7 @@ impl Movement {
         Value::Map(m)
     }
 
-    fn from_value(v: &Value) -> Option<Movement> {
+    pub(crate) fn from_value(v: &Value) -> Option<Movement> {
         let m = v.as_map()?;
         let text = |k: &str| m.get(k).and_then(Value::scalar_text);
         let shells = match m.get("shells")? {

@@ -369,16 +369,71 @@ fn a_home_moves_into_a_database_and_back_unchanged() {
     source.ok(&["--as", "worker", "mail", "mark-read", &first]);
     let mail_before = mail_files(source.path());
     assert_eq!(mail_before.len(), 3, "{:?}", mail_before.keys());
+    // What else moves with the threads: keys, a self-registered executor, shells in escrow.
+    let key = source
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    std::fs::create_dir_all(source.path().join("executors")).unwrap();
+    std::fs::write(
+        source.path().join("executors/scout.yaml"),
+        "id: scout\ncapabilities: [take-photo]\n",
+    )
+    .unwrap();
+    source.ok(&["shells", "grant", "claude-agent", "50"]);
+    let paid = source.with_stdin(
+        &["send", "-", "--as", "claude-agent"],
+        "MESS:\n  - request: {intent: vacuum, requires: [vacuum-floor], compensation: {shells: 20}}\n",
+    );
+    assert!(paid.status.success());
     let node = Home::on_database(&config(), &pg.url());
     node.ok(&["db", "init"]);
     let out = node.ok(&["import", &source.path().to_string_lossy()]);
     assert!(out.contains("0 file(s) refused"), "{out}");
+    assert!(
+        out.contains("1 key(s), 1 registration(s) and routing rule(s), 2 ledger movement(s)"),
+        "{out}"
+    );
+    assert_eq!(node.ok(&["shells", "balance", "claude-agent"]).trim(), "30");
+    let registry: i64 = pg
+        .client()
+        .query_one(
+            "SELECT count(*) FROM mess_registry WHERE name = 'executors/scout'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(registry, 1);
+    let server = Server::start(&node);
+    let (code, _) = server.get("/threads", &key);
+    assert_eq!(code, 200, "the home's key works on the node");
+    drop(server);
     // Importing again changes nothing.
     let again = node.ok(&["import", &source.path().to_string_lossy()]);
     assert!(again.contains("imported 0 thread(s)"), "{again}");
+    assert!(
+        again.contains("0 key(s)") && again.contains("0 ledger movement(s)"),
+        "{again}"
+    );
     let target = tempfile::TempDir::new().unwrap();
     let exported = target.path().join("home");
     node.ok(&["export", &exported.to_string_lossy()]);
+    for file in ["executors/scout.yaml", ".mess/keys.yaml"] {
+        assert!(exported.join(file).exists(), "{file} not exported");
+    }
+    let ledger = |home: &Path| -> Vec<String> {
+        let mut files: Vec<String> = std::fs::read_dir(home.join("ledger"))
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        files.sort();
+        files
+    };
+    assert_eq!(
+        ledger(&exported),
+        ledger(source.path()),
+        "the ledger changed on the way"
+    );
     let before = thread_files(source.path());
     let after = thread_files(&exported);
     assert!(before.len() >= 300, "{}", before.len());

@@ -12,6 +12,7 @@ mod session;
 mod shared;
 mod threads;
 pub mod transfer;
+pub mod transfer_shared;
 
 use std::str::FromStr as _;
 use std::time::Duration;

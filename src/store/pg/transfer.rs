@@ -1,6 +1,7 @@
 //! Moving a home between the tiers: `import` copies a home's threads (and the indexes and ref
-//! counters that go with them) into the database, `export` writes the database back out as a
-//! home. Thread texts cross unchanged, byte for byte, both ways.
+//! counters that go with them, and the keys, registry and ledger: `transfer_shared`) into the
+//! database, `export` writes the database back out as a home. Thread texts cross unchanged,
+//! byte for byte, both ways.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use crate::store::fsck::IndexFacts;
 use crate::store::index::{self, Key, entry_name};
 use crate::store::layout::{Layout, Location};
 use crate::store::pg::threads::insert;
+use crate::store::pg::transfer_shared::SharedReport;
 use crate::store::pg::{Pg, Run as _, sorted};
 use crate::store::thread::{Freshness, ThreadFile};
 use crate::store::{FileStore, fsio, layout, refs};
@@ -30,6 +32,8 @@ pub struct ImportReport {
     pub refused: Vec<(PathBuf, String)>,
     /// Index entries written.
     pub index_entries: usize,
+    /// Keys, registrations and ledger movements copied.
+    pub shared: SharedReport,
 }
 
 /// What an export did.
@@ -39,6 +43,8 @@ pub struct ExportReport {
     pub threads: usize,
     /// Index entries written.
     pub index_entries: usize,
+    /// Keys, registrations and ledger movements written.
+    pub shared: SharedReport,
 }
 
 impl Pg {
@@ -78,6 +84,11 @@ impl Pg {
         self.insert_batch(&mut batch, &mut report)?;
         progress(total, total);
         report.index_entries = self.import_indexes(from.layout(), &facts)?;
+        let (shared, problems) = self.import_shared(from)?;
+        report.shared = shared;
+        report
+            .refused
+            .extend(problems.into_iter().map(|why| (PathBuf::new(), why)));
         Ok(report)
     }
 
@@ -242,6 +253,7 @@ impl Pg {
             };
             refs::ensure_at_least(layout, day, u64::try_from(last).unwrap_or(0))?;
         }
+        report.shared = self.export_shared(&target)?;
         Ok(report)
     }
 }

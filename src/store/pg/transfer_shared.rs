@@ -1,0 +1,126 @@
+//! What else a home holds that moves between the tiers with its threads (`mess import`,
+//! `mess export`): the API key records (hashes only), the registrations and routing rules that
+//! `config` messages set, and the shells ledger. Without them a moved home's keys would stop
+//! working, its self-registered executors would vanish, and its escrows would hold nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::protocol::emit;
+use crate::protocol::yaml::{self, Limits};
+use crate::store::error::StoreError;
+use crate::store::ledger::Movement;
+use crate::store::pg::{Pg, Run as _, lock_key, sorted};
+use crate::store::{FileStore, fsio};
+
+/// How much of the shared state crossed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SharedReport {
+    /// Key records copied (those already there are kept as they are).
+    pub keys: usize,
+    /// Registrations and routing rules copied.
+    pub registry: usize,
+    /// Ledger movements copied (those already there by id are kept as they are).
+    pub movements: usize,
+}
+
+impl Pg {
+    /// Copies the key records, registry and ledger of the home `from` into the database;
+    /// a file that does not parse is returned beside the rest.
+    pub(crate) fn import_shared(
+        &self,
+        from: &FileStore,
+    ) -> Result<(SharedReport, Vec<String>), StoreError> {
+        let mut report = SharedReport::default();
+        let mut problems = Vec::new();
+        let known: std::collections::HashSet<String> =
+            self.key_records()?.into_iter().map(|k| k.hash).collect();
+        for record in from.key_records()? {
+            if !known.contains(&record.hash) {
+                self.add_key_record(&record)?;
+                report.keys += 1;
+            }
+        }
+        let (files, errors) = from.registry();
+        problems.extend(errors.iter().map(ToString::to_string));
+        for (path, registration) in &files.registrations {
+            let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+                continue;
+            };
+            self.put_registry_doc(&format!("executors/{stem}"), &emit::to_yaml(registration))?;
+            report.registry += 1;
+        }
+        if let Some(routing) = &files.routing {
+            self.put_registry_doc("routing", &emit::to_yaml(routing))?;
+            report.registry += 1;
+        }
+        let movements = from.ledger()?;
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction().map_err(sorted)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key("ledger")])
+            .map_err(sorted)?;
+        for m in &movements {
+            let copied = tx
+                .execute(
+                    "INSERT INTO mess_ledger (id, month, from_acct, to_acct, shells, doc) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+                    &[
+                        &m.id,
+                        &m.at.format("%Y-%m").to_string(),
+                        &m.from,
+                        &m.to,
+                        &m.shells,
+                        &emit::to_yaml(&m.to_value()),
+                    ],
+                )
+                .map_err(sorted)?;
+            report.movements += usize::try_from(copied).unwrap_or(0);
+        }
+        tx.commit().map_err(sorted)?;
+        Ok((report, problems))
+    }
+
+    /// Writes the key records, registry and ledger of the database into the home `to`, each
+    /// file durably.
+    pub(crate) fn export_shared(&self, to: &FileStore) -> Result<SharedReport, StoreError> {
+        let mut report = SharedReport::default();
+        let layout = to.layout();
+        for record in self.key_records()? {
+            to.add_key_record(record)?;
+            report.keys += 1;
+        }
+        for (name, doc) in self.registry_docs()? {
+            let path = match name.strip_prefix("executors/") {
+                Some(stem) => layout.registrations_dir().join(format!("{stem}.yaml")),
+                None if name == "routing" => layout.routing_file(),
+                None => continue,
+            };
+            write_durably(&path, &doc)?;
+            report.registry += 1;
+        }
+        let mut months: BTreeMap<String, String> = BTreeMap::new();
+        for (month, doc) in self.ledger_docs()? {
+            // Only what reads back as a movement is written, as tier 0 would have it.
+            let docs = yaml::parse_documents(&doc, &Limits::DEFAULT)
+                .map_err(|e| StoreError::malformed(&to.ledger_dir(), e.into()))?;
+            if docs.iter().filter_map(Movement::from_value).count() == 0 {
+                continue;
+            }
+            let text = months.entry(month).or_default();
+            text.push_str("---\n");
+            text.push_str(&doc);
+            report.movements += 1;
+        }
+        for (month, text) in &months {
+            write_durably(&to.ledger_dir().join(format!("{month}.yaml")), text)?;
+        }
+        Ok(report)
+    }
+}
+
+fn write_durably(path: &Path, text: &str) -> Result<(), StoreError> {
+    if let Some(dir) = path.parent() {
+        fsio::ensure_dir(dir)?;
+    }
+    fsio::write_atomic(path, text.as_bytes())
+}
