@@ -112,6 +112,7 @@ impl FileStore {
         // The index rebuild goes first: it replaces the index folders, temp files included.
         self.check_indexes(&facts, repair, &mut report)?;
         self.check_temp_files(repair, &mut report)?;
+        self.check_ledger(&mut report);
         Ok(report)
     }
 

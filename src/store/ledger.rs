@@ -183,6 +183,69 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// `mess fsck` of the ledger: every file reads, every document is a movement, no id is
+    /// recorded twice, the balances sum to zero and only `operator` is below zero. The ledger
+    /// is append-only, so nothing here is repaired: findings are for the operator.
+    pub(crate) fn check_ledger(&self, report: &mut crate::store::fsck::FsckReport) {
+        let dir = self.ledger_dir();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        paths.sort();
+        let mut all = Vec::new();
+        for path in paths {
+            let text = match fsio::read_optional(&path) {
+                Ok(t) => t.unwrap_or_default(),
+                Err(e) => {
+                    report.note(&path, e.to_string(), false);
+                    continue;
+                }
+            };
+            let docs = match yaml::parse_documents(&text, &Limits::DEFAULT) {
+                Ok(docs) => docs,
+                Err(e) => {
+                    report.note(&path, format!("the ledger file does not parse: {e}"), false);
+                    continue;
+                }
+            };
+            for (i, doc) in docs.iter().enumerate().filter(|(_, d)| !d.is_null()) {
+                match Movement::from_value(doc) {
+                    Some(m) => all.push((path.clone(), m)),
+                    None => report.note(
+                        &path,
+                        format!(
+                            "document {} is not a movement of shells (left out of every balance)",
+                            i + 1
+                        ),
+                        false,
+                    ),
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (path, m) in &all {
+            if !seen.insert(m.id.clone()) {
+                report.note(path, format!("movement {} is recorded twice", m.id), false);
+            }
+        }
+        let movements: Vec<Movement> = all.into_iter().map(|(_, m)| m).collect();
+        let balances = balances_of(&movements);
+        let sum: i64 = balances.values().sum();
+        if sum != 0 {
+            report.note(&dir, format!("the balances sum to {sum}, not 0"), false);
+        }
+        for (account, balance) in balances.iter().filter(|(a, b)| **b < 0 && *a != OPERATOR) {
+            report.note(&dir, format!("{account} is below zero ({balance})"), false);
+        }
+    }
+}
+
 /// Whether `movement` may be recorded on the balances `before` it: `check` passes, and an
 /// escrow pays out at most what it holds, whoever asks.
 pub(crate) fn admit(

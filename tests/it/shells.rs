@@ -420,3 +420,39 @@ fn a_server_refunds_an_escrow_whose_request_was_never_written() {
     ]);
     assert!(note.contains("never written"), "{note}");
 }
+
+#[test]
+fn fsck_reports_a_ledger_edited_by_hand() {
+    let home = Home::with_config(ROBOT);
+    home.ok(&["shells", "grant", "claude-agent", "40"]);
+    home.ok(&["fsck"]);
+    let month = std::fs::read_dir(home.path().join("ledger"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(&month).unwrap();
+    let grant = text.trim_start_matches("---\n").to_owned();
+    std::fs::write(
+        &month,
+        format!(
+            "{text}---\n{grant}---\nid: hand\nnote: not a movement\n---\nid: gift\nat: 2026-11-27T12:00:00Z\nfrom: roomba-kitchen\nto: claude-agent\nshells: 500\nkind: grant\n"
+        ),
+    )
+    .unwrap();
+    let out = home.command(&["fsck"]).output().unwrap();
+    assert!(!out.status.success());
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for problem in [
+        "is recorded twice",
+        "document 3 is not a movement of shells",
+        "roomba-kitchen is below zero (-500)",
+    ] {
+        assert!(said.contains(problem), "{problem}: {said}");
+    }
+}
