@@ -75,9 +75,29 @@ pub enum Scope {
     /// Only these thread files (paths relative to the home), for a principal who may see
     /// only their own threads. The directory views (executors without their `notify`
     /// targets, routing rules, capabilities, availability) are answered from a snapshot taken
-    /// before the narrowing; every other file of the home is absent.
-    Threads(HashSet<PathBuf>),
+    /// before the narrowing, and so are `ledger` and `balances`, cut to the movements and
+    /// balances of `accounts` (the principal's own, and the escrows of its threads); every
+    /// other file of the home is absent.
+    Threads {
+        /// The thread files it may read.
+        files: HashSet<PathBuf>,
+        /// The shells accounts it may see.
+        accounts: HashSet<String>,
+    },
 }
+
+/// The shells views a scoped query keeps, cut to its accounts (`{accounts}`, a SQL list).
+/// `balances` is taken over the whole ledger first, so an account's balance is exact.
+const SHELLS: &[(&str, &str)] = &[
+    (
+        "balances",
+        "SELECT * FROM balances WHERE account IN ({accounts})",
+    ),
+    (
+        "ledger",
+        "SELECT * FROM ledger WHERE \"from\" IN ({accounts}) OR \"to\" IN ({accounts})",
+    ),
+];
 
 /// The directory views a scoped query keeps, as snapshots; `executors` loses `notify`, which
 /// holds people's contact details. In dependency order: later ones read earlier snapshots.
@@ -114,8 +134,8 @@ pub(crate) fn locked(
     ))
     .map_err(|e| DbError::duckdb("bounding DuckDB", e))?;
     let mut problems = Vec::new();
-    if let Scope::Threads(files) = scope {
-        problems = snapshot_directory(&con, &confinement);
+    if let Scope::Threads { files, accounts } = scope {
+        problems = snapshot_directory(&con, &confinement, accounts);
         confinement.narrow(files.clone());
     }
     // After the assets are loaded: DuckDB's path settings pointed nowhere, external access
@@ -134,16 +154,35 @@ pub(crate) fn locked(
 /// Replaces the directory views by snapshots taken while every file is readable. A view that
 /// cannot be built (a file it chokes on) answers empty, with its columns and types as over an
 /// empty home, so one bad file cannot stop every scoped query; the failures are returned.
-fn snapshot_directory(con: &Connection, confinement: &yaml_scan::Confinement) -> Vec<String> {
+fn snapshot_directory(
+    con: &Connection,
+    confinement: &yaml_scan::Confinement,
+    accounts: &HashSet<String>,
+) -> Vec<String> {
     let keep = |view: &str, select: &str| {
         con.execute_batch(&format!(
             "CREATE TABLE \"__{view}\" AS {select}; CREATE OR REPLACE VIEW \"{view}\" AS SELECT * FROM \"__{view}\";"
         ))
     };
+    // Account names are ids and refs, quoted as SQL strings all the same; NULL keeps `IN ()`
+    // valid for a principal with no account.
+    let list: Vec<String> = accounts
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', "''")))
+        .chain(std::iter::once("NULL".to_owned()))
+        .collect();
+    let shells: Vec<(&str, String)> = SHELLS
+        .iter()
+        .map(|(view, select)| (*view, select.replace("{accounts}", &list.join(", "))))
+        .collect();
     let mut failed = Vec::new();
-    for (view, select) in SNAPSHOTS {
-        if let Err(e) = keep(view, select) {
-            failed.push((*view, *select, e));
+    let every = SNAPSHOTS
+        .iter()
+        .map(|(view, select)| (*view, (*select).to_owned()))
+        .chain(shells);
+    for (view, select) in every {
+        if let Err(e) = keep(view, &select) {
+            failed.push((view, select, e));
         }
     }
     if failed.is_empty() {

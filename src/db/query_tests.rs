@@ -35,7 +35,10 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// A key holder who sees no thread.
 fn nobody() -> Scope {
-    Scope::Threads(HashSet::new())
+    Scope::Threads {
+        files: HashSet::new(),
+        accounts: HashSet::new(),
+    }
 }
 
 /// Every value of `sql` on `con`, as text, one string.

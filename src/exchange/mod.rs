@@ -756,13 +756,23 @@ impl Exchange {
         let directory = self.directory();
         let root = self.store.layout().root();
         let (listed, _) = self.store.list(&State::ALL, true);
-        query::Scope::Threads(
-            listed
+        let visible: Vec<_> = listed
+            .into_iter()
+            .filter(|(env, _, _)| access::may_see(who, env, &directory))
+            .collect();
+        let mut accounts: std::collections::HashSet<String> = visible
+            .iter()
+            .filter(|(env, _, _)| env.extra.contains_key(escrow::ESCROW))
+            .map(|(env, _, _)| format!("escrow:{}", env.thread_ref))
+            .collect();
+        accounts.insert(who.to_owned());
+        query::Scope::Threads {
+            files: visible
                 .into_iter()
-                .filter(|(env, _, _)| access::may_see(who, env, &directory))
                 .filter_map(|(_, _, path)| path.strip_prefix(root).ok().map(|p| p.to_owned()))
                 .collect(),
-        )
+            accounts,
+        }
     }
 
     /// Problems in config.yaml, registrations, routing rules and the capability catalog, one

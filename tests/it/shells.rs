@@ -456,3 +456,60 @@ fn fsck_reports_a_ledger_edited_by_hand() {
         assert!(said.contains(problem), "{problem}: {said}");
     }
 }
+
+#[test]
+fn a_key_holder_sees_its_own_shells_and_no_one_elses() {
+    let home = Home::with_config(ROBOT);
+    let agent = home
+        .ok(&["token", "agent", "claude-agent"])
+        .trim()
+        .to_owned();
+    let robot = home
+        .ok(&["token", "executor", "roomba-kitchen"])
+        .trim()
+        .to_owned();
+    home.ok(&["shells", "grant", "claude-agent", "50"]);
+    home.ok(&["shells", "grant", "bob", "99"]);
+    let paid = offer(&home, 20, "");
+    home.ok(&["claim", &paid, "--as", "roomba-kitchen"]);
+    home.ok(&[
+        "complete",
+        &paid,
+        "--as",
+        "roomba-kitchen",
+        "--text",
+        "done",
+    ]);
+    let other = offer(&home, 5, "");
+    let server = crate::support::server::Server::start(&home);
+    let rows = |key: &str, sql: &str| -> String {
+        let (code, body) = server.get(
+            &format!(
+                "/query?format=csv&sql={}",
+                sql.replace(' ', "%20")
+                    .replace('\'', "%27")
+                    .replace(',', "%2C")
+            ),
+            key,
+        );
+        assert_eq!(code, 200, "{body}");
+        body
+    };
+    let sql = "SELECT account, balance FROM balances ORDER BY account";
+    assert_eq!(
+        rows(&agent, sql).trim(),
+        format!("account,balance\nclaude-agent,25\nescrow:{paid},0\nescrow:{other},5")
+    );
+    assert_eq!(
+        rows(&robot, sql).trim(),
+        // The robot sees the escrow of work it may take, as it sees the offer in the thread.
+        format!("account,balance\nescrow:{paid},0\nescrow:{other},5\nroomba-kitchen,20")
+    );
+    let movements = rows(&agent, "SELECT count(*) AS n FROM ledger");
+    assert_eq!(movements.trim(), "n\n4", "a grant, two escrows, a release");
+    // The operator sees everything.
+    assert!(
+        home.ok(&["query", "SELECT account FROM balances"])
+            .contains("bob")
+    );
+}
