@@ -154,6 +154,13 @@ impl Exchange {
                 .check(url)
                 .map_err(|why| ProtocolError::invalid("callback", why))?;
         }
+        if crate::store::ledger::reserved_account(id) {
+            return Err(ProtocolError::invalid(
+                "id",
+                format!("{id:?} names an account of the shells ledger; choose another id"),
+            )
+            .into());
+        }
         if ThreadRef::parse(id).is_err() {
             return Err(ProtocolError::invalid(
                 "id",

@@ -61,6 +61,29 @@ fn release_on(request: &Request) -> &'static str {
 /// Where a request states the share of each executor that delegates the work.
 pub(crate) const SHARE_FIELD: &str = "compensation.escrow.delegator_share";
 
+/// Checks the terms a request states for shells before anything is written: `shells` a whole
+/// number (0 or more), and `escrow.delegator_share` a percent; the field and why otherwise.
+pub(crate) fn check_terms(request: &Request) -> Result<(), (&'static str, String)> {
+    if let Some(shells) = compensation(request).and_then(|c| c.get("shells")) {
+        match shells {
+            Value::Int(n) if *n >= 0 => {}
+            Value::Null => {}
+            other => {
+                return Err((
+                    "compensation.shells",
+                    format!(
+                        "{} is not a whole number of shells (0 or more)",
+                        crate::protocol::emit::to_yaml(other).trim()
+                    ),
+                ));
+            }
+        }
+    }
+    delegator_share(request)
+        .map(|_| ())
+        .map_err(|why| (SHARE_FIELD, why))
+}
+
 /// The percent of the shells each executor that delegates the work keeps
 /// (`compensation.escrow.delegator_share`, 0 when unstated), or why the figure is refused.
 pub(crate) fn delegator_share(request: &Request) -> Result<i64, String> {
@@ -167,7 +190,7 @@ impl Exchange {
             note: None,
         };
         let who = requestor.to_owned();
-        self.record(&movement, &move |b: &Balances| {
+        let taken = self.record(&movement, &move |b: &Balances| {
             let held = b.get(&who).copied().unwrap_or_default();
             if held >= shells {
                 Ok(())
@@ -177,6 +200,13 @@ impl Exchange {
                 ))
             }
         })?;
+        if !taken {
+            // The ref was escrowed before (its counter lost): this thread holds nothing.
+            return Err(ProtocolError::conflict(format!(
+                "the ledger already holds an escrow for {thread}; nothing was written (run mess fsck)"
+            ))
+            .into());
+        }
         Ok(Some(
             Held {
                 shells,
@@ -306,7 +336,17 @@ impl Exchange {
             })
             .next_back()
             .flatten();
+        // A release interrupted after a delegator's share was paid goes on as a release,
+        // whatever happened since: the retry decides as the first attempt did.
+        let shares_paid = {
+            let prefix = format!("share-{thread}-");
+            self.store()
+                .ledger()?
+                .iter()
+                .any(|m| m.id.starts_with(&prefix))
+        };
         let to_executor = match env.status {
+            _ if shares_paid => true,
             Status::Completed | Status::Partial if held.release_on != "reviewed" => true,
             Status::Completed | Status::Partial => match verdict {
                 Some(accepted) => accepted,
@@ -321,7 +361,8 @@ impl Exchange {
         let (to, kind) = match (to_executor, env.executor.clone()) {
             (true, Some(x)) => {
                 for (n, delegator) in held.delegators.iter().enumerate() {
-                    let cut = rest * held.share / 100;
+                    let cut =
+                        i64::try_from(i128::from(rest) * i128::from(held.share) / 100).unwrap_or(0);
                     if cut == 0 {
                         continue;
                     }
@@ -359,20 +400,12 @@ impl Exchange {
         Ok(moved)
     }
 
-    /// Settled: the delivery queued in case of a crash has nothing left to do.
+    /// Settled: the deliveries queued in case of a crash have nothing left to do.
     fn shelve_settlement(&self, thread: &ThreadRef) {
-        use crate::store::outbox::{Delivery, Shelf};
-        let mut queued = Delivery::new(
-            thread.as_str(),
-            EXCHANGE,
-            CHANNEL,
-            Value::Null,
-            "settle",
-            self.now(),
-        );
+        use crate::store::outbox::Shelf;
         let only: std::collections::HashSet<String> = [thread.to_string()].into();
         let (waiting, _) = self.store().deliveries_of(Shelf::Queue, Some(&only));
-        if waiting.iter().any(|d| d.id == queued.id) {
+        for mut queued in waiting.into_iter().filter(|d| d.channel == CHANNEL) {
             queued.outcome = Some("settled".to_owned());
             let _ = self.store().shelve(&queued, Shelf::Queue, Shelf::Done);
         }
@@ -460,12 +493,18 @@ pub(crate) fn queue(before: &ThreadFile, edit: &mut crate::store::Edit) {
     if !(ends || reviewed) {
         return;
     }
+    // One delivery per change that may decide it, named by the thread's length after it: a
+    // delivery's id is made from its kind, and one id is queued once ever, so a later change
+    // (a review after the completion) needs its own.
     edit.deliveries.push(crate::store::outbox::Delivery::new(
         after.thread_ref.as_str(),
         EXCHANGE,
         CHANNEL,
         Value::Null,
-        "settle",
+        &format!(
+            "settle-{}",
+            crate::store::thread::pieces(before.text()).1.len() + edit.append.len()
+        ),
         after.updated,
     ));
 }

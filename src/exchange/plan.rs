@@ -173,6 +173,11 @@ pub(crate) fn group(
             if reached.contains(&thread) {
                 continue;
             }
+            if let Payload::Suggestion(s) = payload
+                && let Some(id) = &s.id
+            {
+                check_suggestion_id(ex, id, &thread, *i)?;
+            }
             reached.push(thread.clone());
             match groups.iter_mut().find(|g| g.thread == thread) {
                 Some(g) => g.payloads.push(payload.clone()),
@@ -184,6 +189,32 @@ pub(crate) fn group(
         }
     }
     Ok(groups)
+}
+
+/// A suggestion's id names one suggestion of its requestor: the requestor's reply finds it by
+/// that id, so an id already in use (by any executor) or shaped like a thread ref is refused,
+/// lest a reply accept a suggestion other than the one it read.
+fn check_suggestion_id(ex: &Exchange, id: &str, thread: &ThreadRef, i: usize) -> Result<(), Error> {
+    let field = format!("MESS[{i}].suggestion.id");
+    let ref_shaped = id.len() > 11
+        && chrono::NaiveDate::parse_from_str(&id[..10], "%Y-%m-%d").is_ok()
+        && id[10..].starts_with('-')
+        && id[11..].bytes().all(|b| b.is_ascii_digit());
+    if ref_shaped {
+        return Err(ProtocolError::invalid(field, "a suggestion id cannot be a thread ref").into());
+    }
+    let requestor = ex.store().envelope(thread)?.0.requestor;
+    if ex
+        .store()
+        .lookup(&requestor, IndexKey::Suggestion(id))?
+        .is_some()
+    {
+        return Err(ProtocolError::conflict(format!(
+            "{field}: suggestion id {id:?} is already in use; give this suggestion an id of its own"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// What a group check needs besides the envelope: who sends, the executors, and the current

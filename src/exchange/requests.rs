@@ -64,15 +64,8 @@ pub(crate) fn check(
         }
     }
     for req in incoming {
-        crate::exchange::escrow::delegator_share(&req.request).map_err(|why| {
-            ProtocolError::invalid(
-                format!(
-                    "MESS[{}].request.{}",
-                    req.index,
-                    crate::exchange::escrow::SHARE_FIELD
-                ),
-                why,
-            )
+        crate::exchange::escrow::check_terms(&req.request).map_err(|(field, why)| {
+            ProtocolError::invalid(format!("MESS[{}].request.{field}", req.index), why)
         })?;
     }
     // The shells every request of the message offers, against what the sender holds, before
@@ -80,7 +73,8 @@ pub(crate) fn check(
     let offered: i64 = incoming
         .iter()
         .filter_map(|r| crate::exchange::escrow::offered(&r.request))
-        .sum();
+        .try_fold(0i64, i64::checked_add)
+        .unwrap_or(i64::MAX);
     if offered > 0 {
         let held = ex
             .shell_balances()?

@@ -20,7 +20,7 @@ impl Exchange {
         note: Option<&str>,
     ) -> Result<Movement, Error> {
         let to = to.trim();
-        if ThreadRef::parse(to).is_err() || to == OPERATOR {
+        if ThreadRef::parse(to).is_err() || crate::store::ledger::reserved_account(to) {
             return Err(ProtocolError::invalid(
                 "id",
                 format!(

@@ -79,7 +79,8 @@ pub(crate) fn accepted(
     for (i, doc) in file.messages()?.into_iter().enumerate() {
         for p in doc.message.payloads {
             if let Payload::Suggestion(s) = p {
-                if s.id.as_deref().is_some_and(|id| named.contains(&id)) {
+                // The first suggestion with the id is the one the requestor was shown.
+                if by_id.is_none() && s.id.as_deref().is_some_and(|id| named.contains(&id)) {
                     by_id = Some((i, s.clone(), doc.from.clone()));
                 }
                 newest = Some((i, s, doc.from.clone()));
@@ -161,7 +162,7 @@ pub(crate) fn accepted(
                 .iter()
                 .filter_map(|f| Held::of(&f.envelope))
                 .map(|h| h.shells)
-                .sum();
+                .fold(0i64, i64::saturating_add);
             let mut request = merged(&requests, &intent, &id)?;
             if held > 0 {
                 let mut m = match request.to_value() {
@@ -201,7 +202,11 @@ pub(crate) fn accepted(
                 if let Value::Map(m) = &mut request {
                     match part {
                         Value::Map(p) => {
-                            for (k, v) in p.iter() {
+                            // A part changes what is asked, not where the thread reports or
+                            // what it waits on: those stay the requestor's.
+                            for (k, v) in p.iter().filter(|(k, _)| {
+                                !matches!(k.as_str(), "callback" | "depends_on" | "id")
+                            }) {
                                 m.insert(k.clone(), v.clone());
                             }
                         }
@@ -352,7 +357,10 @@ fn split_shares(parts: &[Value], held: i64, field: &str) -> Result<Vec<i64>, Err
             }
         });
     }
-    let asked: i64 = shares.iter().sum();
+    let asked = shares
+        .iter()
+        .try_fold(0i64, |a, b| a.checked_add(*b))
+        .unwrap_or(i64::MAX);
     if asked > held {
         return Err(ProtocolError::invalid(
             field,
@@ -661,7 +669,13 @@ pub(crate) fn carry_out(
     for other in &plan.supersedes {
         let (id, kind) = (plan.id.clone(), plan.kind.clone());
         ex.store().modify(other, |t| -> Result<_, Error> {
-            if t.envelope.status.is_terminal() {
+            // One that ended, or that someone else claimed since, goes on as it is.
+            let taken = t
+                .envelope
+                .executor
+                .as_ref()
+                .is_some_and(|h| *h != plan.proposer);
+            if t.envelope.status.is_terminal() || taken {
                 return Ok((None, ()));
             }
             let mut status = StatusMsg::new(

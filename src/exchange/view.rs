@@ -202,6 +202,13 @@ pub(crate) fn check_config(
     };
     exec.check(&format!("MESS[{index}].config.executor"))?;
     let path = format!("MESS[{index}].config.executor.id");
+    if crate::store::ledger::reserved_account(&exec.id) {
+        return Err(ProtocolError::invalid(
+            path,
+            format!("{:?} names an account of the shells ledger", exec.id),
+        )
+        .into());
+    }
     if crate::protocol::ids::ThreadRef::parse(&exec.id).is_err() {
         return Err(ProtocolError::invalid(
             path,

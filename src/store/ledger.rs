@@ -41,6 +41,12 @@ pub struct Movement {
     pub note: Option<String>,
 }
 
+/// Whether `id` names an account of the ledger's own (`operator`, an `escrow:`), which no
+/// principal may hold.
+pub fn reserved_account(id: &str) -> bool {
+    id == OPERATOR || id.starts_with("escrow:")
+}
+
 /// Balances by account.
 pub type Balances = BTreeMap<String, i64>;
 
@@ -159,8 +165,11 @@ impl FileStore {
             let doc = emit::to_yaml(&movement.to_value());
             let month = movement.at.format("%Y-%m").to_string();
             let recorded = pg.record_movement(movement, &month, &doc, check)?;
-            // This node's mirror has it at once; the others' followers write it.
-            crate::store::pg::mirror::sync_ledger(pg, layout)?;
+            // This node's mirror has it at once (else its follower writes it soon); the
+            // movement is committed either way, so a failed copy is no failure of it.
+            if let Err(e) = crate::store::pg::mirror::sync_ledger(pg, layout) {
+                tracing::warn!(error = %e, "the ledger's mirror files lag until the follower writes them");
+            }
             return Ok(recorded);
         }
         let _lock = lock::acquire(&layout.locks_dir(), "ledger")?;

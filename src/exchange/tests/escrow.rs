@@ -118,3 +118,166 @@ fn a_change_whose_settlement_never_ran_is_settled_by_its_queued_delivery() {
     // Settling again moves nothing.
     assert!(!f.ex.settle_escrow(&thread).unwrap());
 }
+
+/// Appends `doc` (from `who`) to thread `r` as a process that stops before settling does.
+fn written_alone(f: &crate::exchange::tests::Fixture, r: &str, who: &str, payload: Payload) {
+    let thread = ThreadRef::parse(r).unwrap();
+    let now = f.ex.now();
+    f.ex.store()
+        .modify(&thread, |t| -> Result<_, crate::exchange::Error> {
+            let doc = crate::protocol::envelope::MessageDoc {
+                from: who.to_owned(),
+                received: now,
+                channel: Some("http".to_owned()),
+                message: crate::protocol::message::Message::new(vec![payload.clone()]),
+                extra: crate::protocol::value::Map::new(),
+            };
+            let mut envelope = t.envelope.clone();
+            envelope.apply(&doc);
+            Ok((
+                Some(crate::store::Edit {
+                    envelope,
+                    append: vec![doc],
+                    deliveries: Vec::new(),
+                }),
+                (),
+            ))
+        })
+        .unwrap();
+}
+
+fn payload(f: &crate::exchange::tests::Fixture, yaml: &str) -> Payload {
+    f.ex.parse_one(&format!("MESS:\n  - {yaml}\n"))
+        .unwrap()
+        .payloads
+        .into_iter()
+        .find(|p| !matches!(p, Payload::Unknown { .. }))
+        .unwrap()
+}
+
+#[test]
+fn a_review_after_a_completion_gets_its_own_settlement_delivery() {
+    let f = fixture(EXECUTORS);
+    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    let r = f.request(
+        "claude-agent",
+        "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 10, escrow: {release_on: reviewed}}",
+    );
+    f.status("roomba-kitchen", &r, "code: claimed").unwrap();
+    f.status("roomba-kitchen", &r, "code: completed").unwrap();
+    // The completion's delivery finds nothing to settle yet (no review).
+    deliver_until(&f, "the completion's delivery done", || {
+        !f.ex
+            .store()
+            .deliveries(Shelf::Queue)
+            .0
+            .iter()
+            .any(|d| d.channel == crate::exchange::escrow::CHANNEL)
+    });
+    // The accepting review is written; its process stops before settling.
+    written_alone(
+        &f,
+        &r,
+        "claude-agent",
+        payload(&f, &format!("review: {{re: {r}, rating: 5}}")),
+    );
+    deliver_until(&f, "the review's settlement", || {
+        balance(&f, "roomba-kitchen") == 10
+    });
+}
+
+#[test]
+fn a_release_interrupted_after_a_delegators_share_goes_on_as_a_release() {
+    let f = fixture(EXECUTORS);
+    f.ex.grant_shells("claude-agent", 100, None).unwrap();
+    let first = f.request(
+        "claude-agent",
+        "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 100, escrow: {delegator_share: 10}}",
+    );
+    f.ok(
+        "roomba-kitchen",
+        &format!("MESS:\n  - suggestion: {{id: sug-d, re: {first}, type: delegate, proposed: {{executor: kitchen-robot}}}}\n"),
+    );
+    let answer = f.ok(
+        "claude-agent",
+        "MESS:\n  - reply: {re: sug-d, accept: true}\n",
+    );
+    let r = answer
+        .payloads
+        .iter()
+        .find_map(|p| match p {
+            Payload::Status(s) => s.extra.get("refs")?.as_seq()?.first()?.scalar_text(),
+            _ => None,
+        })
+        .expect("the new ref");
+    assert_eq!(
+        f.env(&first).status,
+        crate::protocol::status::Status::Delegated
+    );
+    f.status("kitchen-robot", &r, "code: claimed").unwrap();
+    // The completion is written and its release starts: the share is paid, then the
+    // process stops.
+    written_alone(
+        &f,
+        &r,
+        "kitchen-robot",
+        payload(&f, &format!("status: {{re: {r}, code: completed}}")),
+    );
+    let now = f.ex.now();
+    f.ex.record(
+        &crate::store::ledger::Movement {
+            id: format!("share-{r}-1"),
+            at: now,
+            from: format!("escrow:{r}"),
+            to: "roomba-kitchen".to_owned(),
+            shells: 10,
+            kind: "share".to_owned(),
+            thread: Some(r.clone()),
+            note: None,
+        },
+        &|_| Ok(()),
+    )
+    .unwrap();
+    // The requestor asks for a redo, and the work then fails: the release still finishes.
+    f.ok(
+        "claude-agent",
+        &format!("MESS:\n  - review: {{re: {r}, rating: 2, request_redo: true}}\n"),
+    );
+    f.status("kitchen-robot", &r, "code: failed\nreason: broke")
+        .unwrap();
+    f.ex.settle_escrow(&ThreadRef::parse(&r).unwrap()).unwrap();
+    assert_eq!(
+        (
+            balance(&f, "roomba-kitchen"),
+            balance(&f, "kitchen-robot"),
+            balance(&f, &format!("escrow:{r}")),
+        ),
+        (10, 90, 0)
+    );
+}
+
+#[test]
+fn a_suggestion_id_in_use_or_shaped_like_a_ref_is_refused() {
+    let f = fixture(EXECUTORS);
+    let a = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
+    let b = f.request(
+        "claude-agent",
+        "intent: vacuum more\nrequires: [vacuum-floor]",
+    );
+    f.ok(
+        "roomba-kitchen",
+        &format!("MESS:\n  - suggestion: {{id: sug-1, re: {a}, type: alternative, proposed: {{intent: sweep}}}}\n"),
+    );
+    f.refused(
+        "kitchen-robot",
+        &format!("MESS:\n  - suggestion: {{id: sug-1, re: {b}, type: delegate, proposed: {{executor: kitchen-robot}}}}\n"),
+        crate::exchange::error::ErrorKind::Conflict,
+        "already in use",
+    );
+    f.refused(
+        "kitchen-robot",
+        &format!("MESS:\n  - suggestion: {{id: {a}, re: {a}, type: delegate, proposed: {{executor: kitchen-robot}}}}\n"),
+        crate::exchange::error::ErrorKind::Invalid,
+        "cannot be a thread ref",
+    );
+}
