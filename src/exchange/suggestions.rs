@@ -133,6 +133,17 @@ pub(crate) fn accepted(
                     if other.envelope.requestor != env.requestor {
                         return Err(Error::no_thread(item));
                     }
+                    // Only threads the suggestion was made on (`last` and client ids resolve
+                    // for the requestor here, for the proposer when it was sent).
+                    if !records(&other, &suggestion, &proposer)? {
+                        return Err(ProtocolError::invalid(
+                            format!("suggestion {id}: re"),
+                            format!(
+                                "{item} is not a thread the suggestion was made on; ask for a merge that names refs"
+                            ),
+                        )
+                        .into());
+                    }
                     check_open(&other.envelope, &proposer)?;
                     out.others.push(r);
                     files.push(other);
@@ -293,6 +304,23 @@ pub(crate) fn accepted(
         _ => return Ok(None),
     }
     Ok(Some(out))
+}
+
+/// Whether `file` holds `suggestion`, as `proposer` made it.
+fn records(file: &ThreadFile, suggestion: &Suggestion, proposer: &str) -> Result<bool, Error> {
+    Ok(file
+        .messages()?
+        .iter()
+        .filter(|d| d.from == proposer)
+        .flat_map(|d| d.message.payloads.iter())
+        .any(|p| match p {
+            Payload::Suggestion(s) => {
+                s.id == suggestion.id
+                    && s.kind == suggestion.kind
+                    && s.re.items() == suggestion.re.items()
+            }
+            _ => false,
+        }))
 }
 
 /// A thread a suggestion may still change: open, and nobody but the proposer holds it.
@@ -810,6 +838,11 @@ fn carried_into(plan: &Recorded, fresh: &Fresh, sources: &[(Envelope, Held)]) ->
     });
     if sources.iter().any(|(_, h)| h.release_on == "reviewed") {
         terms.release_on = "reviewed".to_owned();
+    }
+    // Merged escrows with different shares: the smallest, so no delegator takes from another
+    // original's shells more than that original's requestor agreed to.
+    if let Some(least) = sources.iter().map(|(_, h)| h.share).min() {
+        terms.share = least;
     }
     for (_, h) in sources.iter().skip(1) {
         for d in &h.delegators {

@@ -89,3 +89,35 @@ fn accepted_refs(text: &str) -> crate::protocol::ids::ThreadRef {
         .expect(text);
     crate::protocol::ids::ThreadRef::parse(line.split(':').nth(1).unwrap().trim()).unwrap()
 }
+
+#[test]
+fn a_merge_takes_in_only_threads_the_suggestion_was_made_on() {
+    let f = fixture(EXECUTORS);
+    let a = f.request(
+        "claude-agent",
+        "intent: vacuum the hall\nrequires: [vacuum-floor]",
+    );
+    let c = f.request(
+        "claude-agent",
+        "intent: vacuum the attic\nrequires: [vacuum-floor]",
+    );
+    f.status("roomba-kitchen", &c, "code: claimed").unwrap();
+    // `last` is the robot's last work (c) when it suggests...
+    f.ok(
+        "roomba-kitchen",
+        &format!("MESS:\n  - suggestion: {{id: sug-last, re: [{a}, last], type: merge}}\n"),
+    );
+    // ...and the requestor's newest request (b) when it accepts: b is not taken in.
+    let b = f.request(
+        "claude-agent",
+        "intent: vacuum the cellar\nrequires: [vacuum-floor]",
+    );
+    f.refused(
+        "claude-agent",
+        "MESS:\n  - reply: {re: sug-last, accept: true}\n",
+        crate::exchange::error::ErrorKind::Invalid,
+        "not a thread the suggestion was made on",
+    );
+    assert_eq!(f.env(&b).status, Status::Pending);
+    assert_eq!(f.env(&a).status, Status::Pending);
+}
