@@ -31,11 +31,6 @@ fn cluster(pg: &Postgres, n: usize) -> Vec<Home> {
     homes
 }
 
-/// A new API key of `role` for `id`, made on `home`'s node.
-fn token(home: &Home, role: &str, id: &str) -> String {
-    home.ok(&["token", role, id]).trim().to_owned()
-}
-
 /// `POST /mess` of one request with client id `id` through `server`; returns its ref.
 fn request(server: &Server, key: &str, id: &str, intent: &str, requires: Option<&str>) -> String {
     let requires = requires.map_or(String::new(), |c| format!("      requires: [{c}]\n"));
@@ -163,7 +158,7 @@ fn shells_are_one_ledger_for_every_node_and_never_overdrawn() {
         "150"
     );
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
-    let agent = token(&homes[0], "agent", "claude-agent");
+    let agent = homes[0].token("agent", "claude-agent");
     // Twenty requests of 10 shells each at once over both nodes: fifteen are held, the rest
     // refused by name, and the account never goes below zero.
     let answers: Vec<(u16, String)> = std::thread::scope(|s| {
@@ -520,9 +515,9 @@ fn three_servers_share_keys_claims_and_events() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 3);
     // Keys made on one node work on every node: they live in the database.
-    let agent = token(&homes[0], "agent", "claude-agent");
+    let agent = homes[0].token("agent", "claude-agent");
     let robots: Vec<String> = (0..EXECUTORS)
-        .map(|i| token(&homes[i % 3], "executor", &format!("robot-{i}")))
+        .map(|i| homes[i % 3].token("executor", &format!("robot-{i}")))
         .collect();
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let refs: Vec<String> = (0..6)
@@ -581,7 +576,7 @@ fn three_servers_share_keys_claims_and_events() {
 fn a_node_answers_503_while_the_database_is_down_and_recovers() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 1);
-    let agent = token(&homes[0], "agent", "claude-agent");
+    let agent = homes[0].token("agent", "claude-agent");
     let server = Server::start(&homes[0]);
     let request = |id: &str| {
         server.post_yaml(
@@ -666,8 +661,8 @@ fn mcp_post(port: u16, key: &str, session: Option<&str>, body: &str) -> (u16, St
 fn an_mcp_session_opened_on_one_node_continues_on_another() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 2);
-    let agent = token(&homes[0], "agent", "claude-agent");
-    let other = token(&homes[0], "agent", "other-agent");
+    let agent = homes[0].token("agent", "claude-agent");
+    let other = homes[0].token("agent", "other-agent");
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let (status, head, body) = mcp_post(
         servers[0].port,
@@ -758,7 +753,7 @@ fn open_events(
 fn events_cross_nodes_and_resume_on_any_node_with_last_event_id() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 2);
-    let agent = token(&homes[0], "agent", "claude-agent");
+    let agent = homes[0].token("agent", "claude-agent");
     let servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let create = |server: &Server, i: usize| -> String {
         let (id, intent) = (format!("ev-{i}"), format!("check window {i}"));
@@ -833,7 +828,7 @@ executors:
         .map(|_| Home::on_database(&config, &pg.url()))
         .collect();
     homes[0].ok(&["db", "init"]);
-    let agent = token(&homes[0], "agent", "claude-agent");
+    let agent = homes[0].token("agent", "claude-agent");
     let mut servers: Vec<Server> = homes.iter().map(Server::start).collect();
     let mut refs = Vec::new();
     for i in 0..30 {
@@ -1063,7 +1058,7 @@ fn agent_mail_is_shared_by_every_node_and_moves_with_the_home() {
 fn an_old_change_feed_is_pruned_and_who_missed_it_starts_over() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 1);
-    let agent = token(&homes[0], "agent", "claude-agent");
+    let agent = homes[0].token("agent", "claude-agent");
     let server = Server::start(&homes[0]);
     let events = open_events(server.port, &agent, None);
     std::thread::sleep(Duration::from_millis(300));
@@ -1184,7 +1179,7 @@ executors:
     );
     let home = Home::on_database(&config, &pg.url());
     home.ok(&["db", "init"]);
-    let agent = token(&home, "agent", "claude-agent");
+    let agent = home.token("agent", "claude-agent");
     let server = Server::start(&home);
     let started = Instant::now();
     let refs: Vec<String> = (0..40)

@@ -124,14 +124,8 @@ fn a_review_is_recorded_and_a_redo_gives_the_work_back_to_its_executor() {
 #[test]
 fn reviews_over_http_and_mcp() {
     let home = Home::with_config(CONFIG);
-    let agent = home
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
-    let robot = home
-        .ok(&["token", "executor", "roomba-kitchen"])
-        .trim()
-        .to_owned();
+    let agent = home.token("agent", "claude-agent");
+    let robot = home.token("executor", "roomba-kitchen");
     let server = Server::start(&home);
     let r = done(&home, "vacuum the kitchen");
     let (code, body) = server.post_yaml(

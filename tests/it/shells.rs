@@ -180,12 +180,10 @@ fn compensation_is_held_in_escrow_then_released_or_refunded_once() {
         (60, 40)
     );
     // A message offering more than the balance is refused before anything is written.
-    let out = home.with_stdin(
-        &["send", "-", "--as", "claude-agent"],
+    let err = home.send_refused(
+        "claude-agent",
         "MESS:\n  - request: {intent: a, compensation: {shells: 40}}\n  - request: {intent: b, compensation: {shells: 40}}\n",
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("offers 80 shells and claude-agent holds 60"),
         "{err}"
@@ -317,12 +315,10 @@ fn escrow_moves_with_accepted_suggestions_and_delegators_keep_their_share() {
         &format!("MESS:\n  - suggestion:\n      id: sug:greedy\n      type: split\n      re: {stated}\n      proposed:\n        parts:\n          - {{intent: hall, compensation: {{shells: 20}}}}\n          - {{intent: stairs, compensation: {{shells: 20}}}}\n"),
     );
     assert!(out.status.success());
-    let out = home.with_stdin(
-        &["send", "-", "--as", "claude-agent"],
+    let err = home.send_refused(
+        "claude-agent",
         "MESS:\n  - reply:\n      re: sug:greedy\n      accept: true\n",
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("the parts offer 40 shells and the request holds 30"),
         "{err}"
@@ -460,14 +456,8 @@ fn fsck_reports_a_ledger_edited_by_hand() {
 #[test]
 fn a_key_holder_sees_its_own_shells_and_no_one_elses() {
     let home = Home::with_config(ROBOT);
-    let agent = home
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
-    let robot = home
-        .ok(&["token", "executor", "roomba-kitchen"])
-        .trim()
-        .to_owned();
+    let agent = home.token("agent", "claude-agent");
+    let robot = home.token("executor", "roomba-kitchen");
     home.ok(&["shells", "grant", "claude-agent", "50"]);
     home.ok(&["shells", "grant", "bob", "99"]);
     let paid = offer(&home, 20, "");

@@ -14,16 +14,6 @@ executors:
     capabilities: [vacuum-floor]
 ";
 
-fn sends_err(home: &Home, who: &str, yaml: &str) -> String {
-    let out = home.with_stdin(&["send", "-", "--as", who], yaml);
-    assert!(
-        !out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr).unwrap()
-}
-
 fn request(home: &Home, intent: &str, id: &str, requires: &str) -> String {
     home.ok(&[
         "request",
@@ -106,8 +96,7 @@ fn an_accepted_merge_makes_one_thread_and_supersedes_the_originals() {
     ]);
     assert_eq!(status(&home, merged)["status"], "completed");
     // Accepting again is refused: the originals are over.
-    let err = sends_err(
-        &home,
+    let err = home.send_refused(
         "claude-agent",
         &format!("MESS:\n  - reply:\n      re: {onions}\n      accept: true\n"),
     );
@@ -179,8 +168,7 @@ fn an_accepted_delegation_offers_the_work_to_the_delegate_alone() {
             "MESS:\n  - suggestion:\n      id: sug:bad\n      type: delegate\n      re: {onions}\n      proposed: {{executor: roomba-kitchen}}\n"
         ),
     );
-    let err = sends_err(
-        &home,
+    let err = home.send_refused(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:bad\n      accept: true\n",
     );
@@ -250,8 +238,7 @@ fn a_claim_that_lands_before_the_acceptance_wins() {
         "MESS:\n  - suggestion:\n      id: sug:merge\n      type: merge\n      re: [get-onions, get-garlic]\n      proposed: {combined_intent: buy onions and garlic}\n",
     );
     home.ok(&["claim", &onions, "--as", "corner-shop"]);
-    let err = sends_err(
-        &home,
+    let err = home.send_refused(
         "claude-agent",
         "MESS:\n  - reply:\n      re: sug:merge\n      accept: true\n",
     );
@@ -275,18 +262,9 @@ fn post(server: &crate::support::server::Server, key: &str, yaml: &str) -> serde
 fn suggestions_over_http_are_carried_out_and_a_race_with_a_claim_has_one_winner() {
     use crate::support::server::Server;
     let home = Home::with_config(CONFIG);
-    let agent = home
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
-    let proxy = home
-        .ok(&["token", "executor", "instacart-proxy"])
-        .trim()
-        .to_owned();
-    let shop = home
-        .ok(&["token", "executor", "corner-shop"])
-        .trim()
-        .to_owned();
+    let agent = home.token("agent", "claude-agent");
+    let proxy = home.token("executor", "instacart-proxy");
+    let shop = home.token("executor", "corner-shop");
     let server = Server::start(&home);
     let create = |id: &str| -> String {
         let v = post(
@@ -399,14 +377,8 @@ fn suggestions_over_http_are_carried_out_and_a_race_with_a_claim_has_one_winner(
 fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
     use crate::support::server::Server;
     let home = Home::with_config(CONFIG);
-    let agent = home
-        .ok(&["token", "agent", "claude-agent"])
-        .trim()
-        .to_owned();
-    let proxy = home
-        .ok(&["token", "executor", "instacart-proxy"])
-        .trim()
-        .to_owned();
+    let agent = home.token("agent", "claude-agent");
+    let proxy = home.token("executor", "instacart-proxy");
     home.ok(&["shells", "grant", "claude-agent", "100"]);
     let server = Server::start(&home);
     let create = |id: &str, extra: &str| -> String {

@@ -113,6 +113,22 @@ impl Home {
         child.wait_with_output().unwrap()
     }
 
+    /// A new API key of `role` (`agent` or `executor`) for `id`.
+    pub(crate) fn token(&self, role: &str, id: &str) -> String {
+        self.ok(&["token", role, id]).trim().to_owned()
+    }
+
+    /// `mess send -` of `yaml` as `who`, which must be refused; what it said on stderr.
+    pub(crate) fn send_refused(&self, who: &str, yaml: &str) -> String {
+        let out = self.with_stdin(&["send", "-", "--as", who], yaml);
+        assert!(
+            !out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
     /// `mess send -` of `yaml` as `who`, which must succeed; its answer.
     pub(crate) fn send_as(&self, who: &str, yaml: &str) -> String {
         let out = self.with_stdin(&["send", "-", "--as", who], yaml);
