@@ -1,5 +1,5 @@
 -- yaml_extract(value, path): the part of a YAML text (or of a value read from YAML) that a JSON
--- path names, as JSON: the implementation plan's `yaml_extract(messages, '$[*].from')` and
+-- path names, as JSON: the reference design's `yaml_extract(messages, '$[*].from')` and
 -- `'$[-1].MESS'`. Text is read as YAML (JSON text is YAML too; several documents read as a
 -- list of them) with yaml_to_json; typed values (structs, lists) through their JSON form. Text
 -- that is not YAML gives NULL.

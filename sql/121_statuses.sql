@@ -1,4 +1,4 @@
--- statuses: one row per status payload, the implementation plan's name. Columns: ref, seq,
+-- statuses: one row per status payload, the reference design's name. Columns: ref, seq,
 -- "from" (who sent it), received, code, executor (the payload's, else the sender), message,
 -- status (the whole payload as JSON, as written: re, code, estimate, eta, progress_pct, questions,
 -- ...), state, archived, filename.

@@ -1,7 +1,8 @@
--- requests: one row per request, the implementation plan's name (a thread's first message; a
+-- requests: one row per request, the reference design's name (a thread's first message; a
 -- request payload of a later message, as a retry sends, is its own row). Columns: ref, seq,
 -- requestor (who sent it), received, client_id (the request's id), intent, priority, precision,
--- requires, context, constraints, response_hint, compensation (each as JSON, as written),
+-- requires, context, constraints, response_hint, compensation (each as JSON, as written; priority
+-- is `normal` where the request left it out, as the exchange reads it),
 -- request (the whole payload as JSON), status and executor (the thread's, now), state, archived,
 -- filename.
 -- Depends on: messages, threads, the json extension.
@@ -18,7 +19,7 @@ SELECT p.ref,
        p.received,
        p.body ->> '$.id' AS client_id,
        p.body ->> '$.intent' AS intent,
-       p.body ->> '$.priority' AS priority,
+       coalesce(p.body ->> '$.priority', 'normal') AS priority,
        p.body ->> '$.precision' AS precision,
        p.body -> '$.requires' AS requires,
        p.body -> '$.context' AS context,

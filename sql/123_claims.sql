@@ -1,5 +1,7 @@
--- claims: one row per claim, the implementation plan's name (a `claimed` status in a thread;
--- a claim the exchange refused was never written). Columns: ref, seq, executor, claimed_at,
+-- claims: one row per claim, the reference design's name (a `claimed` status in a thread;
+-- a claim the exchange refused was never written). Columns: ref, seq, executor (the principal
+-- who claimed: the message's sender as the exchange recorded it, never an `executor:` the
+-- payload declares about itself), claimed_at,
 -- estimate (v1.1's claim estimate, as written, e.g. PT45M), eta, message, released (true when a
 -- later status ended the claim without a completion: declined, failed, cancelled or expired),
 -- state, archived, filename.
@@ -7,7 +9,7 @@
 CREATE OR REPLACE VIEW claims AS
 SELECT c.ref,
        c.seq,
-       c.executor,
+       c."from" AS executor,
        c.received AS claimed_at,
        c.status ->> '$.estimate' AS estimate,
        c.status ->> '$.eta' AS eta,

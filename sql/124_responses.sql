@@ -1,4 +1,4 @@
--- responses: one row per response payload, the implementation plan's name. Columns: ref, seq,
+-- responses: one row per response payload, the reference design's name. Columns: ref, seq,
 -- executor (the payload's, else the sender), received, content (JSON, as written), notes,
 -- completed_at, response (the whole payload as JSON), state, archived, filename.
 -- Depends on: messages, the json extension.

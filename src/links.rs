@@ -77,7 +77,7 @@ pub struct Grant {
     #[serde(rename = "ch", default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
     /// The exchange that issued it, as its executors reach it (its public URL): the page
-    /// talks to it when the link names no `exchange=`.
+    /// talks to it when the link names no `exchange=`, and the exchange checks it is its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iss: Option<String>,
     /// The exchange it is for (the home's exchange id): another exchange refuses it even when
@@ -105,6 +105,16 @@ pub(crate) enum LinkError {
     WeakSecret,
 }
 
+/// Whose links an exchange accepts: its own, named by the public URL it issues them under
+/// (`iss`) and its exchange id (`aud`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Expected<'a> {
+    /// The issuer's public URL, as its links carry it in `iss`.
+    pub(crate) issuer: &'a str,
+    /// The exchange id, as its links carry it in `aud`.
+    pub(crate) audience: &'a str,
+}
+
 /// The shortest secret accepted (HS256 with less than 256 bits of key is guessable).
 pub(crate) const MIN_SECRET_BYTES: usize = 32;
 
@@ -123,15 +133,15 @@ pub(crate) fn mint(secret: &[u8], grant: &Grant) -> Result<String, LinkError> {
 
 /// Checks `token` for `thread` at `now` (seconds since the epoch) and returns its grant. Only
 /// HS256 is accepted, so `alg: none` and algorithm swaps fail; the expiry is checked against
-/// `now` with no leeway, and the token must be for `audience`.
+/// `now` with no leeway, and the token must be issued by and for `expected`.
 pub(crate) fn verify(
     secret: &[u8],
-    audience: &str,
+    expected: &Expected<'_>,
     token: &str,
     thread: &str,
     now: i64,
 ) -> Result<Grant, LinkError> {
-    let grant = verify_any(secret, audience, token, now)?;
+    let grant = verify_any(secret, expected, token, now)?;
     if grant.thread != thread {
         return Err(LinkError::OtherThread);
     }
@@ -140,10 +150,11 @@ pub(crate) fn verify(
 
 /// Checks a token's signature and expiry and returns what it grants, for whichever thread it
 /// names (callers that take the thread from the token must still hold every payload to it).
-/// The token must be for `audience` (its `aud`).
+/// The token must be issued by `expected.issuer` (its `iss`) for `expected.audience` (its
+/// `aud`): another exchange's link is refused even when both sign with the same secret.
 pub(crate) fn verify_any(
     secret: &[u8],
-    audience: &str,
+    expected: &Expected<'_>,
     token: &str,
     now: i64,
 ) -> Result<Grant, LinkError> {
@@ -154,11 +165,12 @@ pub(crate) fn verify_any(
     // The expiry is checked below against the caller's clock, not the system's.
     validation.validate_exp = false;
     validation.leeway = 0;
-    validation.required_spec_claims = ["exp", "sub", "aud"]
+    validation.required_spec_claims = ["exp", "sub", "aud", "iss"]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    validation.set_audience(&[audience]);
+    validation.set_audience(&[expected.audience]);
+    validation.set_issuer(&[expected.issuer]);
     let grant =
         jsonwebtoken::decode::<Grant>(token, &DecodingKey::from_secret(secret), &validation)
             .map_err(|_| LinkError::Invalid)?

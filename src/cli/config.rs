@@ -26,20 +26,20 @@ pub(crate) struct Config {
     pub(crate) exchange: Settings,
     /// The notification channels' settings (`dispatch:`).
     pub(crate) notify: notify::Settings,
-    /// The port `mess serve` listens on without `--addr` (`http.port`, the plan's name).
+    /// The port `mess serve` listens on without `--addr` (`http.port`, the reference design's name).
     pub(crate) http_port: Option<u16>,
     /// Whether `mess mcp` also serves the HTTP API and the human page (`http.enabled`, the
     /// plan's switch for the human client's endpoint); `mess serve` serves them regardless.
     pub(crate) http_enabled: bool,
     /// Origins whose pages may call the API from a browser (`http.cors_origins`, each
-    /// `scheme://host[:port]`): a human page hosted elsewhere, as the plan's `exchange=` allows.
+    /// `scheme://host[:port]`): a human page hosted elsewhere, as the reference design's `exchange=` allows.
     pub(crate) http_cors_origins: Vec<String>,
     /// Other exchanges by name (`exchanges:`), for `--exchange NAME`.
     pub(crate) exchanges: Vec<(String, ExchangeEntry)>,
 }
 
 /// One entry of `exchanges:`: another home on this machine, or a `mess serve` elsewhere.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) enum ExchangeEntry {
     /// `{type: local, path: DIR}`.
     Local(PathBuf),
@@ -48,6 +48,20 @@ pub(crate) enum ExchangeEntry {
         url: String,
         api_key: Option<String>,
     },
+}
+
+impl std::fmt::Debug for ExchangeEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExchangeEntry::Local(path) => f.debug_tuple("Local").field(path).finish(),
+            // Never the key, nor credentials someone wrote into the URL.
+            ExchangeEntry::Remote { url, api_key } => f
+                .debug_struct("Remote")
+                .field("url", &crate::remote::redact_url(url))
+                .field("api_key", &api_key.as_ref().map(|_| "[redacted]"))
+                .finish(),
+        }
+    }
 }
 
 /// A configuration problem, reported before any work starts.
@@ -174,7 +188,7 @@ impl Config {
 }
 
 /// Reads `exchanges:`, a mapping of names to `{type: local, path}` or
-/// `{type: remote, url, api_key}` (the implementation plan's shape).
+/// `{type: remote, url, api_key}` (the reference design's shape).
 fn read_exchanges(value: &Value) -> Result<Vec<(String, ExchangeEntry)>, String> {
     let map = match value {
         Value::Null => return Ok(Vec::new()),
@@ -244,7 +258,7 @@ fn read_exchanges(value: &Value) -> Result<Vec<(String, ExchangeEntry)>, String>
 /// the views and the first query of an empty home need about 90 MiB of it (measured).
 const MIN_QUERY_MEMORY: u64 = 128 * 1024 * 1024;
 
-/// Reads the plan's names for the HTTP side: `http: {port, secret}` and a top-level `secret:`.
+/// Reads the reference design's names for the HTTP side: `http: {port, secret}` and a top-level `secret:`.
 /// A secret here signs presigned links (JWTs), as `MESS_SECRET` does (which wins); the key
 /// that signs webhooks is `dispatch.webhook.secret`, a different key.
 fn read_http(map: &crate::protocol::value::Map, config: &mut Config) -> Result<(), String> {
@@ -673,7 +687,7 @@ limits:
 # slack, telegram, sms, ntfy, email). Tokens come from the environment through ${NAME}; never
 # write them here. Every base_url can point elsewhere (a proxy, a local test server).
 dispatch:
-  public_url: http://127.0.0.1:8420   # how executors' browsers reach this exchange (MESS_PUBLIC_URL)
+  public_url: http://127.0.0.1:8420   # how executors' browsers reach this exchange (MESS_PUBLIC_URL wins)
   link_ttl: 24h                       # how long the link in a notification works
   escalate_after: 15m                 # unclaimed that long: offer it to the default rule's executors too
   retry: { attempts: 8, first: 2s, max: 10m }

@@ -22,20 +22,38 @@ pub(crate) fn run(cx: &Context, args: ImportArgs) -> Result<(), CliError> {
             "name the home to import, e.g. ~/.mess",
         ));
     }
-    let mut progress = Progress::new("importing");
     let source = FileStore::open(&args.from);
+    // A home from elsewhere is trusted no more than a key holder: its keys and registrations
+    // are checked first, and one bad record refuses the whole import.
+    let refused = cx.exchange.check_import(&source);
+    let source_mail = Mail::open(&args.from);
+    let mail_problems = source_mail.check_copy()?;
+    if !refused.is_empty() || !mail_problems.is_empty() {
+        for why in &refused {
+            output::warn(&format!("refused: {why}"));
+        }
+        for why in &mail_problems {
+            output::warn(&format!("refused: mail: {why}"));
+        }
+        return Err(refusal(refused.len() + mail_problems.len(), &args));
+    }
+    let mut progress = Progress::new("importing");
     let report = db.import(&source, &mut |d, t| progress.update(d, t))?;
-    let mail = Mail::open(&args.from).copy_to(&cx.exchange.mail())?;
-    for problem in &mail.problems {
-        output::warn(&format!("mail not imported: {problem}"));
+    if !report.committed {
+        for (path, why) in &report.refused {
+            if path.as_os_str().is_empty() {
+                output::warn(&format!("refused: {why}"));
+            } else {
+                output::warn(&format!("refused: {}: {why}", path.display()));
+            }
+        }
+        return Err(refusal(report.refused.len(), &args));
     }
-    for (path, why) in &report.refused {
-        output::warn(&format!("not imported: {}: {why}", path.display()));
-    }
+    let mail = source_mail.copy_to(&cx.exchange.mail())?;
     output::line(&format!(
         "imported {} thread(s) ({} already there), {} index entries, {} key(s), {} registration(s) \
-         and routing rule(s), {} ledger movement(s) and {} mail message(s) ({} already there); \
-         {} file(s) refused",
+         and routing rule(s), {} ledger movement(s) in one transaction, and {} mail message(s) \
+         ({} already there)",
         report.imported,
         report.present,
         report.index_entries,
@@ -44,19 +62,19 @@ pub(crate) fn run(cx: &Context, args: ImportArgs) -> Result<(), CliError> {
         report.shared.movements,
         mail.copied,
         mail.present,
-        report.refused.len() + mail.problems.len()
     ));
-    if !report.refused.is_empty() || !mail.problems.is_empty() {
-        return Err(CliError::with_hint(
-            format!(
-                "{} file(s) were not imported",
-                report.refused.len() + mail.problems.len()
-            ),
-            format!(
-                "run `mess fsck --repair --home {}` and import again (threads already imported are skipped)",
-                args.from.display()
-            ),
-        ));
-    }
     Ok(())
+}
+
+/// The error of an import that was refused: nothing was written.
+fn refusal(problems: usize, args: &ImportArgs) -> CliError {
+    CliError::with_hint(
+        format!(
+            "nothing was imported: {problems} record(s) refused (an import is one transaction, all or nothing)"
+        ),
+        format!(
+            "fix or remove what is listed above in {} (`mess fsck --repair` mends thread files) and import again",
+            args.from.display()
+        ),
+    )
 }

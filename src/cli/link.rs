@@ -18,8 +18,8 @@ pub(crate) struct LinkArgs {
     /// What the link allows, comma-separated (default: all of read, claim, update, respond, decline)
     #[arg(long, value_delimiter = ',', value_name = "ACTIONS")]
     actions: Vec<String>,
-    /// The exchange's address as the executor's browser reaches it [default: dispatch.public_url
-    /// of config.yaml, or MESS_PUBLIC_URL, as the links in notifications use]
+    /// The exchange's address as the executor's browser reaches it [default: MESS_PUBLIC_URL,
+    /// else dispatch.public_url of config.yaml, as the links in notifications use]
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
 }

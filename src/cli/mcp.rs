@@ -29,6 +29,7 @@ pub(crate) struct McpArgs {
 pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
     let who = cx.identity()?;
     output::start_logging("warn");
+    crate::cli::heal_interrupted_writes(cx);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,7 +86,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
     runtime.block_on(async move {
         let stop = tokio_util::sync::CancellationToken::new();
-        // The plan's "no separate server needed": with no `mess serve` on the home, this
+        // The reference design's "no separate server needed": with no `mess serve` on the home, this
         // session routes requests and sends notices; with one, it stands by.
         let worker = background::run(
             (*exchange).clone(),

@@ -302,11 +302,28 @@ pub fn run() -> ExitCode {
         }
     };
     match run_command(args) {
+        // A reader that stopped early (`mess status | head`) got what it wanted.
+        _ if output::stdout_closed() => ExitCode::SUCCESS,
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             report(&e);
             ExitCode::from(e.code)
         }
+    }
+}
+
+/// Finishes what writers that died (a crash, a kill) left half-done in the home, the first
+/// thing a long-running process (`mess serve`, `mess mcp`) does, so `mess fsck` is clean after
+/// a restart; says on stderr what it repaired.
+fn heal_interrupted_writes(cx: &Context) {
+    match cx.exchange.store().heal_interrupted_writes() {
+        Ok(repaired) if repaired.is_empty() => {}
+        Ok(repaired) => output::warn(&format!(
+            "repaired {} leftover(s) of writes interrupted before this start ({})",
+            repaired.len(),
+            repaired[0].problem
+        )),
+        Err(e) => output::warn(&format!("cannot heal interrupted writes: {e}")),
     }
 }
 
@@ -330,12 +347,12 @@ fn usage_error(e: &clap::Error) -> CliError {
     )
 }
 
-#[expect(clippy::print_stderr, reason = "the CLI reports errors on stderr")]
 fn report(e: &CliError) {
-    eprintln!("error: {}", e.message);
+    let mut text = format!("error: {}\n", e.message);
     if let Some(h) = &e.hint {
-        eprintln!("hint: {h}");
+        text.push_str(&format!("hint: {h}\n"));
     }
+    output::err(&text);
 }
 
 fn run_command(args: Args) -> Result<(), CliError> {
@@ -344,7 +361,7 @@ fn run_command(args: Args) -> Result<(), CliError> {
         Command::QueryWorker(a) => return query_worker::run(a),
         other => other,
     };
-    // An agent host's `mess mcp` reads the plan's MCP file too (identity, home, settings).
+    // An agent host's `mess mcp` reads the reference design's MCP file too (identity, home, settings).
     let mcp_file = match &command {
         Command::Mcp(_) => McpFile::find()?,
         _ => None,
@@ -371,33 +388,51 @@ fn run_command(args: Args) -> Result<(), CliError> {
         mcp_file,
         remote,
     };
+    // A long-running process does the home's internal work on its own worker; a one-shot
+    // command finishes what it queued (and what an earlier one left) before it exits.
+    let one_shot = cx.remote.is_none() && !matches!(command, Command::Serve(_) | Command::Mcp(_));
+    let outcome = dispatch(&cx, command);
+    if one_shot {
+        match cx.exchange.finish_internal_work() {
+            Ok(_) => {}
+            Err(e) => output::warn(&format!(
+                "cannot finish the exchange's queued work now (the next command tries again): {}",
+                cx.exchange.public_message(&e)
+            )),
+        }
+    }
+    outcome
+}
+
+/// Runs one subcommand.
+fn dispatch(cx: &Context, command: Command) -> Result<(), CliError> {
     match command {
-        Command::Init(a) => init::run(&cx, a),
-        Command::Serve(a) => serve::run(&cx, a),
-        Command::Mcp(a) => mcp::run(&cx, a),
-        Command::Send(a) => send::run(&cx, a),
-        Command::Request(a) => request::run(&cx, a),
-        Command::Status(a) => status::run(&cx, a),
-        Command::Show(a) => show::run(&cx, a),
-        Command::Claim(a) => claim::run(&cx, a),
-        Command::Update(a) => update::run(&cx, a),
-        Command::Complete(a) => complete::run(&cx, a),
-        Command::Reply(a) => reply::run(&cx, a),
-        Command::Review(a) => review::run(&cx, a),
-        Command::Shells(a) => shells::run(&cx, a),
-        Command::Cancel(a) => cancel::run(&cx, a),
-        Command::Archive(a) => archive::run(&cx, a),
-        Command::Fsck(a) => fsck::run(&cx, a),
-        Command::Query(a) => query::run(&cx, a),
-        Command::Sql(a) => sql::run(&cx, a),
-        Command::Demo(a) => demo::run(&cx, a),
-        Command::Db(a) => db::run(&cx, a),
-        Command::Import(a) => import::run(&cx, a),
-        Command::Export(a) => export::run(&cx, a),
-        Command::Token(a) => token::run(&cx, a),
-        Command::Link(a) => link::run(&cx, a),
-        Command::Mail(a) => mail::run(&cx, a),
-        Command::WebhookSecret(a) => webhook_secret::run(&cx, a),
+        Command::Init(a) => init::run(cx, a),
+        Command::Serve(a) => serve::run(cx, a),
+        Command::Mcp(a) => mcp::run(cx, a),
+        Command::Send(a) => send::run(cx, a),
+        Command::Request(a) => request::run(cx, a),
+        Command::Status(a) => status::run(cx, a),
+        Command::Show(a) => show::run(cx, a),
+        Command::Claim(a) => claim::run(cx, a),
+        Command::Update(a) => update::run(cx, a),
+        Command::Complete(a) => complete::run(cx, a),
+        Command::Reply(a) => reply::run(cx, a),
+        Command::Review(a) => review::run(cx, a),
+        Command::Shells(a) => shells::run(cx, a),
+        Command::Cancel(a) => cancel::run(cx, a),
+        Command::Archive(a) => archive::run(cx, a),
+        Command::Fsck(a) => fsck::run(cx, a),
+        Command::Query(a) => query::run(cx, a),
+        Command::Sql(a) => sql::run(cx, a),
+        Command::Demo(a) => demo::run(cx, a),
+        Command::Db(a) => db::run(cx, a),
+        Command::Import(a) => import::run(cx, a),
+        Command::Export(a) => export::run(cx, a),
+        Command::Token(a) => token::run(cx, a),
+        Command::Link(a) => link::run(cx, a),
+        Command::Mail(a) => mail::run(cx, a),
+        Command::WebhookSecret(a) => webhook_secret::run(cx, a),
         Command::QueryWorker(a) => query_worker::run(a),
     }
 }
@@ -460,7 +495,10 @@ fn remote_of(
     }
     let key = key.ok_or_else(|| {
         CliError::usage(
-            format!("no API key for the exchange at {url}"),
+            format!(
+                "no API key for the exchange at {}",
+                crate::remote::redact_url(&url)
+            ),
             "set MESS_API_KEY, or api_key in its `exchanges:` entry (e.g. api_key: ${MY_KEY})",
         )
     })?;

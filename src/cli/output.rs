@@ -2,7 +2,8 @@
 //! tables, one-line summaries), warnings on stderr with control characters escaped, the log
 //! subscriber, and millisecond settings from `MESS_*` variables.
 
-#![expect(clippy::print_stdout, reason = "the CLI prints results on stdout")]
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::CliError;
 use crate::protocol::emit;
@@ -20,14 +21,41 @@ pub(crate) enum Format {
     Json,
 }
 
+/// Set once stdout's reader has gone (`mess status | head`): the rest of the output is
+/// dropped and the command ends quietly instead of failing on every later write.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` to stdout. A reader that stopped reading (a closed pipe) is not an error of the
+/// command: what follows is dropped, and [`stdout_closed`] tells the caller to end quietly.
+pub(crate) fn out(text: &str) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether stdout's reader went away while the command was printing.
+pub(crate) fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+/// Writes `text` to stderr; a closed stderr loses it and nothing else.
+pub(crate) fn err(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
 pub(crate) fn line(text: &str) {
-    println!("{}", printable(text));
+    out(&format!("{}\n", printable(text)));
 }
 
 /// Prints a warning on stderr (it does not change the exit code).
-#[expect(clippy::print_stderr, reason = "warnings go to stderr")]
 pub(crate) fn warn(text: &str) {
-    eprintln!("warning: {}", escape_controls(text));
+    err(&format!("warning: {}\n", escape_controls(text)));
 }
 
 /// Shows control characters (an escape sequence in an intent, say) as escapes instead of
@@ -51,17 +79,17 @@ pub(crate) fn printable(text: &str) -> String {
 }
 
 pub(crate) fn raw(text: &str) {
-    print!("{text}");
+    out(text);
 }
 
 pub(crate) fn yaml(value: &Value) {
-    print!("{}", emit::to_yaml(value));
+    out(&emit::to_yaml(value));
 }
 
 pub(crate) fn json(value: &Value) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| CliError::new(format!("cannot write JSON: {e}")))?;
-    println!("{text}");
+    out(&format!("{text}\n"));
     Ok(())
 }
 
@@ -90,13 +118,13 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
             .collect::<Vec<_>>()
             .join("  ")
     };
-    println!("{}", render(header.to_vec()));
+    let mut text = render(header.to_vec());
+    text.push('\n');
     for row in rows {
-        println!(
-            "{}",
-            printable(&render(row.iter().map(String::as_str).collect()))
-        );
+        text.push_str(&printable(&render(row.iter().map(String::as_str).collect())));
+        text.push('\n');
     }
+    out(&text);
 }
 
 /// One line per thread status in an answer: `<ref> <status>`.
@@ -109,17 +137,17 @@ pub(crate) fn answer_lines(answer: &Message) {
                     .as_deref()
                     .map(|e| format!(" ({e})"))
                     .unwrap_or_default();
-                println!("{} {}{who}", s.re.items().join(","), s.code);
+                out(&format!("{} {}{who}\n", s.re.items().join(","), s.code));
             }
             Payload::Ack(a) => {
                 if let Some(r) = &a.thread_ref {
-                    println!("{r}");
+                    out(&format!("{r}\n"));
                 }
                 for e in &a.requests {
-                    println!("{}", e.thread_ref);
+                    out(&format!("{}\n", e.thread_ref));
                 }
             }
-            other => print!("{}", emit::to_yaml(&other.to_value())),
+            other => out(&emit::to_yaml(&other.to_value())),
         }
     }
 }

@@ -44,13 +44,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         })?;
     // Under the server lock, what writers that died (a crash, a kill) left half-written goes
     // before anything else runs, so `mess fsck` is clean after a restart.
-    match cx.exchange.store().sweep_temp_files() {
-        Ok(0) => {}
-        Ok(n) => output::warn(&format!(
-            "removed {n} temp file(s) of writes interrupted before this start"
-        )),
-        Err(e) => output::warn(&format!("cannot sweep interrupted writes: {e}")),
-    }
+    crate::cli::heal_interrupted_writes(cx);
     // A channel without its settings would fail every delivery, and a misspelt key is silently
     // ignored: say so now (the same lines as `mess status` and `mess fsck`).
     for problem in cx.exchange.config_problems() {

@@ -33,28 +33,30 @@ fn one(cx: &Context, re: &str, format: Format) -> Result<(), CliError> {
     let thread = cx.thread(re)?;
     let v = ThreadView::of(&thread)?;
     // A remote exchange's queue is its own: only a local one tells the position.
-    let queued = match cx.remote {
-        None => view::queue_position(&cx.exchange, &thread.envelope),
-        Some(_) => None,
+    let (queued, held) = match cx.remote {
+        None => (
+            view::queue_position(&cx.exchange, &thread.envelope),
+            view::held_until(&cx.exchange, &thread.envelope),
+        ),
+        Some(_) => (None, None),
     };
     if cx.remote.is_none()
         && let Some(note) = cx.exchange.notices_stalled()
     {
         output::warn(&note);
     }
-    let value = || {
-        let mut value = v.to_value();
-        if let (Value::Map(m), Some(p)) = (&mut value, queued) {
-            m.insert("queue_position", Value::Int(p));
-        }
-        value
+    let value = || match cx.remote {
+        None => view::with_waiting(&cx.exchange, &thread.envelope, v.to_value()),
+        Some(_) => v.to_value(),
     };
     match format {
         Format::Yaml => output::yaml(&value()),
         Format::Json => output::json(&value())?,
         Format::Table => {
             human(&v);
-            if let Some(p) = queued {
+            if let Some(until) = held {
+                output::line(&format!("{:<12} {}", "waiting", view::held_text(&until)));
+            } else if let Some(p) = queued {
                 output::line(&format!("{:<12} {p}", "in queue"));
             }
         }
@@ -229,9 +231,15 @@ fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
             let rows: Vec<Vec<String>> = items
                 .iter()
                 .map(|(e, _)| {
+                    let status = match cx.remote {
+                        None => view::held_until(&cx.exchange, e).map(|until| {
+                            format!("{} (held until {})", e.status, time::format_timestamp(&until))
+                        }),
+                        Some(_) => None,
+                    };
                     vec![
                         e.thread_ref.to_string(),
-                        e.status.to_string(),
+                        status.unwrap_or_else(|| e.status.to_string()),
                         e.executor.clone().unwrap_or_else(|| "-".into()),
                         time::format_timestamp(&e.updated),
                         output::clip(&e.intent, 60),

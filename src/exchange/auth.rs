@@ -36,7 +36,7 @@ impl Role {
         }
     }
 
-    fn parse(s: &str) -> Option<Role> {
+    pub(crate) fn parse(s: &str) -> Option<Role> {
         match s {
             "agent" => Some(Role::Agent),
             "executor" => Some(Role::Executor),
@@ -253,11 +253,21 @@ impl Exchange {
         links::mint(&self.link_secret()?, &grant).map_err(link_error)
     }
 
+    /// Whose links this exchange accepts: those it issues under its public URL (`iss`) for its
+    /// exchange id (`aud`).
+    fn link_issuer<'a>(&'a self, audience: &'a str) -> links::Expected<'a> {
+        links::Expected {
+            issuer: &self.settings().dispatch.public_url,
+            audience,
+        }
+    }
+
     /// Checks a presigned link token for `thread` and returns what it grants.
     pub fn check_link(&self, token: &str, thread: &ThreadRef) -> Result<Grant, Error> {
+        let audience = self.store().exchange_id()?;
         links::verify(
             &self.link_secret()?,
-            &self.store().exchange_id()?,
+            &self.link_issuer(&audience),
             token,
             thread.as_str(),
             self.now().timestamp(),
@@ -266,12 +276,13 @@ impl Exchange {
     }
 
     /// Checks a presigned link's token on its own (signature, expiry) and returns its grant,
-    /// for the implementation plan's client calls that carry it as a bearer token
+    /// for the reference design's client calls that carry it as a bearer token
     /// (`POST /mess`, `GET /mess/{ref}`).
     pub fn check_link_token(&self, token: &str) -> Result<Grant, Error> {
+        let audience = self.store().exchange_id()?;
         links::verify_any(
             &self.link_secret()?,
-            &self.store().exchange_id()?,
+            &self.link_issuer(&audience),
             token,
             self.now().timestamp(),
         )

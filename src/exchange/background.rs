@@ -83,7 +83,10 @@ impl Exchange {
         if !store.has_deliveries(Shelf::Queue) {
             return None;
         }
-        let (queued, _) = store.deliveries(Shelf::Queue);
+        // Only what needs someone reached (people, robots, peers, callbacks): the exchange's
+        // own work is finished by whichever command touches the home.
+        let (mut queued, _) = store.deliveries(Shelf::Queue);
+        queued.retain(|d| !crate::exchange::deliver::is_internal(&d.channel));
         if queued.is_empty() {
             return None;
         }

@@ -6,7 +6,7 @@
 
 use crate::protocol::value::{Map, Value};
 
-/// The top-level keys, including the implementation plan's names mess reads.
+/// The top-level keys, including the reference design's names mess reads.
 const TOP: &[&str] = &[
     "agent_id",
     "executors",

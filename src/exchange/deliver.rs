@@ -858,6 +858,56 @@ async fn recorded(ex: &Exchange, d: &Delivery, outcome: Result<Sent, NotifyError
     }
 }
 
+/// Whether deliveries of `channel` are the exchange's own work (settling a request's shells,
+/// carrying out an accepted suggestion) rather than a message to someone: any process can
+/// finish them, one-shot commands included, and they need nobody to be reached.
+pub(crate) fn is_internal(channel: &str) -> bool {
+    channel == escrow::CHANNEL || channel == suggestions::CHANNEL
+}
+
+impl Exchange {
+    /// Finishes the exchange's own queued work ([`is_internal`]) here and now, when no
+    /// long-running process works on this home: what a one-shot command queued (a settlement
+    /// or a suggestion's carrying out that it could not finish inline) or an earlier command
+    /// left. Each step is idempotent, so one that a server also runs changes nothing twice.
+    /// Returns how many it finished; one that fails stays queued for the next command.
+    pub fn finish_internal_work(&self) -> Result<usize, Error> {
+        let store = self.store();
+        if !store.has_deliveries(Shelf::Queue) || store.worker_alive().unwrap_or(true) {
+            return Ok(0);
+        }
+        let (queued, _) = store.deliveries(Shelf::Queue);
+        let mut finished = 0;
+        for mut d in queued.into_iter().filter(|d| is_internal(&d.channel)) {
+            let Ok(thread) = ThreadRef::parse(&d.thread) else {
+                continue;
+            };
+            let outcome = if d.channel == escrow::CHANNEL {
+                self.settle_escrow(&thread).map(|moved| {
+                    format!(
+                        "settled ({})",
+                        if moved { "now" } else { "nothing to move" }
+                    )
+                })
+            } else {
+                suggestions::carry_out(self, &thread, self.now())
+                    .map(|made| format!("carried out: {}", made.join(", ")))
+            };
+            match outcome {
+                Ok(outcome) => {
+                    d.outcome = Some(outcome);
+                    store.shelve(&d, Shelf::Queue, Shelf::Done)?;
+                    finished += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(delivery = %d.id, error = %e, "internal work left for later");
+                }
+            }
+        }
+        Ok(finished)
+    }
+}
+
 /// One attempt of one delivery: prepare and record off the async workers, send on them.
 async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
     if d.channel == federation::CHANNEL {

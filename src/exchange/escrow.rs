@@ -46,23 +46,51 @@ fn escrow_terms(request: &Request) -> Option<&Map> {
     compensation(request)?.get("escrow")?.as_map()
 }
 
+/// The moments an escrow may be released at (`compensation.escrow.release_on`): when the work
+/// is completed (the default) or when a review accepts it.
+const RELEASE_ON: [&str; 2] = ["completed", "reviewed"];
+
+/// Where a request states when its escrow is released.
+const RELEASE_FIELD: &str = "compensation.escrow.release_on";
+
 /// When a request's escrow goes to its executor: `completed` (the default) or `reviewed`
-/// (`compensation.escrow.release_on`).
+/// (`compensation.escrow.release_on`); [`check_terms`] refuses any other word at the door.
 fn release_on(request: &Request) -> &'static str {
-    let on = escrow_terms(request)
-        .and_then(|e| e.get("release_on"))
-        .and_then(Value::scalar_text);
-    match on.as_deref() {
-        Some("reviewed") => "reviewed",
-        _ => "completed",
+    match release_term(request) {
+        Ok(Some(on)) => on,
+        _ => RELEASE_ON[0],
     }
+}
+
+/// The release moment a request states, if any, or why the value is refused: the field is
+/// closed, so a misspelt `reviewd` never silently pays on completion.
+fn release_term(request: &Request) -> Result<Option<&'static str>, String> {
+    let Some(v) = escrow_terms(request).and_then(|e| e.get("release_on")) else {
+        return Ok(None);
+    };
+    if matches!(v, Value::Null) {
+        return Ok(None);
+    }
+    let word = v.scalar_text().unwrap_or_default();
+    RELEASE_ON
+        .iter()
+        .find(|on| **on == word.trim())
+        .map(|on| Some(*on))
+        .ok_or_else(|| {
+            format!(
+                "unknown release_on {} (expected one of: {})",
+                crate::protocol::emit::to_yaml(v).trim(),
+                RELEASE_ON.join(", ")
+            )
+        })
 }
 
 /// Where a request states the share of each executor that delegates the work.
 pub(crate) const SHARE_FIELD: &str = "compensation.escrow.delegator_share";
 
 /// Checks the terms a request states for shells before anything is written: `shells` a whole
-/// number (0 or more), and `escrow.delegator_share` a percent; the field and why otherwise.
+/// number (0 or more), `escrow` a mapping, `escrow.release_on` one of [`RELEASE_ON`] and
+/// `escrow.delegator_share` a percent; the field and why otherwise.
 pub(crate) fn check_terms(request: &Request) -> Result<(), (&'static str, String)> {
     if let Some(shells) = compensation(request).and_then(|c| c.get("shells")) {
         match shells {
@@ -79,6 +107,15 @@ pub(crate) fn check_terms(request: &Request) -> Result<(), (&'static str, String
             }
         }
     }
+    if let Some(terms) = compensation(request).and_then(|c| c.get("escrow"))
+        && !matches!(terms, Value::Map(_) | Value::Null)
+    {
+        return Err((
+            "compensation.escrow",
+            "expected a mapping of escrow terms (release_on, delegator_share)".to_owned(),
+        ));
+    }
+    release_term(request).map_err(|why| (RELEASE_FIELD, why))?;
     delegator_share(request)
         .map(|_| ())
         .map_err(|why| (SHARE_FIELD, why))

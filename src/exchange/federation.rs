@@ -209,10 +209,32 @@ fn request_chain(file: &ThreadFile) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// The request of `file` as it goes to the peer: the same request with a client id made from
-/// our ref and the chain; refs of this exchange (`depends_on`) and its shells mean nothing
-/// there.
-fn request_for_peer(file: &ThreadFile, chain: Vec<Value>, exchange_id: &str) -> Option<Message> {
+/// The request fields a peer receives: what describes the work and when it is wanted. Nothing
+/// else of the request goes (an allow-list, so a field added later stays home until it is
+/// named here): not its `callback` (the agent's endpoint is ours to call), its `depends_on`
+/// (our refs), its client id (replaced by ours), or any field of an extension.
+pub(crate) const FORWARDED_FIELDS: [&str; 10] = [
+    "intent",
+    "precision",
+    "requires",
+    "context",
+    "constraints",
+    "response_hint",
+    "priority",
+    "needed_by",
+    "confirm_before",
+    "compensation",
+];
+
+/// The request of `file` as it goes to the peer: the fields of [`FORWARDED_FIELDS`], with a
+/// client id made from our ref and the chain. Shells are this exchange's currency, so the
+/// compensation goes without `shells` and `escrow` (the escrow stays here, released to the
+/// forwarding entry).
+pub(crate) fn request_for_peer(
+    file: &ThreadFile,
+    chain: Vec<Value>,
+    exchange_id: &str,
+) -> Option<Message> {
     let messages = file.messages().ok()?;
     let request = messages
         .iter()
@@ -221,12 +243,15 @@ fn request_for_peer(file: &ThreadFile, chain: Vec<Value>, exchange_id: &str) -> 
             Payload::Request(r) => Some(r.clone()),
             _ => None,
         })?;
-    let Value::Map(mut body) = request.to_value() else {
+    let Value::Map(whole) = request.to_value() else {
         return None;
     };
-    body.remove("depends_on");
-    // Shells are this exchange's currency: the escrow stays here (released to the forwarding
-    // entry), and the peer is not asked to hold shells of its own.
+    let mut body = Map::new();
+    for (key, value) in whole.iter() {
+        if FORWARDED_FIELDS.contains(&key.as_str()) {
+            body.insert(key.clone(), value.clone());
+        }
+    }
     let mut unpaid = false;
     if let Some(Value::Map(c)) = body.get_mut("compensation") {
         c.remove("shells");

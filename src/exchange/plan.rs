@@ -66,9 +66,23 @@ pub(crate) fn resolve_for(
     directory: &Directory,
     rule: fn(&str, &Envelope, &Directory) -> bool,
 ) -> Result<ThreadRef, Error> {
+    resolve_for_payload(ex, reference, sender, directory, rule, false)
+}
+
+/// [`resolve_for`] for a payload that claims a thread when `claiming` (`status: claimed`):
+/// `last` is then refused with the candidates while the executor holds open work, since it
+/// could mean the work held or the thread offered since.
+fn resolve_for_payload(
+    ex: &Exchange,
+    reference: &str,
+    sender: &Sender,
+    directory: &Directory,
+    rule: fn(&str, &Envelope, &Directory) -> bool,
+    claiming: bool,
+) -> Result<ThreadRef, Error> {
     let executor = sender.role != Some(Role::Agent) && directory.executor(&sender.id).is_some();
     let thread = if executor {
-        resolve_as_executor(ex, reference, &sender.id, directory, rule)?
+        resolve_as_executor(ex, reference, &sender.id, directory, rule, claiming)?
     } else {
         resolve(ex, reference, &sender.id)?
     };
@@ -83,9 +97,10 @@ pub(crate) fn resolve_for(
 }
 
 /// Resolves a reference an executor sends, the way the protocol's examples name threads:
-/// `last` is the thread last offered to it or claimed by it, and a client id is the
-/// requestor's, looked up among the open threads `rule` lets this executor reach (so the
-/// answer never depends on threads it may not see). A ref, or an id of the executor's own
+/// `last` as [`last_for_executor`] says, and a client id is the requestor's, looked up among
+/// the open threads `rule` lets this executor reach (so the answer never depends on threads it
+/// may not see), then among the threads it claimed (so an id keeps naming its thread after the
+/// thread ends: v1.0's `completed`, then the `response`). A ref, or an id of the executor's own
 /// requests, is taken first.
 fn resolve_as_executor(
     ex: &Exchange,
@@ -93,14 +108,10 @@ fn resolve_as_executor(
     executor: &str,
     directory: &Directory,
     rule: fn(&str, &Envelope, &Directory) -> bool,
+    claiming: bool,
 ) -> Result<ThreadRef, Error> {
     if reference == "last" {
-        return match ex.store().lookup(executor, IndexKey::LastWork)? {
-            Some(r) if !ex.store().find(&r)?.is_empty() => Ok(r),
-            _ => Err(Error::not_found(format!(
-                "nothing was offered to {executor} yet, so `last` names nothing"
-            ))),
-        };
+        return last_for_executor(ex, executor, claiming);
     }
     match resolve(ex, reference, executor) {
         Err(Error::NotFound { .. }) => {}
@@ -117,7 +128,19 @@ fn resolve_as_executor(
     named.sort();
     named.dedup();
     match named.len() {
-        0 => Err(Error::no_thread(reference)),
+        0 => match ex.store().lookup(executor, IndexKey::WorkId(reference))? {
+            Some(r) => match ex.store().envelope(&r) {
+                Ok((env, _))
+                    if env.client_id.as_deref() == Some(reference)
+                        && rule(executor, &env, directory) =>
+                {
+                    Ok(r)
+                }
+                Ok(_) | Err(StoreError::NotFound { .. }) => Err(Error::no_thread(reference)),
+                Err(e) => Err(e.into()),
+            },
+            None => Err(Error::no_thread(reference)),
+        },
         1 => Ok(named.remove(0)),
         _ => Err(ProtocolError::conflict(format!(
             "{reference:?} names {} threads you may work on ({}); send the ref instead",
@@ -130,6 +153,127 @@ fn resolve_as_executor(
         ))
         .into()),
     }
+}
+
+/// Whether `executor` holds the thread of `env` and may still work on it (claimed and not
+/// final; `partial` work may still be completed).
+fn holds(executor: &str, env: &Envelope) -> bool {
+    env.executor.as_deref() == Some(executor)
+        && env.status != Status::Pending
+        && !env.status.is_terminal()
+}
+
+/// When `who` last acted on the thread of `env` (its newest history entry), if ever.
+fn last_acted(who: &str, env: &Envelope) -> Option<Timestamp> {
+    env.history.iter().filter(|h| h.by == who).map(|h| h.at).max()
+}
+
+/// When the thread of `env` was last offered (dispatched or escalated), else when it was made.
+fn last_offered(env: &Envelope) -> Timestamp {
+    env.history
+        .iter()
+        .filter(|h| matches!(h.action.as_str(), "dispatched" | "escalated"))
+        .map(|h| h.at)
+        .max()
+        .unwrap_or(env.created)
+}
+
+/// The open threads `executor` holds, the one it acted on last first. The thread it last
+/// claimed or reported on is looked at first, so the common case (it still holds that one)
+/// reads one envelope; otherwise the open folder is read.
+fn held_by(ex: &Exchange, executor: &str, all: bool) -> Result<Vec<Envelope>, Error> {
+    let store = ex.store();
+    let recent = match store.lookup(executor, IndexKey::Held)? {
+        Some(r) => match store.envelope(&r) {
+            Ok((env, _)) => Some(env),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    if let Some(env) = &recent
+        && holds(executor, env)
+        && !all
+    {
+        return Ok(vec![env.clone()]);
+    }
+    let (open, _) = store.list(&[State::Executing], false);
+    let mut held: Vec<Envelope> = open
+        .into_iter()
+        .map(|(env, _, _)| env)
+        .filter(|env| holds(executor, env))
+        .collect();
+    // Partial work lives with the finished threads; the one it last reported on is still its.
+    if let Some(env) = recent
+        && holds(executor, &env)
+        && !held.iter().any(|h| h.thread_ref == env.thread_ref)
+    {
+        held.push(env);
+    }
+    held.sort_by_key(|env| std::cmp::Reverse(last_acted(executor, env)));
+    Ok(held)
+}
+
+/// What `last` names for an executor: the open thread it most recently claimed or reported on;
+/// holding none, the later of the thread offered to it last and the thread it last worked on
+/// (so a `response` right after `completed` reaches the thread it completed). A claim through
+/// `last` while it holds open work is refused with the candidates, as it could mean either.
+fn last_for_executor(ex: &Exchange, executor: &str, claiming: bool) -> Result<ThreadRef, Error> {
+    let store = ex.store();
+    let offered = match store.lookup(executor, IndexKey::LastWork)? {
+        Some(r) => match store.envelope(&r) {
+            Ok((env, _)) => Some(env),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    let held = held_by(ex, executor, claiming)?;
+    if let Some(first) = held.first() {
+        if !claiming {
+            return Ok(first.thread_ref.clone());
+        }
+        let mut candidates: Vec<String> = held
+            .iter()
+            .map(|env| format!("{} ({}, yours)", env.thread_ref, env.status))
+            .collect();
+        if let Some(env) = offered
+            .as_ref()
+            .filter(|o| o.status == Status::Pending && !held.iter().any(|h| h.thread_ref == o.thread_ref))
+        {
+            candidates.push(format!("{} (offered)", env.thread_ref));
+        }
+        return Err(ProtocolError::conflict(format!(
+            "`last` is ambiguous for a claim while you hold open work: {}; send the ref you mean",
+            candidates.join(", ")
+        ))
+        .into());
+    }
+    let worked = match store.lookup(executor, IndexKey::Held)? {
+        Some(r) => match store.envelope(&r) {
+            Ok((env, _)) if env.executor.as_deref() == Some(executor) => Some(env),
+            Ok(_) | Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    let chosen = match (offered, worked) {
+        (Some(o), Some(w)) => {
+            if last_acted(executor, &w).is_some_and(|t| t > last_offered(&o)) {
+                w
+            } else {
+                o
+            }
+        }
+        (Some(o), None) => o,
+        (None, Some(w)) => w,
+        (None, None) => {
+            return Err(Error::not_found(format!(
+                "nothing was offered to {executor} yet, so `last` names nothing"
+            )));
+        }
+    };
+    Ok(chosen.thread_ref)
 }
 
 /// Groups thread-directed payloads by the thread they name, keeping message order; a key
@@ -161,8 +305,17 @@ pub(crate) fn group(
             )
             .into());
         }
+        let claiming = matches!(payload, Payload::Status(s) if s.code == Status::Claimed);
         for item in items {
-            let thread = resolve_for(ex, item, sender, directory, access::may_address).map_err(
+            let thread = resolve_for_payload(
+                ex,
+                item,
+                sender,
+                directory,
+                access::may_address,
+                claiming,
+            )
+            .map_err(
                 |e| match e {
                     Error::NotFound { message } => Error::NotFound {
                         message: format!("MESS[{i}].{}.re: {message}", payload.kind()),
@@ -283,6 +436,7 @@ pub(crate) fn check_group(
                     thread,
                     running.status,
                     running.confirmation,
+                    r.answers.as_ref().is_some_and(|a| !a.is_empty()),
                     r.confirm.is_some(),
                 )?;
             }

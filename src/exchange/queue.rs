@@ -51,6 +51,9 @@ struct Entry {
     unrouted: bool,
     /// Pending, dispatched at this time and not yet escalated.
     dispatched: Option<Timestamp>,
+    /// Held until then (`not_before`): nobody is offered it before, so it stands in nobody's
+    /// way in the queue.
+    not_before: Option<Timestamp>,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +98,7 @@ impl Index {
             } else {
                 None
             },
+            not_before: env.not_before,
         };
         if let Some(key) = &entry.key {
             self.order.insert(key.clone());
@@ -227,24 +231,40 @@ impl Queue {
     /// `env`'s place among the pending threads (1 for the first), with `waiting` listing the
     /// pending threads from the store when this process does not follow the home (or has no
     /// index yet).
-    pub(crate) fn position(&self, env: &Envelope, waiting: impl FnOnce() -> Vec<Envelope>) -> i64 {
+    pub(crate) fn position(
+        &self,
+        env: &Envelope,
+        now: Timestamp,
+        waiting: impl FnOnce() -> Vec<Envelope>,
+    ) -> i64 {
         let mut state = self.lock();
         if state.following
             && let Some((index, _)) = state.index.as_mut()
         {
             index.note(env);
-            return rank(index, env);
+            return rank(index, env, now);
         }
         drop(state);
         let pending: Vec<Envelope> = waiting()
             .into_iter()
             .filter(|e| e.status == Status::Pending)
             .collect();
-        rank(&Index::of(&pending), env)
+        rank(&Index::of(&pending), env, now)
     }
 }
 
-fn rank(index: &Index, env: &Envelope) -> i64 {
-    let ahead = index.order.range(..key_of(env)).count();
+/// Where `env` stands among the waiting threads offered by `now`: threads held until later
+/// (`not_before`) are not ahead of anyone.
+fn rank(index: &Index, env: &Envelope, now: Timestamp) -> i64 {
+    let ahead = index
+        .order
+        .range(..key_of(env))
+        .filter(|k| {
+            index
+                .open
+                .get(&k.2)
+                .is_none_or(|e| e.not_before.is_none_or(|t| t <= now))
+        })
+        .count();
     i64::try_from(ahead).unwrap_or(i64::MAX).saturating_add(1)
 }

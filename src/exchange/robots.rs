@@ -4,18 +4,21 @@
 //! intent, the ref, the context and a presigned link. The exchange is the MCP client: once the
 //! robot answers the handshake it claims the thread for the executor, calls the tool, and turns
 //! the result into the thread's status and response (a robot that answers with an MCP task is
-//! followed with `tasks/get` until the task is over). A robot that cannot be reached is retried
-//! like any channel, and the thread stays open for escalation meanwhile.
+//! followed with `tasks/get` until the task is over). What the robot asks on the way (an
+//! elicitation, or `input_required`) is put to the requestor and answered back by
+//! `robot_input`. A robot that cannot be reached is retried like any channel, and the thread
+//! stays open for escalation meanwhile.
 
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    GetTaskParams, Implementation, TaskPayload,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetTaskParams, TaskPayload,
+    UpdateTaskParams,
 };
 
 use crate::exchange::directory::Origin;
+use crate::exchange::robot_input::Relay;
 use crate::exchange::{Error, Exchange, Sender};
 use crate::links::Action;
 use crate::notify::{NotifyError, Sent};
@@ -184,7 +187,7 @@ impl Exchange {
     }
 
     /// Sends `payloads` (YAML list items) into `thread` as the robot executor.
-    fn as_robot(
+    pub(crate) fn as_robot(
         &self,
         thread: &ThreadRef,
         executor: &str,
@@ -237,7 +240,14 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
                 });
             }
         };
-    let client = match tokio::time::timeout(CONNECT_TIMEOUT, connect(&robot)).await {
+    // The session's client relays what the robot asks to the requestor (`robot_input`).
+    let relay = Relay {
+        ex: ex.clone(),
+        thread: thread.clone(),
+        executor: d.executor.clone(),
+        until: tokio::time::Instant::now() + CALL_TIMEOUT,
+    };
+    let client = match tokio::time::timeout(CONNECT_TIMEOUT, connect(&robot, relay.clone())).await {
         Ok(Ok(c)) => c,
         Ok(Err(why)) => return Called::Failed(NotifyError::Retry { message: why }),
         Err(_) => {
@@ -268,7 +278,8 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
             });
         }
     }
-    let called = tokio::time::timeout(CALL_TIMEOUT, run_tool(&client, &robot.tool, args)).await;
+    let called =
+        tokio::time::timeout(CALL_TIMEOUT, run_tool(&client, &relay, &robot.tool, args)).await;
     let _ = client.cancel().await;
     let payloads = match called {
         Ok(Ok(result)) => answer_of(&result),
@@ -280,7 +291,22 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
         )),
     };
     let (worker, r, executor) = (ex.clone(), thread.clone(), d.executor.clone());
-    match tokio::task::spawn_blocking(move || worker.as_robot(&r, &executor, payloads)).await {
+    let recorded = tokio::task::spawn_blocking(move || {
+        worker.as_robot(&r, &executor, payloads).or_else(|e| {
+            // After the requestor refused a confirmation only `cancelled` (or `held`) may
+            // follow: the robot's end is recorded so, whatever its tool said.
+            let (env, _) = worker.store().envelope(&r)?;
+            if env.confirmation != Some(crate::protocol::envelope::ConfirmState::Rejected) {
+                return Err(e);
+            }
+            let mut body = Map::new();
+            body.insert("code", Value::str("cancelled"));
+            body.insert("reason", Value::str("the requestor did not confirm"));
+            worker.as_robot(&r, &executor, vec![("status", body)])
+        })
+    })
+    .await;
+    match recorded {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(thread = %thread, error = %e, "the robot's answer could not be recorded");
@@ -292,25 +318,41 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
     Called::Sent(Sent::default())
 }
 
-/// A client session with a robot.
-type Session = rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>;
+/// A client session with a robot, whose questions the session's [`Relay`] puts to the
+/// requestor.
+type Session = rmcp::service::RunningService<rmcp::RoleClient, Relay>;
 
 /// Calls `tool` with `args` and returns its result: at once, or, when the robot answers with an
-/// MCP task, once the task is over (polled with `tasks/get`).
+/// MCP task, once the task is over (polled with `tasks/get`). When the robot needs input (a
+/// tool result or a task `input_required`), `relay` puts its questions to the requestor and the
+/// answers go back (the call again with `inputResponses`, or `tasks/update`).
 async fn run_tool(
     client: &Session,
+    relay: &Relay,
     tool: &str,
     args: serde_json::Map<String, serde_json::Value>,
 ) -> Result<CallToolResult, String> {
-    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-    let task = match client
-        .call_tool_once(params)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        CallToolResponse::Complete(result) => return Ok(result),
-        CallToolResponse::Task(created) => created.task,
-        _ => return Err("the robot asked for input, which mess does not relay to it".to_owned()),
+    let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+    let mut answered = std::collections::HashSet::new();
+    let task = loop {
+        match client
+            .call_tool_once(params.clone())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            CallToolResponse::Complete(result) => return Ok(result),
+            CallToolResponse::Task(created) => break created.task,
+            CallToolResponse::InputRequired(asked) => {
+                let responses = relay
+                    .answer_all(&asked.input_requests.unwrap_or_default(), &mut answered)
+                    .await?;
+                params = params.with_input_responses(responses);
+                if let Some(state) = asked.request_state {
+                    params = params.with_request_state(state);
+                }
+            }
+            _ => return Err("the robot answered in a way mess does not know".to_owned()),
+        }
     };
     let every = Duration::from_millis(task.poll_interval_ms.unwrap_or(1000).clamp(200, 10_000));
     loop {
@@ -332,26 +374,22 @@ async fn run_tool(
                     .to_owned());
             }
             TaskPayload::Cancelled => return Err("the robot cancelled its task".to_owned()),
-            TaskPayload::InputRequired { .. } => {
-                return Err(
-                    "the robot's task asked for input, which mess does not relay to it".to_owned(),
-                );
+            TaskPayload::InputRequired { input_requests } => {
+                let responses = relay.answer_all(&input_requests, &mut answered).await?;
+                if !responses.is_empty() {
+                    client
+                        .update_task(UpdateTaskParams::new(task.task_id.clone(), responses))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
             }
             _ => {}
         }
     }
 }
 
-/// What the exchange tells robots about itself: tasks welcome.
-fn client_config() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("mess", env!("CARGO_PKG_VERSION")),
-    )
-}
-
-/// An MCP client session with `robot`.
-async fn connect(robot: &Robot) -> Result<Session, String> {
+/// An MCP client session with `robot`, its questions relayed by `relay`.
+async fn connect(robot: &Robot, relay: Relay) -> Result<Session, String> {
     match &robot.reach {
         Reach::Http { url, key } => {
             let mut config =
@@ -361,7 +399,7 @@ async fn connect(robot: &Robot) -> Result<Session, String> {
             if let Some(key) = key {
                 config = config.auth_header(key.clone());
             }
-            client_config()
+            relay
                 .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
                     config,
                 ))
@@ -373,7 +411,7 @@ async fn connect(robot: &Robot) -> Result<Session, String> {
             cmd.args(args);
             let transport = rmcp::transport::TokioChildProcess::new(cmd)
                 .map_err(|e| format!("mcp: cannot start {program}: {e}"))?;
-            client_config()
+            relay
                 .serve(transport)
                 .await
                 .map_err(|e| format!("mcp: {program} did not start an MCP session: {e}"))
@@ -401,7 +439,9 @@ fn answer_of(result: &CallToolResult) -> Vec<(&'static str, Map)> {
         let limits = crate::protocol::yaml::Limits::json_message(1024 * 1024);
         if let Ok(v) = crate::protocol::yaml::value_from(structured.clone(), &limits) {
             let mut entry = Map::new();
-            entry.insert("data", v);
+            // The protocol's own entry for typed data (v1.0 §2.2), so every reader of
+            // responses (views, the page, agents) finds it where the spec puts it.
+            entry.insert("structured", v);
             content.push(Value::Map(entry));
         }
     }

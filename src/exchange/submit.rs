@@ -339,9 +339,23 @@ fn apply_group(
             lifecycle::tell_claimant(ex, before, event, now);
         }
     }
-    if before.status == Status::Pending && holder.as_deref() == Some(sender.id.as_str()) {
-        ex.store()
-            .remember(&sender.id, &[(IndexKey::LastWork, &g.thread)])?;
+    if holder.as_deref() == Some(sender.id.as_str()) && sender.id != before.requestor {
+        // What `re: last` and the requestor's client id name for this executor from now on
+        // (see `plan::last_for_executor`): written only when it changes, as most reports
+        // are on the thread reported on last.
+        let mut entries = Vec::new();
+        if before.status == Status::Pending {
+            entries.push((IndexKey::LastWork, &g.thread));
+            if let Some(id) = before.client_id.as_deref() {
+                entries.push((IndexKey::WorkId(id), &g.thread));
+            }
+        }
+        if ex.store().lookup(&sender.id, IndexKey::Held)?.as_ref() != Some(&g.thread) {
+            entries.push((IndexKey::Held, &g.thread));
+        }
+        if !entries.is_empty() {
+            ex.store().remember(&sender.id, &entries)?;
+        }
     }
     for p in &g.payloads {
         if let Payload::Suggestion(s) = p

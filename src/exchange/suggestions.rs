@@ -966,6 +966,15 @@ fn create(
         entries.push((IndexKey::ClientId(id), &fresh.thread));
     }
     ex.store().remember(requestor, &entries)?;
+    // The proposer of a merge names the merged thread with `last` from now on (the threads it
+    // answered on are superseded): offered to it, and held when it said it would do it.
+    if plan.kind == "merge" {
+        let mut work = vec![(IndexKey::LastWork, &fresh.thread)];
+        if envelope.executor.as_deref() == Some(plan.proposer.as_str()) {
+            work.push((IndexKey::Held, &fresh.thread));
+        }
+        ex.store().remember(&plan.proposer, &work)?;
+    }
     for dep in &envelope.depends_on {
         if let Ok(dep) = ThreadRef::parse(dep) {
             ex.store().add_dependent(&dep, &fresh.thread)?;

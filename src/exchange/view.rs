@@ -409,7 +409,11 @@ pub(crate) fn answer_query(
             let mut chosen: Vec<&Envelope> = listed
                 .iter()
                 .flatten()
-                .filter(|e| !open_only || !e.status.is_terminal())
+                // Open as `mess status` and `mess://pending` mean it: waiting or being worked
+                // on (partial work was delivered, so it is not listed).
+                .filter(|e| {
+                    !open_only || matches!(e.status.state(), State::Received | State::Executing)
+                })
                 .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
                 .filter(|e| f.status.is_empty() || f.status.contains(&e.status))
                 .filter(|e| {
@@ -422,7 +426,7 @@ pub(crate) fn answer_query(
             let positions = if chosen.iter().any(|e| e.status == Status::Pending) {
                 let (waiting, _) = ex.store().list(&[State::Received], false);
                 let waiting: Vec<Envelope> = waiting.into_iter().map(|(e, _, _)| e).collect();
-                queue_positions(&waiting)
+                queue_positions(&waiting, ex.now())
             } else {
                 Default::default()
             };
@@ -439,8 +443,12 @@ pub(crate) fn answer_query(
                 .into_iter()
                 .map(|e| {
                     let mut v = thread_summary(e);
-                    if let (Value::Map(m), Some(p)) = (&mut v, positions.get(&e.thread_ref)) {
-                        m.insert("queue_position", Value::Int(*p));
+                    if let Value::Map(m) = &mut v {
+                        if let Some(p) = positions.get(&e.thread_ref) {
+                            m.insert("queue_position", Value::Int(*p));
+                        } else if let Some(until) = held_until(ex, e) {
+                            m.insert("held_until", Value::str(time::format_timestamp(&until)));
+                        }
                     }
                     v
                 })
@@ -522,12 +530,45 @@ pub fn executors(dir: &Directory, only: Option<&str>) -> Value {
 }
 
 /// Where `env` stands among the threads waiting for an executor (1 is next, in
-/// `Envelope::queue_key` order); `None` when it does not wait.
+/// `Envelope::queue_key` order); `None` when it does not wait, or is held until its
+/// `not_before` (then it waits for no one, and no one waits for it).
 pub fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
-    if env.status != Status::Pending {
+    let now = ex.now();
+    if env.status != Status::Pending || env.too_early(now) {
         return None;
     }
-    Some(ex.queue.position(env, || pending(ex)))
+    Some(ex.queue.position(env, now, || pending(ex)))
+}
+
+/// When a pending request is held until, while its `not_before` is ahead: nobody is offered
+/// it before.
+pub fn held_until(ex: &Exchange, env: &Envelope) -> Option<time::Timestamp> {
+    (env.status == Status::Pending && env.too_early(ex.now()))
+        .then_some(env.not_before)
+        .flatten()
+}
+
+/// `view` (a status view) with where the thread waits: `held_until` and a `waiting_because`
+/// that says so while it is held, else `queue_position` while it waits for an executor.
+pub fn with_waiting(ex: &Exchange, env: &Envelope, view: Value) -> Value {
+    let Value::Map(mut m) = view else {
+        return view;
+    };
+    if let Some(until) = held_until(ex, env) {
+        m.insert("held_until", Value::str(time::format_timestamp(&until)));
+        m.insert("waiting_because", Value::str(held_text(&until)));
+    } else if let Some(p) = queue_position(ex, env) {
+        m.insert("queue_position", Value::Int(p));
+    }
+    Value::Map(m)
+}
+
+/// What a held request says of itself: `held until T (not_before)`.
+pub fn held_text(until: &time::Timestamp) -> String {
+    format!(
+        "held until {} (not_before): nobody is offered it before then",
+        time::format_timestamp(until)
+    )
 }
 
 /// Every pending thread, read from the store.
@@ -549,11 +590,15 @@ pub(crate) fn pending(ex: &Exchange) -> Vec<Envelope> {
         .collect()
 }
 
-/// The queue position of every waiting thread among `listed` (see [`queue_position`]).
-fn queue_positions(listed: &[Envelope]) -> std::collections::HashMap<ThreadRef, i64> {
+/// The queue position of every waiting thread among `listed` offered by `now` (see
+/// [`queue_position`]).
+fn queue_positions(
+    listed: &[Envelope],
+    now: time::Timestamp,
+) -> std::collections::HashMap<ThreadRef, i64> {
     let mut waiting: Vec<&Envelope> = listed
         .iter()
-        .filter(|e| e.status == Status::Pending)
+        .filter(|e| e.status == Status::Pending && !e.too_early(now))
         .collect();
     waiting.sort_by(|a, b| a.queue_key().cmp(&b.queue_key()));
     waiting

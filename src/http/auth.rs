@@ -1,5 +1,5 @@
 //! The caller of a bearer-authenticated route: the principal of its API key, or, on the routes
-//! the implementation plan's page calls, a presigned link's token.
+//! the reference design's page calls, a presigned link's token.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;

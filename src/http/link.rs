@@ -59,6 +59,12 @@ pub(crate) fn read_value(ex: &Exchange, token: &str, thread: &ThreadRef) -> Resu
     let (file, grant) = ex.read_with_link(token, thread)?;
     let mut out = Map::new();
     out.insert("envelope", file.envelope.to_value());
+    if let Some(until) = crate::exchange::view::held_until(ex, &file.envelope) {
+        out.insert(
+            "held_until",
+            Value::str(crate::protocol::time::format_timestamp(&until)),
+        );
+    }
     let mut link = Map::new();
     link.insert("executor", Value::str(&grant.executor));
     link.insert(
@@ -76,6 +82,12 @@ pub(crate) fn read_value(ex: &Exchange, token: &str, thread: &ThreadRef) -> Resu
         "messages",
         Value::Seq(file.messages()?.iter().map(|m| m.to_value()).collect()),
     );
+    // What its `ref:` entries name, as far as the link's executor may see it: the page opens
+    // the summary of each.
+    let refs = ex.references_for(&file, &grant.executor)?;
+    if !refs.is_empty() {
+        out.insert("refs", Value::Map(refs));
+    }
     Ok(Value::Map(out))
 }
 

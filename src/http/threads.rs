@@ -21,7 +21,7 @@ use crate::protocol::status::Status;
 use crate::protocol::value::{Map, Value};
 
 /// `POST /mess`: one MESS message (JSON or YAML) as the caller; answers with the exchange's
-/// reply. The caller is an API key's principal, or a presigned link's executor (the plan's
+/// reply. The caller is an API key's principal, or a presigned link's executor (the reference design's
 /// page posts with the link's token as its bearer token: status and response payloads about
 /// the link's thread only, checked before the body is read).
 pub(crate) async fn submit(
@@ -66,7 +66,7 @@ pub(crate) async fn submit(
     Ok(body::render(format, StatusCode::OK, &reply))
 }
 
-/// `GET /mess/{ref}`: the implementation plan's read of one thread, with an API key (as
+/// `GET /mess/{ref}`: the reference design's read of one thread, with an API key (as
 /// `GET /threads/{ref}`) or a presigned link's token as the bearer token (as
 /// `GET /thread/{ref}?token=`).
 pub(crate) async fn read(
@@ -210,7 +210,8 @@ pub(crate) async fn one(
     Ok(body::render(Format::of(&headers), StatusCode::OK, &value))
 }
 
-/// One thread as `who` may read it: its envelope and messages.
+/// One thread as `who` may read it: its envelope and messages, and the threads its `ref:`
+/// entries name that `who` may see (`refs`).
 fn thread_value(
     ex: &Exchange,
     reference: &str,
@@ -224,5 +225,10 @@ fn thread_value(
         "messages",
         Value::Seq(messages.iter().map(|m| m.to_value()).collect()),
     );
+    // The threads its `ref:` entries name, as far as `who` may see them.
+    let refs = ex.references_for(&thread, who)?;
+    if !refs.is_empty() {
+        out.insert("refs", Value::Map(refs));
+    }
     Ok(Value::Map(out))
 }

@@ -1,4 +1,4 @@
-//! The human executor page (`GET /respond?ref=&token=`, or the plan's `request=` for `ref=`,
+//! The human executor page (`GET /respond?ref=&token=`, or the reference design's `request=` for `ref=`,
 //! and `exchange=` for the exchange it talks to) and its two assets, embedded in the binary.
 //! Serving them reads no thread and changes nothing: the page itself fetches the thread with
 //! the link's token. The headers keep it contained: scripts and styles from this server only,

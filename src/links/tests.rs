@@ -8,6 +8,11 @@ use super::*;
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef-test-secret";
 const NOW: i64 = 1_800_000_000;
 const AUD: &str = "mess-0123456789abcdef";
+const ISS: &str = "https://mess.example";
+const WHO: Expected<'static> = Expected {
+    issuer: ISS,
+    audience: AUD,
+};
 
 fn grant() -> Grant {
     Grant {
@@ -17,7 +22,7 @@ fn grant() -> Grant {
         exp: NOW + 3600,
         iat: NOW,
         via: None,
-        iss: Some("https://mess.example".into()),
+        iss: Some(ISS.into()),
         aud: AUD.into(),
     }
 }
@@ -41,15 +46,15 @@ fn b64(bytes: &[u8]) -> String {
 #[test]
 fn a_minted_link_verifies_for_its_thread_until_it_expires() {
     let token = mint(SECRET, &grant()).unwrap();
-    let got = verify(SECRET, AUD, &token, "2026-01-31-001", NOW).unwrap();
+    let got = verify(SECRET, &WHO, &token, "2026-01-31-001", NOW).unwrap();
     assert_eq!(got, grant());
     assert!(got.allows(Action::Respond) && !got.allows(Action::Claim));
     assert_eq!(
-        verify(SECRET, AUD, &token, "2026-01-31-001", NOW + 3600),
+        verify(SECRET, &WHO, &token, "2026-01-31-001", NOW + 3600),
         Err(LinkError::Expired)
     );
     assert_eq!(
-        verify(SECRET, AUD, &token, "2026-01-31-002", NOW),
+        verify(SECRET, &WHO, &token, "2026-01-31-002", NOW),
         Err(LinkError::OtherThread)
     );
 }
@@ -57,11 +62,11 @@ fn a_minted_link_verifies_for_its_thread_until_it_expires() {
 #[test]
 fn forged_tampered_truncated_and_unsigned_links_are_refused() {
     let token = mint(SECRET, &grant()).unwrap();
-    let check = |t: &str| verify(SECRET, AUD, t, "2026-01-31-001", NOW);
+    let check = |t: &str| verify(SECRET, &WHO, t, "2026-01-31-001", NOW);
     assert_eq!(
         verify(
             b"another-secret-another-secret-another",
-            AUD,
+            &WHO,
             &token,
             "2026-01-31-001",
             NOW
@@ -101,7 +106,10 @@ fn forged_tampered_truncated_and_unsigned_links_are_refused() {
     assert_eq!(
         verify(
             SECRET,
-            "mess-another-exchange",
+            &Expected {
+                issuer: ISS,
+                audience: "mess-another-exchange",
+            },
             &token,
             "2026-01-31-001",
             NOW
@@ -109,9 +117,26 @@ fn forged_tampered_truncated_and_unsigned_links_are_refused() {
         Err(LinkError::Invalid),
         "another exchange, same secret"
     );
+    let elsewhere = Expected {
+        issuer: "https://other.example",
+        audience: AUD,
+    };
+    assert_eq!(
+        verify(SECRET, &elsewhere, &token, "2026-01-31-001", NOW),
+        Err(LinkError::Invalid),
+        "another issuer, same secret and audience"
+    );
+    let mut anonymous = grant();
+    anonymous.iss = None;
+    let unnamed = mint(SECRET, &anonymous).unwrap();
+    assert_eq!(
+        check(&unnamed),
+        Err(LinkError::Invalid),
+        "a link that names no issuer"
+    );
     assert_eq!(mint(b"short", &grant()), Err(LinkError::WeakSecret));
     assert_eq!(
-        verify(b"short", AUD, &token, "2026-01-31-001", NOW),
+        verify(b"short", &WHO, &token, "2026-01-31-001", NOW),
         Err(LinkError::WeakSecret)
     );
 }

@@ -654,6 +654,15 @@ pub struct Copied {
 }
 
 impl Mail {
+    /// What [`Mail::copy_to`] would refuse to copy (files that do not read as mail), without
+    /// copying anything: an import checks it before it writes.
+    pub fn check_copy(&self) -> Result<Vec<String>, MailError> {
+        match &self.database {
+            Some(_) => Ok(Vec::new()),
+            None => Ok(self.rows_file()?.1),
+        }
+    }
+
     /// Copies every message and `__broadcast` record into `to` with its exact text, leaving
     /// alone what `to` has already: how `mess import` and `mess export` move mail between a
     /// home's files and a database.

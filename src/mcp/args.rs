@@ -206,7 +206,7 @@ impl JsonSchema for YesNo {
     }
 }
 
-/// `mess_cancel`: `re` is required, as in the implementation plan's schema (the server still
+/// `mess_cancel`: `re` is required, as in the reference design's schema (the server still
 /// takes `ref` in its place).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = re_required)]

@@ -6,7 +6,7 @@ use crate::exchange::error::Error;
 use crate::mcp::threads::{all_threads, open_threads, status_of};
 use crate::protocol::emit;
 
-/// The MIME type of the YAML resources: the implementation plan's `application/x-yaml`, which
+/// The MIME type of the YAML resources: the reference design's `application/x-yaml`, which
 /// older YAML tooling also expects (the HTTP API answers with RFC 9512's `application/yaml`).
 pub(crate) const YAML: &str = "application/x-yaml";
 

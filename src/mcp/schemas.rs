@@ -54,7 +54,9 @@ fn thread_summary() -> Value {
             "intent": {"type": "string"},
             "executor": {"type": "string"},
             "requestor": {"type": "string"},
-            "updated": {"type": "string"}
+            "updated": {"type": "string"},
+            "queue_position": {"type": "integer"},
+            "held_until": {"type": "string", "description": "held for its not_before until then"}
         },
         "required": ["ref", "status", "intent", "requestor", "updated"]
     })
@@ -64,7 +66,7 @@ fn thread_summary() -> Value {
 pub(crate) fn status() -> Arc<JsonObject> {
     object(json!({
         "type": "object",
-        "description": "With re: the thread's envelope fields, `state`, the latest status details under the status name (questions under needs_input, action and consequences under needs_confirmation), and when finished `response` (the executor's content) and `notes`; while pending, `queue_position`. Without re: `threads`, your open requests (with other exchanges configured, theirs too, each marked with `exchange`; `unreachable` names those that did not answer).",
+        "description": "With re: the thread's envelope fields, `state`, the latest status details under the status name (questions under needs_input, action and consequences under needs_confirmation), and when finished `response` (the executor's content) and `notes`; while pending, `queue_position`, or `held_until` and `waiting_because` while it waits for its not_before; `refs`, the threads its `ref:` entries name that you may see. Without re: `threads`, your open requests (with other exchanges configured, theirs too, each marked with `exchange`; `unreachable` names those that did not answer).",
         "properties": {
             "ref": {"type": "string"},
             "status": {"type": "string"},
@@ -79,6 +81,9 @@ pub(crate) fn status() -> Arc<JsonObject> {
             "unmet_hints": {"type": "array", "items": {"type": "string"}},
             "messages": {"type": "integer"},
             "queue_position": {"type": "integer", "description": "while pending: 1 is the next request an executor is offered"},
+            "held_until": {"type": "string", "description": "while pending and held for its not_before: nobody is offered it before this instant"},
+            "waiting_because": {"type": "string"},
+            "refs": {"type": "object", "description": "each `ref:` entry of the thread, as written, to the summary of the thread it names (left out when you may not see it)"},
             "threads": {"type": "array", "items": thread_summary()},
             "unreachable": {"type": "array", "items": {"type": "object"}}
         }

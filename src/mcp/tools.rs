@@ -171,7 +171,7 @@ fn needs_re(re: String) -> Result<String, Error> {
     }
 }
 
-/// What `mess_status` takes as `re` for every thread of the caller (the plan's "Request ID or
+/// What `mess_status` takes as `re` for every thread of the caller (the reference design's "Request ID or
 /// 'all'"); a client id `all` is therefore reached through its ref.
 const ALL: &str = "all";
 

@@ -160,27 +160,45 @@ pub fn check_confirmation(
     Ok(())
 }
 
-/// Checks that the requestor may reply to a thread now.
+/// Checks that the requestor may reply to a thread now; `answers` and `confirms` say whether the
+/// reply carries answers to questions or a confirmation.
+///
+/// A final thread takes no reply. A `partial` thread may still become `completed`, but its
+/// executor has delivered and asks nothing more, so answers and confirmations are refused as on
+/// a final thread (other replies, such as an acceptance of a suggestion, still reach it). A
+/// confirmation answers an open `needs_confirmation`, so one sent after the thread was
+/// confirmed is refused as already given.
 pub fn check_reply(
     thread: &str,
     status: Status,
     state: Option<ConfirmState>,
+    answers: bool,
     confirms: bool,
 ) -> Result<(), ProtocolError> {
-    if status.is_terminal() {
+    if status.is_terminal() || (status == Status::Partial && (answers || confirms)) {
         return Err(ProtocolError::conflict(format!(
-            "cannot reply to {thread}: it is {status}, which is final"
+            "cannot reply to {thread}: it is {status}, which is final{}",
+            if status == Status::Partial {
+                " for answers and confirmations (a partial result was delivered)"
+            } else {
+                ""
+            }
         )));
     }
-    if confirms
-        && !matches!(
-            state,
-            Some(ConfirmState::Requested | ConfirmState::Rejected)
-        )
-    {
-        return Err(ProtocolError::conflict(format!(
-            "cannot confirm {thread}: no confirmation was asked for (it is {status}); confirm answers a needs_confirmation"
-        )));
+    if confirms {
+        match state {
+            Some(ConfirmState::Requested | ConfirmState::Rejected) => {}
+            Some(ConfirmState::Confirmed) => {
+                return Err(ProtocolError::conflict(format!(
+                    "cannot confirm {thread}: it was already confirmed (it is {status})"
+                )));
+            }
+            None => {
+                return Err(ProtocolError::conflict(format!(
+                    "cannot confirm {thread}: no confirmation was asked for (it is {status}); confirm answers a needs_confirmation"
+                )));
+            }
+        }
     }
     Ok(())
 }

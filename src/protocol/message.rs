@@ -1046,11 +1046,22 @@ impl Suggestion {
             ));
         }
         let re = Re::read(&mut f, true)?.unwrap_or(Re::One(String::new()));
+        let proposed = f.take("proposed");
+        // A split's `ordered` is a yes or no: anything else would silently run the parts at
+        // once.
+        if let Some(ordered) = proposed.as_ref().and_then(Value::as_map).and_then(|m| m.get("ordered"))
+            && !matches!(ordered, Value::Bool(_) | Value::Null)
+        {
+            return Err(ProtocolError::invalid(
+                format!("{}.ordered", f.at("proposed")),
+                format!("{} is not one of: true, false", field::describe(ordered)),
+            ));
+        }
         Ok(Suggestion {
             id,
             kind,
             re,
-            proposed: f.take("proposed"),
+            proposed,
             reason: f.opt_str("reason")?,
             extra: f.rest(),
         })

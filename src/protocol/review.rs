@@ -1,4 +1,4 @@
-//! The v2 `review` payload (the implementation plan's roadmap, fixed by mess): the requestor
+//! The v2 `review` payload (the reference design's roadmap, fixed by mess): the requestor
 //! rates a finished request's work (`rating`: 1 to 5, `accept` or `reject`), says why
 //! (`feedback`) and may ask for the work again (`request_redo`).
 

@@ -552,14 +552,35 @@ fn confirmation_gate_follows_v1_1() {
         !ok(false, None, Step::Status(Status::Cancelled)),
         "executors cancel only after a refusal"
     );
+    let reply = |status, state, answers, confirms| {
+        machine::check_reply("T", status, state, answers, confirms).map_err(|e| e.to_string())
+    };
     assert!(
-        machine::check_reply("T", Status::InProgress, None, true).is_err(),
+        reply(Status::InProgress, None, false, true).is_err(),
         "confirm with nothing asked"
     );
-    assert!(machine::check_reply("T", Status::NeedsConfirmation, Some(Requested), true).is_ok());
-    assert!(machine::check_reply("T", Status::Held, Some(Rejected), true).is_ok());
-    assert!(machine::check_reply("T", Status::Completed, None, false).is_err());
-    assert!(machine::check_reply("T", Status::Partial, None, false).is_ok());
+    assert!(reply(Status::NeedsConfirmation, Some(Requested), false, true).is_ok());
+    assert!(reply(Status::Held, Some(Rejected), false, true).is_ok());
+    assert!(reply(Status::Completed, None, false, false).is_err());
+    assert!(
+        reply(Status::Partial, None, false, false).is_ok(),
+        "a reply that answers nothing (an acceptance) still reaches partial work"
+    );
+    // Answers to finished work are refused alike, whether it completed or delivered a part.
+    let completed = reply(Status::Completed, None, true, false).unwrap_err();
+    let partial = reply(Status::Partial, None, true, false).unwrap_err();
+    assert!(completed.starts_with("cannot reply to T: it is completed, which is final"));
+    assert!(
+        partial.starts_with("cannot reply to T: it is partial, which is final"),
+        "{partial}"
+    );
+    assert!(reply(Status::Partial, Some(Requested), false, true).is_err());
+    // A second confirmation says it was given, not that none was asked for.
+    let again = reply(Status::InProgress, Some(Confirmed), false, true).unwrap_err();
+    assert_eq!(
+        again,
+        "cannot confirm T: it was already confirmed (it is in_progress)"
+    );
 }
 
 #[test]

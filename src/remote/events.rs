@@ -34,6 +34,54 @@ pub(crate) struct RemoteEvents {
 /// Largest `data:` of one event: a thread event is a ref, a status and an instant.
 const MAX_EVENT: usize = 4096;
 
+/// Largest event as it arrives (every field line of it, up to the blank line that ends it): a
+/// stream that never ends an event would otherwise grow the parser's buffer without bound.
+const MAX_RAW_EVENT: usize = 16 * 1024;
+
+/// Most bytes one stream is read for before it is dropped (the caller opens another): a peer
+/// that floods the stream cannot keep this side busy for the whole of its time.
+const MAX_STREAM: usize = 64 * 1024 * 1024;
+
+/// Counts a stream's bytes as they arrive: the bytes of the event being read (reset by the
+/// blank line that ends each event, `\n\n` with any `\r` ignored) and of the whole stream.
+#[derive(Debug, Default)]
+pub(super) struct EventBound {
+    in_event: usize,
+    total: usize,
+    after_newline: bool,
+}
+
+impl EventBound {
+    /// Admits `chunk`, or says why the stream is cut off.
+    pub(super) fn admit(&mut self, chunk: &[u8]) -> Result<(), String> {
+        self.total += chunk.len();
+        if self.total > MAX_STREAM {
+            return Err(format!(
+                "its event stream sent over {} MiB",
+                MAX_STREAM / (1024 * 1024)
+            ));
+        }
+        for &b in chunk {
+            match b {
+                b'\n' if self.after_newline => self.in_event = 0,
+                b'\n' => self.after_newline = true,
+                b'\r' => {}
+                _ => {
+                    self.after_newline = false;
+                    self.in_event += 1;
+                }
+            }
+            if self.in_event > MAX_RAW_EVENT {
+                return Err(format!(
+                    "an event of its stream is over {} KiB",
+                    MAX_RAW_EVENT / 1024
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Remote {
     /// Opens the remote's event stream for at most `limit`, resuming after `after` (the id of
     /// the last event seen) when given. Fails when the exchange cannot be reached or refuses.
@@ -72,8 +120,18 @@ impl Remote {
                 .err()
                 .unwrap_or_else(|| self.garbled("its event stream failed")));
         }
+        let mut bound = EventBound::default();
+        let base = self.base.clone();
+        let bounded = answer.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(std::io::Error::other)?;
+            bound.admit(&chunk).map_err(|why| {
+                tracing::warn!(exchange = %base, "{why}; the stream is dropped");
+                std::io::Error::other(why)
+            })?;
+            Ok::<_, std::io::Error>(chunk)
+        });
         Ok(RemoteEvents {
-            inner: Box::pin(SseStream::from_bytes_stream(answer.bytes_stream())),
+            inner: Box::pin(SseStream::from_bytes_stream(bounded)),
             base: self.base.clone(),
         })
     }

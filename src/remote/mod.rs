@@ -28,8 +28,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts of a call that is safe to repeat.
 const ATTEMPTS: u32 = 3;
 
-/// Largest answer read from a remote exchange.
+/// Largest answer read from a remote exchange, counted as it arrives (a declared length is
+/// checked first, but a peer may send none and stream without end).
 const MAX_ANSWER: usize = 64 * 1024 * 1024;
+
+/// Largest error answer read: `{"error": {code, message}}` is short.
+const MAX_ERROR_ANSWER: usize = 64 * 1024;
 
 /// Why a call to a remote exchange failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +61,9 @@ impl std::fmt::Display for RemoteError {
 
 impl std::error::Error for RemoteError {}
 
+#[cfg(test)]
+mod tests;
+
 /// A remote exchange: its base URL (the `mess serve` address) and the API key calls carry.
 #[derive(Clone)]
 pub(crate) struct Remote {
@@ -73,14 +80,22 @@ impl std::fmt::Debug for Remote {
 }
 
 impl Remote {
-    /// A client of the exchange at `url` (http or https) acting with `key`.
+    /// A client of the exchange at `url` (http or https) acting with `key`. A URL that carries
+    /// credentials (`https://user:secret@host`) is refused, and no message quotes them: the key
+    /// goes in `MESS_API_KEY` or the entry's `api_key`, where no log or listing shows it.
     pub(crate) fn new(url: &str, key: &str) -> Result<Remote, RemoteError> {
         let base = url.trim().trim_end_matches('/').to_owned();
+        let shown = redact_url(&base);
         let parsed = reqwest::Url::parse(&base)
-            .map_err(|e| RemoteError::Garbled(format!("exchange URL {base:?}: {e}")))?;
+            .map_err(|e| RemoteError::Garbled(format!("exchange URL {shown:?}: {e}")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(RemoteError::Garbled(format!(
-                "exchange URL {base:?}: only http and https are supported"
+                "exchange URL {shown:?}: only http and https are supported"
+            )));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(RemoteError::Garbled(format!(
+                "exchange URL {shown:?}: credentials in the URL are refused; give the API key with MESS_API_KEY or the entry's api_key"
             )));
         }
         if key.trim().is_empty() {
@@ -229,23 +244,44 @@ impl Remote {
         )))
     }
 
-    /// The body of `answer`, or its error as the exchange said it.
-    async fn read(&self, answer: reqwest::Response) -> Result<String, RemoteError> {
+    /// The body of `answer`, or its error as the exchange said it. The body is read piece by
+    /// piece and given up at the cap, so a peer that streams without end (no length, or a
+    /// false one) costs at most the cap in memory, and the connection is dropped.
+    async fn read(&self, mut answer: reqwest::Response) -> Result<String, RemoteError> {
         let status = answer.status();
-        if answer
-            .content_length()
-            .is_some_and(|n| n > MAX_ANSWER as u64)
-        {
-            return Err(self.garbled("its answer is too large"));
+        let cap = if status.is_success() {
+            MAX_ANSWER
+        } else {
+            MAX_ERROR_ANSWER
+        };
+        let too_large = || {
+            self.garbled(&format!(
+                "its answer is over the limit of {} and was cut off",
+                size_text(cap)
+            ))
+        };
+        if answer.content_length().is_some_and(|n| n > cap as u64) {
+            return Err(too_large());
         }
-        let bytes = answer
-            .bytes()
-            .await
-            .map_err(|_| self.garbled("its answer broke off"))?;
-        if bytes.len() > MAX_ANSWER {
-            return Err(self.garbled("its answer is too large"));
+        let mut bytes: Vec<u8> = Vec::new();
+        loop {
+            match answer.chunk().await {
+                Ok(Some(chunk)) => {
+                    if bytes.len() + chunk.len() > cap {
+                        return Err(too_large());
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) if e.is_timeout() => {
+                    return Err(self.garbled("its answer did not arrive in time"));
+                }
+                Err(_) => return Err(self.garbled("its answer broke off")),
+            }
         }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        // Valid UTF-8 (every answer of mess) is taken as it is, without a copy.
+        let text = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         if status.is_success() {
             return Ok(text);
         }
@@ -276,6 +312,27 @@ impl Remote {
 
     fn garbled(&self, what: &str) -> RemoteError {
         RemoteError::Garbled(format!("the exchange at {}: {what}", self.base))
+    }
+}
+
+/// A byte count as people read it (`64 MiB`, `16 KiB`).
+fn size_text(bytes: usize) -> String {
+    if bytes >= 1024 * 1024 {
+        format!("{} MiB", bytes / (1024 * 1024))
+    } else {
+        format!("{} KiB", bytes / 1024)
+    }
+}
+
+/// `url` with its userinfo (`user:secret@`) shown as `***@`, for messages and logs; the rest is
+/// kept as written. Works on text that is not a valid URL too, as error messages quote such text.
+pub(crate) fn redact_url(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..start], &rest[at..]),
+        None => url.to_owned(),
     }
 }
 

@@ -299,12 +299,39 @@ impl FileStore {
         }
     }
 
-    /// Removes the temp files of interrupted writes (a server does this at start, so `mess
-    /// fsck` is clean after a crash and a restart); returns how many it removed.
-    pub fn sweep_temp_files(&self) -> Result<usize, StoreError> {
+    /// Finishes what writers that died left behind (`mess serve` and `mess mcp` do this at
+    /// start, so `mess fsck` is clean after a crash and a restart): the temp files of
+    /// interrupted writes, and the older copy of a thread whose move to another folder was
+    /// interrupted (each such thread is checked and repaired as `fsck --repair` would, under
+    /// its lock, so a move in progress is never mistaken for one interrupted). Returns what
+    /// it repaired; a database's mirror has nothing of the kind to heal.
+    pub fn heal_interrupted_writes(&self) -> Result<Vec<Finding>, StoreError> {
         let mut report = FsckReport::default();
+        if self.database().is_none() {
+            let mut errors = Vec::new();
+            let mut by_ref: BTreeMap<ThreadRef, Vec<(Location, PathBuf)>> = BTreeMap::new();
+            for (loc, path) in self.files(&State::ALL, true, &mut errors) {
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if let Some(r) = layout::ref_of_file(&name) {
+                    by_ref.entry(r).or_default().push((loc, path));
+                }
+            }
+            let mut facts = IndexFacts::default();
+            for (thread, copies) in by_ref.into_iter().filter(|(_, c)| c.len() > 1) {
+                let _guard =
+                    lock::acquire(&self.layout().locks_dir(), &lock::thread_lock_name(&thread))?;
+                // Listed before the lock: a writer may have finished its move meanwhile.
+                let copies: Vec<_> = copies.into_iter().filter(|(_, p)| p.exists()).collect();
+                if copies.len() > 1 {
+                    self.check_thread(&thread, copies, true, &mut report, &mut facts)?;
+                }
+            }
+        }
         self.check_temp_files(true, &mut report)?;
-        Ok(report.findings.len())
+        Ok(report.findings.into_iter().filter(|f| f.repaired).collect())
     }
 
     /// Temp files left by writers that died between write and rename, anywhere in the home

@@ -19,8 +19,14 @@ pub enum Key<'a> {
     /// The most recent request of the sender.
     Last,
     /// The most recent thread offered to (dispatched to) or claimed by an executor: what
-    /// `re: last` names when that executor sends it.
+    /// `re: last` names when that executor holds no open thread.
     LastWork,
+    /// The thread an executor most recently claimed or reported on: what `re: last` names
+    /// while it holds open work.
+    Held,
+    /// A requestor's client id of a thread an executor claimed: the id keeps naming that
+    /// thread for the executor after it ends.
+    WorkId(&'a str),
     /// A client id of one of the sender's requests.
     ClientId(&'a str),
     /// The id of a suggestion made on one of the sender's threads.
@@ -31,6 +37,8 @@ pub(crate) fn entry_name(key: Key<'_>) -> String {
     match key {
         Key::Last => "last".to_owned(),
         Key::LastWork => "work-last".to_owned(),
+        Key::Held => "work-held".to_owned(),
+        Key::WorkId(id) => format!("wid-{}", encode(id)),
         Key::ClientId(id) => format!("id-{}", encode(id)),
         Key::Suggestion(id) => format!("sug-{}", encode(id)),
     }

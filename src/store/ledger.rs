@@ -275,6 +275,101 @@ pub(crate) fn admit(
     Ok(())
 }
 
+/// What each kind of movement may move, from which account to which: the only movements the
+/// exchange itself records (a grant from the operator; a request's escrow; an escrow carried
+/// into a new thread; an escrow released to an executor, shared with a delegator, or refunded).
+const MOVEMENT_SHAPES: [(&str, Account, Account); 6] = [
+    ("grant", Account::Operator, Account::Principal),
+    ("escrow", Account::Principal, Account::Escrow),
+    ("carry", Account::Escrow, Account::Escrow),
+    ("release", Account::Escrow, Account::Principal),
+    ("share", Account::Escrow, Account::Principal),
+    ("refund", Account::Escrow, Account::Principal),
+];
+
+/// The kinds of account the ledger knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Account {
+    /// `operator`, where grants come from.
+    Operator,
+    /// `escrow:REF`, a request's escrow.
+    Escrow,
+    /// An agent's or executor's id.
+    Principal,
+}
+
+impl Account {
+    fn of(name: &str) -> Option<Account> {
+        if name == OPERATOR {
+            return Some(Account::Operator);
+        }
+        if let Some(thread) = name.strip_prefix("escrow:") {
+            return crate::protocol::ids::ThreadRef::parse(thread)
+                .is_ok()
+                .then_some(Account::Escrow);
+        }
+        crate::protocol::ids::ThreadRef::parse(name)
+            .is_ok()
+            .then_some(Account::Principal)
+    }
+}
+
+/// Replays `incoming` movements, in order, on top of the `recorded` ones, under the ledger's
+/// own rules, as an import must (a foreign ledger is trusted no more than a key holder): each
+/// is of a kind the exchange records, between the accounts that kind moves between; no account
+/// but `operator` goes below zero (so an escrow never pays out more than it took); each id is
+/// recorded once (one already recorded is skipped when it is the same movement and refused
+/// when it is not). Returns the movements to record, or every refusal, each naming its id.
+pub fn replay(recorded: &[Movement], incoming: &[Movement]) -> Result<Vec<Movement>, Vec<String>> {
+    let mut balances = balances_of(recorded);
+    let known: BTreeMap<&str, &Movement> = recorded.iter().map(|m| (m.id.as_str(), m)).collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut fresh = Vec::new();
+    let mut refused = Vec::new();
+    for m in incoming {
+        let id = &m.id;
+        if !seen.insert(id.as_str()) {
+            refused.push(format!("movement {id} appears twice"));
+            continue;
+        }
+        if let Some(before) = known.get(id.as_str()) {
+            if *before != m {
+                refused.push(format!(
+                    "movement {id} differs from the movement of that id already recorded"
+                ));
+            }
+            continue;
+        }
+        let shape = (Account::of(&m.from), Account::of(&m.to));
+        let fits = MOVEMENT_SHAPES
+            .iter()
+            .any(|(kind, from, to)| *kind == m.kind && shape == (Some(*from), Some(*to)));
+        if !fits || m.from == m.to {
+            refused.push(format!(
+                "movement {id}: a {:?} of {} from {} to {} is not a movement the exchange records",
+                m.kind, m.shells, m.from, m.to
+            ));
+            continue;
+        }
+        let held = balances.get(&m.from).copied().unwrap_or_default();
+        if m.from != OPERATOR && held < m.shells {
+            refused.push(format!(
+                "movement {id}: {} holds {held} shells, not the {} it moves",
+                m.from, m.shells
+            ));
+            continue;
+        }
+        *balances.entry(m.from.clone()).or_default() -= m.shells;
+        *balances.entry(m.to.clone()).or_default() += m.shells;
+        fresh.push(m.clone());
+    }
+    if refused.is_empty() {
+        Ok(fresh)
+    } else {
+        Err(refused)
+    }
+}
+
 /// Balances after `movements`.
 pub fn balances_of(movements: &[Movement]) -> Balances {
     let mut out = Balances::new();
@@ -326,6 +421,52 @@ mod tests {
         let b = store.balances().unwrap();
         assert_eq!((b["agent"], b[OPERATOR]), (10, -10));
         assert_eq!(store.ledger().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_foreign_ledger_is_replayed_under_the_ledgers_own_rules() {
+        let grant = movement("g1", OPERATOR, "agent", 10);
+        let mut escrow = movement("escrow-2026-11-27-001", "agent", "escrow:2026-11-27-001", 8);
+        escrow.kind = "escrow".to_owned();
+        let mut release = movement(
+            "settle-2026-11-27-001",
+            "escrow:2026-11-27-001",
+            "robot",
+            8,
+        );
+        release.kind = "release".to_owned();
+        let fine = vec![grant.clone(), escrow.clone(), release.clone()];
+        assert_eq!(replay(&[], &fine).unwrap(), fine);
+        // Imported twice: what is recorded already is skipped.
+        assert_eq!(replay(&fine, &fine).unwrap(), Vec::<Movement>::new());
+        let refusals = |incoming: Vec<Movement>| replay(&[], &incoming).unwrap_err().join("; ");
+        // An account below zero, an escrow paying more than it took.
+        let mut overdrawn = release.clone();
+        overdrawn.shells = 9;
+        let why = refusals(vec![grant.clone(), escrow.clone(), overdrawn]);
+        assert!(why.contains("holds 8 shells, not the 9"), "{why}");
+        let why = refusals(vec![escrow.clone()]);
+        assert!(why.contains("agent holds 0 shells"), "{why}");
+        // The same id twice, or another movement under a recorded id.
+        let why = refusals(vec![grant.clone(), grant.clone()]);
+        assert!(why.contains("g1 appears twice"), "{why}");
+        let mut changed = grant.clone();
+        changed.shells = 1000;
+        let why = replay(&fine, &[changed]).unwrap_err().join("; ");
+        assert!(why.contains("differs"), "{why}");
+        // Shells made out of nothing: only the operator grants, and only to a principal.
+        let mut minted = movement("m1", "robot", "agent", 5);
+        minted.kind = "grant".to_owned();
+        let mut to_operator = movement("m2", "agent", OPERATOR, 5);
+        to_operator.kind = "refund".to_owned();
+        let mut from_escrow_as_grant = movement("m3", OPERATOR, "escrow:2026-11-27-001", 5);
+        from_escrow_as_grant.kind = "grant".to_owned();
+        let mut bad_account = movement("m4", OPERATOR, "../etc", 5);
+        bad_account.kind = "grant".to_owned();
+        for bad in [minted, to_operator, from_escrow_as_grant, bad_account] {
+            let why = refusals(vec![grant.clone(), bad.clone()]);
+            assert!(why.contains("not a movement the exchange records"), "{bad:?}: {why}");
+        }
     }
 
     #[test]

@@ -683,3 +683,67 @@ fn a_message_appended_by_hand_as_messe_af_shows_takes_effect() {
     let fsck = home.ok(&["fsck"]);
     assert!(!fsck.contains("out of date"), "{fsck}");
 }
+
+/// Runs `mess args` with its stdout already closed by the reader (`mess … | head` after head
+/// has gone); its exit code and stderr.
+fn with_stdout_closed(home: &Home, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = home
+        .command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_command_exits_quietly_when_its_reader_goes_away() {
+    let home = Home::with_config(CONFIG);
+    home.ok(&["init"]);
+    let r = home.ok(&["request", "what's in the fridge?", "--requires", "take-photo"]);
+    let r = r.trim();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["--help"],
+        vec!["status", "--help"],
+        vec!["--version"],
+        vec!["request", "vacuum the kitchen", "--requires", "vacuum-floor"],
+        vec!["status"],
+        vec!["status", "--all", "--format", "yaml"],
+        vec!["status", "--all", "--format", "json"],
+        vec!["status", r],
+        vec!["show", r],
+        vec!["claim", r, "--as", "teague-phone"],
+        vec![
+            "update",
+            r,
+            "--as",
+            "teague-phone",
+            "--status",
+            "in_progress",
+        ],
+        vec!["complete", r, "--as", "teague-phone", "--text", "rice"],
+        vec!["query", "SELECT ref, status FROM threads"],
+        vec!["query", "SELECT ref FROM threads", "--format", "csv"],
+        vec!["sql", "init"],
+        vec!["token", "agent", "pipe-agent"],
+        vec!["link", r, "--executor", "teague-phone"],
+        vec!["mail", "list", "--as", "claude-agent"],
+        vec!["shells", "balance"],
+        vec!["fsck"],
+        vec!["archive"],
+        vec!["init"],
+    ];
+    for args in commands {
+        let (code, stderr) = with_stdout_closed(&home, &args);
+        assert_eq!(code, Some(0), "mess {args:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "mess {args:?}: {stderr}"
+        );
+    }
+}

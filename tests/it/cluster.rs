@@ -384,7 +384,7 @@ fn a_home_moves_into_a_database_and_back_unchanged() {
     let node = Home::on_database(&config(), &pg.url());
     node.ok(&["db", "init"]);
     let out = node.ok(&["import", &source.path().to_string_lossy()]);
-    assert!(out.contains("0 file(s) refused"), "{out}");
+    assert!(out.contains("in one transaction"), "{out}");
     assert!(
         out.contains("1 key(s), 1 registration(s) and routing rule(s), 2 ledger movement(s)"),
         "{out}"
@@ -460,6 +460,91 @@ fn a_home_moves_into_a_database_and_back_unchanged() {
     // Export refuses a home that has threads.
     let err = node.fails(&["export", &source.path().to_string_lossy()], 1);
     assert!(err.contains("already holds threads"), "{err}");
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn a_hostile_export_is_refused_whole_and_writes_nothing() {
+    let pg = Postgres::start();
+    let node = Home::on_database(&config(), &pg.url());
+    node.ok(&["db", "init"]);
+    // A good home, then one lie at a time in a copy of it.
+    let good = Home::with_config(&config());
+    good.ok(&["request", "vacuum the hall", "--requires", "vacuum-floor"]);
+    good.ok(&["token", "agent", "claude-agent"]);
+    good.ok(&["shells", "grant", "claude-agent", "10"]);
+    let hash = "ab".repeat(32);
+    let key = |principal: &str, role: &str| {
+        format!(
+            "- hash: {hash}\n  principal: '{principal}'\n  role: {role}\n  created: 2026-11-27T00:00:00Z\n"
+        )
+    };
+    let movement = |id: &str, from: &str, to: &str, shells: i64, kind: &str| {
+        format!(
+            "---\nid: {id}\nat: 2026-11-27T12:00:00Z\nfrom: '{from}'\nto: '{to}'\nshells: {shells}\nkind: {kind}\n"
+        )
+    };
+    let lies: Vec<(&str, &str, String, &str)> = vec![
+        (".mess/keys.yaml", "append", key("operator", "agent"), "ledger"),
+        (".mess/keys.yaml", "append", key("escrow:2026-11-27-001", "agent"), "ledger"),
+        (".mess/keys.yaml", "append", key("../../etc", "executor"), "not a usable"),
+        (".mess/keys.yaml", "append", key("mallory", "operator"), "role"),
+        (
+            "ledger/2026-11.yaml",
+            "append",
+            movement("mint-1", "claude-agent", "mallory", 1000, "release"),
+            "not a movement the exchange records",
+        ),
+        (
+            "ledger/2026-11.yaml",
+            "append",
+            movement("escrow-x", "claude-agent", "escrow:2026-11-27-009", 11, "escrow"),
+            "holds 10 shells, not the 11",
+        ),
+        (
+            "executors/sneaky.yaml",
+            "write",
+            "id: sneaky\ncapabilities: [vacuum-floor]\nexchange: {url: 'http://127.0.0.1:9', api_key: k}\nregistered_by: mallory\nregistered_with: key\n".to_owned(),
+            "forwarding",
+        ),
+        (
+            "executors/hooked.yaml",
+            "write",
+            "id: hooked\ncapabilities: [vacuum-floor]\nnotify: {webhook: 'http://127.0.0.1:9/hook'}\nregistered_by: mallory\nregistered_with: key\n".to_owned(),
+            "webhook",
+        ),
+    ];
+    for (file, how, text, said) in lies {
+        let source = Home::with_config(&config());
+        crate::support::copy_dir(good.path(), source.path());
+        let path = source.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        if how == "append" {
+            let mut all = std::fs::read_to_string(&path).unwrap_or_default();
+            all.push_str(&text);
+            std::fs::write(&path, all).unwrap();
+        } else {
+            std::fs::write(&path, text).unwrap();
+        }
+        let err = node.fails(&["import", &source.path().to_string_lossy()], 1);
+        assert!(err.contains(said), "{file}: {err}");
+        assert!(
+            err.contains("nothing was imported") && err.contains("one transaction"),
+            "{err}"
+        );
+        let mut client = pg.client();
+        for table in ["mess_threads", "mess_keys", "mess_ledger", "mess_registry"] {
+            let n: i64 = client
+                .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+                .unwrap()
+                .get(0);
+            assert_eq!(n, 0, "{file}: {table} holds {n} row(s) after a refused import");
+        }
+    }
+    // The good home goes in whole.
+    let out = node.ok(&["import", &good.path().to_string_lossy()]);
+    assert!(out.contains("imported 1 thread(s)"), "{out}");
+    assert_eq!(node.ok(&["shells", "balance", "claude-agent"]).trim(), "10");
 }
 
 #[test]

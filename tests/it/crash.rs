@@ -172,11 +172,13 @@ fn killed_writers_never_lose_acknowledged_messages_or_corrupt_files() {
         kills > iterations / 10,
         "seed {seed}: only {kills} kills; the test did not interrupt writers"
     );
-    home.ok(&["fsck", "--repair"]);
+    // The next start of a server heals what the kills left: fsck is clean with no --repair.
+    let mut server = crate::support::server::Server::start(&home);
+    assert!(server.terminate(Duration::from_secs(10)));
     let check = home.run(&["fsck"]);
     assert!(
         check.status.success(),
-        "seed {seed}: fsck after repair:\n{}",
+        "seed {seed}: fsck after a restart:\n{}",
         String::from_utf8_lossy(&check.stdout)
     );
 
@@ -210,4 +212,59 @@ fn killed_writers_never_lose_acknowledged_messages_or_corrupt_files() {
     for (env, _, _) in all {
         store.read(&env.thread_ref).unwrap().messages().unwrap();
     }
+}
+
+/// A thread whose move from `state=received/` to `state=executing/` was interrupted after the
+/// new copy was written: both copies exist, as a kill -9 between the rename and the removal
+/// leaves them. Returns the ref and the stale copy's path.
+fn interrupted_move(home: &Home) -> (String, std::path::PathBuf) {
+    let r = home.ok(&["request", "move the couch", "--requires", "work"]);
+    let r = r.trim().to_owned();
+    let old = home.path().join(format!("state=received/{r}.messe-af.yaml"));
+    let before = std::fs::read(&old).unwrap();
+    home.ok(&["claim", &r, "--as", "robot"]);
+    assert!(!old.exists());
+    std::fs::write(&old, before).unwrap();
+    let fsck = home.run(&["fsck"]);
+    assert!(!fsck.status.success(), "the duplicate is found");
+    assert!(
+        String::from_utf8_lossy(&fsck.stdout).contains("interrupted move"),
+        "{}",
+        String::from_utf8_lossy(&fsck.stdout)
+    );
+    (r, old)
+}
+
+#[test]
+fn the_next_start_heals_an_interrupted_move_so_fsck_is_clean_without_repair() {
+    let home =
+        Home::with_config("agent_id: agent\nexecutors:\n  robot:\n    capabilities: [work]\n");
+    // `mess serve`: healed before it listens.
+    let (r, stale) = interrupted_move(&home);
+    let mut server = crate::support::server::Server::start(&home);
+    assert!(!stale.exists(), "the older copy is removed at start");
+    assert!(server.terminate(Duration::from_secs(10)));
+    home.ok(&["fsck"]);
+    let status = home.ok(&["status", &r]);
+    assert!(status.contains("claimed"), "{status}");
+    // `mess mcp`: healed as it starts, before any tool is called.
+    let (_, stale) = interrupted_move(&home);
+    let mut mcp = home
+        .command(&["mcp", "--as", "agent"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while stale.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "mess mcp never healed the move"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = mcp.kill();
+    let _ = mcp.wait();
+    home.ok(&["fsck"]);
 }

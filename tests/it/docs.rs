@@ -472,3 +472,130 @@ fn no_tracked_file_points_outside_the_repository() {
         hits.join("\n  ")
     );
 }
+
+/// Whether `line`, naming both a variable and the setting it outranks, says the variable wins:
+/// "`VAR` wins (over ...)" or "`VAR` outranks", or the variable first and the setting after it
+/// as the fallback ("VAR, else setting", "VAR / setting", "..., in that order"). clap's
+/// `[env: VAR=]` notes name the variable without ranking it.
+fn says_variable_wins(line: &str, variable: &str, setting: &str) -> bool {
+    let mut line = line.to_owned();
+    while let Some(at) = line.find("[env: ") {
+        let end = line[at..].find(']').map_or(line.len(), |e| at + e + 1);
+        line.replace_range(at..end, "");
+    }
+    let (Some(v), Some(s)) = (line.find(variable), line.find(setting)) else {
+        return true;
+    };
+    let after = line[v + variable.len()..]
+        .trim_start_matches('`')
+        .trim_start_matches(',')
+        .trim_start();
+    let ranks = ["wins", "outrank", "which wins"]
+        .iter()
+        .any(|w| after.starts_with(w));
+    let between = if v < s { &line[v..s] } else { "" };
+    let ordered = v < s
+        && (between.contains("else")
+            || between.contains(" / ")
+            || line.contains("in that order"));
+    ranks || ordered
+}
+
+#[test]
+fn every_documented_precedence_is_the_one_the_code_applies() {
+    // The behaviour: MESS_PUBLIC_URL outranks dispatch.public_url (links and notices).
+    let home = Home::with_config(&format!(
+        "{CONFIG}dispatch:\n  public_url: http://from-the-file.example\n"
+    ));
+    let r = home.ok(&["request", "what's in the fridge?", "--requires", "take-photo"]);
+    let r = r.trim();
+    let link = |env: Option<&str>| {
+        let mut c = home.command(&["link", r, "--executor", "teague-phone"]);
+        if let Some(url) = env {
+            c.env("MESS_PUBLIC_URL", url);
+        }
+        String::from_utf8(c.output().unwrap().stdout).unwrap()
+    };
+    assert!(link(None).starts_with("http://from-the-file.example/respond?"));
+    assert!(link(Some("http://from-the-env.example")).starts_with("http://from-the-env.example/respond?"));
+    // The words: every page and help text that names both says the same.
+    let mut texts: Vec<(String, String)> = vec![
+        ("README.md".to_owned(), read("README.md")),
+        ("mess link --help".to_owned(), help(&["link".to_owned()])),
+        ("mess --help".to_owned(), help(&[])),
+    ];
+    for file in markdown_files(&root().join("docs")) {
+        texts.push((file.clone(), read(&file)));
+    }
+    let pairs = [
+        ("MESS_PUBLIC_URL", "dispatch.public_url"),
+        ("MESS_AGENT_ID", "agent_id"),
+        ("MESS_SECRET", "http.secret"),
+    ];
+    let mut wrong = Vec::new();
+    for (name, text) in &texts {
+        // A sentence may wrap: judge each paragraph line joined with the next.
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let joined = match lines.get(i + 1) {
+                Some(next) => format!("{line} {}", next.trim()),
+                None => (*line).to_owned(),
+            };
+            for (variable, setting) in pairs {
+                if line.contains(variable)
+                    && joined.contains(setting)
+                    && !says_variable_wins(&joined, variable, setting)
+                {
+                    wrong.push(format!("{name}: {line}"));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "lines that do not say the variable wins over the setting:\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+/// The first ```sh block after `heading` in `text`.
+fn shell_block(text: &str, heading: &str) -> String {
+    let after = &text[text.find(heading).unwrap_or_else(|| panic!("no {heading}"))..];
+    let start = after.find("```sh\n").unwrap() + "```sh\n".len();
+    let end = after[start..].find("```").unwrap();
+    after[start..start + end].to_owned()
+}
+
+#[test]
+fn the_readmes_five_minutes_work_when_pasted_on_any_day() {
+    let block = shell_block(&read("README.md"), "## Five minutes");
+    let home = tempfile::TempDir::new().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // As pasted, but into a temp home and on a free port; the server is stopped at the end.
+    let script = block
+        .replace("/tmp/demo", &home.path().join("demo").to_string_lossy())
+        .replace("mess serve &", &format!("mess serve --addr 127.0.0.1:{port} &"))
+        .replace("localhost:8420", &format!("localhost:{port}"));
+    assert!(!script.contains("2026-"), "a date-bound ref in the README:\n{script}");
+    let bin = Path::new(env!("CARGO_BIN_EXE_mess")).parent().unwrap();
+    let out = Command::new("bash")
+        .args(["-c", &format!("set -eu -o pipefail\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n{script}")])
+        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+        .env_remove("MESS_HOME")
+        .env_remove("MESS_AGENT_ID")
+        .env_remove("MESS_DATABASE_URL")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("chicken thighs, broccoli, rice"), "{said}");
+    assert!(said.contains("\"ack\""), "the request over HTTP was acknowledged: {said}");
+    assert!(said.contains("/respond?ref="), "{said}");
+}

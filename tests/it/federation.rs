@@ -313,3 +313,103 @@ fn a_forwarding_entry_added_while_the_server_runs_is_followed() {
         f.contains("status: completed") && f.contains("onions bought")
     });
 }
+
+/// A hostile peer on loopback: every request is answered `200 OK` with a body that declares no
+/// length and goes on for `total` bytes or until the reader hangs up (`/events` as one event
+/// that never ends). Its port and the bytes it got out.
+fn streaming_peer(total: u64) -> (u16, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = sent.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let events = head.starts_with("GET /events");
+                let (kind, piece): (&str, Vec<u8>) = if events {
+                    ("text/event-stream", b"data: x".repeat(64 * 1024 / 7))
+                } else {
+                    ("application/yaml", b"threads: [".repeat(64 * 1024 / 10))
+                };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nConnection: close\r\n\r\n"
+                );
+                if stream.write_all(answer.as_bytes()).is_err() {
+                    return;
+                }
+                let mut out = 0u64;
+                while out < total {
+                    if stream.write_all(&piece).is_err() {
+                        break;
+                    }
+                    out += piece.len() as u64;
+                    counter.fetch_add(piece.len() as u64, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    (port, sent)
+}
+
+/// A field of `/proc/PID/status` in MiB (`VmHWM`, `VmRSS`).
+fn mib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap()
+        / 1024
+}
+
+#[test]
+fn a_peer_that_streams_without_end_is_cut_off_at_the_cap_and_memory_stays_flat() {
+    const TWO_GIB: u64 = 2 * 1024 * 1024 * 1024;
+    let (port, sent) = streaming_peer(TWO_GIB);
+    let house = Home::with_config(&format!(
+        "agent_id: claude-agent\nexecutors:\n  town:\n    capabilities: [buy-groceries]\n    exchange:\n      url: http://127.0.0.1:{port}\n      api_key: town-key\ndispatch:\n  retry: {{attempts: 2, first: 1s, max: 1s}}\n"
+    ));
+    let server = Server::start_with(&house, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    std::thread::sleep(Duration::from_millis(500));
+    let quiet = mib(server.pid(), "VmHWM");
+    let r = ref_in(&house.ok(&["request", "buy onions", "--requires", "buy-groceries"]));
+    // Both attempts to forward read at most the cap, then give up with a clear note.
+    let file = until(&house, &r, "claude-agent", "the forward given up", |f| {
+        f.contains("notify_failed")
+    });
+    assert!(file.contains("cut off"), "{file}");
+    assert!(file.contains("status: pending"), "{file}");
+    let peak = mib(server.pid(), "VmHWM");
+    let streamed = sent.load(std::sync::atomic::Ordering::Relaxed) / (1024 * 1024);
+    eprintln!(
+        "a peer streaming without a length: the server read {streamed} MiB over every connection and peaked at {peak} MiB (quiet: {quiet} MiB)"
+    );
+    assert!(
+        peak < quiet + 200,
+        "the server grew from {quiet} MiB to {peak} MiB"
+    );
+    assert!(streamed < 1024, "the server read {streamed} MiB");
+    // The CLI on the same peer: the same cap, and the error says what happened.
+    let out = with_key(
+        &house,
+        "town-key",
+        &[
+            "--exchange",
+            &format!("http://127.0.0.1:{port}"),
+            "status",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("over the limit of 64 MiB"), "{said}");
+}

@@ -191,3 +191,29 @@ fn a_local_entry_of_exchanges_is_another_home() {
     let err = Home::with_config("exchanges:\n  x: {type: faraway}\n").fails(&["status"], 1);
     assert!(err.contains("exchanges.x.type"), "{err}");
 }
+
+#[test]
+fn credentials_in_an_exchange_url_never_appear_and_the_refusal_says_where_the_key_goes() {
+    let client = Home::with_config(
+        "exchanges:\n  town:\n    type: remote\n    url: https://alice:s3cret@town.example\n    api_key: k-123\n",
+    );
+    for args in [
+        vec!["--exchange", "http://alice:s3cret@127.0.0.1:9", "status"],
+        vec!["--exchange", "town", "status"],
+    ] {
+        let out = with_key(&client, "k-123", &args);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!said.contains("s3cret") && !said.contains("alice"), "{said}");
+        assert!(said.contains("MESS_API_KEY"), "{said}");
+    }
+    // Without a key the refusal names the exchange, with its userinfo hidden.
+    let out = client
+        .command(&["--exchange", "http://alice:s3cret@127.0.0.1:9", "status"])
+        .env_remove("MESS_API_KEY")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("http://***@127.0.0.1:9"), "{said}");
+    assert!(!said.contains("s3cret"), "{said}");
+}

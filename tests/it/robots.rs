@@ -21,15 +21,46 @@ use crate::support::Home;
 use crate::support::server::Server;
 
 /// The robot: one tool, `execute_task`, which records its arguments and says it is done; with
-/// `as_task`, it answers with an MCP task that is over at the first `tasks/get`.
+/// `as_task`, it answers with an MCP task that is over at the first `tasks/get`. A robot that
+/// `asks` first puts a question to the exchange: during the call as an elicitation (`Ask::
+/// Elicit`, or `Ask::Confirm` for a yes or no), or as its task's `input_required`, answered
+/// with `tasks/update` (`Ask::InTask`); it records what it was told.
 #[derive(Clone, Default)]
 struct Arm {
     calls: Arc<Mutex<Vec<serde_json::Value>>>,
     as_task: bool,
+    asks: Option<Ask>,
+    told: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    Elicit,
+    Confirm,
+    InTask,
+}
+
+/// The form a robot asks with: which shelf, or (`yes_or_no`) whether to go ahead.
+fn form(yes_or_no: bool) -> rmcp::model::ElicitRequestParams {
+    let schema = if yes_or_no {
+        serde_json::json!({"type": "object", "properties": {"go": {"type": "boolean"}}})
+    } else {
+        serde_json::json!({"type": "object", "properties": {
+            "shelf": {"type": "string", "enum": ["top", "bottom"], "description": "which shelf"}
+        }})
+    };
+    serde_json::from_value(serde_json::json!({
+        "mode": "form",
+        "message": if yes_or_no { "Fold the silk shirts too?" } else { "Which shelf?" },
+        "requestedSchema": schema,
+    }))
+    .unwrap()
 }
 
 fn done(intent: &str) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(format!("folded: {intent}"))])
+    let mut result = CallToolResult::success(vec![ContentBlock::text(format!("folded: {intent}"))]);
+    result.structured_content = Some(serde_json::json!({"folded": 12, "where": "shelf"}));
+    result
 }
 
 impl ServerHandler for Arm {
@@ -62,12 +93,27 @@ impl ServerHandler for Arm {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let intent = args["intent"].as_str().unwrap_or_default().to_owned();
         self.calls.lock().unwrap().push(args);
-        if self.as_task {
+        if let Some(ask @ (Ask::Elicit | Ask::Confirm)) = self.asks {
+            let asked = context
+                .peer
+                .send_request(rmcp::model::ServerRequest::ElicitRequest(
+                    rmcp::model::Request::new(form(ask == Ask::Confirm)),
+                ))
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            let rmcp::model::ClientResult::ElicitResult(answer) = asked else {
+                return Err(ErrorData::internal_error("not an elicit result", None));
+            };
+            let told = serde_json::to_value(&answer).unwrap();
+            self.told.lock().unwrap().push(told.clone());
+            return Ok(done(&format!("{intent} ({told})")).into());
+        }
+        if self.as_task || self.asks == Some(Ask::InTask) {
             let at = "2026-11-27T00:00:00Z".to_owned();
             let task =
                 Task::new(intent, TaskStatus::Working, at.clone(), at).with_poll_interval_ms(200);
@@ -82,6 +128,24 @@ impl ServerHandler for Arm {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let at = "2026-11-27T00:00:01Z".to_owned();
+        if self.asks == Some(Ask::InTask) && self.told.lock().unwrap().is_empty() {
+            let mut requests = rmcp::model::InputRequests::new();
+            requests.insert(
+                "shelf-1".to_owned(),
+                rmcp::model::InputRequest::Elicitation(rmcp::model::Request::new(form(false))),
+            );
+            return Ok(GetTaskResult::new(DetailedTask::new(
+                Task::new(
+                    request.task_id,
+                    TaskStatus::InputRequired,
+                    at.clone(),
+                    at,
+                ),
+                TaskPayload::InputRequired {
+                    input_requests: requests,
+                },
+            )));
+        }
         let serde_json::Value::Object(result) =
             serde_json::to_value(done(&request.task_id)).unwrap()
         else {
@@ -91,6 +155,24 @@ impl ServerHandler for Arm {
             Task::new(request.task_id, TaskStatus::Completed, at.clone(), at),
             TaskPayload::Completed { result },
         )))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.record_update(&request.input_responses);
+        Ok(())
+    }
+}
+
+impl Arm {
+    /// `tasks/update`: the answers to the task's questions.
+    fn record_update(&self, responses: &rmcp::model::InputResponses) {
+        for value in responses.values() {
+            self.told.lock().unwrap().push(value.clone());
+        }
     }
 }
 
@@ -149,6 +231,10 @@ fn a_request_routed_to_an_mcp_robot_is_completed_by_its_tool_result() {
     });
     assert!(file.contains("folded: fold the towels"), "{file}");
     assert!(file.contains("executor: arm"), "{file}");
+    // The tool's structured result is the protocol's `structured` content entry.
+    assert!(file.contains("- structured:"), "{file}");
+    assert!(file.contains("folded: 12"), "{file}");
+    assert!(!file.contains("data:"), "{file}");
     // The call carried the request: intent, ref, context and a link to the thread's page.
     let calls = arm.calls.lock().unwrap().clone();
     assert_eq!(calls.len(), 1, "{calls:?}");
@@ -220,4 +306,143 @@ fn a_robot_that_is_down_is_retried_and_then_the_request_is_escalated() {
     );
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("operator"), "{body}");
+}
+
+/// A home whose `arm` executor is the robot at `url`, and its server.
+fn robot_home(url: &str) -> (Home, Server) {
+    let home = Home::with_config(&format!(
+        "agent_id: claude-agent\nexecutors:\n  arm:\n    capabilities: [fold-laundry]\n    mcp:\n      url: {url}\n"
+    ));
+    let server = Server::start(&home);
+    (home, server)
+}
+
+/// Requests `intent` of the robot; the ref.
+fn ask_robot(home: &Home, intent: &str) -> String {
+    let said = home.ok(&["request", intent, "--requires", "fold-laundry"]);
+    said.split_whitespace()
+        .find(|w| w.starts_with("20"))
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn a_robot_that_asks_during_its_call_gets_the_requestors_answer_and_goes_on() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let arm = Arm {
+        asks: Some(Ask::Elicit),
+        ..Arm::default()
+    };
+    let url = serve(arm.clone(), &runtime);
+    let (home, _server) = robot_home(&url);
+    let r = ask_robot(&home, "fold the towels");
+    // The robot's question is the thread's needs_input, with its options.
+    let file = until(&home, &r, "the robot's question", |f| {
+        f.contains("status: needs_input")
+    });
+    assert!(file.contains("field: shelf") && file.contains("- top"), "{file}");
+    let status = home.ok(&["status", &r, "--as", "claude-agent"]);
+    assert!(status.contains("which shelf"), "{status}");
+    home.ok(&["reply", &r, "--answer", "shelf=bottom", "--as", "claude-agent"]);
+    let file = until(&home, &r, "completed with the answer", |f| {
+        f.contains("status: completed")
+    });
+    assert!(file.contains("code: in_progress"), "the work went on: {file}");
+    let told = arm.told.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["action"], "accept");
+    assert_eq!(told[0]["content"]["shelf"], "bottom");
+}
+
+#[test]
+fn a_robot_that_asks_yes_or_no_waits_for_the_requestors_confirmation() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let arm = Arm {
+        asks: Some(Ask::Confirm),
+        ..Arm::default()
+    };
+    let url = serve(arm.clone(), &runtime);
+    let (home, _server) = robot_home(&url);
+    let r = ask_robot(&home, "fold the shirts");
+    let file = until(&home, &r, "the robot asks to confirm", |f| {
+        f.contains("status: needs_confirmation")
+    });
+    assert!(file.contains("Fold the silk shirts too?"), "{file}");
+    home.ok(&["reply", &r, "--confirm", "true", "--as", "claude-agent"]);
+    until(&home, &r, "completed after the confirmation", |f| {
+        f.contains("status: completed")
+    });
+    let told = arm.told.lock().unwrap().clone();
+    assert_eq!(told[0]["action"], "accept", "{told:?}");
+    assert_eq!(told[0]["content"]["go"], true, "{told:?}");
+}
+
+#[test]
+fn a_robots_task_that_needs_input_is_answered_with_tasks_update() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let arm = Arm {
+        asks: Some(Ask::InTask),
+        ..Arm::default()
+    };
+    let url = serve(arm.clone(), &runtime);
+    let (home, _server) = robot_home(&url);
+    let r = ask_robot(&home, "fold the sheets");
+    until(&home, &r, "the task's question", |f| {
+        f.contains("status: needs_input")
+    });
+    home.ok(&["reply", &r, "--answer", "shelf=top", "--as", "claude-agent"]);
+    until(&home, &r, "the task completed", |f| {
+        f.contains("status: completed")
+    });
+    let told = arm.told.lock().unwrap().clone();
+    assert_eq!(told[0]["content"]["shelf"], "top", "{told:?}");
+}
+
+#[test]
+#[ignore = "drives the Python MCP SDK; .ci/test runs it"]
+fn a_python_robot_that_asks_with_ctx_elicit_gets_the_answer() {
+    use std::io::BufRead as _;
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = repo.join(".venv/bin/python");
+    assert!(python.exists(), "run .ci/test, which installs the Python MCP SDK");
+    let mut robot = std::process::Command::new(&python)
+        .arg(repo.join("tests/python/robot_asks.py"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufReader::new(robot.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let url = url.trim().to_owned();
+    // Wait until it listens.
+    let port: u16 = url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the robot never listened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (home, _server) = robot_home(&url);
+    let r = ask_robot(&home, "vacuum");
+    let file = until(&home, &r, "the Python robot's questions", |f| {
+        f.contains("status: needs_input")
+    });
+    assert!(file.contains("field: room") && file.contains("field: passes"), "{file}");
+    home.ok(&[
+        "reply",
+        &r,
+        "--answer",
+        "room=kitchen",
+        "--answer",
+        "passes=2",
+        "--as",
+        "claude-agent",
+    ]);
+    let file = until(&home, &r, "completed with the answer", |f| {
+        f.contains("status: completed")
+    });
+    assert!(file.contains("did vacuum in the kitchen, 2 passes"), "{file}");
+    let _ = robot.kill();
+    let _ = robot.wait();
 }

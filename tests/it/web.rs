@@ -1063,3 +1063,53 @@ fn the_executor_sees_the_review_and_a_redo_opens_the_work_again() {
     // The work is the executor's again.
     assert_eq!(wait_status(b, "claimed"), "claimed");
 }
+
+#[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
+fn a_reference_the_executor_may_see_opens_its_summary_and_a_held_request_says_until_when() {
+    let s = setup();
+    // The phone did the dinner check; a later request refers to it by its client id.
+    let dinner = submit(
+        &s.server,
+        &s.agent,
+        "MESS:\n  - request: {id: dinner-check, intent: what is for dinner?, requires: [take-photo]}\n",
+    );
+    s.home.ok(&["claim", &dinner, "--as", "teague-phone"]);
+    s.home.ok(&[
+        "complete",
+        &dinner,
+        "--as",
+        "teague-phone",
+        "--text",
+        "pasta with pesto",
+    ]);
+    // A request no phone may see (it needs what no phone has).
+    let hidden = s.home.ok(&["request", "vacuum the hall", "--requires", "vacuum-floor"]);
+    s.open(&format!(
+        "MESS:\n  - request:\n      intent: buy what dinner needs\n      requires: [take-photo]\n      context:\n        - ref: dinner-check\n        - ref: {}\n",
+        hidden.trim()
+    ));
+    let b = &s.browser;
+    let refs = b.text("#context");
+    assert!(refs.contains("refers to request dinner-check"), "{refs}");
+    assert_eq!(
+        b.run("return document.querySelectorAll('#context .show-ref').length"),
+        Value::from(1),
+        "only the thread the phone may see can be opened"
+    );
+    b.click("#context .show-ref");
+    assert!(wait_until(
+        b,
+        "var s = document.querySelector('#context .ref-summary'); return !!s && s.textContent.indexOf('pasta with pesto') >= 0"
+    ));
+    assert!(b.text("#context .ref-summary").contains("what is for dinner?"));
+    // A request held for its not_before: nothing to press until then.
+    s.open(
+        "MESS:\n  - request:\n      intent: water the balcony plants\n      requires: [take-photo]\n      constraints: {timing: {not_before: '2099-01-01T09:00:00Z'}}\n",
+    );
+    assert!(b.text("#next").contains("Held until"), "{}", b.text("#next"));
+    assert_eq!(
+        b.run("return !!document.getElementById('claim')"),
+        Value::Bool(false)
+    );
+}

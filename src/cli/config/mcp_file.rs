@@ -1,4 +1,4 @@
-//! The agent host's MCP configuration the implementation plan names,
+//! The agent host's MCP configuration the reference design names,
 //! `~/.config/mess-mcp/config.yaml` (`$XDG_CONFIG_HOME/mess-mcp/config.yaml` when that is set):
 //! `agent_id`, `exchange: {type: local, path}`, other `exchanges:`, and the home settings it
 //! may carry.
@@ -16,7 +16,7 @@ pub(crate) struct McpFile {
     pub(crate) agent_id: Option<String>,
     /// The home of the local exchange (`exchange.path`, `~` expanded).
     pub(crate) home: Option<PathBuf>,
-    /// Home settings written here as the plan's example does (`dispatch`, `http`, `secret`,
+    /// Home settings written here as the reference design's example does (`dispatch`, `http`, `secret`,
     /// `limits`); the home's config.yaml wins key by key.
     pub(crate) shared: Map,
     /// Lines to report: keys that mean nothing here.
@@ -86,7 +86,7 @@ impl McpFile {
                 }
                 "exchange" => file.home = exchange_path(value).map_err(err)?,
                 k if McpFile::SHARED.contains(&k) => file.shared.insert(k, value.clone()),
-                // The plan's comment names later settings; they are reported, not failed on.
+                // The reference design's comment names later settings; they are reported, not failed on.
                 other => file.problems.push(format!(
                     "{}: unknown key {other:?} (known: agent_id, exchange, exchanges, dispatch, http, secret, limits)",
                     path.display()
@@ -143,7 +143,7 @@ mod tests {
         assert_eq!(f.agent_id.as_deref(), Some("claude-agent"));
         assert_eq!(f.home.as_deref(), Some(Path::new("/tmp/h")));
         assert!(f.shared.contains_key("dispatch") && f.shared.contains_key("http"));
-        // The plan's `exchanges:` is the home's setting too (for `mess mcp`'s tools).
+        // The reference design's `exchanges:` is the home's setting too (for `mess mcp`'s tools).
         assert!(f.shared.contains_key("exchanges"));
         assert_eq!(f.problems.len(), 1, "{:?}", f.problems);
         assert!(f.problems[0].contains("\"moltbook\""));

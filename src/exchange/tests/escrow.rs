@@ -119,6 +119,53 @@ fn a_change_whose_settlement_never_ran_is_settled_by_its_queued_delivery() {
     assert!(!f.ex.settle_escrow(&thread).unwrap());
 }
 
+#[test]
+fn a_home_without_a_server_finishes_its_own_queued_work_in_the_next_command() {
+    let f = fixture(EXECUTORS);
+    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    let r = f.request(
+        "claude-agent",
+        "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 10}",
+    );
+    let thread = ThreadRef::parse(&r).unwrap();
+    // A one-shot command that stopped between the change and its settlement.
+    let now = f.ex.now();
+    f.ex.store()
+        .modify(&thread, |t| -> Result<_, crate::exchange::Error> {
+            let status = StatusMsg::new(
+                t.envelope.thread_ref.as_str(),
+                StatusDetails::Expired {
+                    expired_at: now,
+                    stage: None,
+                },
+            );
+            Ok((
+                Some(crate::exchange::lifecycle::exchange_edit(
+                    &t.envelope,
+                    vec![Payload::Status(status)],
+                    now,
+                )),
+                (),
+            ))
+        })
+        .unwrap();
+    // Only the exchange's own work waits: nobody needs to be sent anything for it.
+    assert_eq!(f.ex.notices_stalled(), None);
+    assert_eq!(balance(&f, &format!("escrow:{r}")), 10);
+    // The next command finishes it, once.
+    assert_eq!(f.ex.finish_internal_work().unwrap(), 1);
+    assert_eq!(balance(&f, "claude-agent"), 50);
+    assert_eq!(balance(&f, &format!("escrow:{r}")), 0);
+    assert_eq!(f.ex.finish_internal_work().unwrap(), 0);
+    assert!(
+        f.ex.store()
+            .deliveries(Shelf::Queue)
+            .0
+            .iter()
+            .all(|d| d.channel != crate::exchange::escrow::CHANNEL)
+    );
+}
+
 /// Appends `doc` (from `who`) to thread `r` as a process that stops before settling does.
 fn written_alone(f: &crate::exchange::tests::Fixture, r: &str, who: &str, payload: Payload) {
     let thread = ThreadRef::parse(r).unwrap();
@@ -280,4 +327,52 @@ fn a_suggestion_id_in_use_or_shaped_like_a_ref_is_refused() {
         crate::exchange::error::ErrorKind::Invalid,
         "cannot be a thread ref",
     );
+}
+
+#[test]
+fn every_enumerated_term_is_closed() {
+    let f = fixture(EXECUTORS);
+    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    let refused = |yaml: &str, text: &str| {
+        f.refused(
+            "claude-agent",
+            yaml,
+            crate::exchange::error::ErrorKind::Invalid,
+            text,
+        );
+    };
+    refused(
+        "MESS:\n  - request: {intent: vacuum, requires: [vacuum-floor], compensation: {shells: 5, escrow: {release_on: reviewd}}}\n",
+        "MESS[0].request.compensation.escrow.release_on: unknown release_on reviewd (expected one of: completed, reviewed)",
+    );
+    refused(
+        "MESS:\n  - request: {intent: vacuum, compensation: {shells: 5, escrow: reviewed}}\n",
+        "compensation.escrow: expected a mapping",
+    );
+    // Nothing was held for the refused requests.
+    assert_eq!(balance(&f, "claude-agent"), 50);
+    let r = f.request(
+        "claude-agent",
+        "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 5, escrow: {release_on: reviewed}}",
+    );
+    assert_eq!(balance(&f, &format!("escrow:{r}")), 5);
+    // A split's `ordered` is yes or no.
+    f.refused(
+        "roomba-kitchen",
+        &format!(
+            "MESS:\n  - suggestion: {{re: {r}, type: split, proposed: {{ordered: maybe, parts: [hall, stairs]}}}}\n"
+        ),
+        crate::exchange::error::ErrorKind::Invalid,
+        "proposed.ordered: \"maybe\" is not one of: true, false",
+    );
+    for (field, bad) in [("rating", "6"), ("rating", "great")] {
+        f.status("roomba-kitchen", &r, "code: claimed").ok();
+        f.status("roomba-kitchen", &r, "code: completed").ok();
+        f.refused(
+            "claude-agent",
+            &format!("MESS:\n  - review: {{re: {r}, {field}: {bad}}}\n"),
+            crate::exchange::error::ErrorKind::Invalid,
+            "is not a rating (1 to 5, accept or reject)",
+        );
+    }
 }

@@ -346,3 +346,119 @@ fn a_write_that_commits_after_another_with_an_earlier_instant_is_still_announced
     assert!(!announced.first(&answered));
     assert!(!announced.first(&noted));
 }
+
+/// `re: last` and the requestor's client ids as an executor sends them, in the protocol's
+/// own order of messages.
+mod executor_references {
+    use super::*;
+
+    fn later(f: &Fixture) {
+        f.clock.advance(TimeDelta::minutes(1));
+    }
+
+    fn said(f: &Fixture, who: &str, yaml: &str) -> Result<Message, Error> {
+        later(f);
+        f.send(who, yaml)
+    }
+
+    #[test]
+    fn last_names_the_work_an_executor_holds_not_the_thread_offered_since() {
+        let f = fixture(EXECUTORS);
+        let a = f.request("claude-agent", "intent: photo the fridge\nrequires: [take-photo]");
+        later(&f);
+        f.status("teague-phone", &a, "code: claimed").unwrap();
+        later(&f);
+        // B is offered to the same phone while it holds A.
+        let b = f.request("claude-agent", "intent: photo the porch\nrequires: [take-photo]");
+        said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: in_progress}\n").unwrap();
+        assert_eq!(f.env(&a).status, Status::InProgress);
+        assert_eq!(f.env(&b).status, Status::Pending);
+        // A claim through `last` could mean either: refused, naming both.
+        let e = said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: claimed}\n")
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        let why = e.to_string();
+        assert!(why.contains(&a) && why.contains(&b), "{why}");
+        assert_eq!(f.env(&b).status, Status::Pending);
+        // `completed`, then the `response` (v1.0: the response follows): both reach A.
+        said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: completed}\n").unwrap();
+        said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - response:\n      re: last\n      content: [milk, eggs]\n",
+        )
+        .unwrap();
+        assert_eq!(f.env(&a).status, Status::Completed);
+        assert!(f.text(&a).contains("- milk"), "{}", f.text(&a));
+        assert_eq!(f.env(&b).status, Status::Pending);
+        assert!(!f.text(&b).contains("milk"));
+        // Holding nothing, the phone's `last` is the next thread offered to it.
+        later(&f);
+        let c = f.request("claude-agent", "intent: photo the shed\nrequires: [take-photo]");
+        said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: claimed}\n").unwrap();
+        assert_eq!(f.env(&c).status, Status::Claimed);
+        assert_eq!(f.env(&b).status, Status::Pending);
+    }
+
+    #[test]
+    fn a_client_id_keeps_naming_its_thread_for_the_executor_after_it_ends() {
+        let f = fixture(EXECUTORS);
+        let r = f.request(
+            "claude-agent",
+            "id: fridge-check\nintent: photo the fridge\nrequires: [take-photo]",
+        );
+        said(&f, "teague-phone", "MESS:\n  - status: {re: fridge-check, code: claimed}\n")
+            .unwrap();
+        said(&f, "teague-phone", "MESS:\n  - status: {re: fridge-check, code: completed}\n")
+            .unwrap();
+        said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - response:\n      re: fridge-check\n      content: [butter]\n",
+        )
+        .unwrap();
+        assert_eq!(f.env(&r).status, Status::Completed);
+        assert!(f.text(&r).contains("- butter"), "{}", f.text(&r));
+        // Another executor, which never held it, still hears of no such thread.
+        let e = said(
+            &f,
+            "roomba-kitchen",
+            "MESS:\n  - response:\n      re: fridge-check\n      content: [crumbs]\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    }
+
+    #[test]
+    fn answers_to_partial_work_are_refused_as_to_completed_work() {
+        let f = fixture(EXECUTORS);
+        let done = f.request("claude-agent", "intent: photo the fridge\nrequires: [take-photo]");
+        let part = f.request("claude-agent", "intent: photo the attic\nrequires: [take-photo]");
+        for r in [&done, &part] {
+            f.status("teague-phone", r, "code: claimed").unwrap();
+        }
+        f.status("teague-phone", &done, "code: completed").unwrap();
+        f.status(
+            "teague-phone",
+            &part,
+            "code: partial\ncompleted: [front]\nremaining: [back]",
+        )
+        .unwrap();
+        let answer = |r: &str| {
+            f.send(
+                "claude-agent",
+                &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{side: back}}\n"),
+            )
+            .unwrap_err()
+        };
+        let (a, b) = (answer(&done), answer(&part));
+        assert_eq!(a.kind(), ErrorKind::Conflict);
+        assert_eq!(b.kind(), ErrorKind::Conflict);
+        assert!(a.to_string().contains("which is final"), "{a}");
+        assert!(b.to_string().contains("which is final"), "{b}");
+        // `query type: status` lists open work only, as `mess status` does.
+        let answer = f.ok("claude-agent", "MESS:\n  - query: {type: status}\n");
+        let text = crate::protocol::emit::to_yaml(&answer.to_value());
+        assert!(!text.contains(&part) && !text.contains(&done), "{text}");
+    }
+}

@@ -28,6 +28,7 @@ mod config;
 mod escrow;
 mod examples;
 mod expiry_and_dependencies;
+mod federation;
 mod lifecycle;
 mod queue;
 mod reputation;

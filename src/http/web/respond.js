@@ -1,6 +1,6 @@
 // The human executor page: shows one request from a presigned link and sends the executor's
 // answers as MESS messages. It reads `GET <exchange>/mess/{ref}` and posts `POST <exchange>/mess`
-// with the link's token as its bearer token (the implementation plan's page), where <exchange>
+// with the link's token as its bearer token (the reference design's page), where <exchange>
 // is the link's `exchange=` (http or https only) or this server. Every value from the thread
 // is rendered as text (textContent, never innerHTML); the token lives only in this closure and
 // this tab's storage, and loading the page changes nothing.
@@ -91,7 +91,7 @@
     return box;
   }
 
-  // Preferences (the plan's list), kept on this device; anything unknown falls back.
+  // Preferences (the reference design's list), kept on this device; anything unknown falls back.
   var CHOICES = {
     defaultCamera: ['rear', 'front'],
     imageQuality: [1, 0.9, 0.8, 0.6, 0.4],
@@ -128,7 +128,7 @@
     return u.origin + u.pathname.replace(/\/+$/, '');
   }
 
-  // The implementation plan's links name the thread `request=`; ours `ref=`.
+  // The reference design's links name the thread `request=`; ours `ref=`.
   var ref = params.get('ref') || params.get('request') || '';
   var token = params.get('token') || '';
   var exchange = params.get('exchange') || '';
@@ -256,10 +256,18 @@
     }
     else if (kind === 'location') { locationNode(box, v, 'location: '); box.className += ' location'; }
     else if (kind === 'ref') {
-      // Another thread of this exchange: named, not fetched (the link reads only its own).
+      // Another thread of this exchange: the server sends its summary along when this link's
+      // executor may see it (thread.refs); otherwise it is only named, as a thread that does
+      // not exist would be.
       box.className += ' ref';
       add(box, el('span', 'refers to request '));
       add(box, el('code', String(v)));
+      var seen = thread && thread.refs && thread.refs[String(v)];
+      if (isObj(seen)) {
+        var open = button(box, 'Show it', function () {
+          open.replaceWith(refSummary(seen));
+        }, 'secondary show-ref');
+      }
     }
     else if (kind === 'confirmation') {
       if (v === true) box.textContent = 'Confirmed done';
@@ -268,6 +276,20 @@
     }
     else if (kind === 'structured' || kind === 'json') { add(box, valueNode(v)); }
     else { add(box, el('span', kind.replace(/_/g, ' ') + ': ', 'key')); add(box, valueNode(v)); }
+    return box;
+  }
+
+  // The summary of a referenced thread: what was asked, where it stands, what came back.
+  function refSummary(r) {
+    var box = el('div', null, 'ref-summary');
+    add(box, el('strong', r.intent || r.ref));
+    var line = add(box, el('p', (BADGE[r.status] || String(r.status).replace(/_/g, ' ')) + (r.executor ? ' · ' + r.executor : '') + ' · ', 'meta'));
+    if (r.updated) add(line, timeNode(r.updated));
+    if (r.response) {
+      var what = add(box, el('div', null, 'sent'));
+      add(what, el('h3', 'What was sent'));
+      [].concat(r.response).forEach(function (c) { add(what, entryNode(c)); });
+    }
     return box;
   }
 
@@ -653,6 +675,14 @@
       return;
     }
     var mustConfirm = env.confirm_before === true && env.confirmation !== 'confirmed';
+    if (s === 'pending' && thread.held_until) {
+      // Held until its not_before: nobody may take it yet, so there is nothing to press.
+      var held = add(next, el('p', 'Held until ', 'notice'));
+      held.id = 'held';
+      add(held, timeNode(thread.held_until));
+      add(held, document.createTextNode('; it can be taken then.'));
+      return;
+    }
     if (s === 'pending') {
       if (!allows('claim')) { add(next, el('p', 'This link lets you look, not take it.', 'notice')).id = 'read-only'; return; }
       next.id = 'take';
@@ -836,7 +866,7 @@
     button(f, 'Report failure', function () { send([status('failed', { reason: value('fail-reason') || 'failed' })]); }, 'danger').id = 'fail';
   }
 
-  // The plan's preferences: camera, photo quality, audio format, theme; stored on this device.
+  // The reference design's preferences: camera, photo quality, audio format, theme; stored on this device.
   function preferences() {
     var d = form('Preferences', 'prefs-form');
     var cam = options(field(d, 'Camera', 'select', 'pref-camera'), [['rear', 'Rear'], ['front', 'Front']]);

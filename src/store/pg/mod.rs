@@ -275,7 +275,7 @@ impl Pg {
     /// A connection of its own, outside the pool: for `LISTEN` and for session locks held
     /// for a long time.
     pub(crate) fn dedicated(&self) -> Result<postgres::Client, StoreError> {
-        self.config.connect(NoTls).map_err(sorted)
+        with_retries(|| self.config.connect(NoTls)).map_err(sorted)
     }
 
     /// Takes the session lock `name` on a dedicated connection if nobody holds it; the lock
@@ -306,6 +306,8 @@ impl Pg {
 }
 
 fn checkout(pool: &r2d2::Pool<session::Manager>) -> Result<Conn, StoreError> {
+    // The pool tries to connect until its wait is over; its error carries the last refusal
+    // in `describe`'s words (see `session::ConnectError`).
     pool.get().map_err(|e| StoreError::Unavailable {
         message: format!("no database connection: {e}"),
     })
@@ -378,11 +380,77 @@ pub(crate) fn sorted(e: postgres::Error) -> StoreError {
         });
     if transient {
         StoreError::Unavailable {
-            message: format!("the database is unavailable: {e}"),
+            message: format!("the database is unavailable: {}", describe(&e)),
         }
     } else {
         StoreError::Other {
-            message: format!("database: {e}"),
+            message: format!("database: {}", describe(&e)),
+        }
+    }
+}
+
+/// What PostgreSQL said, in words: its severity, message and SQLSTATE for an error the server
+/// reported (`FATAL: sorry, too many clients already (SQLSTATE 53300)`), else the client's
+/// error with its causes (a refused connection, a closed socket). Never a bare `db error`.
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!("; {detail}"));
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(&format!(": {said}"));
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// Whether PostgreSQL refused a statement or a connection in a way that changed nothing and
+/// passes by itself: a serialization failure or deadlock (the statement was rolled back), a lock
+/// not had in time, too many connections or the server starting up. Such an error is retried
+/// here, briefly, before it reaches anyone.
+fn retryable(e: &postgres::Error) -> bool {
+    matches!(
+        e.code().map(postgres::error::SqlState::code),
+        Some("40001" | "40P01" | "55P03" | "53300" | "53400" | "57P03")
+    )
+}
+
+/// How long a statement or connection refused for a [`retryable`] reason is tried again.
+const RETRY_FOR: Duration = Duration::from_secs(8);
+
+/// Runs `op` (one statement outside a transaction, or opening a connection) again while
+/// PostgreSQL refuses it for a [`retryable`] reason, with growing, jittered pauses, for at most
+/// [`RETRY_FOR`]; then its last error stands.
+pub(crate) fn with_retries<T>(
+    mut op: impl FnMut() -> Result<T, postgres::Error>,
+) -> Result<T, postgres::Error> {
+    let until = std::time::Instant::now() + RETRY_FOR;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match op() {
+            Err(e) if retryable(&e) && std::time::Instant::now() + pause < until => {
+                // Several processes refused at once should not come back at once.
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                let jitter = Duration::from_nanos(u64::from(nanos) % (pause.as_nanos() as u64 + 1));
+                std::thread::sleep(pause + jitter);
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            other => return other,
         }
     }
 }

@@ -27,13 +27,30 @@ impl Manager {
     }
 }
 
+/// Why a connection could not be made or kept, as the pool reports it: PostgreSQL's own words
+/// and SQLSTATE (a plain `postgres::Error` shows only `db error`).
+#[derive(Debug)]
+pub(crate) struct ConnectError(Error);
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&super::describe(&self.0))
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 impl r2d2::ManageConnection for Manager {
     type Connection = Session;
-    type Error = Error;
+    type Error = ConnectError;
 
-    fn connect(&self) -> Result<Session, Error> {
+    fn connect(&self) -> Result<Session, ConnectError> {
         Ok(Session {
-            client: self.config.connect(NoTls)?,
+            client: super::with_retries(|| self.config.connect(NoTls)).map_err(ConnectError)?,
             statements: Statements::default(),
         })
     }
@@ -41,11 +58,11 @@ impl r2d2::ManageConnection for Manager {
     /// A connection used within the last second answered then; asking again would cost a
     /// round trip per checkout. One idle for longer (a database that restarted meanwhile) is
     /// asked, and replaced when it does not answer.
-    fn is_valid(&self, conn: &mut Session) -> Result<(), Error> {
+    fn is_valid(&self, conn: &mut Session) -> Result<(), ConnectError> {
         if conn.statements.used.is_some_and(|t| t.elapsed() < RECENT) {
             return Ok(());
         }
-        conn.client.simple_query("")?;
+        conn.client.simple_query("").map_err(ConnectError)?;
         conn.statements.used = Some(std::time::Instant::now());
         Ok(())
     }
@@ -98,35 +115,51 @@ pub(crate) trait Run {
     fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, Error>;
 }
 
-/// Implements [`Run`] for a type with a client field and a statements field.
+/// Implements [`Run`] for a type with a client field and a statements field; `$again` wraps
+/// each statement: on a session (each statement its own transaction) a statement PostgreSQL
+/// rolled back for a passing reason is run again ([`super::with_retries`]); in a transaction
+/// it is not, as the transaction is lost with it.
 macro_rules! run_with_statements {
-    ($ty:ty, $client:ident, $statements:ident) => {
+    ($ty:ty, $client:ident, $statements:ident, $again:path) => {
         impl Run for $ty {
             fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, Error> {
-                let s = self.$statements.get(&mut self.$client, sql)?;
-                self.$client.query(&s, params)
+                $again(|| {
+                    let s = self.$statements.get(&mut self.$client, sql)?;
+                    self.$client.query(&s, params)
+                })
             }
 
             fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row, Error> {
-                let s = self.$statements.get(&mut self.$client, sql)?;
-                self.$client.query_one(&s, params)
+                $again(|| {
+                    let s = self.$statements.get(&mut self.$client, sql)?;
+                    self.$client.query_one(&s, params)
+                })
             }
 
             fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>, Error> {
-                let s = self.$statements.get(&mut self.$client, sql)?;
-                self.$client.query_opt(&s, params)
+                $again(|| {
+                    let s = self.$statements.get(&mut self.$client, sql)?;
+                    self.$client.query_opt(&s, params)
+                })
             }
 
             fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, Error> {
-                let s = self.$statements.get(&mut self.$client, sql)?;
-                self.$client.execute(&s, params)
+                $again(|| {
+                    let s = self.$statements.get(&mut self.$client, sql)?;
+                    self.$client.execute(&s, params)
+                })
             }
         }
     };
 }
 
-run_with_statements!(Session, client, statements);
-run_with_statements!(Tx<'_>, inner, statements);
+/// Runs `op` once: a statement of a transaction is not repeated on its own.
+fn once<T>(mut op: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
+    op()
+}
+
+run_with_statements!(Session, client, statements, super::with_retries);
+run_with_statements!(Tx<'_>, inner, statements, once);
 
 impl Session {
     /// Begins a transaction (rolled back when dropped uncommitted).

@@ -112,6 +112,12 @@ impl Pg {
         Ok(version)
     }
 
+    /// Forgets the registry version last read, so the next read of the directory asks the
+    /// database (after an import wrote registrations in its own transaction).
+    pub(crate) fn forget_registry_seen(&self) {
+        *locked(&self.registry_seen) = None;
+    }
+
     /// Stores (or replaces) the registry document `name`.
     pub(crate) fn put_registry_doc(&self, name: &str, doc: &str) -> Result<(), StoreError> {
         let mut conn = self.conn()?;

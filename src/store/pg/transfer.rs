@@ -14,6 +14,8 @@ use crate::store::index::{self, Key, entry_name};
 use crate::store::layout::{Layout, Location};
 use crate::store::pg::threads::insert;
 use crate::store::pg::transfer_shared::SharedReport;
+use crate::store::pg::session::Tx;
+use crate::store::pg::transfer_shared::import_shared;
 use crate::store::pg::{Pg, Run as _, sorted};
 use crate::store::thread::{Freshness, ThreadFile};
 use crate::store::{FileStore, fsio, layout, refs};
@@ -21,9 +23,12 @@ use crate::store::{FileStore, fsio, layout, refs};
 /// Threads written per transaction.
 const CHUNK: usize = 500;
 
-/// What an import did.
+/// What an import did. An import is one transaction: when anything is refused, nothing of it
+/// was written.
 #[derive(Debug, Default)]
 pub struct ImportReport {
+    /// Whether the import was committed (nothing was refused).
+    pub committed: bool,
     /// Threads copied into the database.
     pub imported: usize,
     /// Threads the database had already (same ref), left as they were.
@@ -50,9 +55,10 @@ pub struct ExportReport {
 impl Pg {
     /// Copies every thread of the home `from` (its `state=` folders and archive) into the
     /// database, with its client ids, `last` entries, suggestion ids, dependencies and ref
-    /// counters. A thread the database has already is left alone; a file that is not a whole
-    /// thread as mess wrote it is reported and skipped (run `mess fsck --repair` on the home
-    /// first), and the rest still goes in.
+    /// counters, and its keys, registry and ledger (`transfer_shared`), all in one transaction.
+    /// A thread the database has already is left alone. A file that is not a whole thread as
+    /// mess wrote it, or a ledger the ledger's rules refuse, is reported, and then nothing is
+    /// committed: an import is all or nothing.
     pub fn import(
         &self,
         from: &FileStore,
@@ -64,6 +70,8 @@ impl Pg {
         for e in errors {
             report.refused.push((PathBuf::new(), e.to_string()));
         }
+        let mut conn = self.writer()?;
+        let mut tx = conn.transaction().map_err(sorted)?;
         let mut facts = IndexFacts::default();
         let total = files.len();
         let mut batch: Vec<(ThreadRef, ThreadFile)> = Vec::new();
@@ -78,106 +86,24 @@ impl Pg {
                 Err(why) => report.refused.push((path, why)),
             }
             if batch.len() >= CHUNK {
-                self.insert_batch(&mut batch, &mut report)?;
+                insert_batch(&mut tx, &mut batch, &mut report)?;
             }
         }
-        self.insert_batch(&mut batch, &mut report)?;
+        insert_batch(&mut tx, &mut batch, &mut report)?;
         progress(total, total);
-        report.index_entries = self.import_indexes(from.layout(), &facts)?;
-        let (shared, problems) = self.import_shared(from)?;
+        report.index_entries = import_indexes(&mut tx, from.layout(), &facts)?;
+        let (shared, problems) = import_shared(&mut tx, from)?;
         report.shared = shared;
         report
             .refused
             .extend(problems.into_iter().map(|why| (PathBuf::new(), why)));
+        if report.refused.is_empty() {
+            tx.commit().map_err(sorted)?;
+            report.committed = true;
+            self.forget_registry_seen();
+        }
+        // Otherwise the transaction is rolled back as it drops: nothing was written.
         Ok(report)
-    }
-
-    fn insert_batch(
-        &self,
-        batch: &mut Vec<(ThreadRef, ThreadFile)>,
-        report: &mut ImportReport,
-    ) -> Result<(), StoreError> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(sorted)?;
-        for (thread, file) in batch.drain(..) {
-            let mut sub = tx.transaction().map_err(sorted)?;
-            match insert(
-                &mut sub,
-                &thread,
-                &file.envelope,
-                &file.location,
-                file.text(),
-            ) {
-                Ok(()) => {
-                    sub.commit().map_err(sorted)?;
-                    report.imported += 1;
-                }
-                Err(StoreError::Exists { .. }) => report.present += 1,
-                Err(e) => return Err(e),
-            }
-        }
-        tx.commit().map_err(sorted)
-    }
-
-    fn import_indexes(&self, layout: &Layout, facts: &IndexFacts) -> Result<usize, StoreError> {
-        // What the thread files say, then the home's own index files over it: they also hold
-        // what no file says (the last work offered to each executor).
-        let mut entries: BTreeMap<(String, String), ThreadRef> = BTreeMap::new();
-        for ((sender, id), (_, thread)) in &facts.client_ids {
-            entries.insert(
-                (sender.clone(), entry_name(Key::ClientId(id))),
-                thread.clone(),
-            );
-        }
-        for (sender, (_, thread)) in &facts.last {
-            entries.insert((sender.clone(), entry_name(Key::Last)), thread.clone());
-        }
-        for (sender, id, thread) in &facts.suggestions {
-            entries.insert(
-                (sender.clone(), entry_name(Key::Suggestion(id))),
-                thread.clone(),
-            );
-        }
-        for (sender, key, thread) in index::all_entries(layout)? {
-            entries.insert((sender, key), thread);
-        }
-        let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(sorted)?;
-        for ((sender, key), thread) in &entries {
-            tx.execute(
-                "INSERT INTO mess_index (sender, key, ref) VALUES ($1, $2, $3) \
-                 ON CONFLICT (sender, key) DO UPDATE SET ref = EXCLUDED.ref",
-                &[sender, key, &thread.as_str()],
-            )
-            .map_err(sorted)?;
-        }
-        for (dependency, dependent) in &facts.deps {
-            tx.execute(
-                "INSERT INTO mess_dependents (dependency, dependent) VALUES ($1, $2) \
-                 ON CONFLICT DO NOTHING",
-                &[dependency, &dependent.as_str()],
-            )
-            .map_err(sorted)?;
-        }
-        let mut serials = facts.serials.clone();
-        for (date, last) in refs::counters(layout)? {
-            let e = serials.entry(date).or_insert(0);
-            *e = (*e).max(last);
-        }
-        for (date, serial) in &serials {
-            let serial = i64::try_from(*serial).unwrap_or(i64::MAX);
-            tx.execute(
-                "INSERT INTO mess_ref_days (day, last) VALUES ($1::text::date, $2) \
-                 ON CONFLICT (day) DO UPDATE SET last = GREATEST(mess_ref_days.last, EXCLUDED.last)",
-                &[&date.format("%Y-%m-%d").to_string(), &serial],
-            )
-            .map_err(sorted)?;
-        }
-        tx.commit().map_err(sorted)?;
-        Ok(entries.len())
     }
 
     /// Writes every thread of the database into the home `to` (which must hold no threads
@@ -256,6 +182,93 @@ impl Pg {
         report.shared = self.export_shared(&target)?;
         Ok(report)
     }
+}
+
+/// Inserts `batch` in the import's transaction `tx`, each thread in a savepoint of its own
+/// (one the database has already is counted and left as it is).
+fn insert_batch(
+    tx: &mut Tx<'_>,
+    batch: &mut Vec<(ThreadRef, ThreadFile)>,
+    report: &mut ImportReport,
+) -> Result<(), StoreError> {
+    for (thread, file) in batch.drain(..) {
+        let mut sub = tx.transaction().map_err(sorted)?;
+        match insert(
+            &mut sub,
+            &thread,
+            &file.envelope,
+            &file.location,
+            file.text(),
+        ) {
+            Ok(()) => {
+                sub.commit().map_err(sorted)?;
+                report.imported += 1;
+            }
+            Err(StoreError::Exists { .. }) => report.present += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes an import's index entries, dependencies and ref counters in its transaction `tx`:
+/// what the thread files say, then the home's own index files over it (they also hold what no
+/// file says, such as the last work offered to each executor).
+fn import_indexes(
+    tx: &mut Tx<'_>,
+    layout: &Layout,
+    facts: &IndexFacts,
+) -> Result<usize, StoreError> {
+    let mut entries: BTreeMap<(String, String), ThreadRef> = BTreeMap::new();
+    for ((sender, id), (_, thread)) in &facts.client_ids {
+        entries.insert(
+            (sender.clone(), entry_name(Key::ClientId(id))),
+            thread.clone(),
+        );
+    }
+    for (sender, (_, thread)) in &facts.last {
+        entries.insert((sender.clone(), entry_name(Key::Last)), thread.clone());
+    }
+    for (sender, id, thread) in &facts.suggestions {
+        entries.insert(
+            (sender.clone(), entry_name(Key::Suggestion(id))),
+            thread.clone(),
+        );
+    }
+    for (sender, key, thread) in index::all_entries(layout)? {
+        entries.insert((sender, key), thread);
+    }
+    for ((sender, key), thread) in &entries {
+        tx.execute(
+            "INSERT INTO mess_index (sender, key, ref) VALUES ($1, $2, $3) \
+             ON CONFLICT (sender, key) DO UPDATE SET ref = EXCLUDED.ref",
+            &[sender, key, &thread.as_str()],
+        )
+        .map_err(sorted)?;
+    }
+    for (dependency, dependent) in &facts.deps {
+        tx.execute(
+            "INSERT INTO mess_dependents (dependency, dependent) VALUES ($1, $2) \
+             ON CONFLICT DO NOTHING",
+            &[dependency, &dependent.as_str()],
+        )
+        .map_err(sorted)?;
+    }
+    let mut serials = facts.serials.clone();
+    for (date, last) in refs::counters(layout)? {
+        let e = serials.entry(date).or_insert(0);
+        *e = (*e).max(last);
+    }
+    for (date, serial) in &serials {
+        let serial = i64::try_from(*serial).unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT INTO mess_ref_days (day, last) VALUES ($1::text::date, $2) \
+             ON CONFLICT (day) DO UPDATE SET last = GREATEST(mess_ref_days.last, EXCLUDED.last)",
+            &[&date.format("%Y-%m-%d").to_string(), &serial],
+        )
+        .map_err(sorted)?;
+    }
+    Ok(entries.len())
 }
 
 /// Reads one thread file for import: it must be whole and not changed by hand since mess

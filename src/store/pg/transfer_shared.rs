@@ -9,7 +9,8 @@ use std::path::Path;
 use crate::protocol::emit;
 use crate::protocol::yaml::{self, Limits};
 use crate::store::error::StoreError;
-use crate::store::ledger::Movement;
+use crate::store::ledger::{Movement, replay};
+use crate::store::pg::session::Tx;
 use crate::store::pg::{Pg, Run as _, lock_key, sorted};
 use crate::store::{FileStore, fsio};
 
@@ -24,62 +25,94 @@ pub struct SharedReport {
     pub movements: usize,
 }
 
-impl Pg {
-    /// Copies the key records, registry and ledger of the home `from` into the database;
-    /// a file that does not parse is returned beside the rest.
-    pub(crate) fn import_shared(
-        &self,
-        from: &FileStore,
-    ) -> Result<(SharedReport, Vec<String>), StoreError> {
-        let mut report = SharedReport::default();
-        let mut problems = Vec::new();
-        let known: std::collections::HashSet<String> =
-            self.key_records()?.into_iter().map(|k| k.hash).collect();
-        for record in from.key_records()? {
-            if !known.contains(&record.hash) {
-                self.add_key_record(&record)?;
-                report.keys += 1;
-            }
-        }
-        let (files, errors) = from.registry();
-        problems.extend(errors.iter().map(ToString::to_string));
-        for (path, registration) in &files.registrations {
-            let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
-                continue;
-            };
-            self.put_registry_doc(&format!("executors/{stem}"), &emit::to_yaml(registration))?;
-            report.registry += 1;
-        }
-        if let Some(routing) = &files.routing {
-            self.put_registry_doc("routing", &emit::to_yaml(routing))?;
-            report.registry += 1;
-        }
-        let movements = from.ledger()?;
-        let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(sorted)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key("ledger")])
+/// Copies the key records, registry and ledger of the home `from` into the database in the
+/// import's transaction `tx`; returns what it copied and what it refused (a file that does not
+/// parse, a ledger the ledger's rules refuse: see [`replay`]). The caller commits only when
+/// nothing was refused. Key records and registrations are checked by the exchange before (as
+/// `mess token` and a `config` message check them); here they are only written.
+pub(crate) fn import_shared(
+    tx: &mut Tx<'_>,
+    from: &FileStore,
+) -> Result<(SharedReport, Vec<String>), StoreError> {
+    let mut report = SharedReport::default();
+    let mut problems = Vec::new();
+    for record in from.key_records()? {
+        let added = tx
+            .execute(
+                "INSERT INTO mess_keys (hash, principal, role, created, callback) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (hash) DO NOTHING",
+                &[
+                    &record.hash,
+                    &record.principal,
+                    &record.role,
+                    &record.created,
+                    &record.callback,
+                ],
+            )
             .map_err(sorted)?;
-        for m in &movements {
-            let copied = tx
-                .execute(
-                    "INSERT INTO mess_ledger (id, month, from_acct, to_acct, shells, doc) \
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-                    &[
-                        &m.id,
-                        &m.at.format("%Y-%m").to_string(),
-                        &m.from,
-                        &m.to,
-                        &m.shells,
-                        &emit::to_yaml(&m.to_value()),
-                    ],
-                )
-                .map_err(sorted)?;
-            report.movements += usize::try_from(copied).unwrap_or(0);
-        }
-        tx.commit().map_err(sorted)?;
-        Ok((report, problems))
+        report.keys += usize::try_from(added).unwrap_or(0);
     }
+    let (files, errors) = from.registry();
+    problems.extend(errors.iter().map(ToString::to_string));
+    let mut docs: Vec<(String, String)> = Vec::new();
+    for (path, registration) in &files.registrations {
+        let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        docs.push((format!("executors/{stem}"), emit::to_yaml(registration)));
+    }
+    if let Some(routing) = &files.routing {
+        docs.push(("routing".to_owned(), emit::to_yaml(routing)));
+    }
+    for (name, doc) in &docs {
+        tx.execute(
+            "INSERT INTO mess_registry (name, doc) VALUES ($1, $2) ON CONFLICT (name) \
+             DO UPDATE SET doc = EXCLUDED.doc, version = nextval('mess_registry_version')",
+            &[name, doc],
+        )
+        .map_err(sorted)?;
+        report.registry += 1;
+    }
+    // The ledger: replayed on what the database holds, under its lock, by the ledger's rules.
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key("ledger")])
+        .map_err(sorted)?;
+    let mut recorded = Vec::new();
+    for row in tx
+        .query("SELECT doc FROM mess_ledger ORDER BY seq", &[])
+        .map_err(sorted)?
+    {
+        let doc: String = row.get(0);
+        if let Ok(values) = yaml::parse_documents(&doc, &Limits::DEFAULT) {
+            recorded.extend(values.iter().filter_map(Movement::from_value));
+        }
+    }
+    let movements = match replay(&recorded, &from.ledger()?) {
+        Ok(fresh) => fresh,
+        Err(refusals) => {
+            problems.extend(refusals.into_iter().map(|why| format!("ledger: {why}")));
+            Vec::new()
+        }
+    };
+    for m in &movements {
+        tx.execute(
+            "INSERT INTO mess_ledger (id, month, from_acct, to_acct, shells, doc) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &m.id,
+                &m.at.format("%Y-%m").to_string(),
+                &m.from,
+                &m.to,
+                &m.shells,
+                &emit::to_yaml(&m.to_value()),
+            ],
+        )
+        .map_err(sorted)?;
+        report.movements += 1;
+    }
+    Ok((report, problems))
+}
 
+impl Pg {
     /// Writes the key records, registry and ledger of the database into the home `to`, each
     /// file durably.
     pub(crate) fn export_shared(&self, to: &FileStore) -> Result<SharedReport, StoreError> {
