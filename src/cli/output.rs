@@ -32,7 +32,9 @@ pub(crate) fn out(text: &str) {
         return;
     }
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
@@ -121,7 +123,9 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut text = render(header.to_vec());
     text.push('\n');
     for row in rows {
-        text.push_str(&printable(&render(row.iter().map(String::as_str).collect())));
+        text.push_str(&printable(&render(
+            row.iter().map(String::as_str).collect(),
+        )));
         text.push('\n');
     }
     out(&text);

@@ -27,6 +27,16 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
     output::start_logging("info");
+    // A first run on a machine with no home makes one, and says so (stderr: stdout's first line
+    // is the address, which scripts read).
+    let home = &cx.config.home;
+    if !home.join("config.yaml").exists() && !home.join("state=received").exists() {
+        cx.exchange.store().init()?;
+        output::err(&format!(
+            "made a new exchange home at {}; `mess init` adds an example config.yaml with executors\n",
+            home.display()
+        ));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

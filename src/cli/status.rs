@@ -233,7 +233,11 @@ fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
                 .map(|(e, _)| {
                     let status = match cx.remote {
                         None => view::held_until(&cx.exchange, e).map(|until| {
-                            format!("{} (held until {})", e.status, time::format_timestamp(&until))
+                            format!(
+                                "{} (held until {})",
+                                e.status,
+                                time::format_timestamp(&until)
+                            )
                         }),
                         Some(_) => None,
                     };

@@ -9,16 +9,11 @@ use crate::exchange::auth::Role;
 use crate::exchange::directory::{Directory, Origin};
 use crate::exchange::{Error, Exchange, Sender};
 use crate::links::{Action, Grant};
-use crate::protocol::content::ContentEntry;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::{State, Status};
-use crate::protocol::message::Payload;
-use crate::protocol::value::{Map, Value};
+use crate::protocol::value::Value;
 use crate::store::thread::ThreadFile;
-
-/// Most `ref:` entries of one thread resolved for a reader (each costs a read).
-const MAX_REFERENCES: usize = 32;
 
 /// Whether `who` is a party to the thread of `env`: its requestor or its claimant.
 pub fn party(who: &str, env: &Envelope) -> bool {
@@ -196,64 +191,6 @@ impl Exchange {
             })
             .take(filter.limit)
             .collect())
-    }
-
-    /// The threads the `ref:` entries of `file` name (v1.0 section 2.4: a MESS id in `ref:`
-    /// resolves to that request), for `viewer`: a map from each entry as written to the
-    /// summary of the thread it names (envelope fields, and the latest response's content once
-    /// there is one). An entry is resolved as its author meant it (a ref, or the author's
-    /// client id or `last`), and a thread `viewer` may not see is left out exactly as one that
-    /// does not exist.
-    pub fn references_for(&self, file: &ThreadFile, viewer: &str) -> Result<Map, Error> {
-        let mut out = Map::new();
-        let Ok(messages) = file.messages() else {
-            return Ok(out);
-        };
-        let directory = self.directory();
-        for doc in &messages {
-            for payload in &doc.message.payloads {
-                let entries: &[ContentEntry] = match payload {
-                    Payload::Request(r) => &r.context,
-                    Payload::Response(r) => &r.content,
-                    Payload::Reply(r) => &r.context,
-                    _ => continue,
-                };
-                for entry in entries {
-                    let ContentEntry::Ref(named) = entry else {
-                        continue;
-                    };
-                    if out.contains_key(named) || out.len() >= MAX_REFERENCES {
-                        continue;
-                    }
-                    let Ok(thread) = self.resolve(named, &doc.from) else {
-                        continue;
-                    };
-                    if thread == file.envelope.thread_ref {
-                        continue;
-                    }
-                    let Ok(referenced) = self.store().read(&thread) else {
-                        continue;
-                    };
-                    if !may_see(viewer, &referenced.envelope, &directory) {
-                        continue;
-                    }
-                    let mut summary = match crate::exchange::view::thread_summary(&referenced.envelope) {
-                        Value::Map(m) => m,
-                        _ => Map::new(),
-                    };
-                    if let Ok(view) = crate::exchange::view::ThreadView::of(&referenced)
-                        && let Some(response) = view.response
-                    {
-                        summary.insert(
-                            "response",
-                            Value::Seq(response.content.iter().map(ContentEntry::to_value).collect()),
-                        );
-                    }
-                    out.insert(named.clone(), Value::Map(summary));
-                }
-            }
-        }
-        Ok(out)
     }
 
     /// Whether `who` may see the thread of `env` (for filtering change events); callers with

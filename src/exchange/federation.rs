@@ -584,6 +584,10 @@ pub(crate) fn run(ex: Exchange, stop: CancellationToken) -> tokio::task::JoinHan
     })
 }
 
+/// How long a peer's event stream must have lasted for its end to count as a normal reconnect
+/// (no pause before the next).
+const STEADY_STREAM: Duration = Duration::from_secs(30);
+
 /// Follows one peer: its events (resuming after the last id heard), and our own changes of the
 /// threads forwarded to it.
 async fn follow(ex: Exchange, peer: Peer, stop: CancellationToken) {
@@ -610,7 +614,7 @@ async fn follow(ex: Exchange, peer: Peer, stop: CancellationToken) {
                 continue;
             }
         };
-        backoff = Duration::from_millis(500);
+        let connected = tokio::time::Instant::now();
         // Connected (again): whatever changed while away is read now.
         let mut known = refreshed(&ex, &peer).await;
         for (there, thread) in &known {
@@ -675,6 +679,18 @@ async fn follow(ex: Exchange, peer: Peer, stop: CancellationToken) {
                     _ => {}
                 },
             }
+        }
+        // A stream that broke soon after it opened (a peer that cuts it, or floods it past its
+        // bounds) is opened again only after a pause that grows, so a hostile peer cannot keep
+        // this side reconnecting and reading in a tight loop.
+        if connected.elapsed() < STEADY_STREAM {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MOST_BACKOFF);
+        } else {
+            backoff = Duration::from_millis(500);
         }
     }
 }

@@ -43,7 +43,10 @@ impl Exchange {
             };
             let text = |k: &str| fields.get(k).and_then(Value::scalar_text);
             let id = text("id").unwrap_or_default();
-            if path.file_stem().is_none_or(|stem| stem.to_string_lossy() != id) {
+            if path
+                .file_stem()
+                .is_none_or(|stem| stem.to_string_lossy() != id)
+            {
                 refused.push(format!("{name}: names executor {id:?}, not the file's"));
                 continue;
             }

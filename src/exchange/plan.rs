@@ -165,7 +165,11 @@ fn holds(executor: &str, env: &Envelope) -> bool {
 
 /// When `who` last acted on the thread of `env` (its newest history entry), if ever.
 fn last_acted(who: &str, env: &Envelope) -> Option<Timestamp> {
-    env.history.iter().filter(|h| h.by == who).map(|h| h.at).max()
+    env.history
+        .iter()
+        .filter(|h| h.by == who)
+        .map(|h| h.at)
+        .max()
 }
 
 /// When the thread of `env` was last offered (dispatched or escalated), else when it was made.
@@ -237,10 +241,9 @@ fn last_for_executor(ex: &Exchange, executor: &str, claiming: bool) -> Result<Th
             .iter()
             .map(|env| format!("{} ({}, yours)", env.thread_ref, env.status))
             .collect();
-        if let Some(env) = offered
-            .as_ref()
-            .filter(|o| o.status == Status::Pending && !held.iter().any(|h| h.thread_ref == o.thread_ref))
-        {
+        if let Some(env) = offered.as_ref().filter(|o| {
+            o.status == Status::Pending && !held.iter().any(|h| h.thread_ref == o.thread_ref)
+        }) {
             candidates.push(format!("{} (offered)", env.thread_ref));
         }
         return Err(ProtocolError::conflict(format!(
@@ -307,22 +310,14 @@ pub(crate) fn group(
         }
         let claiming = matches!(payload, Payload::Status(s) if s.code == Status::Claimed);
         for item in items {
-            let thread = resolve_for_payload(
-                ex,
-                item,
-                sender,
-                directory,
-                access::may_address,
-                claiming,
-            )
-            .map_err(
-                |e| match e {
-                    Error::NotFound { message } => Error::NotFound {
-                        message: format!("MESS[{i}].{}.re: {message}", payload.kind()),
-                    },
-                    other => other,
-                },
-            )?;
+            let thread =
+                resolve_for_payload(ex, item, sender, directory, access::may_address, claiming)
+                    .map_err(|e| match e {
+                        Error::NotFound { message } => Error::NotFound {
+                            message: format!("MESS[{i}].{}.re: {message}", payload.kind()),
+                        },
+                        other => other,
+                    })?;
             if reached.contains(&thread) {
                 continue;
             }

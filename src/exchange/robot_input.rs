@@ -351,7 +351,10 @@ fn typed_answers(answers: &Map, fields: &[(String, String)]) -> serde_json::Valu
                 .parse::<f64>()
                 .ok()
                 .and_then(serde_json::Number::from_f64)
-                .map_or(serde_json::Value::String(text.clone()), serde_json::Value::Number),
+                .map_or(
+                    serde_json::Value::String(text.clone()),
+                    serde_json::Value::Number,
+                ),
             _ => serde_json::Value::String(text),
         };
         out.insert(name.clone(), typed);

@@ -1049,7 +1049,10 @@ impl Suggestion {
         let proposed = f.take("proposed");
         // A split's `ordered` is a yes or no: anything else would silently run the parts at
         // once.
-        if let Some(ordered) = proposed.as_ref().and_then(Value::as_map).and_then(|m| m.get("ordered"))
+        if let Some(ordered) = proposed
+            .as_ref()
+            .and_then(Value::as_map)
+            .and_then(|m| m.get("ordered"))
             && !matches!(ordered, Value::Bool(_) | Value::Null)
         {
             return Err(ProtocolError::invalid(

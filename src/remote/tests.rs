@@ -6,8 +6,14 @@ use super::*;
 #[test]
 fn userinfo_is_hidden_wherever_a_url_is_shown() {
     for (url, shown) in [
-        ("https://alice:s3cret@town.example", "https://***@town.example"),
-        ("http://tok@127.0.0.1:8420/x?y=z", "http://***@127.0.0.1:8420/x?y=z"),
+        (
+            "https://alice:s3cret@town.example",
+            "https://***@town.example",
+        ),
+        (
+            "http://tok@127.0.0.1:8420/x?y=z",
+            "http://***@127.0.0.1:8420/x?y=z",
+        ),
         ("https://a:b@c@host/p@q", "https://***@host/p@q"),
         ("https://town.example/a@b", "https://town.example/a@b"),
         ("user:pw@host", "***@host"),

@@ -428,12 +428,7 @@ mod tests {
         let grant = movement("g1", OPERATOR, "agent", 10);
         let mut escrow = movement("escrow-2026-11-27-001", "agent", "escrow:2026-11-27-001", 8);
         escrow.kind = "escrow".to_owned();
-        let mut release = movement(
-            "settle-2026-11-27-001",
-            "escrow:2026-11-27-001",
-            "robot",
-            8,
-        );
+        let mut release = movement("settle-2026-11-27-001", "escrow:2026-11-27-001", "robot", 8);
         release.kind = "release".to_owned();
         let fine = vec![grant.clone(), escrow.clone(), release.clone()];
         assert_eq!(replay(&[], &fine).unwrap(), fine);
@@ -465,7 +460,10 @@ mod tests {
         bad_account.kind = "grant".to_owned();
         for bad in [minted, to_operator, from_escrow_as_grant, bad_account] {
             let why = refusals(vec![grant.clone(), bad.clone()]);
-            assert!(why.contains("not a movement the exchange records"), "{bad:?}: {why}");
+            assert!(
+                why.contains("not a movement the exchange records"),
+                "{bad:?}: {why}"
+            );
         }
     }
 

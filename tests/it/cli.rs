@@ -705,13 +705,23 @@ fn with_stdout_closed(home: &Home, args: &[&str]) -> (Option<i32>, String) {
 fn every_command_exits_quietly_when_its_reader_goes_away() {
     let home = Home::with_config(CONFIG);
     home.ok(&["init"]);
-    let r = home.ok(&["request", "what's in the fridge?", "--requires", "take-photo"]);
+    let r = home.ok(&[
+        "request",
+        "what's in the fridge?",
+        "--requires",
+        "take-photo",
+    ]);
     let r = r.trim();
     let commands: Vec<Vec<&str>> = vec![
         vec!["--help"],
         vec!["status", "--help"],
         vec!["--version"],
-        vec!["request", "vacuum the kitchen", "--requires", "vacuum-floor"],
+        vec![
+            "request",
+            "vacuum the kitchen",
+            "--requires",
+            "vacuum-floor",
+        ],
         vec!["status"],
         vec!["status", "--all", "--format", "yaml"],
         vec!["status", "--all", "--format", "json"],

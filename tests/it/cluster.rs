@@ -538,7 +538,10 @@ fn a_hostile_export_is_refused_whole_and_writes_nothing() {
                 .query_one(&format!("SELECT count(*) FROM {table}"), &[])
                 .unwrap()
                 .get(0);
-            assert_eq!(n, 0, "{file}: {table} holds {n} row(s) after a refused import");
+            assert_eq!(
+                n, 0,
+                "{file}: {table} holds {n} row(s) after a refused import"
+            );
         }
     }
     // The good home goes in whole.

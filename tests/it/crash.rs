@@ -220,7 +220,9 @@ fn killed_writers_never_lose_acknowledged_messages_or_corrupt_files() {
 fn interrupted_move(home: &Home) -> (String, std::path::PathBuf) {
     let r = home.ok(&["request", "move the couch", "--requires", "work"]);
     let r = r.trim().to_owned();
-    let old = home.path().join(format!("state=received/{r}.messe-af.yaml"));
+    let old = home
+        .path()
+        .join(format!("state=received/{r}.messe-af.yaml"));
     let before = std::fs::read(&old).unwrap();
     home.ok(&["claim", &r, "--as", "robot"]);
     assert!(!old.exists());

@@ -492,12 +492,12 @@ fn says_variable_wins(line: &str, variable: &str, setting: &str) -> bool {
         .trim_start();
     let ranks = ["wins", "outrank", "which wins"]
         .iter()
-        .any(|w| after.starts_with(w));
+        .any(|w| after.starts_with(w))
+        // A reference table's row about the variable itself.
+        || (line.trim_start().starts_with(&format!("| `{variable}` |")) && line.contains("wins over"));
     let between = if v < s { &line[v..s] } else { "" };
     let ordered = v < s
-        && (between.contains("else")
-            || between.contains(" / ")
-            || line.contains("in that order"));
+        && (between.contains("else") || between.contains(" / ") || line.contains("in that order"));
     ranks || ordered
 }
 
@@ -507,7 +507,12 @@ fn every_documented_precedence_is_the_one_the_code_applies() {
     let home = Home::with_config(&format!(
         "{CONFIG}dispatch:\n  public_url: http://from-the-file.example\n"
     ));
-    let r = home.ok(&["request", "what's in the fridge?", "--requires", "take-photo"]);
+    let r = home.ok(&[
+        "request",
+        "what's in the fridge?",
+        "--requires",
+        "take-photo",
+    ]);
     let r = r.trim();
     let link = |env: Option<&str>| {
         let mut c = home.command(&["link", r, "--executor", "teague-phone"]);
@@ -517,7 +522,10 @@ fn every_documented_precedence_is_the_one_the_code_applies() {
         String::from_utf8(c.output().unwrap().stdout).unwrap()
     };
     assert!(link(None).starts_with("http://from-the-file.example/respond?"));
-    assert!(link(Some("http://from-the-env.example")).starts_with("http://from-the-env.example/respond?"));
+    assert!(
+        link(Some("http://from-the-env.example"))
+            .starts_with("http://from-the-env.example/respond?")
+    );
     // The words: every page and help text that names both says the same.
     let mut texts: Vec<(String, String)> = vec![
         ("README.md".to_owned(), read("README.md")),
@@ -577,13 +585,25 @@ fn the_readmes_five_minutes_work_when_pasted_on_any_day() {
     // As pasted, but into a temp home and on a free port; the server is stopped at the end.
     let script = block
         .replace("/tmp/demo", &home.path().join("demo").to_string_lossy())
-        .replace("mess serve &", &format!("mess serve --addr 127.0.0.1:{port} &"))
+        .replace(
+            "mess serve &",
+            &format!("mess serve --addr 127.0.0.1:{port} &"),
+        )
         .replace("localhost:8420", &format!("localhost:{port}"));
-    assert!(!script.contains("2026-"), "a date-bound ref in the README:\n{script}");
+    assert!(
+        !script.contains("2026-"),
+        "a date-bound ref in the README:\n{script}"
+    );
     let bin = Path::new(env!("CARGO_BIN_EXE_mess")).parent().unwrap();
     let out = Command::new("bash")
-        .args(["-c", &format!("set -eu -o pipefail\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n{script}")])
-        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+        .args([
+            "-c",
+            &format!("set -eu -o pipefail\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n{script}"),
+        ])
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
         .env_remove("MESS_HOME")
         .env_remove("MESS_AGENT_ID")
         .env_remove("MESS_DATABASE_URL")
@@ -596,6 +616,9 @@ fn the_readmes_five_minutes_work_when_pasted_on_any_day() {
     );
     assert!(out.status.success(), "{said}");
     assert!(said.contains("chicken thighs, broccoli, rice"), "{said}");
-    assert!(said.contains("\"ack\""), "the request over HTTP was acknowledged: {said}");
+    assert!(
+        said.contains("\"ack\""),
+        "the request over HTTP was acknowledged: {said}"
+    );
     assert!(said.contains("/respond?ref="), "{said}");
 }

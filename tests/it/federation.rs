@@ -341,9 +341,8 @@ fn streaming_peer(total: u64) -> (u16, std::sync::Arc<std::sync::atomic::AtomicU
                 } else {
                     ("application/yaml", b"threads: [".repeat(64 * 1024 / 10))
                 };
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nConnection: close\r\n\r\n"
-                );
+                let answer =
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nConnection: close\r\n\r\n");
                 if stream.write_all(answer.as_bytes()).is_err() {
                     return;
                 }
@@ -403,11 +402,7 @@ fn a_peer_that_streams_without_end_is_cut_off_at_the_cap_and_memory_stays_flat()
     let out = with_key(
         &house,
         "town-key",
-        &[
-            "--exchange",
-            &format!("http://127.0.0.1:{port}"),
-            "status",
-        ],
+        &["--exchange", &format!("http://127.0.0.1:{port}"), "status"],
     );
     assert_eq!(out.status.code(), Some(1));
     let said = String::from_utf8_lossy(&out.stderr);

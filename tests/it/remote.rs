@@ -204,7 +204,10 @@ fn credentials_in_an_exchange_url_never_appear_and_the_refusal_says_where_the_ke
         let out = with_key(&client, "k-123", &args);
         assert_eq!(out.status.code(), Some(1), "{out:?}");
         let said = String::from_utf8_lossy(&out.stderr);
-        assert!(!said.contains("s3cret") && !said.contains("alice"), "{said}");
+        assert!(
+            !said.contains("s3cret") && !said.contains("alice"),
+            "{said}"
+        );
         assert!(said.contains("MESS_API_KEY"), "{said}");
     }
     // Without a key the refusal names the exchange, with its userinfo hidden.

@@ -135,12 +135,7 @@ impl ServerHandler for Arm {
                 rmcp::model::InputRequest::Elicitation(rmcp::model::Request::new(form(false))),
             );
             return Ok(GetTaskResult::new(DetailedTask::new(
-                Task::new(
-                    request.task_id,
-                    TaskStatus::InputRequired,
-                    at.clone(),
-                    at,
-                ),
+                Task::new(request.task_id, TaskStatus::InputRequired, at.clone(), at),
                 TaskPayload::InputRequired {
                     input_requests: requests,
                 },
@@ -340,14 +335,27 @@ fn a_robot_that_asks_during_its_call_gets_the_requestors_answer_and_goes_on() {
     let file = until(&home, &r, "the robot's question", |f| {
         f.contains("status: needs_input")
     });
-    assert!(file.contains("field: shelf") && file.contains("- top"), "{file}");
+    assert!(
+        file.contains("field: shelf") && file.contains("- top"),
+        "{file}"
+    );
     let status = home.ok(&["status", &r, "--as", "claude-agent"]);
     assert!(status.contains("which shelf"), "{status}");
-    home.ok(&["reply", &r, "--answer", "shelf=bottom", "--as", "claude-agent"]);
+    home.ok(&[
+        "reply",
+        &r,
+        "--answer",
+        "shelf=bottom",
+        "--as",
+        "claude-agent",
+    ]);
     let file = until(&home, &r, "completed with the answer", |f| {
         f.contains("status: completed")
     });
-    assert!(file.contains("code: in_progress"), "the work went on: {file}");
+    assert!(
+        file.contains("code: in_progress"),
+        "the work went on: {file}"
+    );
     let told = arm.told.lock().unwrap().clone();
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(told[0]["action"], "accept");
@@ -404,7 +412,10 @@ fn a_python_robot_that_asks_with_ctx_elicit_gets_the_answer() {
     use std::io::BufRead as _;
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = repo.join(".venv/bin/python");
-    assert!(python.exists(), "run .ci/test, which installs the Python MCP SDK");
+    assert!(
+        python.exists(),
+        "run .ci/test, which installs the Python MCP SDK"
+    );
     let mut robot = std::process::Command::new(&python)
         .arg(repo.join("tests/python/robot_asks.py"))
         .stdout(std::process::Stdio::piped())
@@ -417,10 +428,19 @@ fn a_python_robot_that_asks_with_ctx_elicit_gets_the_answer() {
         .unwrap();
     let url = url.trim().to_owned();
     // Wait until it listens.
-    let port: u16 = url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "the robot never listened");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the robot never listened"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let (home, _server) = robot_home(&url);
@@ -428,7 +448,10 @@ fn a_python_robot_that_asks_with_ctx_elicit_gets_the_answer() {
     let file = until(&home, &r, "the Python robot's questions", |f| {
         f.contains("status: needs_input")
     });
-    assert!(file.contains("field: room") && file.contains("field: passes"), "{file}");
+    assert!(
+        file.contains("field: room") && file.contains("field: passes"),
+        "{file}"
+    );
     home.ok(&[
         "reply",
         &r,
@@ -442,7 +465,10 @@ fn a_python_robot_that_asks_with_ctx_elicit_gets_the_answer() {
     let file = until(&home, &r, "completed with the answer", |f| {
         f.contains("status: completed")
     });
-    assert!(file.contains("did vacuum in the kitchen, 2 passes"), "{file}");
+    assert!(
+        file.contains("did vacuum in the kitchen, 2 passes"),
+        "{file}"
+    );
     let _ = robot.kill();
     let _ = robot.wait();
 }

@@ -1084,7 +1084,9 @@ fn a_reference_the_executor_may_see_opens_its_summary_and_a_held_request_says_un
         "pasta with pesto",
     ]);
     // A request no phone may see (it needs what no phone has).
-    let hidden = s.home.ok(&["request", "vacuum the hall", "--requires", "vacuum-floor"]);
+    let hidden = s
+        .home
+        .ok(&["request", "vacuum the hall", "--requires", "vacuum-floor"]);
     s.open(&format!(
         "MESS:\n  - request:\n      intent: buy what dinner needs\n      requires: [take-photo]\n      context:\n        - ref: dinner-check\n        - ref: {}\n",
         hidden.trim()
@@ -1102,12 +1104,19 @@ fn a_reference_the_executor_may_see_opens_its_summary_and_a_held_request_says_un
         b,
         "var s = document.querySelector('#context .ref-summary'); return !!s && s.textContent.indexOf('pasta with pesto') >= 0"
     ));
-    assert!(b.text("#context .ref-summary").contains("what is for dinner?"));
+    assert!(
+        b.text("#context .ref-summary")
+            .contains("what is for dinner?")
+    );
     // A request held for its not_before: nothing to press until then.
     s.open(
         "MESS:\n  - request:\n      intent: water the balcony plants\n      requires: [take-photo]\n      constraints: {timing: {not_before: '2099-01-01T09:00:00Z'}}\n",
     );
-    assert!(b.text("#next").contains("Held until"), "{}", b.text("#next"));
+    assert!(
+        b.text("#next").contains("Held until"),
+        "{}",
+        b.text("#next")
+    );
     assert_eq!(
         b.run("return !!document.getElementById('claim')"),
         Value::Bool(false)

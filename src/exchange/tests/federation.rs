@@ -8,7 +8,10 @@ use crate::exchange::federation;
 fn a_forwarded_request_carries_only_the_fields_a_peer_needs() {
     let f = fixture(EXECUTORS);
     f.ex.grant_shells("claude-agent", 20, None).unwrap();
-    let before = f.request("claude-agent", "intent: take out the bins\nrequires: [take-photo]");
+    let before = f.request(
+        "claude-agent",
+        "intent: take out the bins\nrequires: [take-photo]",
+    );
     let r = f.request(
         "claude-agent",
         &format!(
@@ -16,7 +19,7 @@ fn a_forwarded_request_carries_only_the_fields_a_peer_needs() {
 id: onions-1
 requires: [take-photo]
 context: [two red ones]
-priority: high
+priority: urgent
 needed_by: 2026-02-01T12:00:00Z
 confirm_before: true
 response_hint: [image]
@@ -52,9 +55,19 @@ compensation: {{shells: 5, escrow: {{release_on: reviewed}}, note: two will do}}
         ]
     );
     let text = crate::protocol::emit::to_yaml(&Value::Map(body.clone()));
-    for absent in ["agent.example.net", "onions-1", "1234-5678", "shells", "escrow", &before] {
+    for absent in [
+        "agent.example.net",
+        "onions-1",
+        "1234-5678",
+        "shells",
+        "escrow",
+        &before,
+    ] {
         assert!(!text.contains(absent), "{absent} reached the peer:\n{text}");
     }
     assert!(text.contains("note: two will do"), "{text}");
-    assert!(text.contains(&format!("id: via-mess01234567-{r}")), "{text}");
+    assert!(
+        text.contains(&format!("id: via-mess01234567-{r}")),
+        "{text}"
+    );
 }

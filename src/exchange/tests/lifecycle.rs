@@ -364,24 +364,44 @@ mod executor_references {
     #[test]
     fn last_names_the_work_an_executor_holds_not_the_thread_offered_since() {
         let f = fixture(EXECUTORS);
-        let a = f.request("claude-agent", "intent: photo the fridge\nrequires: [take-photo]");
+        let a = f.request(
+            "claude-agent",
+            "intent: photo the fridge\nrequires: [take-photo]",
+        );
         later(&f);
         f.status("teague-phone", &a, "code: claimed").unwrap();
         later(&f);
         // B is offered to the same phone while it holds A.
-        let b = f.request("claude-agent", "intent: photo the porch\nrequires: [take-photo]");
-        said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: in_progress}\n").unwrap();
+        let b = f.request(
+            "claude-agent",
+            "intent: photo the porch\nrequires: [take-photo]",
+        );
+        said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - status: {re: last, code: in_progress}\n",
+        )
+        .unwrap();
         assert_eq!(f.env(&a).status, Status::InProgress);
         assert_eq!(f.env(&b).status, Status::Pending);
         // A claim through `last` could mean either: refused, naming both.
-        let e = said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: claimed}\n")
-            .unwrap_err();
+        let e = said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - status: {re: last, code: claimed}\n",
+        )
+        .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
         let why = e.to_string();
         assert!(why.contains(&a) && why.contains(&b), "{why}");
         assert_eq!(f.env(&b).status, Status::Pending);
         // `completed`, then the `response` (v1.0: the response follows): both reach A.
-        said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: completed}\n").unwrap();
+        said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - status: {re: last, code: completed}\n",
+        )
+        .unwrap();
         said(
             &f,
             "teague-phone",
@@ -394,8 +414,16 @@ mod executor_references {
         assert!(!f.text(&b).contains("milk"));
         // Holding nothing, the phone's `last` is the next thread offered to it.
         later(&f);
-        let c = f.request("claude-agent", "intent: photo the shed\nrequires: [take-photo]");
-        said(&f, "teague-phone", "MESS:\n  - status: {re: last, code: claimed}\n").unwrap();
+        let c = f.request(
+            "claude-agent",
+            "intent: photo the shed\nrequires: [take-photo]",
+        );
+        said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - status: {re: last, code: claimed}\n",
+        )
+        .unwrap();
         assert_eq!(f.env(&c).status, Status::Claimed);
         assert_eq!(f.env(&b).status, Status::Pending);
     }
@@ -407,10 +435,18 @@ mod executor_references {
             "claude-agent",
             "id: fridge-check\nintent: photo the fridge\nrequires: [take-photo]",
         );
-        said(&f, "teague-phone", "MESS:\n  - status: {re: fridge-check, code: claimed}\n")
-            .unwrap();
-        said(&f, "teague-phone", "MESS:\n  - status: {re: fridge-check, code: completed}\n")
-            .unwrap();
+        said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - status: {re: fridge-check, code: claimed}\n",
+        )
+        .unwrap();
+        said(
+            &f,
+            "teague-phone",
+            "MESS:\n  - status: {re: fridge-check, code: completed}\n",
+        )
+        .unwrap();
         said(
             &f,
             "teague-phone",
@@ -432,8 +468,14 @@ mod executor_references {
     #[test]
     fn answers_to_partial_work_are_refused_as_to_completed_work() {
         let f = fixture(EXECUTORS);
-        let done = f.request("claude-agent", "intent: photo the fridge\nrequires: [take-photo]");
-        let part = f.request("claude-agent", "intent: photo the attic\nrequires: [take-photo]");
+        let done = f.request(
+            "claude-agent",
+            "intent: photo the fridge\nrequires: [take-photo]",
+        );
+        let part = f.request(
+            "claude-agent",
+            "intent: photo the attic\nrequires: [take-photo]",
+        );
         for r in [&done, &part] {
             f.status("teague-phone", r, "code: claimed").unwrap();
         }

@@ -200,13 +200,26 @@ fn a_held_request_says_until_when_and_stands_in_nobodys_way() {
         "claude-agent",
         "intent: water the plants\nrequires: [take-photo]\nconstraints: {timing: {not_before: 2026-02-01T15:00:00Z}}",
     );
-    let next = f.request("claude-agent", "intent: photo the fridge\nrequires: [take-photo]");
+    let next = f.request(
+        "claude-agent",
+        "intent: photo the fridge\nrequires: [take-photo]",
+    );
     let env = |r: &str| f.env(r);
-    assert_eq!(crate::exchange::view::queue_position(&f.ex, &env(&held)), None);
-    assert_eq!(crate::exchange::view::queue_position(&f.ex, &env(&next)), Some(1));
+    assert_eq!(
+        crate::exchange::view::queue_position(&f.ex, &env(&held)),
+        None
+    );
+    assert_eq!(
+        crate::exchange::view::queue_position(&f.ex, &env(&next)),
+        Some(1)
+    );
     let shown = |r: &str| {
         let v = ThreadView::of(&f.ex.thread(r, "claude-agent").unwrap()).unwrap();
-        crate::protocol::emit::to_yaml(&crate::exchange::view::with_waiting(&f.ex, &env(r), v.to_value()))
+        crate::protocol::emit::to_yaml(&crate::exchange::view::with_waiting(
+            &f.ex,
+            &env(r),
+            v.to_value(),
+        ))
     };
     let text = shown(&held);
     assert!(
@@ -223,29 +236,43 @@ fn a_held_request_says_until_when_and_stands_in_nobodys_way() {
     assert_eq!(text.matches("queue_position: 1").count(), 1, "{text}");
     // Once the time has come, it is in the queue like any other, in its order.
     f.clock.advance(TimeDelta::hours(15));
-    assert_eq!(crate::exchange::view::queue_position(&f.ex, &env(&held)), Some(1));
-    assert_eq!(crate::exchange::view::queue_position(&f.ex, &env(&next)), Some(2));
+    assert_eq!(
+        crate::exchange::view::queue_position(&f.ex, &env(&held)),
+        Some(1)
+    );
+    assert_eq!(
+        crate::exchange::view::queue_position(&f.ex, &env(&next)),
+        Some(2)
+    );
     assert!(!shown(&held).contains("held_until"));
 }
 
 #[test]
 fn ref_entries_resolve_for_whoever_may_see_the_thread_they_name() {
     let f = fixture(EXECUTORS);
-    let vacuumed = f.request("claude-agent", "intent: vacuum the hall\nrequires: [vacuum-floor]");
-    f.status("roomba-kitchen", &vacuumed, "code: claimed").unwrap();
+    let vacuumed = f.request(
+        "claude-agent",
+        "intent: vacuum the hall\nrequires: [vacuum-floor]",
+    );
+    f.status("roomba-kitchen", &vacuumed, "code: claimed")
+        .unwrap();
     f.send(
         "roomba-kitchen",
         &format!("MESS:\n  - response:\n      re: {vacuumed}\n      content: [hall is clean]\n"),
     )
     .unwrap();
-    let elses = f.request("other-agent", "intent: not yours");
+    let elses = f.request("other-agent", "intent: not yours\nrequires: [vacuum-floor]");
+    f.status("kitchen-robot", &elses, "code: claimed").unwrap();
     let photo = f.request(
         "claude-agent",
         &format!(
             "intent: photo the hall\nrequires: [take-photo]\ncontext:\n  - ref: {vacuumed}\n  - ref: {elses}\n  - ref: 2099-01-01-001\n"
         ),
     );
-    let file = f.ex.store().read(&ThreadRef::parse(&photo).unwrap()).unwrap();
+    let file =
+        f.ex.store()
+            .read(&ThreadRef::parse(&photo).unwrap())
+            .unwrap();
     let text = |who: &str| {
         crate::protocol::emit::to_yaml(&Value::Map(f.ex.references_for(&file, who).unwrap()))
     };
@@ -256,9 +283,16 @@ fn ref_entries_resolve_for_whoever_may_see_the_thread_they_name() {
         "{mine}"
     );
     // Another principal's thread and a thread that does not exist are alike: absent.
-    assert!(!mine.contains(&elses) && !mine.contains("2099-01-01-001"), "{mine}");
+    assert!(
+        !mine.contains(&elses) && !mine.contains("2099-01-01-001"),
+        "{mine}"
+    );
     // The phone offered the photo may not see the vacuuming (claimed by the robot).
     assert_eq!(text("teague-phone").trim(), "{}");
-    // The robot that did the vacuuming sees it.
-    assert!(text("roomba-kitchen").contains("hall is clean"));
+    // The robot that did the vacuuming sees it, and nothing of the other agent's.
+    let robot = text("roomba-kitchen");
+    assert!(
+        robot.contains("hall is clean") && !robot.contains(&elses),
+        "{robot}"
+    );
 }
