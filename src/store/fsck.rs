@@ -71,6 +71,22 @@ pub(crate) struct IndexFacts {
     pub(crate) serials: BTreeMap<NaiveDate, u64>,
 }
 
+/// Thread files grouped by the ref their names carry (two or more for one ref: an interrupted
+/// move, or two writers naming one thread).
+fn copies_by_ref(files: Vec<(Location, PathBuf)>) -> BTreeMap<ThreadRef, Vec<(Location, PathBuf)>> {
+    let mut by_ref: BTreeMap<ThreadRef, Vec<(Location, PathBuf)>> = BTreeMap::new();
+    for (loc, path) in files {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Some(r) = layout::ref_of_file(&name) {
+            by_ref.entry(r).or_default().push((loc, path));
+        }
+    }
+    by_ref
+}
+
 impl FileStore {
     /// Checks every thread file (all four folders and the archive); repairs when `repair` is set.
     /// `progress` sees (done, total).
@@ -89,16 +105,7 @@ impl FileStore {
             return Err(e);
         }
         report.files = files.len();
-        let mut by_ref: BTreeMap<ThreadRef, Vec<(Location, PathBuf)>> = BTreeMap::new();
-        for (loc, path) in files {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if let Some(r) = layout::ref_of_file(&name) {
-                by_ref.entry(r).or_default().push((loc, path));
-            }
-        }
+        let by_ref = copies_by_ref(files);
         report.threads = by_ref.len();
         let total = by_ref.len();
         let mut facts = IndexFacts::default();
@@ -309,16 +316,7 @@ impl FileStore {
         let mut report = FsckReport::default();
         if self.database().is_none() {
             let mut errors = Vec::new();
-            let mut by_ref: BTreeMap<ThreadRef, Vec<(Location, PathBuf)>> = BTreeMap::new();
-            for (loc, path) in self.files(&State::ALL, true, &mut errors) {
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                if let Some(r) = layout::ref_of_file(&name) {
-                    by_ref.entry(r).or_default().push((loc, path));
-                }
-            }
+            let by_ref = copies_by_ref(self.files(&State::ALL, true, &mut errors));
             let mut facts = IndexFacts::default();
             for (thread, copies) in by_ref.into_iter().filter(|(_, c)| c.len() > 1) {
                 let _guard =

@@ -552,6 +552,19 @@ fn a_hostile_export_is_refused_whole_and_writes_nothing() {
 
 #[test]
 #[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn a_database_error_names_postgresqls_message_and_sqlstate() {
+    let pg = Postgres::start();
+    let home = Home::on_database(&config(), &pg.url().replace("/postgres", "/no_such_db"));
+    let err = home.fails(&["status"], 1);
+    assert!(
+        err.contains("SQLSTATE 3D000") && err.contains("\"no_such_db\" does not exist"),
+        "{err}"
+    );
+    assert!(!err.contains("db error"), "{err}");
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
 fn every_node_mirrors_every_write() {
     let pg = Postgres::start();
     let homes = cluster(&pg, 2);

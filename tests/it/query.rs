@@ -335,3 +335,27 @@ fn the_spec_queries_answer_zero_rows_on_a_new_home() {
     assert_eq!(code, 1);
     assert!(err.contains("No files found"), "{err}");
 }
+
+#[test]
+fn the_plan_views_tell_what_the_exchange_recorded_not_what_a_payload_declares() {
+    let home = Home::with_config(crate::support::CONFIG);
+    let r = home.ok(&[
+        "request",
+        "what's in the fridge?",
+        "--requires",
+        "take-photo",
+    ]);
+    let r = r.trim();
+    // The claimant names someone else in its claim's payload; the claim is still its own.
+    home.send_as(
+        "teague-phone",
+        &format!(
+            "MESS:\n  - status:\n      re: {r}\n      code: claimed\n      executor: mallory\n"
+        ),
+    );
+    let claims = home.ok(&["query", "SELECT executor FROM claims", "--format", "csv"]);
+    assert_eq!(claims.trim(), "executor\nteague-phone", "{claims}");
+    // A request that says nothing of its priority is `normal`, as the exchange reads it.
+    let priority = home.ok(&["query", "SELECT priority FROM requests", "--format", "csv"]);
+    assert_eq!(priority.trim(), "priority\nnormal", "{priority}");
+}

@@ -82,26 +82,7 @@ fn a_change_whose_settlement_never_ran_is_settled_by_its_queued_delivery() {
     let thread = ThreadRef::parse(&r).unwrap();
     // The change is written (the edit hook queues its settlement in the same write); the
     // process stops before it settles inline.
-    let now = f.ex.now();
-    f.ex.store()
-        .modify(&thread, |t| -> Result<_, crate::exchange::Error> {
-            let status = StatusMsg::new(
-                t.envelope.thread_ref.as_str(),
-                StatusDetails::Expired {
-                    expired_at: now,
-                    stage: None,
-                },
-            );
-            Ok((
-                Some(crate::exchange::lifecycle::exchange_edit(
-                    &t.envelope,
-                    vec![Payload::Status(status)],
-                    now,
-                )),
-                (),
-            ))
-        })
-        .unwrap();
+    expired_without_settling(&f, &thread);
     assert_eq!(balance(&f, &format!("escrow:{r}")), 10, "not settled yet");
     let queued = |f: &crate::exchange::tests::Fixture| {
         f.ex.store()
@@ -129,9 +110,30 @@ fn a_home_without_a_server_finishes_its_own_queued_work_in_the_next_command() {
     );
     let thread = ThreadRef::parse(&r).unwrap();
     // A one-shot command that stopped between the change and its settlement.
+    expired_without_settling(&f, &thread);
+    // Only the exchange's own work waits: nobody needs to be sent anything for it.
+    assert_eq!(f.ex.notices_stalled(), None);
+    assert_eq!(balance(&f, &format!("escrow:{r}")), 10);
+    // The next command finishes it, once.
+    assert_eq!(f.ex.finish_internal_work().unwrap(), 1);
+    assert_eq!(balance(&f, "claude-agent"), 50);
+    assert_eq!(balance(&f, &format!("escrow:{r}")), 0);
+    assert_eq!(f.ex.finish_internal_work().unwrap(), 0);
+    assert!(
+        f.ex.store()
+            .deliveries(Shelf::Queue)
+            .0
+            .iter()
+            .all(|d| d.channel != crate::exchange::escrow::CHANNEL)
+    );
+}
+
+/// Expires `thread` as the exchange does (its settlement queued in the same write) and stops
+/// there, as a process that dies before it settles inline.
+fn expired_without_settling(f: &crate::exchange::tests::Fixture, thread: &ThreadRef) {
     let now = f.ex.now();
     f.ex.store()
-        .modify(&thread, |t| -> Result<_, crate::exchange::Error> {
+        .modify(thread, |t| -> Result<_, crate::exchange::Error> {
             let status = StatusMsg::new(
                 t.envelope.thread_ref.as_str(),
                 StatusDetails::Expired {
@@ -149,21 +151,6 @@ fn a_home_without_a_server_finishes_its_own_queued_work_in_the_next_command() {
             ))
         })
         .unwrap();
-    // Only the exchange's own work waits: nobody needs to be sent anything for it.
-    assert_eq!(f.ex.notices_stalled(), None);
-    assert_eq!(balance(&f, &format!("escrow:{r}")), 10);
-    // The next command finishes it, once.
-    assert_eq!(f.ex.finish_internal_work().unwrap(), 1);
-    assert_eq!(balance(&f, "claude-agent"), 50);
-    assert_eq!(balance(&f, &format!("escrow:{r}")), 0);
-    assert_eq!(f.ex.finish_internal_work().unwrap(), 0);
-    assert!(
-        f.ex.store()
-            .deliveries(Shelf::Queue)
-            .0
-            .iter()
-            .all(|d| d.channel != crate::exchange::escrow::CHANNEL)
-    );
 }
 
 /// Appends `doc` (from `who`) to thread `r` as a process that stops before settling does.

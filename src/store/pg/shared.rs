@@ -5,7 +5,7 @@
 
 use crate::store::error::StoreError;
 use crate::store::keys::KeyRecord;
-use crate::store::pg::{Pg, Run as _, locked, sorted};
+use crate::store::pg::{Pg, Run, locked, sorted};
 
 /// How long a node uses the registry's version without asking again.
 const REGISTRY_FRESH: std::time::Duration = std::time::Duration::from_millis(250);
@@ -46,20 +46,7 @@ impl Pg {
 
     /// Adds a key record.
     pub(crate) fn add_key_record(&self, record: &KeyRecord) -> Result<(), StoreError> {
-        let mut conn = self.conn()?;
-        conn.execute(
-            "INSERT INTO mess_keys (hash, principal, role, created, callback) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (hash) DO NOTHING",
-            &[
-                &record.hash,
-                &record.principal,
-                &record.role,
-                &record.created,
-                &record.callback,
-            ],
-        )
-        .map_err(sorted)?;
-        Ok(())
+        insert_key_record(&mut *self.conn()?, record).map(|_| ())
     }
 
     /// The secret `name`, made from `fresh` on first use; nodes that race agree on the first.
@@ -184,4 +171,26 @@ impl Pg {
         .map_err(sorted)?;
         Ok(())
     }
+}
+
+/// Inserts `record` through `conn` (a session or an import's transaction) unless a key with its
+/// hash is there; whether it was inserted.
+pub(crate) fn insert_key_record(
+    conn: &mut impl Run,
+    record: &KeyRecord,
+) -> Result<bool, StoreError> {
+    let added = conn
+        .execute(
+            "INSERT INTO mess_keys (hash, principal, role, created, callback) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (hash) DO NOTHING",
+            &[
+                &record.hash,
+                &record.principal,
+                &record.role,
+                &record.created,
+                &record.callback,
+            ],
+        )
+        .map_err(sorted)?;
+    Ok(added > 0)
 }

@@ -11,6 +11,7 @@ use crate::protocol::yaml::{self, Limits};
 use crate::store::error::StoreError;
 use crate::store::ledger::{Movement, replay};
 use crate::store::pg::session::Tx;
+use crate::store::pg::shared::insert_key_record;
 use crate::store::pg::{Pg, Run as _, lock_key, sorted};
 use crate::store::{FileStore, fsio};
 
@@ -37,20 +38,9 @@ pub(crate) fn import_shared(
     let mut report = SharedReport::default();
     let mut problems = Vec::new();
     for record in from.key_records()? {
-        let added = tx
-            .execute(
-                "INSERT INTO mess_keys (hash, principal, role, created, callback) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (hash) DO NOTHING",
-                &[
-                    &record.hash,
-                    &record.principal,
-                    &record.role,
-                    &record.created,
-                    &record.callback,
-                ],
-            )
-            .map_err(sorted)?;
-        report.keys += usize::try_from(added).unwrap_or(0);
+        if insert_key_record(tx, &record)? {
+            report.keys += 1;
+        }
     }
     let (files, errors) = from.registry();
     problems.extend(errors.iter().map(ToString::to_string));
