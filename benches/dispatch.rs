@@ -20,7 +20,7 @@ use mess::exchange::clock::SystemClock;
 use mess::exchange::{Exchange, Sender, Settings};
 use mess::protocol::ids::ThreadRef;
 use mess::protocol::message::Payload;
-use mess::store::FileStore;
+use mess::store::Store;
 
 const MESS: &str = env!("CARGO_BIN_EXE_mess");
 
@@ -209,7 +209,7 @@ fn main() {
     // Throughput: `queued` notifications already in the outbox when the server starts.
     let dir = tempfile::TempDir::new().unwrap();
     home_with(dir.path(), &webhook);
-    let store = FileStore::open(dir.path());
+    let store = Store::open(dir.path());
     let ex = Exchange::new(
         store,
         Settings {

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mess::protocol::ids::ThreadRef;
-use mess::store::FileStore;
+use mess::store::Store;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -287,7 +287,7 @@ async fn routing_burst(
         refs.extend(t.await.unwrap());
     }
     let sent = started.elapsed();
-    let store = FileStore::open(home);
+    let store = Store::open(home);
     let until = Instant::now() + Duration::from_secs(30);
     let lags = loop {
         let lags: Vec<Option<Duration>> = refs

@@ -24,7 +24,7 @@ use mess::exchange::clock::FixedClock;
 use mess::exchange::{Exchange, Settings};
 use mess::protocol::time;
 use mess::protocol::yaml::{self, Limits};
-use mess::store::FileStore;
+use mess::store::Store;
 
 const TEMPLATE_THREADS: usize = 1000;
 
@@ -155,7 +155,7 @@ fn query_paths(home: &Path, n: usize) {
     ));
     let mut settings = Settings::defaults();
     settings.queries.worker = Some(PathBuf::from(env!("CARGO_BIN_EXE_mess")));
-    let exchange = || Exchange::new(FileStore::open(home), settings.clone(), clock.clone());
+    let exchange = || Exchange::new(Store::open(home), settings.clone(), clock.clone());
     let pooled = exchange();
     let limits = pooled.query_limits();
     for (name, sql) in [
@@ -263,7 +263,7 @@ fn build_home(home: &Path, json: &Path, n: usize) {
             .unwrap()
             .to_utc(),
     ));
-    let ex = Exchange::new(FileStore::open(&template), Settings::defaults(), clock);
+    let ex = Exchange::new(Store::open(&template), Settings::defaults(), clock);
     ex.seed_demo(TEMPLATE_THREADS.min(n), 30, 7, &mut |_, _| {})
         .unwrap();
     std::fs::create_dir_all(home).unwrap();

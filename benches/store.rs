@@ -21,7 +21,7 @@ use mess::protocol::message::{Ack, Message, Payload};
 use mess::protocol::status::{State, Status};
 use mess::protocol::time;
 use mess::protocol::value::Map;
-use mess::store::FileStore;
+use mess::store::Store;
 use mess::store::layout::Location;
 
 const SAMPLES: usize = 200;
@@ -41,7 +41,7 @@ fn main() {
         "executors:\n  robot:\n    capabilities: [work]\n",
     )
     .unwrap();
-    let store = FileStore::open(home);
+    let store = Store::open(home);
     store.init().unwrap();
 
     println!("mess store benchmark: {threads} threads, {SAMPLES} samples per operation, medians");
@@ -205,7 +205,7 @@ fn ratio(a: Duration, b: Duration) -> f64 {
 }
 
 /// A bare durable replace of a file as large as the thread file now is, in the same folder.
-fn baseline(store: &FileStore, state: State, r: &ThreadRef) -> Duration {
+fn baseline(store: &Store, state: State, r: &ThreadRef) -> Duration {
     let size = fs::metadata(store.layout().thread_path(&Location::State(state), r))
         .unwrap()
         .len() as usize;
@@ -230,7 +230,7 @@ fn nth_ref(i: usize) -> ThreadRef {
 
 /// Writes `n` realistic thread files (no fsync: this is setup, not the measured path), spread
 /// over the four folders; returns the refs of the pending ones.
-fn populate(store: &FileStore, n: usize) -> Vec<ThreadRef> {
+fn populate(store: &Store, n: usize) -> Vec<ThreadRef> {
     let mut pending = Vec::new();
     for i in 0..n {
         let r = nth_ref(i);
@@ -299,7 +299,7 @@ fn populate(store: &FileStore, n: usize) -> Vec<ThreadRef> {
 /// Steady-state allocation on a home with 1,000 threads, for comparison.
 fn small_home_allocation() -> (usize, Duration) {
     let dir = tempfile::TempDir::new().unwrap();
-    let store = FileStore::open(dir.path());
+    let store = Store::open(dir.path());
     store.init().unwrap();
     populate(&store, 1000);
     let day = NaiveDate::from_ymd_opt(2030, 1, 1).unwrap();

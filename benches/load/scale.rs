@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mess::protocol::ids::ThreadRef;
-use mess::store::FileStore;
+use mess::store::Store;
 
 use crate::common::{ack_ref, lifecycle, ms, percentile, post, seeded_home, serve, terminate};
 
@@ -115,7 +115,7 @@ async fn burst(base: &str, keys: &[(String, String)], total: usize) -> (Vec<Stri
 
 /// How many of `refs` have been routed (have a `dispatched` entry).
 fn routed(home: &Path, refs: &[String]) -> usize {
-    let store = FileStore::open(home);
+    let store = Store::open(home);
     refs.iter()
         .filter(|r| {
             store

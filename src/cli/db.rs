@@ -2,8 +2,8 @@
 //! `MESS_DATABASE_URL`).
 
 use crate::cli::{CliError, Context, output};
-use crate::store::pg::Pg;
-use crate::store::pg::schema;
+use crate::store::postgres::Pg;
+use crate::store::postgres::schema;
 
 /// Arguments of `mess db`.
 #[derive(Debug, clap::Args)]

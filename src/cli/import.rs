@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::cli::{CliError, Context, Progress, db, output};
 use crate::mail::Mail;
-use crate::store::FileStore;
+use crate::store::Store;
 
 /// Arguments of `mess import`.
 #[derive(Debug, clap::Args)]
@@ -22,7 +22,7 @@ pub(crate) fn run(cx: &Context, args: ImportArgs) -> Result<(), CliError> {
             "name the home to import, e.g. ~/.mess",
         ));
     }
-    let source = FileStore::open(&args.from);
+    let source = Store::open(&args.from);
     // A home from elsewhere is trusted no more than a key holder: its keys and registrations
     // are checked first, and one bad record refuses the whole import.
     let refused = cx.exchange.check_import(&source);

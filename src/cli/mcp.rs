@@ -225,7 +225,7 @@ fn local_homes(cx: &Context, own: &Arc<crate::exchange::Exchange>) -> Vec<LocalH
                 let notifier = Notifier::new(config.notify.clone()).map_err(|e| e.to_string())?;
                 let mut settings = config.exchange.clone();
                 settings.queries.worker = cx.exchange.settings().queries.worker.clone();
-                let store = crate::store::FileStore::open(&config.home);
+                let store = crate::store::Store::open(&config.home);
                 let clock = Arc::new(crate::exchange::clock::SystemClock);
                 Ok(LocalHome {
                     name: name.clone(),

@@ -43,7 +43,7 @@ use crate::exchange::clock::SystemClock;
 use crate::exchange::error::{Error, ErrorKind};
 use crate::exchange::{Exchange, Sender};
 use crate::protocol::message::Message;
-use crate::store::FileStore;
+use crate::store::Store;
 
 /// mess: a MESS exchange for physical-world tasks
 #[derive(Debug, Parser)]
@@ -377,8 +377,8 @@ fn run_command(args: Args) -> Result<(), CliError> {
         config.exchange.dispatch.overdue = after;
     }
     let store = match &args.database {
-        Some(url) => FileStore::on_database(&config.home, open_database(url, &command)?),
-        None => FileStore::open(&config.home),
+        Some(url) => Store::on_database(&config.home, open_database(url, &command)?),
+        None => Store::open(&config.home),
     };
     let exchange = Exchange::new(store, config.exchange.clone(), Arc::new(SystemClock));
     let cx = Context {
@@ -547,8 +547,8 @@ fn command_name(command: &Command) -> &'static str {
 /// Opens the database of tier 1 for `command`: `mess serve` brings its schema up to date
 /// (nodes starting together migrate once), `mess db` manages it, and every other command
 /// runs only on the schema it was built for.
-fn open_database(url: &str, command: &Command) -> Result<crate::store::pg::Pg, CliError> {
-    let db = crate::store::pg::Pg::open(url)?;
+fn open_database(url: &str, command: &Command) -> Result<crate::store::postgres::Pg, CliError> {
+    let db = crate::store::postgres::Pg::open(url)?;
     match command {
         Command::Db(_) => {}
         Command::Serve(_) => {

@@ -1336,7 +1336,7 @@ fn capability_metadata_must_be_satisfied_by_the_executors_own() {
     assert_eq!(who(&[r#"{"mop-floor": {"level": "expert"}}"#]), "expert");
     assert_eq!(who(&[r#"{"mop-floor": {"areas": []}}"#]), "kitchen-only");
     let directory =
-        crate::exchange::directory::Directory::load(&crate::store::FileStore::open(dir.path()))
+        crate::exchange::directory::Directory::load(&crate::store::Store::open(dir.path()))
             .routing();
     let at = time::parse_timestamp("2026-02-02T12:00:00Z").unwrap();
     for need in [

@@ -15,7 +15,7 @@ use crate::protocol::ids::Re;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
-use crate::store::FileStore;
+use crate::store::Store;
 use crate::store::keys::{KeyRecord, KeysStamp};
 
 /// What a principal is to the exchange.
@@ -81,7 +81,7 @@ const DATABASE_KEYS_FRESH: Duration = Duration::from_secs(1);
 impl KeyCache {
     /// The current records: the cached ones while the file's stamp is unchanged (with a
     /// database, checked at most every [`DATABASE_KEYS_FRESH`] unless `fresh`).
-    fn records(&self, store: &FileStore, fresh: bool) -> Result<Arc<Vec<KeyRecord>>, Error> {
+    fn records(&self, store: &Store, fresh: bool) -> Result<Arc<Vec<KeyRecord>>, Error> {
         let lock = || match self.last.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),

@@ -6,7 +6,7 @@ use crate::db::{ExecutorRow, RouteWanted, RoutingDirectory, RuleRow};
 use crate::protocol::message::{ExecutorSpec, Prefer, RoutingRule};
 use crate::protocol::request::{Precision, Request, Urgency};
 use crate::protocol::value::{Map, Value};
-use crate::store::FileStore;
+use crate::store::Store;
 
 /// Executors, rules and catalog as currently configured.
 #[derive(Debug, Clone, Default)]
@@ -127,7 +127,7 @@ fn json(value: &Value) -> serde_json::Value {
 
 impl Directory {
     /// Reads the directory from the store's registry files.
-    pub fn load(store: &FileStore) -> Directory {
+    pub fn load(store: &Store) -> Directory {
         let (files, errors) = store.registry();
         let mut dir = Directory {
             problems: errors.iter().map(ToString::to_string).collect(),

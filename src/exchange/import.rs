@@ -9,7 +9,7 @@ use crate::exchange::{Exchange, Sender, view};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::value::{Map, Value};
-use crate::store::FileStore;
+use crate::store::Store;
 
 impl Exchange {
     /// Every record of the home `source` that this exchange would refuse from a key holder,
@@ -17,7 +17,7 @@ impl Exchange {
     /// an agent's callback against the allow-list, as `mess token` checks them), registrations
     /// (as a `config` message from whoever made them: a key holder's, or the operator's when
     /// the record says so) and routing rules. Empty when all of it may go in.
-    pub fn check_import(&self, source: &FileStore) -> Vec<String> {
+    pub fn check_import(&self, source: &Store) -> Vec<String> {
         let mut refused = Vec::new();
         match source.key_records() {
             Ok(records) => {

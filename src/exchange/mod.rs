@@ -63,7 +63,7 @@ use crate::store::error::StoreError;
 use crate::store::fsck::FsckReport;
 use crate::store::layout::Location;
 use crate::store::thread::ThreadFile;
-use crate::store::{FileStore, HeadMemo};
+use crate::store::{HeadMemo, Store};
 
 use self::clock::Clock;
 use self::error::Error;
@@ -206,7 +206,7 @@ impl Sender {
 /// The exchange over one home.
 #[derive(Debug, Clone)]
 pub struct Exchange {
-    store: FileStore,
+    store: Store,
     settings: Settings,
     clock: Arc<dyn Clock>,
     /// The read model, opened on first use (most commands never need DuckDB).
@@ -355,7 +355,7 @@ const CHANGE_BACKLOG: usize = 4096;
 
 impl Exchange {
     /// An exchange over `store`.
-    pub fn new(store: FileStore, settings: Settings, clock: Arc<dyn Clock>) -> Exchange {
+    pub fn new(store: Store, settings: Settings, clock: Arc<dyn Clock>) -> Exchange {
         let settings_queries = settings.queries.clone();
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
         let announce = changes.clone();
@@ -554,7 +554,7 @@ impl Exchange {
     }
 
     /// The store underneath.
-    pub fn store(&self) -> &FileStore {
+    pub fn store(&self) -> &Store {
         &self.store
     }
 

@@ -17,7 +17,7 @@ use crate::protocol::envelope::{self, ConfirmState};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::Status;
 use crate::protocol::time;
-use crate::store::FileStore;
+use crate::store::Store;
 
 const CONFIG: &str = "
 executors:
@@ -79,7 +79,7 @@ proptest! {
         let clock = Arc::new(FixedClock::new(
             time::parse_timestamp("2026-01-31T17:00:00Z").unwrap().to_utc(),
         ));
-        let ex = Exchange::new(FileStore::open(dir.path()), Settings::defaults(), clock);
+        let ex = Exchange::new(Store::open(dir.path()), Settings::defaults(), clock);
         let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
         let alice = as_key("alice", Role::Agent);
         let request = format!(
@@ -152,7 +152,7 @@ proptest! {
         let clock = Arc::new(FixedClock::new(
             time::parse_timestamp("2026-01-31T17:00:00Z").unwrap().to_utc(),
         ));
-        let open = || Exchange::new(FileStore::open(dir.path()), Settings::defaults(), clock.clone());
+        let open = || Exchange::new(Store::open(dir.path()), Settings::defaults(), clock.clone());
         let mut ex = open();
         let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
         let alice = as_key("alice", Role::Agent);

@@ -65,7 +65,7 @@ impl Exchange {
         Ok(self.store().balances()?)
     }
 
-    /// Records `movement` once (see [`crate::store::FileStore::record_movement`]).
+    /// Records `movement` once (see [`crate::store::Store::record_movement`]).
     pub(crate) fn record(
         &self,
         movement: &Movement,

@@ -18,8 +18,8 @@ use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
 use crate::protocol::time::Timestamp;
 use crate::store::layout::ref_of_file;
-use crate::store::pg::Pg;
-use crate::store::pg::mirror::{self, Follower};
+use crate::store::postgres::Pg;
+use crate::store::postgres::mirror::{self, Follower};
 
 /// The last version announced per thread (the length of its history, then its `updated`), so
 /// that a change seen both in-process and through the file system is announced once.

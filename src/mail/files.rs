@@ -10,7 +10,7 @@ use crate::mail::{
 use crate::protocol::time::Timestamp;
 use crate::store::error::StoreError;
 use crate::store::fsio;
-use crate::store::pg::mail::MailRow;
+use crate::store::postgres::mail::MailRow;
 
 /// A message file as [`Mail::load`] found it.
 enum Loaded {

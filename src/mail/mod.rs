@@ -3,7 +3,7 @@
 //! renaming it into `read/`, so of several readers of a shared (tag) mailbox exactly one gets
 //! it. `__broadcast` is for every session, so reading one of its messages records that reader
 //! only (`read/<reader>/`). Expired messages and old archive are deleted, and never served.
-//! In tier 1 the same mailboxes are rows of the database (`store::pg::mail`), mirrored read-only
+//! In tier 1 the same mailboxes are rows of the database (`store::postgres::mail`), mirrored read-only
 //! into each node's `.mail/`. Synchronous, and knows nothing of threads, queries or
 //! notifications.
 
@@ -19,8 +19,8 @@ use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
 use crate::protocol::yaml::{self, Limits};
 use crate::store::error::StoreError;
-use crate::store::pg::Pg;
-use crate::store::pg::mail::MailRow;
+use crate::store::postgres::Pg;
+use crate::store::postgres::mail::MailRow;
 
 /// The mailbox every session reads besides its own.
 pub(crate) const BROADCAST: &str = "__broadcast";

@@ -103,6 +103,11 @@ impl Layout {
         self.root.join("routing.yaml")
     }
 
+    /// `ledger/`: the shells ledger, a file per month.
+    pub fn ledger_dir(&self) -> PathBuf {
+        self.root.join("ledger")
+    }
+
     /// `.mess/`: locks, counters, indexes and other internal state.
     pub fn internal_dir(&self) -> PathBuf {
         self.root.join(".mess")

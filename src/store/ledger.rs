@@ -7,15 +7,10 @@
 //! month's file atomically.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use crate::protocol::emit;
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
-use crate::protocol::yaml::{self, Limits};
-use crate::store::FileStore;
 use crate::store::error::StoreError;
-use crate::store::{fsio, lock};
 
 /// The account grants come from; its balance is minus everything granted.
 pub const OPERATOR: &str = "operator";
@@ -99,159 +94,6 @@ pub enum Refused {
 impl From<StoreError> for Refused {
     fn from(e: StoreError) -> Refused {
         Refused::Store(e)
-    }
-}
-
-impl FileStore {
-    /// `ledger/`: the shells ledger, a file per month.
-    pub(crate) fn ledger_dir(&self) -> PathBuf {
-        self.layout().root().join("ledger")
-    }
-
-    /// Every recorded movement, in the order recorded. A document that is not a movement (a
-    /// hand edit) is left out.
-    pub fn ledger(&self) -> Result<Vec<Movement>, StoreError> {
-        if let Some(pg) = self.database() {
-            let mut out = Vec::new();
-            for (_, doc) in pg.ledger_docs()? {
-                let docs = yaml::parse_documents(&doc, &Limits::DEFAULT)
-                    .map_err(|e| StoreError::malformed(&self.ledger_dir(), e.into()))?;
-                out.extend(docs.iter().filter_map(Movement::from_value));
-            }
-            return Ok(out);
-        }
-        let dir = self.ledger_dir();
-        let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.extension().is_some_and(|x| x == "yaml")
-                        && !p
-                            .file_name()
-                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                })
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(StoreError::io(&dir, e)),
-        };
-        files.sort();
-        let mut out = Vec::new();
-        for path in files {
-            let Some(text) = fsio::read_optional(&path)? else {
-                continue;
-            };
-            let docs = yaml::parse_documents(&text, &Limits::DEFAULT)
-                .map_err(|e| StoreError::malformed(&path, e.into()))?;
-            out.extend(docs.iter().filter_map(Movement::from_value));
-        }
-        Ok(out)
-    }
-
-    /// The balance of every account that ever moved shells.
-    pub fn balances(&self) -> Result<Balances, StoreError> {
-        if let Some(pg) = self.database() {
-            return pg.ledger_balances();
-        }
-        Ok(balances_of(&self.ledger()?))
-    }
-
-    /// Records `movement` unless a movement with its id is recorded already (then `false`),
-    /// after `check` passes on the balances before it; under the ledger lock (in tier 1, the
-    /// database's), so checks and records of concurrent writers never interleave.
-    pub fn record_movement(&self, movement: &Movement, check: Check<'_>) -> Result<bool, Refused> {
-        let layout = self.layout();
-        if let Some(pg) = self.database() {
-            let doc = emit::to_yaml(&movement.to_value());
-            let month = movement.at.format("%Y-%m").to_string();
-            let recorded = pg.record_movement(movement, &month, &doc, check)?;
-            // This node's mirror has it at once (else its follower writes it soon); the
-            // movement is committed either way, so a failed copy is no failure of it.
-            if let Err(e) = crate::store::pg::mirror::sync_ledger(pg, layout) {
-                tracing::warn!(error = %e, "the ledger's mirror files lag until the follower writes them");
-            }
-            return Ok(recorded);
-        }
-        let _lock = lock::acquire(&layout.locks_dir(), "ledger")?;
-        let all = self.ledger()?;
-        if all.iter().any(|m| m.id == movement.id) {
-            return Ok(false);
-        }
-        admit(movement, &balances_of(&all), check)?;
-        let dir = self.ledger_dir();
-        fsio::ensure_dir(&dir)?;
-        let path = dir.join(format!("{}.yaml", movement.at.format("%Y-%m")));
-        let mut text = fsio::read_optional(&path)?.unwrap_or_default();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str("---\n");
-        text.push_str(&emit::to_yaml(&movement.to_value()));
-        fsio::write_atomic(&path, text.as_bytes())?;
-        Ok(true)
-    }
-}
-
-impl FileStore {
-    /// `mess fsck` of the ledger: every file reads, every document is a movement, no id is
-    /// recorded twice, the balances sum to zero and only `operator` is below zero. The ledger
-    /// is append-only, so nothing here is repaired: findings are for the operator.
-    pub(crate) fn check_ledger(&self, report: &mut crate::store::fsck::FsckReport) {
-        let dir = self.ledger_dir();
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .collect();
-        paths.sort();
-        let mut all = Vec::new();
-        for path in paths {
-            let text = match fsio::read_optional(&path) {
-                Ok(t) => t.unwrap_or_default(),
-                Err(e) => {
-                    report.note(&path, e.to_string(), false);
-                    continue;
-                }
-            };
-            let docs = match yaml::parse_documents(&text, &Limits::DEFAULT) {
-                Ok(docs) => docs,
-                Err(e) => {
-                    report.note(&path, format!("the ledger file does not parse: {e}"), false);
-                    continue;
-                }
-            };
-            for (i, doc) in docs.iter().enumerate().filter(|(_, d)| !d.is_null()) {
-                match Movement::from_value(doc) {
-                    Some(m) => all.push((path.clone(), m)),
-                    None => report.note(
-                        &path,
-                        format!(
-                            "document {} is not a movement of shells (left out of every balance)",
-                            i + 1
-                        ),
-                        false,
-                    ),
-                }
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        for (path, m) in &all {
-            if !seen.insert(m.id.clone()) {
-                report.note(path, format!("movement {} is recorded twice", m.id), false);
-            }
-        }
-        let movements: Vec<Movement> = all.into_iter().map(|(_, m)| m).collect();
-        let balances = balances_of(&movements);
-        let sum: i64 = balances.values().sum();
-        if sum != 0 {
-            report.note(&dir, format!("the balances sum to {sum}, not 0"), false);
-        }
-        for (account, balance) in balances.iter().filter(|(a, b)| **b < 0 && *a != OPERATOR) {
-            report.note(&dir, format!("{account} is below zero ({balance})"), false);
-        }
     }
 }
 
@@ -387,6 +229,7 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
+    use crate::store::Store;
 
     fn movement(id: &str, from: &str, to: &str, shells: i64) -> Movement {
         Movement {
@@ -404,7 +247,7 @@ mod tests {
     #[test]
     fn a_movement_is_recorded_once_and_checks_see_the_balances_before_it() {
         let dir = TempDir::new().unwrap();
-        let store = FileStore::open(dir.path());
+        let store = Store::open(dir.path());
         assert!(store.balances().unwrap().is_empty());
         let grant = movement("g1", OPERATOR, "agent", 10);
         assert!(store.record_movement(&grant, &|_| Ok(())).unwrap());
@@ -470,7 +313,7 @@ mod tests {
     #[test]
     fn concurrent_writers_lose_no_movement() {
         let dir = TempDir::new().unwrap();
-        let store = Arc::new(FileStore::open(dir.path()));
+        let store = Arc::new(Store::open(dir.path()));
         let handles: Vec<_> = (0..8)
             .map(|t| {
                 let store = store.clone();

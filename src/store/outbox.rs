@@ -2,18 +2,11 @@
 //! send, moved between shelves as it goes (`queue/` to send, `sent/` waiting for the thread to
 //! be taken so the message can be updated, `done/`, `failed/`). Every move is a crash-safe
 //! write before a removal, so a restart finds each delivery on at least one shelf and loses none.
-//! In tier 1 the same records are rows of the database (`pg::outbox`), leased to the node
+//! In tier 1 the same records are rows of the database (`postgres::outbox`), leased to the node
 //! sending them.
 
-use std::path::PathBuf;
-
-use crate::protocol::emit;
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
-use crate::store::FileStore;
-use crate::store::error::StoreError;
-use crate::store::fsio;
-use crate::store::thread::parse_yaml_file;
 
 /// One notification of one executor on one channel.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,7 +88,7 @@ pub enum Shelf {
 }
 
 impl Shelf {
-    const ALL: [Shelf; 4] = [Shelf::Queue, Shelf::Sent, Shelf::Done, Shelf::Failed];
+    pub(crate) const ALL: [Shelf; 4] = [Shelf::Queue, Shelf::Sent, Shelf::Done, Shelf::Failed];
 
     /// The shelf's name (its folder, or its value in the database).
     pub(crate) fn dir_name(self) -> &'static str {
@@ -175,216 +168,12 @@ impl Delivery {
 }
 
 /// Whether `id` is safe as a file name (it is built from a ref, an executor id and two words).
-fn usable_id(id: &str) -> bool {
+pub(crate) fn usable_id(id: &str) -> bool {
     !id.is_empty()
         && !id.starts_with('.')
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
-}
-
-impl FileStore {
-    fn shelf_dir(&self, shelf: Shelf) -> PathBuf {
-        self.layout()
-            .internal_dir()
-            .join("outbox")
-            .join(shelf.dir_name())
-    }
-
-    fn delivery_path(&self, shelf: Shelf, id: &str) -> PathBuf {
-        self.shelf_dir(shelf).join(format!("{id}.yaml"))
-    }
-
-    /// Queues `delivery` unless a delivery with its id is already on any shelf; returns
-    /// whether it was queued.
-    pub fn enqueue(&self, delivery: &Delivery) -> Result<bool, StoreError> {
-        if !usable_id(&delivery.id) {
-            return Err(StoreError::Other {
-                message: format!("unusable delivery id {:?}", delivery.id),
-            });
-        }
-        if let Some(db) = self.database() {
-            let queued = db.enqueue(delivery)?;
-            if queued {
-                self.committed();
-            }
-            return Ok(queued);
-        }
-        if Shelf::ALL
-            .iter()
-            .any(|s| self.delivery_path(*s, &delivery.id).exists())
-        {
-            return Ok(false);
-        }
-        let dir = self.shelf_dir(Shelf::Queue);
-        fsio::ensure_dir(&dir)?;
-        let text = emit::to_yaml(&delivery.to_value());
-        match fsio::create_atomic(
-            &self.delivery_path(Shelf::Queue, &delivery.id),
-            text.as_bytes(),
-        ) {
-            Ok(()) => Ok(true),
-            Err(StoreError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::AlreadyExists =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The deliveries to send: the queue, less any a crash left behind after it was already
-    /// written to a later shelf (a move writes the new shelf before it removes the old).
-    ///
-    /// In tier 1 every node sends: this leases the due deliveries to this node for
-    /// [`LEASE`](crate::store::pg::outbox::LEASE) (a node that dies leaves them to the others
-    /// when the lease runs out) and returns those.
-    pub fn queued(&self) -> (Vec<Delivery>, Vec<StoreError>) {
-        if let Some(db) = self.database() {
-            return match db.lease_due() {
-                Ok(leased) => leased,
-                Err(e) => (Vec::new(), vec![e]),
-            };
-        }
-        let (mut queued, errors) = self.deliveries(Shelf::Queue);
-        queued.retain(|d| {
-            let moved = [Shelf::Sent, Shelf::Done, Shelf::Failed]
-                .iter()
-                .any(|s| self.delivery_path(*s, &d.id).exists());
-            if moved {
-                let _ = fsio::remove_durable(&self.delivery_path(Shelf::Queue, &d.id));
-            }
-            !moved
-        });
-        (queued, errors)
-    }
-
-    /// Whether `shelf` holds any delivery file (read from the folder only, so a check on every
-    /// answer costs one directory listing).
-    pub fn has_deliveries(&self, shelf: Shelf) -> bool {
-        if let Some(db) = self.database() {
-            return db.has_deliveries(shelf).unwrap_or(false);
-        }
-        std::fs::read_dir(self.shelf_dir(shelf)).is_ok_and(|entries| {
-            entries.filter_map(Result::ok).any(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".yaml") && !name.contains(fsio::TEMP_MARK)
-            })
-        })
-    }
-
-    /// The deliveries on `shelf`, in id order, with the files that could not be read.
-    pub fn deliveries(&self, shelf: Shelf) -> (Vec<Delivery>, Vec<StoreError>) {
-        self.deliveries_of(shelf, None)
-    }
-
-    /// The deliveries on `shelf` of the threads in `threads` (or of all), in id order, with
-    /// the files that could not be read. A delivery's id starts with its thread's ref, so
-    /// the others are passed over by name (or by index), unread.
-    pub fn deliveries_of(
-        &self,
-        shelf: Shelf,
-        threads: Option<&std::collections::HashSet<String>>,
-    ) -> (Vec<Delivery>, Vec<StoreError>) {
-        // A ref holds no dot.
-        let wanted =
-            |id: &str| threads.is_none_or(|t| id.split('.').next().is_some_and(|r| t.contains(r)));
-        if let Some(db) = self.database() {
-            return match db.deliveries(shelf, threads) {
-                Ok(found) => found,
-                Err(e) => (Vec::new(), vec![e]),
-            };
-        }
-        let dir = self.shelf_dir(shelf);
-        let mut out = Vec::new();
-        let mut errors = Vec::new();
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return (out, errors);
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.extension().is_some_and(|x| x == "yaml")
-                    && !p.to_string_lossy().contains(fsio::TEMP_MARK)
-                    && p.file_stem()
-                        .is_some_and(|id| wanted(&id.to_string_lossy()))
-            })
-            .collect();
-        paths.sort();
-        for path in paths {
-            let text = match std::fs::read_to_string(&path) {
-                Ok(t) => t,
-                // Moved to another shelf meanwhile.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    errors.push(StoreError::io(&path, e));
-                    continue;
-                }
-            };
-            match parse_yaml_file(&path, &text).map(|v| Delivery::from_value(&v)) {
-                Ok(Some(d)) => out.push(d),
-                Ok(None) => errors.push(StoreError::Other {
-                    message: format!("{}: not a delivery record", path.display()),
-                }),
-                Err(e) => errors.push(e),
-            }
-        }
-        (out, errors)
-    }
-
-    /// Removes records of finished deliveries (`done/`) last written more than `older_than`
-    /// ago; returns how many. Failed ones stay for people to look at.
-    pub fn prune_done(&self, older_than: std::time::Duration) -> usize {
-        if let Some(db) = self.database() {
-            return db.prune_done(older_than).unwrap_or(0);
-        }
-        let dir = self.shelf_dir(Shelf::Done);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return 0;
-        };
-        let mut removed = 0;
-        for entry in entries.filter_map(Result::ok) {
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > older_than);
-            if old && std::fs::remove_file(entry.path()).is_ok() {
-                removed += 1;
-            }
-        }
-        if removed > 0 {
-            let _ = fsio::sync_dir(&dir);
-        }
-        removed
-    }
-
-    /// Rewrites a queued delivery (after a failed attempt, with its next due time).
-    pub fn requeue(&self, delivery: &Delivery) -> Result<(), StoreError> {
-        if let Some(db) = self.database() {
-            return db.requeue(delivery);
-        }
-        let text = emit::to_yaml(&delivery.to_value());
-        fsio::write_atomic(
-            &self.delivery_path(Shelf::Queue, &delivery.id),
-            text.as_bytes(),
-        )
-    }
-
-    /// Moves `delivery` from shelf `from` to shelf `to`, as it is now: written to its new
-    /// shelf first, then removed from the old one.
-    pub fn shelve(&self, delivery: &Delivery, from: Shelf, to: Shelf) -> Result<(), StoreError> {
-        if let Some(db) = self.database() {
-            return db.shelve(delivery, from, to);
-        }
-        fsio::ensure_dir(&self.shelf_dir(to))?;
-        let text = emit::to_yaml(&delivery.to_value());
-        fsio::write_atomic(&self.delivery_path(to, &delivery.id), text.as_bytes())?;
-        fsio::remove_durable(&self.delivery_path(from, &delivery.id))
-    }
 }
 
 #[cfg(test)]
@@ -393,7 +182,7 @@ mod tests {
 
     use crate::protocol::time;
     use crate::protocol::value::Value;
-    use crate::store::FileStore;
+    use crate::store::Store;
     use crate::store::outbox::{Delivery, Shelf};
 
     fn delivery(id: &str) -> Delivery {
@@ -417,7 +206,7 @@ mod tests {
     #[test]
     fn a_delivery_is_queued_once_moves_between_shelves_and_survives_a_torn_move() {
         let dir = TempDir::new().unwrap();
-        let store = FileStore::open(dir.path());
+        let store = Store::open(dir.path());
         let d = delivery("2026-01-31-001.robot.webhook.new");
         assert!(store.enqueue(&d).unwrap());
         assert!(!store.enqueue(&d).unwrap(), "queued twice is queued once");

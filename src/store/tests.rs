@@ -14,7 +14,7 @@ use crate::protocol::status::{State, Status};
 use crate::protocol::time;
 use crate::protocol::yaml::{self, Limits};
 use crate::store::layout::Location;
-use crate::store::{Edit, FileStore, IndexKey};
+use crate::store::{Edit, IndexKey, Store};
 
 fn doc(from: &str, at: &str, mess: &str) -> MessageDoc {
     let v = yaml::parse_document(mess, &Limits::DEFAULT).unwrap();
@@ -27,7 +27,7 @@ fn doc(from: &str, at: &str, mess: &str) -> MessageDoc {
     }
 }
 
-fn new_thread(store: &FileStore, r: &str) -> ThreadRef {
+fn new_thread(store: &Store, r: &str) -> ThreadRef {
     let thread = ThreadRef::parse(r).unwrap();
     let d = doc(
         "agent",
@@ -46,7 +46,7 @@ fn new_thread(store: &FileStore, r: &str) -> ThreadRef {
 }
 
 /// Appends a status from `who` through the store, the way the exchange does.
-fn report(store: &FileStore, thread: &ThreadRef, who: &str, at: &str, code: &str) {
+fn report(store: &Store, thread: &ThreadRef, who: &str, at: &str, code: &str) {
     let d = doc(
         who,
         at,
@@ -68,14 +68,14 @@ fn report(store: &FileStore, thread: &ThreadRef, who: &str, at: &str, code: &str
         .unwrap();
 }
 
-fn home() -> (TempDir, FileStore) {
+fn home() -> (TempDir, Store) {
     let dir = TempDir::new().unwrap();
-    let store = FileStore::open(dir.path());
+    let store = Store::open(dir.path());
     store.init().unwrap();
     (dir, store)
 }
 
-fn path(store: &FileStore, state: State, r: &str) -> PathBuf {
+fn path(store: &Store, state: State, r: &str) -> PathBuf {
     store
         .layout()
         .thread_path(&Location::State(state), &ThreadRef::parse(r).unwrap())

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use mess::protocol::ids::ThreadRef;
 use mess::protocol::message::Payload;
-use mess::store::FileStore;
+use mess::store::Store;
 
 use crate::support::Home;
 
@@ -182,7 +182,7 @@ fn killed_writers_never_lose_acknowledged_messages_or_corrupt_files() {
         String::from_utf8_lossy(&check.stdout)
     );
 
-    let store = FileStore::open(home.path());
+    let store = Store::open(home.path());
     for a in &acked {
         match a {
             Acked::Created(t) => {

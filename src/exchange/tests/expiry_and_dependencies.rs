@@ -22,7 +22,7 @@ fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
     f.clock.set(at("2026-01-31T19:30:00-08:00"));
     // A new process (a restart) sees the same files; expiry needs no memory of the old one.
     let restarted = Exchange::new(
-        FileStore::open(f.dir.path()),
+        Store::open(f.dir.path()),
         Settings::defaults(),
         f.clock.clone(),
     );

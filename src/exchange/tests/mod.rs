@@ -21,7 +21,7 @@ use crate::protocol::status::{State, Status};
 use crate::protocol::time;
 use crate::protocol::value::Value;
 use crate::protocol::yaml::{self, Limits};
-use crate::store::FileStore;
+use crate::store::Store;
 use crate::store::layout::Location;
 
 mod config;
@@ -76,7 +76,7 @@ pub(super) fn fixture_with(config: &str, settings: Settings) -> Fixture {
         std::fs::write(dir.path().join("config.yaml"), config).unwrap();
     }
     let clock = Arc::new(FixedClock::new(at("2026-01-31T17:00:00-08:00")));
-    let ex = Exchange::new(FileStore::open(dir.path()), settings, clock.clone());
+    let ex = Exchange::new(Store::open(dir.path()), settings, clock.clone());
     Fixture { dir, ex, clock }
 }
 

@@ -118,7 +118,7 @@ fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
     // A key made elsewhere (another process: `mess token` beside a running server) works at
     // once, though this exchange has the old records cached.
     let elsewhere = Exchange::new(
-        FileStore::open(f.dir.path()),
+        Store::open(f.dir.path()),
         Settings::defaults(),
         f.clock.clone(),
     );

@@ -1,5 +1,5 @@
 //! PostgreSQL as the system of record (tier 1): the connection pool, error sorting, advisory
-//! locks, and the thread operations `FileStore` delegates to when a database is configured.
+//! locks, and the thread operations `Store` delegates to when a database is configured.
 //! The node's home then holds a read-only mirror of the thread files, written by `mirror`.
 
 mod ledger;

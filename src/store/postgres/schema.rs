@@ -3,7 +3,7 @@
 //! database stands.
 
 use crate::store::error::StoreError;
-use crate::store::pg::{Pg, Run as _, lock_key, sorted};
+use crate::store::postgres::{Pg, Run as _, lock_key, sorted};
 
 /// One step of the schema.
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use crate::protocol::time;
 use crate::protocol::yaml::{self, Limits};
 use crate::store::error::StoreError;
 use crate::store::outbox::{Delivery, Shelf};
-use crate::store::pg::{Pg, Run as _, sorted};
+use crate::store::postgres::{Pg, Run as _, sorted};
 
 /// How long a node holds the deliveries it leased: longer than any send takes (channels time
 /// out well within it), short enough that a dead node's work moves on soon.
@@ -36,7 +36,7 @@ fn delivery_of(id: &str, doc: &str) -> Result<Delivery, StoreError> {
 /// Queues `delivery` in `tx` unless one with its id exists on any shelf; returns whether it
 /// did.
 pub(crate) fn enqueue_in(
-    tx: &mut impl crate::store::pg::Run,
+    tx: &mut impl crate::store::postgres::Run,
     delivery: &Delivery,
 ) -> Result<bool, StoreError> {
     let n = tx

@@ -4,7 +4,7 @@
 
 use crate::store::error::StoreError;
 use crate::store::ledger::{Balances, Check, Movement, Refused, admit};
-use crate::store::pg::{Pg, Run as _, lock_key, sorted};
+use crate::store::postgres::{Pg, Run as _, lock_key, sorted};
 
 impl Pg {
     /// Every movement's month and YAML document, in the order recorded.
@@ -61,7 +61,7 @@ impl Pg {
     }
 }
 
-fn balances(conn: &mut impl crate::store::pg::Run) -> Result<Balances, StoreError> {
+fn balances(conn: &mut impl crate::store::postgres::Run) -> Result<Balances, StoreError> {
     let rows = conn
         .query(
             "SELECT account, sum(delta)::bigint FROM ( \

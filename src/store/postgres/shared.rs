@@ -5,7 +5,7 @@
 
 use crate::store::error::StoreError;
 use crate::store::keys::KeyRecord;
-use crate::store::pg::{Pg, Run, locked, sorted};
+use crate::store::postgres::{Pg, Run, locked, sorted};
 
 /// How long a node uses the registry's version without asking again.
 const REGISTRY_FRESH: std::time::Duration = std::time::Duration::from_millis(250);

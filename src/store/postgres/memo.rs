@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::protocol::ids::ThreadRef;
-use crate::store::pg::Stored;
+use crate::store::postgres::Stored;
 
 /// A kept thread: its text and folder, and the version of its row when known.
 pub(crate) type Kept = (Stored, Option<String>);

@@ -12,13 +12,13 @@ use crate::store::error::StoreError;
 use crate::store::fsck::IndexFacts;
 use crate::store::index::{self, Key, entry_name};
 use crate::store::layout::{Layout, Location};
-use crate::store::pg::session::Tx;
-use crate::store::pg::threads::insert;
-use crate::store::pg::transfer_shared::SharedReport;
-use crate::store::pg::transfer_shared::import_shared;
-use crate::store::pg::{Pg, Run as _, sorted};
+use crate::store::postgres::session::Tx;
+use crate::store::postgres::threads::insert;
+use crate::store::postgres::transfer_shared::SharedReport;
+use crate::store::postgres::transfer_shared::import_shared;
+use crate::store::postgres::{Pg, Run as _, sorted};
 use crate::store::thread::{Freshness, ThreadFile};
-use crate::store::{FileStore, fsio, layout, refs};
+use crate::store::{Store, fsio, layout, refs};
 
 /// Threads written per transaction.
 const CHUNK: usize = 500;
@@ -61,12 +61,12 @@ impl Pg {
     /// committed: an import is all or nothing.
     pub fn import(
         &self,
-        from: &FileStore,
+        from: &Store,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<ImportReport, StoreError> {
         let mut report = ImportReport::default();
         let mut errors = Vec::new();
-        let files = from.files(&State::ALL, true, &mut errors);
+        let files = from.files_in(&State::ALL, true, &mut errors);
         for e in errors {
             report.refused.push((PathBuf::new(), e.to_string()));
         }
@@ -113,9 +113,9 @@ impl Pg {
         to: &Path,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<ExportReport, StoreError> {
-        let target = FileStore::open(to);
+        let target = Store::open(to);
         let mut errors = Vec::new();
-        if !target.files(&State::ALL, true, &mut errors).is_empty() {
+        if !target.files_in(&State::ALL, true, &mut errors).is_empty() {
             return Err(StoreError::Other {
                 message: format!(
                     "{} already holds threads; export into a new or empty folder",

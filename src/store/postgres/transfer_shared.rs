@@ -10,10 +10,10 @@ use crate::protocol::emit;
 use crate::protocol::yaml::{self, Limits};
 use crate::store::error::StoreError;
 use crate::store::ledger::{Movement, replay};
-use crate::store::pg::session::Tx;
-use crate::store::pg::shared::insert_key_record;
-use crate::store::pg::{Pg, Run as _, lock_key, sorted};
-use crate::store::{FileStore, fsio};
+use crate::store::postgres::session::Tx;
+use crate::store::postgres::shared::insert_key_record;
+use crate::store::postgres::{Pg, Run as _, lock_key, sorted};
+use crate::store::{Store, fsio};
 
 /// How much of the shared state crossed.
 #[derive(Debug, Default, Clone, Copy)]
@@ -33,7 +33,7 @@ pub struct SharedReport {
 /// `mess token` and a `config` message check them); here they are only written.
 pub(crate) fn import_shared(
     tx: &mut Tx<'_>,
-    from: &FileStore,
+    from: &Store,
 ) -> Result<(SharedReport, Vec<String>), StoreError> {
     let mut report = SharedReport::default();
     let mut problems = Vec::new();
@@ -105,7 +105,7 @@ pub(crate) fn import_shared(
 impl Pg {
     /// Writes the key records, registry and ledger of the database into the home `to`, each
     /// file durably.
-    pub(crate) fn export_shared(&self, to: &FileStore) -> Result<SharedReport, StoreError> {
+    pub(crate) fn export_shared(&self, to: &Store) -> Result<SharedReport, StoreError> {
         let mut report = SharedReport::default();
         let layout = to.layout();
         for record in self.key_records()? {
@@ -125,7 +125,7 @@ impl Pg {
         for (month, doc) in self.ledger_docs()? {
             // Only what reads back as a movement is written, as tier 0 would have it.
             let docs = yaml::parse_documents(&doc, &Limits::DEFAULT)
-                .map_err(|e| StoreError::malformed(&to.ledger_dir(), e.into()))?;
+                .map_err(|e| StoreError::malformed(&to.layout().ledger_dir(), e.into()))?;
             if docs.iter().filter_map(Movement::from_value).count() == 0 {
                 continue;
             }
@@ -135,7 +135,10 @@ impl Pg {
             report.movements += 1;
         }
         for (month, text) in &months {
-            write_durably(&to.ledger_dir().join(format!("{month}.yaml")), text)?;
+            write_durably(
+                &to.layout().ledger_dir().join(format!("{month}.yaml")),
+                text,
+            )?;
         }
         Ok(report)
     }

@@ -16,9 +16,9 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
 use crate::store::error::StoreError;
 use crate::store::layout::{Layout, Location};
-use crate::store::pg::Stored;
-use crate::store::pg::threads::{TEXT_OF_REF, location_of};
-use crate::store::pg::{Pg, Run as _, sorted};
+use crate::store::postgres::Stored;
+use crate::store::postgres::threads::{TEXT_OF_REF, location_of};
+use crate::store::postgres::{Pg, Run as _, sorted};
 use crate::store::thread::ThreadFile;
 use crate::store::{fsio, lock};
 
@@ -452,8 +452,8 @@ pub fn fsck(
     }
     progress(total, total);
     let mut errors = Vec::new();
-    let mirror = crate::store::FileStore::open(layout.root());
-    let files = mirror.files(&crate::protocol::status::State::ALL, true, &mut errors);
+    let mirror = crate::store::Store::open(layout.root());
+    let files = mirror.files_in(&crate::protocol::status::State::ALL, true, &mut errors);
     report.files = files.len();
     for (_, path) in files {
         if expected.contains(&path) {

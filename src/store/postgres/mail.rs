@@ -3,7 +3,7 @@
 //! of `unread` with an update that only one transaction can make.
 
 use crate::store::error::StoreError;
-use crate::store::pg::{Pg, Run as _, sorted};
+use crate::store::postgres::{Pg, Run as _, sorted};
 
 /// One stored message, or one reader's record of a `__broadcast` message (`reader` set).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! one append-only row per message document, the client-id and dependency indexes, per-day
 //! ref counters, and a change row for every committed write, which the mirrors follow.
 
-use crate::store::pg::Run;
+use crate::store::postgres::Run;
 use chrono::NaiveDate;
 
 use crate::protocol::envelope::Envelope;
@@ -11,7 +11,7 @@ use crate::protocol::status::State;
 use crate::store::error::StoreError;
 use crate::store::index::{Key, entry_name, newer};
 use crate::store::layout::{Layout, Location};
-use crate::store::pg::{Pg, Stored, memo, sorted};
+use crate::store::postgres::{Pg, Stored, memo, sorted};
 use crate::store::thread::{self, ThreadFile};
 use crate::store::{Edit, layout};
 
@@ -179,7 +179,7 @@ fn write_edit(
     let seqs: Vec<i32> = (1..=appended.len())
         .map(|i| current.seq + i32::try_from(i).unwrap_or(i32::MAX))
         .collect();
-    let (ids, notices, dues) = crate::store::pg::outbox::columns(&edit.deliveries);
+    let (ids, notices, dues) = crate::store::postgres::outbox::columns(&edit.deliveries);
     let version = run
         .query_opt(
             "WITH u AS (UPDATE mess_threads SET head = $2, seq = $3, status = $4, state = $5, \
