@@ -87,7 +87,7 @@ impl KeyCache {
             Err(poisoned) => poisoned.into_inner(),
         };
         if !fresh
-            && store.database().is_some()
+            && store.is_shared_by_nodes()
             && let Some((_, records, checked)) = lock().as_ref()
             && checked.elapsed() < DATABASE_KEYS_FRESH
         {
@@ -202,7 +202,7 @@ impl Exchange {
         };
         match find(&self.keys.records(self.store(), false)?) {
             Some(found) => Ok(Some(found)),
-            None if self.store().database().is_some() => {
+            None if self.store().is_shared_by_nodes() => {
                 Ok(find(&self.keys.records(self.store(), true)?))
             }
             None => Ok(None),

@@ -29,8 +29,7 @@ pub fn run(
     // deadlines and pruning need the one holder of the lock.
     let everywhere = ex
         .store()
-        .database()
-        .is_some()
+        .is_shared_by_nodes()
         .then(|| deliver::run(ex.clone(), notifier.clone(), stop.clone()));
     tokio::spawn(async move {
         let mut said = false;

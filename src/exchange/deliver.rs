@@ -670,7 +670,7 @@ pub fn run(
                 // On a database a look leases only what nobody holds: the deliveries this node
                 // leased earlier and has not sent yet (all slots busy) stay in its list, or
                 // they would wait out their lease unsent.
-                if ex.store().database().is_some() {
+                if ex.store().is_shared_by_nodes() {
                     let listed: HashSet<String> = fresh.iter().map(|d| d.id.clone()).collect();
                     fresh.extend(waiting.drain(..).filter(|d| !listed.contains(&d.id)));
                 }

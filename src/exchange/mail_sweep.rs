@@ -23,10 +23,7 @@ impl Exchange {
     /// Deletes the change feed's entries older than `FEED_KEEP_DAYS` (tier 1; nothing on
     /// files); returns how many went.
     pub fn prune_changes(&self) -> Result<i64, Error> {
-        match self.store().database() {
-            Some(db) => Ok(db.prune_changes()?),
-            None => Ok(0),
-        }
+        Ok(self.store().prune_changes()?)
     }
 }
 

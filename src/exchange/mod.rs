@@ -407,16 +407,13 @@ impl Exchange {
         cursor: &str,
         limit: usize,
     ) -> Result<Option<Vec<ThreadChange>>, Error> {
-        let Some(db) = self.store.database() else {
-            return Ok(Some(Vec::new()));
-        };
         let Some(horizon) = cursor
             .split_once('-')
             .and_then(|(h, _)| h.parse::<u64>().ok())
         else {
             return Ok(Some(Vec::new()));
         };
-        let Some(changed) = db.changed_since(horizon, limit)? else {
+        let Some(changed) = self.store.changed_since(horizon, limit)? else {
             return Ok(None);
         };
         let mut out = Vec::new();
@@ -437,39 +434,27 @@ impl Exchange {
     /// Whether `/mcp` sessions are kept where every node finds them (tier 1): then a request
     /// with a session id another node opened continues that session here.
     pub fn shares_mcp_sessions(&self) -> bool {
-        self.store.database().is_some()
+        self.store.is_shared_by_nodes()
     }
 
     /// The stored state of `principal`'s `/mcp` session `id` (tier 1; `None` on files).
     pub fn mcp_session(&self, principal: &str, id: &str) -> Result<Option<String>, Error> {
-        match self.store.database() {
-            Some(db) => Ok(db.mcp_session(principal, id)?),
-            None => Ok(None),
-        }
+        Ok(self.store.mcp_session(principal, id)?)
     }
 
     /// Stores the state of `principal`'s `/mcp` session `id` (tier 1; nothing on files).
     pub fn save_mcp_session(&self, principal: &str, id: &str, state: &str) -> Result<(), Error> {
-        match self.store.database() {
-            Some(db) => Ok(db.save_mcp_session(principal, id, state)?),
-            None => Ok(()),
-        }
+        Ok(self.store.save_mcp_session(principal, id, state)?)
     }
 
     /// Forgets `principal`'s `/mcp` session `id` (tier 1; nothing on files).
     pub fn drop_mcp_session(&self, principal: &str, id: &str) -> Result<(), Error> {
-        match self.store.database() {
-            Some(db) => Ok(db.drop_mcp_session(principal, id)?),
-            None => Ok(()),
-        }
+        Ok(self.store.drop_mcp_session(principal, id)?)
     }
 
     /// Whether this exchange can serve: always on files; in tier 1, when its database answers.
     pub fn health(&self) -> Result<(), Error> {
-        match self.store.database() {
-            Some(db) => Ok(db.ping()?),
-            None => Ok(()),
-        }
+        Ok(self.store.ping()?)
     }
 
     /// Listens to the changes this exchange writes from now on (waits, events, MCP resource
@@ -482,11 +467,11 @@ impl Exchange {
     /// The read model over this home, opened on first use (and tried again on the next use if
     /// opening failed: a long-running server must not keep one failure forever).
     pub fn db(&self) -> Result<&Db, String> {
-        if let Some(db) = self.db.get() {
-            return Ok(db);
+        if let Some(opened) = self.db.get() {
+            return Ok(opened);
         }
-        let db = Db::open(self.store.layout().root()).map_err(|e| e.to_string())?;
-        Ok(self.db.get_or_init(|| db))
+        let opened = Db::open(self.store.layout().root()).map_err(|e| e.to_string())?;
+        Ok(self.db.get_or_init(|| opened))
     }
 
     /// This exchange with routing left to a background router ([`route::run`]), for
@@ -546,11 +531,7 @@ impl Exchange {
 
     /// The agent mailboxes of this exchange: the home's `.mail/`, or the database's in tier 1.
     pub fn mail(&self) -> crate::mail::Mail {
-        let root = self.store.layout().root();
-        match self.store.database() {
-            Some(db) => crate::mail::Mail::on_database(root, db.clone()),
-            None => crate::mail::Mail::open(root),
-        }
+        crate::mail::Mail::of(&self.store)
     }
 
     /// The store underneath.

@@ -18,8 +18,7 @@ use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
 use crate::protocol::time::Timestamp;
 use crate::store::layout::ref_of_file;
-use crate::store::postgres::Pg;
-use crate::store::postgres::mirror::{self, Follower};
+use crate::store::{FOLLOW_PASS_EVERY, Following};
 
 /// The last version announced per thread (the length of its history, then its `updated`), so
 /// that a change seen both in-process and through the file system is announced once.
@@ -80,8 +79,8 @@ impl Exchange {
     /// server, a tool writing files), for as long as the returned watch lives.
     pub fn watch_home(&self) -> Result<HomeWatch, Error> {
         self.store().init()?;
-        if let Some(db) = self.store().database() {
-            return self.follow_database(db.clone());
+        if let Some(following) = self.store().following()? {
+            return self.follow_database(following);
         }
         let ex = self.clone();
         let mut watcher =
@@ -116,13 +115,12 @@ impl Exchange {
     /// Tier 1: brings the mirror up to date, then follows the database's change feed on a
     /// thread of its own, writing each changed thread's file and announcing it, woken by this
     /// process's commits, by other nodes' notifications, and at least once a second.
-    fn follow_database(&self, db: Pg) -> Result<HomeWatch, Error> {
+    fn follow_database(&self, mut following: Following) -> Result<HomeWatch, Error> {
         let layout = self.store().layout().clone();
-        let mut follower = Follower::start(&db, &layout)?;
         let stop = Arc::new(AtomicBool::new(false));
         let listening = {
-            let (db, stop) = (db.clone(), stop.clone());
-            move || db.listen(stop)
+            let (listen, stop) = (following.listener(), stop.clone());
+            move || listen(stop)
         };
         spawn("mess-listen", listening)?;
         let ex = self.clone();
@@ -147,30 +145,31 @@ impl Exchange {
                     }
                     let began = Instant::now();
                     let mut found = false;
-                    match follower.pass(&db, &layout) {
+                    match following.pass() {
                         Ok(applied) => {
                             found = !applied.is_empty();
-                            for change in applied {
-                                let cursor = format!("{}-{}", change.horizon, change.id);
-                                ex.announce_envelope(change.envelope, Some(cursor));
+                            for (envelope, cursor) in applied {
+                                ex.announce_envelope(envelope, Some(cursor));
                             }
                         }
                         Err(e) => tracing::warn!(error = %e, "following the database"),
                     }
-                    if follower.behind() {
+                    if following.behind() {
                         continue;
                     }
-                    if follower.write_due() == Some(Duration::ZERO)
-                        && let Err(e) = follower.write(&layout)
+                    if following.write_due() == Some(Duration::ZERO)
+                        && let Err(e) = following.write()
                     {
                         tracing::warn!(error = %e, "writing the mirror");
                     }
-                    db.wait_for_change(follower.write_due().map_or(FOLLOW_EVERY, |d| {
-                        d.max(mirror::PASS_EVERY).min(FOLLOW_EVERY)
-                    }));
+                    following.wait(
+                        following
+                            .write_due()
+                            .map_or(FOLLOW_EVERY, |d| d.max(FOLLOW_PASS_EVERY).min(FOLLOW_EVERY)),
+                    );
                     // While commits keep coming, the next pass reads several of them at once.
                     if found {
-                        std::thread::sleep(mirror::PASS_EVERY.saturating_sub(began.elapsed()));
+                        std::thread::sleep(FOLLOW_PASS_EVERY.saturating_sub(began.elapsed()));
                     }
                 }
             }

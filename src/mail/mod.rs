@@ -395,6 +395,16 @@ impl Mail {
         }
     }
 
+    /// The mail of the exchange `store` keeps: the home's `.mail/` on files, the database's on
+    /// the postgres backend (shared by every node).
+    pub fn of(store: &crate::store::Store) -> Mail {
+        let home = store.layout().root();
+        match store.database() {
+            Some(db) => Mail::on_database(home, db.clone()),
+            None => Mail::open(home),
+        }
+    }
+
     /// The mail of a tier-1 exchange: in its database, shared by every node.
     pub fn on_database(home: &Path, database: Pg) -> Mail {
         Mail {

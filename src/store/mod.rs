@@ -37,6 +37,7 @@ use crate::store::error::StoreError;
 use crate::store::layout::{Layout, Location};
 use crate::store::thread::ThreadFile;
 
+pub use crate::store::contract::{FOLLOW_PASS_EVERY, Following};
 pub use crate::store::index::Key as IndexKey;
 pub use crate::store::postgres::memo::HeadMemo;
 
@@ -166,8 +167,10 @@ impl Store {
         }
     }
 
-    /// The database, on the postgres backend.
-    pub fn database(&self) -> Option<&postgres::Pg> {
+    /// The database, on the postgres backend: for what only that backend has (`mess db`, its
+    /// mail, moving a home between backends). Everything the exchange stores goes through the
+    /// contract instead.
+    pub(crate) fn database(&self) -> Option<&postgres::Pg> {
         match &self.backend {
             Backend::Files => None,
             Backend::Postgres(db) => Some(db),

@@ -6,6 +6,9 @@ mod archive;
 mod fsck;
 mod keys;
 mod ledger;
+mod nodes;
 mod outbox;
 mod registry;
 mod short;
+
+pub use nodes::{FOLLOW_PASS_EVERY, Following};
