@@ -17,7 +17,6 @@ use crate::protocol::envelope::{self, ConfirmState};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::Status;
 use crate::protocol::time;
-use crate::store::Store;
 
 const CONFIG: &str = "
 executors:
@@ -79,7 +78,7 @@ proptest! {
         let clock = Arc::new(FixedClock::new(
             time::parse_timestamp("2026-01-31T17:00:00Z").unwrap().to_utc(),
         ));
-        let ex = Exchange::new(Store::open(dir.path()), Settings::defaults(), clock);
+        let ex = Exchange::new(crate::store::testing::store_in(dir.path()), Settings::defaults(), clock);
         let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
         let alice = as_key("alice", Role::Agent);
         let request = format!(
@@ -152,7 +151,8 @@ proptest! {
         let clock = Arc::new(FixedClock::new(
             time::parse_timestamp("2026-01-31T17:00:00Z").unwrap().to_utc(),
         ));
-        let open = || Exchange::new(Store::open(dir.path()), Settings::defaults(), clock.clone());
+        let first = crate::store::testing::store_in(dir.path());
+        let open = || Exchange::new(crate::store::testing::reopen(&first), Settings::defaults(), clock.clone());
         let mut ex = open();
         let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
         let alice = as_key("alice", Role::Agent);

@@ -203,7 +203,7 @@ impl Exchange {
     }
 
     /// Announces `envelope` on the change bus unless this change was announced already.
-    fn announce_envelope(&self, envelope: Envelope, cursor: Option<String>) {
+    pub(crate) fn announce_envelope(&self, envelope: Envelope, cursor: Option<String>) {
         self.queue.note(&envelope);
         self.refresh_queue();
         if self.announced.first(&envelope) {

@@ -229,7 +229,6 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
-    use crate::store::Store;
 
     fn movement(id: &str, from: &str, to: &str, shells: i64) -> Movement {
         Movement {
@@ -247,7 +246,7 @@ mod tests {
     #[test]
     fn a_movement_is_recorded_once_and_checks_see_the_balances_before_it() {
         let dir = TempDir::new().unwrap();
-        let store = Store::open(dir.path());
+        let store = crate::store::testing::store_in(dir.path());
         assert!(store.balances().unwrap().is_empty());
         let grant = movement("g1", OPERATOR, "agent", 10);
         assert!(store.record_movement(&grant, &|_| Ok(())).unwrap());
@@ -313,7 +312,7 @@ mod tests {
     #[test]
     fn concurrent_writers_lose_no_movement() {
         let dir = TempDir::new().unwrap();
-        let store = Arc::new(Store::open(dir.path()));
+        let store = Arc::new(crate::store::testing::store_in(dir.path()));
         let handles: Vec<_> = (0..8)
             .map(|t| {
                 let store = store.clone();

@@ -20,6 +20,8 @@ pub mod postgres;
 pub(crate) mod refs;
 pub mod registry;
 pub mod short;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod thread;
 
 #[cfg(test)]
@@ -164,6 +166,17 @@ impl Store {
             observer: None,
             editing: None,
             backend: Backend::Postgres(database),
+        }
+    }
+
+    /// The same store as another process opens it: the home and backend, no observer or hook.
+    #[cfg(test)]
+    pub(crate) fn reopened(&self) -> Store {
+        Store {
+            layout: self.layout.clone(),
+            observer: None,
+            editing: None,
+            backend: self.backend.clone(),
         }
     }
 

@@ -17,12 +17,11 @@ pub fn is_code(code: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
 
     #[test]
     fn a_code_maps_to_its_token_until_it_expires_and_is_then_pruned() {
         let dir = tempfile::TempDir::new().unwrap();
-        let store = Store::open(dir.path());
+        let store = crate::store::testing::store_in(dir.path());
         let code = store.save_short_link("tok.en.x", 1_000).unwrap();
         assert!(is_code(&code), "{code}");
         assert_eq!(

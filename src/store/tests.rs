@@ -1,5 +1,7 @@
-//! Store tests on real temp folders: folder moves, duplicates, torn documents, stale envelopes,
-//! temp files, ref allocation, indexes, the archive, and concurrent writers.
+//! The files backend's own suite, on real files: thread files moved between folders, hand
+//! edits, torn documents, duplicate copies, fsck, temp files, ref allocation, indexes, the
+//! archive, and concurrent writers. The contract-level suites (exchange, mail, outbox, ledger,
+//! short links) run on both backends: see `store::testing`.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -22,7 +22,7 @@ fn needed_by_expires_pending_threads_on_read_and_survives_restarts() {
     f.clock.set(at("2026-01-31T19:30:00-08:00"));
     // A new process (a restart) sees the same files; expiry needs no memory of the old one.
     let restarted = Exchange::new(
-        Store::open(f.dir.path()),
+        crate::store::testing::reopen(f.ex.store()),
         Settings::defaults(),
         f.clock.clone(),
     );

@@ -21,7 +21,6 @@ use crate::protocol::status::{State, Status};
 use crate::protocol::time;
 use crate::protocol::value::Value;
 use crate::protocol::yaml::{self, Limits};
-use crate::store::Store;
 use crate::store::layout::Location;
 
 mod config;
@@ -60,6 +59,9 @@ pub(super) struct Fixture {
     pub(super) dir: TempDir,
     pub(super) ex: Exchange,
     pub(super) clock: Arc<FixedClock>,
+    /// On the postgres backend, the node's follower of the change feed, passed after every
+    /// message the fixture sends (see [`Fixture::follow`]).
+    following: Option<std::sync::Mutex<crate::store::Following>>,
 }
 
 fn at(s: &str) -> DateTime<Utc> {
@@ -76,14 +78,52 @@ pub(super) fn fixture_with(config: &str, settings: Settings) -> Fixture {
         std::fs::write(dir.path().join("config.yaml"), config).unwrap();
     }
     let clock = Arc::new(FixedClock::new(at("2026-01-31T17:00:00-08:00")));
-    let ex = Exchange::new(Store::open(dir.path()), settings, clock.clone());
-    Fixture { dir, ex, clock }
+    let ex = Exchange::new(
+        crate::store::testing::store_in(dir.path()),
+        settings,
+        clock.clone(),
+    );
+    let following = ex.store().following().unwrap().map(std::sync::Mutex::new);
+    Fixture {
+        dir,
+        ex,
+        clock,
+        following,
+    }
 }
 
 impl Fixture {
     pub(super) fn send_via(&self, who: &str, channel: &str, yaml: &str) -> Result<Message, Error> {
-        let mut answers = self.ex.submit_text(yaml, &Sender::new(who, channel))?;
+        let sent = self.ex.submit_text(yaml, &Sender::new(who, channel));
+        self.follow();
+        let mut answers = sent?;
         Ok(answers.remove(0))
+    }
+
+    /// The stored registration of executor `id`, as YAML (on either backend).
+    pub(super) fn registration(&self, id: &str) -> String {
+        let (files, _) = self.ex.store().registry();
+        let (_, value) = files
+            .registrations
+            .iter()
+            .find(|(path, _)| path.file_stem().is_some_and(|s| s == id))
+            .unwrap_or_else(|| panic!("no registration of {id}"));
+        crate::protocol::emit::to_yaml(value)
+    }
+
+    /// What a node's follower does after a write, at once: on the postgres backend, reads the
+    /// change feed, announces each change (with its cursor) and writes the mirror, as
+    /// `mess serve` does on its own thread; on files, where each write announces itself and
+    /// is its own file, nothing.
+    pub(super) fn follow(&self) {
+        let Some(following) = &self.following else {
+            return;
+        };
+        let mut following = following.lock().unwrap();
+        for (envelope, cursor) in following.pass().unwrap() {
+            self.ex.announce_envelope(envelope, Some(cursor));
+        }
+        following.write().unwrap();
     }
 
     pub(super) fn send(&self, who: &str, yaml: &str) -> Result<Message, Error> {
@@ -164,7 +204,9 @@ pub(super) fn deliver_until(f: &Fixture, what: &str, done: impl Fn() -> bool) {
     runtime.block_on(async {
         let worker = crate::exchange::deliver::run(f.ex.clone(), notifier, stop.clone());
         let started = std::time::Instant::now();
-        while !done() {
+        // `done` reads the store, which blocks (a database client must not run on the
+        // runtime's own threads).
+        while !tokio::task::block_in_place(&done) {
             assert!(
                 started.elapsed() < std::time::Duration::from_secs(20),
                 "never {what}"

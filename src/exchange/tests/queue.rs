@@ -115,6 +115,7 @@ fn the_kept_open_threads_name_what_is_due_unrouted_or_to_escalate() {
     f.clock
         .set(crate::exchange::tests::at("2026-01-31T18:30:00-08:00"));
     let next = f.ex.sweep_expiry(false).unwrap();
+    f.follow();
     assert_eq!(f.env(&soon).status, Status::Expired);
     assert_eq!(f.env(&later).status, Status::Pending);
     assert_eq!(next, Some(at("2026-01-31T20:00:00-08:00")));

@@ -124,7 +124,7 @@ fn a_message_with_one_bad_payload_changes_nothing() {
 fn oversized_and_malformed_input_is_refused_cleanly() {
     let f = fixture(EXECUTORS);
     let small = Exchange::new(
-        Store::open(f.dir.path()),
+        crate::store::testing::reopen(f.ex.store()),
         Settings {
             max_message_bytes: 1000,
             ..Settings::defaults()
@@ -238,7 +238,7 @@ fn re_sending_the_id_of_an_overdue_request_starts_a_new_thread() {
 fn messages_built_by_adapters_obey_the_size_limit_too() {
     let f = fixture(EXECUTORS);
     let small = Exchange::new(
-        Store::open(f.dir.path()),
+        crate::store::testing::reopen(f.ex.store()),
         Settings {
             max_message_bytes: 500,
             ..Settings::defaults()

@@ -157,10 +157,16 @@ impl Pg {
         notify.0 = true;
         if !notify.1 {
             notify.1 = true;
-            let pg = self.clone();
+            // The notifier holds neither the pools nor the signals themselves: it ends (and
+            // closes its connection) once the last handle of this database is dropped.
+            let (signals, config, node) = (
+                std::sync::Arc::downgrade(&self.signals),
+                self.config.clone(),
+                self.node.clone(),
+            );
             let spawned = std::thread::Builder::new()
                 .name("mess-notify".to_owned())
-                .spawn(move || pg.notifier());
+                .spawn(move || notifier(&signals, &config, &node));
             if spawned.is_err() {
                 notify.1 = false;
             }
@@ -187,33 +193,6 @@ impl Pg {
                 Err(poisoned) => poisoned.into_inner(),
             };
         *changed = false;
-    }
-
-    /// Sends one NOTIFY per burst of commits, at most every [`NOTIFY_EVERY`], for as long as
-    /// the process lives; a lost connection is opened again at the next commit.
-    fn notifier(&self) {
-        let mut client: Option<postgres::Client> = None;
-        loop {
-            {
-                let guard = locked(&self.signals.notify);
-                let mut pending = match self.signals.notify_cv.wait_while(guard, |n| !n.0) {
-                    Ok(g) => g,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
-                pending.0 = false;
-            }
-            if client.as_ref().is_none_or(postgres::Client::is_closed) {
-                client = self.dedicated().ok();
-            }
-            if let Some(c) = client.as_mut()
-                // The node's name is digits, a dash and hex: nothing to quote.
-                && c.batch_execute(&format!("NOTIFY {CHANNEL}, '{}'", self.node))
-                    .is_err()
-            {
-                client = None;
-            }
-            std::thread::sleep(NOTIFY_EVERY);
-        }
     }
 
     /// Listens for other nodes' commits on a connection of its own and wakes this process's
@@ -302,6 +281,44 @@ impl Pg {
             conn: Some(conn),
             key,
         })
+    }
+}
+
+/// Sends one NOTIFY per burst of commits, at most every [`NOTIFY_EVERY`], for as long as a
+/// handle of the database lives (`signals` is then gone, and the loop ends within a second); a
+/// lost connection is opened again at the next commit.
+fn notifier(signals: &std::sync::Weak<Signals>, config: &postgres::Config, node: &str) {
+    let mut client: Option<postgres::Client> = None;
+    loop {
+        let Some(signals) = signals.upgrade() else {
+            return;
+        };
+        {
+            let guard = locked(&signals.notify);
+            let mut pending =
+                match signals
+                    .notify_cv
+                    .wait_timeout_while(guard, Duration::from_secs(1), |n| !n.0)
+                {
+                    Ok((g, _)) => g,
+                    Err(poisoned) => poisoned.into_inner().0,
+                };
+            if !pending.0 {
+                continue;
+            }
+            pending.0 = false;
+        }
+        drop(signals);
+        if client.as_ref().is_none_or(postgres::Client::is_closed) {
+            client = with_retries(|| config.connect(NoTls)).ok();
+        }
+        if let Some(c) = client.as_mut()
+            // The node's name is digits, a dash and hex: nothing to quote.
+            && c.batch_execute(&format!("NOTIFY {CHANNEL}, '{node}'")).is_err()
+        {
+            client = None;
+        }
+        std::thread::sleep(NOTIFY_EVERY);
     }
 }
 
