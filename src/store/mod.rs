@@ -71,7 +71,7 @@ enum Backend {
     /// `files` (tier 0): the home's MESSE-AF files are the source of truth.
     Files,
     /// `postgres` (tier 1): one database for every node; the home is a mirror.
-    Postgres(postgres::Pg),
+    Postgres(Box<postgres::Pg>),
 }
 
 impl std::fmt::Debug for Store {
@@ -165,7 +165,7 @@ impl Store {
             layout: Layout::new(root),
             observer: None,
             editing: None,
-            backend: Backend::Postgres(database),
+            backend: Backend::Postgres(Box::new(database)),
         }
     }
 
@@ -186,7 +186,7 @@ impl Store {
     pub(crate) fn database(&self) -> Option<&postgres::Pg> {
         match &self.backend {
             Backend::Files => None,
-            Backend::Postgres(db) => Some(db),
+            Backend::Postgres(db) => Some(db.as_ref()),
         }
     }
 

@@ -85,7 +85,7 @@ impl Store {
         match &self.backend {
             Backend::Files => Ok(None),
             Backend::Postgres(pg) => Ok(Some(Following {
-                pg: pg.clone(),
+                pg: pg.as_ref().clone(),
                 layout: self.layout().clone(),
                 follower: mirror::Follower::start(pg, self.layout())?,
             })),
