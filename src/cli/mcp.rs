@@ -92,7 +92,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             (*exchange).clone(),
             notifier,
             stop.clone(),
-            crate::cli::serve::dispatch_retry(),
+            crate::cli::serve::route_retry(),
         );
         // The same for the other homes it names.
         let others: Vec<_> = homes
@@ -102,7 +102,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
                     (*h.exchange).clone(),
                     h.notifier?,
                     stop.clone(),
-                    crate::cli::serve::dispatch_retry(),
+                    crate::cli::serve::route_retry(),
                 ))
             })
             .collect();

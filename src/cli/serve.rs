@@ -8,11 +8,13 @@ use crate::exchange::background;
 use crate::notify::Notifier;
 
 /// How often the router looks again at every pending thread nobody could take yet
-/// (`MESS_DISPATCH_RETRY_MS` overrides it).
-const DISPATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
+/// (`MESS_ROUTE_RETRY_MS` overrides it; its former name `MESS_DISPATCH_RETRY_MS` is still read).
+const ROUTE_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 
-pub(crate) fn dispatch_retry() -> std::time::Duration {
-    output::env_millis("MESS_DISPATCH_RETRY_MS").unwrap_or(DISPATCH_RETRY)
+pub(crate) fn route_retry() -> std::time::Duration {
+    output::env_millis("MESS_ROUTE_RETRY_MS")
+        .or_else(|| output::env_millis("MESS_DISPATCH_RETRY_MS"))
+        .unwrap_or(ROUTE_RETRY)
 }
 
 /// Arguments of `mess serve`.
@@ -95,12 +97,8 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
         // Routing, deadlines and notices run here unless an agent host's `mess mcp` already
         // does them for this home; then this server takes over when that process exits.
-        let background = background::run(
-            (*exchange).clone(),
-            notifier,
-            stop.clone(),
-            dispatch_retry(),
-        );
+        let background =
+            background::run((*exchange).clone(), notifier, stop.clone(), route_retry());
         let app = crate::http::app(exchange, stop.clone(), &cx.config.http_cors_origins);
         let signalled = stop.clone();
         tokio::spawn(async move {

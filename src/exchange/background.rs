@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::exchange::{Exchange, deliver, federation, mail_sweep, route, sweep};
+use crate::exchange::{Exchange, deliver, mail_sweep, peers, route, sweep};
 use crate::notify::Notifier;
 use crate::store::outbox::Shelf;
 
@@ -59,7 +59,7 @@ pub fn run(
             route::run(ex.clone(), stop.clone(), retry),
             sweep::run(ex.clone(), stop.clone()),
             mail_sweep::run(ex.clone(), stop.clone()),
-            federation::run(ex.clone(), stop.clone()),
+            peers::run(ex.clone(), stop.clone()),
         ];
         tasks.push(match everywhere {
             Some(task) => task,

@@ -13,9 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{
-    Error, Exchange, access, callbacks, escrow, federation, robots, suggestions,
-};
+use crate::exchange::{Error, Exchange, access, callbacks, escrow, peers, robots, suggestions};
 use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
@@ -100,7 +98,7 @@ impl Exchange {
                 out.push(Delivery::new(
                     thread.as_str(),
                     id,
-                    federation::CHANNEL,
+                    peers::CHANNEL,
                     Value::Map(target),
                     kind,
                     now,
@@ -786,10 +784,10 @@ enum Attempted {
 /// One attempt to forward a thread to the peer exchange its executor stands for, recorded as
 /// any delivery's attempt (retries with backoff; a final failure noted in the thread).
 async fn forward(ex: &Exchange, d: &Delivery) -> Attempted {
-    let outcome = match federation::forward(ex, d).await {
-        federation::Forwarded::Sent(sent) => Ok(sent),
-        federation::Forwarded::Failed(e) => Err(e),
-        federation::Forwarded::Moot(why) => return moot(ex, d, why).await,
+    let outcome = match peers::forward(ex, d).await {
+        peers::Forwarded::Sent(sent) => Ok(sent),
+        peers::Forwarded::Failed(e) => Err(e),
+        peers::Forwarded::Moot(why) => return moot(ex, d, why).await,
     };
     recorded(ex, d, outcome).await
 }
@@ -910,7 +908,7 @@ impl Exchange {
 
 /// One attempt of one delivery: prepare and record off the async workers, send on them.
 async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
-    if d.channel == federation::CHANNEL {
+    if d.channel == peers::CHANNEL {
         return forward(ex, d).await;
     }
     if d.channel == callbacks::CHANNEL {

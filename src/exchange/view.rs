@@ -237,7 +237,7 @@ pub(crate) fn check_config(
             ))
             .into());
         }
-        crate::exchange::federation::peer_of(&exec.id, peer, ex.settings().dispatch.expand)
+        crate::exchange::peers::peer_of(&exec.id, peer, ex.settings().dispatch.expand)
             .map_err(|why| ProtocolError::invalid(path, why))?;
     }
     if let Some(robot) = exec.extra.get("mcp") {

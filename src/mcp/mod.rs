@@ -4,9 +4,9 @@
 //! text plus the same data as structured content; failures the model can fix are tool errors.
 
 pub(crate) mod args;
-mod elsewhere;
-mod locals;
-pub(crate) use locals::Local;
+mod local_exchanges;
+mod remote_exchanges;
+pub(crate) use local_exchanges::Local;
 mod resources;
 mod schemas;
 mod subscribe;
@@ -46,9 +46,9 @@ pub(crate) struct MessMcp {
     /// `exchanges:` in config.yaml.
     remotes: Arc<Vec<(String, crate::remote::Remote)>>,
     /// Other homes of this machine tools may name: the local entries of `exchanges:`.
-    locals: Arc<Vec<locals::Local>>,
+    locals: Arc<Vec<local_exchanges::Local>>,
     /// Where waits on each remote exchange resume.
-    cursors: elsewhere::Cursors,
+    cursors: remote_exchanges::Cursors,
     tool_router: ToolRouter<MessMcp>,
 }
 
@@ -63,7 +63,7 @@ impl MessMcp {
             heartbeat: std::time::Duration::from_secs(15),
             remotes: Arc::default(),
             locals: Arc::default(),
-            cursors: elsewhere::Cursors::default(),
+            cursors: remote_exchanges::Cursors::default(),
             tool_router: MessMcp::tool_router(),
         }
     }

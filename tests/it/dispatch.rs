@@ -401,7 +401,7 @@ routing:
     .replace("  timeout: 1s\n", "  timeout: 1s\n  escalate_after: 1s\n");
     let home = Home::with_config(&text);
     let agent = key(&home, "agent", "claude-agent");
-    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let server = Server::start_with(&home, &[("MESS_ROUTE_RETRY_MS", "300")]);
     let r = create(
         &server,
         &agent,

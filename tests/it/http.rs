@@ -639,7 +639,7 @@ fn eventually(server: &Server, agent: &str, r: &str, done: impl Fn(&str) -> bool
 fn the_server_routes_requests_after_acknowledging_them_and_retries_waiting_ones() {
     let home = Home::with_config(CONFIG);
     let agent = key(&home, "agent", "claude-agent");
-    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let server = Server::start_with(&home, &[("MESS_ROUTE_RETRY_MS", "300")]);
     let create = |requires: &str| {
         let (status, body) = server.post_yaml(
             &agent,

@@ -277,7 +277,7 @@ fn a_robot_that_is_down_is_retried_and_then_the_request_is_escalated() {
     let home = Home::with_config(&format!(
         "agent_id: claude-agent\nexecutors:\n  arm:\n    capabilities: [fold-laundry]\n    mcp:\n      url: http://127.0.0.1:{port}/mcp\n  teague-phone:\n    capabilities: [fold-laundry]\nrouting:\n  - match: {{capability: fold-laundry}}\n    prefer: [arm]\n  - default:\n    prefer: [teague-phone]\ndispatch:\n  retry: {{attempts: 2, first: 1s, max: 1s}}\n  escalate_after: 2s\n"
     ));
-    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let server = Server::start_with(&home, &[("MESS_ROUTE_RETRY_MS", "300")]);
     let said = home.ok(&["request", "fold the towels", "--requires", "fold-laundry"]);
     let r = said
         .split_whitespace()

@@ -61,7 +61,7 @@ fn bad_schedules_and_capabilities_are_refused_at_the_door_and_contained_on_disk(
     );
     let evil = key(&home, "executor", "evil");
     let agent = key(&home, "agent", "claude-agent");
-    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let server = Server::start_with(&home, &[("MESS_ROUTE_RETRY_MS", "300")]);
 
     // At the door: each is refused with 422 naming the field, and nothing is stored.
     let register = |body: &str| server.post_yaml(&evil, body);
@@ -775,7 +775,7 @@ fn a_key_made_registration_leaves_notices_only_in_its_own_mailbox() {
     let home = Home::with_config(CONFIG);
     let robo = key(&home, "executor", "robo");
     let agent = key(&home, "agent", "claude-agent");
-    let server = Server::start_with(&home, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let server = Server::start_with(&home, &[("MESS_ROUTE_RETRY_MS", "300")]);
     let (status, body) = server.post_yaml(
         &robo,
         "MESS:\n  - config:\n      executor: {id: robo, capabilities: [mop-floor], notify: {mail: orchestrator}}\n",

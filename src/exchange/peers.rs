@@ -1,4 +1,4 @@
-//! Exchanges that forward (federation): an executor entry with `exchange: {url, api_key}` stands
+//! Peers, exchanges that this one forwards to: an executor entry with `exchange: {url, api_key}` stands
 //! for a peer exchange. A request routed to it is created there (as the key's agent, with a
 //! client id made from our ref, so a retry never makes two), and our thread is claimed by that
 //! executor with `delegated_to` naming the peer and its ref. The peer's statuses and responses

@@ -382,7 +382,7 @@ fn a_peer_that_streams_without_end_is_cut_off_at_the_cap_and_memory_stays_flat()
     let house = Home::with_config(&format!(
         "agent_id: claude-agent\nexecutors:\n  town:\n    capabilities: [buy-groceries]\n    exchange:\n      url: http://127.0.0.1:{port}\n      api_key: town-key\ndispatch:\n  retry: {{attempts: 2, first: 1s, max: 1s}}\n"
     ));
-    let server = Server::start_with(&house, &[("MESS_DISPATCH_RETRY_MS", "300")]);
+    let server = Server::start_with(&house, &[("MESS_ROUTE_RETRY_MS", "300")]);
     std::thread::sleep(Duration::from_millis(500));
     let quiet = mib(server.pid(), "VmHWM");
     let r = ref_in(&house.ok(&["request", "buy onions", "--requires", "buy-groceries"]));

@@ -2,7 +2,7 @@
 //! the requestor's endpoints, refs, shells or extensions.
 
 use super::*;
-use crate::exchange::federation;
+use crate::exchange::peers;
 
 #[test]
 fn a_forwarded_request_carries_only_the_fields_a_peer_needs() {
@@ -30,7 +30,7 @@ compensation: {{shells: 5, escrow: {{release_on: reviewed}}, note: two will do}}
         ),
     );
     let file = f.ex.store().read(&ThreadRef::parse(&r).unwrap()).unwrap();
-    let message = federation::request_for_peer(&file, Vec::new(), "mess-0123456789ab").unwrap();
+    let message = peers::request_for_peer(&file, Vec::new(), "mess-0123456789ab").unwrap();
     let Payload::Request(sent) = &message.payloads[0] else {
         panic!("{message:?}")
     };
