@@ -1,4 +1,5 @@
-//! `mess fsck`: checks every thread file and reports (or with `--repair`, fixes) problems.
+//! `mess fsck`: checks every thread file and reports (or with `--repair`, fixes) problems;
+//! reports the outbox's unreadable records and its jobs given up or retrying, by kind.
 
 use crate::cli::{CliError, Context, Progress, output};
 
@@ -23,16 +24,39 @@ pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
         let mark = if f.repaired { "repaired" } else { "problem" };
         output::line(&format!("{mark}: {}: {}", f.path.display(), f.problem));
     }
+    // The outbox: records that cannot be read are problems (a person must look at them);
+    // jobs given up or retrying are reported by kind, as `mess status --jobs` shows them.
+    let jobs = cx.exchange.jobs();
+    for unreadable in &jobs.unreadable {
+        output::line(&format!(
+            "problem: outbox: {unreadable} (the worker skips it: look at it, then remove it)"
+        ));
+    }
+    for (kind, counts) in &jobs.kinds {
+        if counts.failed > 0 || counts.retrying > 0 {
+            output::line(&format!(
+                "outbox: {kind}: {} given up, {} retrying{}",
+                counts.failed,
+                counts.retrying,
+                counts
+                    .last_error
+                    .as_ref()
+                    .map(|(_, e)| format!(" (last error: {})", output::clip(e, 120)))
+                    .unwrap_or_default()
+            ));
+        }
+    }
     output::line(&format!(
         "checked {} file(s) of {} thread(s): {} problem(s), {} repaired",
         report.files,
         report.threads,
-        report.findings.len(),
+        report.findings.len() + jobs.unreadable.len(),
         report.findings.len() - report.unrepaired()
     ));
-    if report.unrepaired() > 0 {
+    let remaining = report.unrepaired() + jobs.unreadable.len();
+    if remaining > 0 {
         return Err(CliError::with_hint(
-            format!("{} problem(s) remain", report.unrepaired()),
+            format!("{remaining} problem(s) remain"),
             if args.repair {
                 "problems that remain need a person; see the lines above"
             } else {

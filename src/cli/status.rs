@@ -1,5 +1,6 @@
 //! `mess status`: one thread's state with its latest response, questions or pending
-//! confirmation; or a table of the open threads (all threads with `--all`).
+//! confirmation; or a table of the open threads (all threads with `--all`); or, with
+//! `--jobs`, the outbox's jobs by kind.
 
 use crate::cli::output::{self, Format};
 use crate::cli::{CliError, Context};
@@ -17,12 +18,19 @@ pub(crate) struct StatusArgs {
     /// List finished, canceled and archived threads too
     #[arg(long)]
     all: bool,
+    /// Show the outbox's jobs by kind (notices, forwards, callbacks, robot calls,
+    /// carry-outs, settlements) instead of threads
+    #[arg(long, conflicts_with_all = ["re", "all"])]
+    jobs: bool,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
 }
 
 pub(crate) fn run(cx: &Context, args: StatusArgs) -> Result<(), CliError> {
+    if args.jobs {
+        return jobs(cx, args.format);
+    }
     match &args.re {
         Some(re) => one(cx, re, args.format),
         None => list(cx, args.all, args.format),
@@ -196,6 +204,94 @@ fn entry_line(entry: &ContentEntry) -> String {
         }
         other => output::clip(&describe(&other.to_value()), 200),
     }
+}
+
+/// The outbox by kind of job: counts per shelf, when the earliest queued one is due, and the
+/// latest error of a queued one (what an operator needs to see a kind that keeps failing).
+fn jobs(cx: &Context, format: Format) -> Result<(), CliError> {
+    if cx.remote.is_some() {
+        return Err(CliError::usage(
+            "a remote exchange's jobs are its own",
+            "run `mess status --jobs` on its host",
+        ));
+    }
+    let report = cx.exchange.jobs();
+    let stamp = |t: &Option<time::Timestamp>| t.as_ref().map(time::format_timestamp);
+    match format {
+        Format::Table => {
+            let rows: Vec<Vec<String>> = report
+                .kinds
+                .iter()
+                .map(|(kind, c)| {
+                    vec![
+                        (*kind).to_owned(),
+                        c.queued.to_string(),
+                        c.due.to_string(),
+                        c.retrying.to_string(),
+                        c.sent.to_string(),
+                        c.done.to_string(),
+                        c.failed.to_string(),
+                        stamp(&c.oldest_due).unwrap_or_else(|| "-".into()),
+                        c.last_error
+                            .as_ref()
+                            .map_or("-".into(), |(_, e)| output::clip(e, 60)),
+                    ]
+                })
+                .collect();
+            output::table(
+                &[
+                    "KIND",
+                    "QUEUED",
+                    "DUE",
+                    "RETRYING",
+                    "SENT",
+                    "DONE",
+                    "FAILED",
+                    "NEXT DUE",
+                    "LAST ERROR",
+                ],
+                &rows,
+            );
+        }
+        Format::Yaml | Format::Json => {
+            let mut kinds = crate::protocol::value::Map::new();
+            for (kind, c) in &report.kinds {
+                let mut row = crate::protocol::value::Map::new();
+                for (name, n) in [
+                    ("queued", c.queued),
+                    ("due", c.due),
+                    ("retrying", c.retrying),
+                    ("sent", c.sent),
+                    ("done", c.done),
+                    ("failed", c.failed),
+                ] {
+                    row.insert(name, Value::Int(n as i64));
+                }
+                row.insert_opt("next_due", stamp(&c.oldest_due).map(Value::str));
+                if let Some((at, e)) = &c.last_error {
+                    row.insert("last_error", Value::str(e));
+                    row.insert("last_error_at", Value::str(time::format_timestamp(at)));
+                }
+                kinds.insert(*kind, Value::Map(row));
+            }
+            let mut top = crate::protocol::value::Map::new();
+            top.insert("jobs", Value::Map(kinds));
+            top.insert("unreadable", Value::Int(report.unreadable.len() as i64));
+            let top = Value::Map(top);
+            if format == Format::Yaml {
+                output::yaml(&top);
+            } else {
+                output::json(&top)?;
+            }
+        }
+    }
+    if !report.unreadable.is_empty() {
+        output::warn(&format!(
+            "{} job record(s) could not be read; `mess fsck` names them",
+            report.unreadable.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Threads a remote listing asks for per folder (the HTTP API's most).

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::exchange::{Exchange, deliver, mail_sweep, peers, route, sweep};
+use crate::exchange::{Exchange, jobs, mail_sweep, peers, route, sweep};
 use crate::notify::Notifier;
 use crate::store::outbox::Shelf;
 
@@ -30,7 +30,7 @@ pub fn run(
     let everywhere = ex
         .store()
         .is_shared_by_nodes()
-        .then(|| deliver::run(ex.clone(), notifier.clone(), stop.clone()));
+        .then(|| jobs::run(ex.clone(), notifier.clone(), stop.clone()));
     tokio::spawn(async move {
         let mut said = false;
         let held = loop {
@@ -63,7 +63,7 @@ pub fn run(
         ];
         tasks.push(match everywhere {
             Some(task) => task,
-            None => deliver::run(ex, notifier, stop),
+            None => jobs::run(ex, notifier, stop),
         });
         // A pass or a delivery in flight finishes its writes before the lock goes.
         for task in tasks {
@@ -85,7 +85,7 @@ impl Exchange {
         // Only what needs someone reached (people, robots, peers, callbacks): the exchange's
         // own work is finished by whichever command touches the home.
         let (mut queued, _) = store.deliveries(Shelf::Queue);
-        queued.retain(|d| !crate::exchange::deliver::is_internal(&d.channel));
+        queued.retain(|d| !d.job.is_internal());
         if queued.is_empty() {
             return None;
         }

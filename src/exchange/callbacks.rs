@@ -5,17 +5,15 @@
 //! process can sleep instead of holding `mess_wait` open.
 
 use crate::exchange::Exchange;
-use crate::notify::{Channel, Notice, NoticeKind, NotifyError, Reach, Sent};
+use crate::exchange::outcome::Outcome;
+use crate::notify::{Channel, Notice, NoticeKind, Notifier, NotifyError, Reach};
 use crate::protocol::envelope::EXCHANGE;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::time;
 use crate::protocol::value::{Map, Value};
 use crate::store::Edit;
-use crate::store::outbox::Delivery;
+use crate::store::outbox::{Delivery, Job};
 use crate::store::thread::ThreadFile;
-
-/// The delivery channel of a callback.
-pub(crate) const CHANNEL: &str = "callback";
 
 /// The request (and envelope) field that names the callback URL.
 pub(crate) const FIELD: &str = "callback";
@@ -42,7 +40,7 @@ pub(crate) fn queue(before: &ThreadFile, edit: &mut Edit) {
     edit.deliveries.push(Delivery::new(
         after.thread_ref.as_str(),
         &after.requestor,
-        CHANNEL,
+        Job::Callback,
         Value::Map(target),
         &format!("changed.{version}"),
         after.updated,
@@ -94,12 +92,19 @@ impl Exchange {
     }
 }
 
-/// Sends one callback: a webhook that an agent named, so only to addresses the operator's
-/// allow-list permits (as a key holder's webhook).
-pub(crate) async fn send(
-    notifier: &crate::notify::Notifier,
-    channel: &Channel,
-    notice: &Notice,
-) -> Result<Sent, NotifyError> {
-    notifier.send(channel, notice, Reach::KeyHolder).await
+/// One attempt of callback job `d`: the thread as it is now, POSTed as a webhook that an agent
+/// named, so only to addresses the operator's allow-list permits (as a key holder's webhook).
+pub(crate) async fn call_back(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Outcome {
+    let (worker, delivery) = (ex.clone(), d.clone());
+    let prepared = tokio::task::spawn_blocking(move || worker.callback_notice(&delivery)).await;
+    match prepared {
+        Ok(Ok(Some((channel, notice)))) => {
+            Outcome::of_sending(notifier.send(&channel, &notice, Reach::KeyHolder).await)
+        }
+        Ok(Ok(None)) => Outcome::moot("the thread is gone"),
+        Ok(Err(e)) => Outcome::undelivered(NotifyError::Retry {
+            message: ex.scrub_home(&e.to_string()),
+        }),
+        Err(_) => Outcome::Unknown,
+    }
 }

@@ -1,19 +1,14 @@
-//! Notifying executors: routing decisions become deliveries in the durable outbox (one per
-//! executor and `notify:` channel), and a server's delivery worker sends them with retries,
-//! exponential backoff and jitter, records a final failure in the thread's history, and tells
-//! the other notified executors when someone takes the thread (where the channel can update
-//! its message). Deliveries are files, so a restart resumes them all.
+//! Notifying executors: routing decisions become notice jobs in the durable outbox (one per
+//! executor and `notify:` channel; a forwarding executor's forward, an MCP robot's call),
+//! which the job worker (`jobs`) sends with this module's handler. A final failure is noted
+//! in the thread's history, and the other notified executors hear when someone takes the
+//! thread (where the channel can update its message).
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
-use tokio_util::sync::CancellationToken;
-
-use crate::exchange::backoff;
 use crate::exchange::directory::{Directory, Origin};
-use crate::exchange::{Error, Exchange, access, callbacks, escrow, peers, robots, suggestions};
+use crate::exchange::outcome::Outcome;
+use crate::exchange::{Error, Exchange, access};
 use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
@@ -24,23 +19,8 @@ use crate::protocol::status::Status;
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
 use crate::store::error::StoreError;
-use crate::store::outbox::{Attempt, Delivery, Shelf};
+use crate::store::outbox::{Delivery, Job, Shelf};
 use crate::store::{Edit, IndexKey};
-
-/// Deliveries in flight at once.
-const PARALLEL: usize = 16;
-/// How long records of finished deliveries are kept in `done/`.
-const KEEP_DONE: Duration = Duration::from_secs(14 * 24 * 3600);
-/// How often old records are swept.
-const SWEEP_DONE: Duration = Duration::from_secs(3600);
-
-/// How often at most sent notices are followed up: the threads that changed meanwhile are
-/// looked at together (under load, one lookup for many changes instead of one each).
-const FOLLOW_UP_EVERY: Duration = Duration::from_millis(100);
-
-/// How often the worker looks at the outbox even when nothing woke it (deliveries queued by
-/// other processes, such as a `mess request` on the command line).
-const LOOK_AGAIN: Duration = Duration::from_secs(2);
 
 impl Exchange {
     /// Queues a `kind` notice (`new`, `escalated`) of `thread` for each of `executors` on each
@@ -98,7 +78,7 @@ impl Exchange {
                 out.push(Delivery::new(
                     thread.as_str(),
                     id,
-                    peers::CHANNEL,
+                    Job::Forward,
                     Value::Map(target),
                     kind,
                     now,
@@ -115,7 +95,7 @@ impl Exchange {
                     out.push(Delivery::new(
                         thread.as_str(),
                         id,
-                        robots::CHANNEL,
+                        Job::RobotCall,
                         Value::Map(target),
                         kind,
                         now,
@@ -141,7 +121,14 @@ impl Exchange {
                 if let Value::Map(m) = &mut target {
                     m.remove("secret");
                 }
-                out.push(Delivery::new(thread.as_str(), id, name, target, kind, now));
+                out.push(Delivery::new(
+                    thread.as_str(),
+                    id,
+                    Job::Notice(name.to_owned()),
+                    target,
+                    kind,
+                    now,
+                ));
             }
         }
         Ok(out)
@@ -321,7 +308,7 @@ impl Exchange {
         }
         // Only a webhook's sending depends on who chose it (and reading the directory costs
         // milliseconds in a large home, so the other channels skip it).
-        let (channel, reach) = match Channel::parse(&delivery.channel, &delivery.target) {
+        let (channel, reach) = match Channel::parse(delivery.job.name(), &delivery.target) {
             Ok(Channel::Webhook { url, .. }) => {
                 let directory = self.directory();
                 let channel = Channel::Webhook {
@@ -349,7 +336,7 @@ impl Exchange {
         let link = if kind.is_update() {
             None
         } else {
-            self.link_for(&thread, &delivery.executor, &delivery.channel)
+            self.link_for(&thread, &delivery.executor, delivery.job.name())
         };
         let notice = Notice {
             delivery: delivery.id.clone(),
@@ -371,68 +358,17 @@ impl Exchange {
         }))
     }
 
-    /// Records how an attempt went: shelves a sent delivery (on `sent/` while a taken notice
-    /// may follow), requeues a retryable failure with backoff, or gives up and says so in the
-    /// thread's history. Returns the delivery as requeued when it goes back for another try.
-    fn record_attempt(
-        &self,
-        delivery: &Delivery,
-        updatable: bool,
-        outcome: Result<Sent, NotifyError>,
-    ) -> Result<Option<Delivery>, Error> {
-        let now = self.now();
-        let mut d = delivery.clone();
-        match outcome {
-            Ok(sent) => {
-                d.provider_ref = sent.provider_ref;
-                d.outcome = Some(format!("sent {}", time::format_timestamp(&now)));
-                // Offers are kept on sent/ so a `taken` update can follow where the channel
-                // edits messages in place; everything else is done once sent.
-                let offer = matches!(d.kind.as_str(), "new" | "escalated");
-                let follow = offer && updatable;
-                // A callback is the requestor's own: its thread's history does not note it.
-                if !matches!(d.kind.as_str(), "taken" | "closed") && d.channel != callbacks::CHANNEL
-                {
-                    // Recorded before it is shelved: a crash in between notes it twice at worst.
-                    self.record_notified(&d, now);
-                }
-                let shelf = if follow { Shelf::Sent } else { Shelf::Done };
-                self.store().shelve(&d, Shelf::Queue, shelf)?;
-                Ok(None)
-            }
-            Err(e) => {
-                d.attempts.push(Attempt {
-                    at: now,
-                    error: e.to_string(),
-                });
-                let tries = d.attempts.len() as u32;
-                let policy = &self.settings().dispatch;
-                if matches!(e, NotifyError::Retry { .. }) && tries < policy.attempts {
-                    d.due = now + self.backoff(tries);
-                    self.store().requeue(&d)?;
-                    return Ok(Some(d));
-                }
-                d.outcome = Some(e.to_string());
-                // The thread hears of it first: a crash in between retries the delivery once
-                // more rather than losing the note.
-                self.record_failure(&d, tries, &e)?;
-                self.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
-                Ok(None)
-            }
-        }
-    }
-
     /// Writes a `notified` history entry into the delivery's thread, as MESSE-AF's history
     /// shows (`notified teague-phone via slack`). A thread that cannot take it (gone, full) only
     /// loses the note; the delivery stays sent.
-    fn record_notified(&self, d: &Delivery, now: Timestamp) {
+    pub(crate) fn record_notified(&self, d: &Delivery, now: Timestamp) {
         let Ok(thread) = ThreadRef::parse(&d.thread) else {
             return;
         };
         let what = d.kind.split('.').next().unwrap_or_default();
         let note = match what {
-            "new" => format!("notified {} via {}", d.executor, d.channel),
-            other => format!("notified {} via {} ({other})", d.executor, d.channel),
+            "new" => format!("notified {} via {}", d.executor, d.job.name()),
+            other => format!("notified {} via {} ({other})", d.executor, d.job.name()),
         };
         let written = self.store().modify(&thread, |t| -> Result<_, Error> {
             let mut envelope = t.envelope.clone();
@@ -451,19 +387,6 @@ impl Exchange {
         }
     }
 
-    /// The wait after the `tries`-th failure under the notice policy, with noise drawn from the
-    /// store's random source (the middle of the range when it cannot give any).
-    fn backoff(&self, tries: u32) -> chrono::TimeDelta {
-        let policy = &self.settings().dispatch;
-        let noise = self
-            .store()
-            .random_bytes(2)
-            .map(|b| f64::from(u16::from_le_bytes([b[0], b[1]])) / f64::from(u16::MAX))
-            .unwrap_or(0.5);
-        let wait = backoff::backoff(tries, policy.first_retry, policy.max_retry, noise);
-        chrono::TimeDelta::from_std(wait).unwrap_or(chrono::TimeDelta::seconds(1))
-    }
-
     /// Writes a `notify_failed` history entry into the delivery's thread. The requestor and the
     /// executor read it, so a key-made registration's failure gets one text whatever happened
     /// (refused, no connection, a timeout, a TLS error, any HTTP status, a service's refusal)
@@ -471,17 +394,22 @@ impl Exchange {
     /// service answered. The details stay in the server log and the outbox record. The
     /// operator's own entries say what happened: the operator chose those addresses, and the
     /// note helps to fix them (it never holds a token or an answer's body).
-    fn record_failure(&self, d: &Delivery, tries: u32, e: &NotifyError) -> Result<(), Error> {
+    pub(crate) fn record_failure(
+        &self,
+        d: &Delivery,
+        tries: u32,
+        e: &NotifyError,
+    ) -> Result<(), Error> {
         let Ok(thread) = ThreadRef::parse(&d.thread) else {
             return Ok(());
         };
         let now = self.now();
         let reach = reach_of(self.directory().origin(&d.executor));
         let note = match reach {
-            Reach::KeyHolder => format!("{} to {} failed: {UNDELIVERED}", d.channel, d.executor),
+            Reach::KeyHolder => format!("{} to {} failed: {UNDELIVERED}", d.job.name(), d.executor),
             Reach::Operator => format!(
                 "{} to {} failed after {tries} attempt{}: {e}",
-                d.channel,
+                d.job.name(),
                 d.executor,
                 if tries == 1 { "" } else { "s" }
             ),
@@ -606,149 +534,6 @@ impl Exchange {
     }
 }
 
-/// Runs the delivery worker until `stop`: sends due deliveries (at most `PARALLEL` at once),
-/// reads the queue again when deliveries are queued in this process, when a retry is
-/// requeued, and every `LOOK_AGAIN` (for other processes' deliveries), and follows up sent
-/// notices when threads change.
-pub fn run(
-    ex: Exchange,
-    notifier: Notifier,
-    stop: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let notifier = Arc::new(notifier);
-        let mut changes = ex.subscribe();
-        let mut in_flight: HashSet<String> = HashSet::new();
-        let mut tasks: tokio::task::JoinSet<(String, Attempted)> = tokio::task::JoinSet::new();
-        let mut ids: std::collections::HashMap<tokio::task::Id, String> =
-            std::collections::HashMap::new();
-        let mut waiting: Vec<Delivery> = Vec::new();
-        let (mut follow_all, mut reload) = (true, true);
-        // Threads whose sent notices may need an update.
-        let mut follow: HashSet<String> = HashSet::new();
-        // Deliveries this process will not try again (sent but unrecorded, or panicked);
-        // they take no slot, so they cannot stall the others.
-        let mut stuck: HashSet<String> = HashSet::new();
-        let mut looked = tokio::time::Instant::now();
-        let mut swept: Option<tokio::time::Instant> = None;
-        let mut followed: Option<tokio::time::Instant> = None;
-        loop {
-            if swept.is_none_or(|t| t.elapsed() >= SWEEP_DONE) {
-                swept = Some(tokio::time::Instant::now());
-                let worker = ex.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    let _ = worker.store().prune_done(KEEP_DONE);
-                    worker.store().prune_short_links(worker.now().timestamp())
-                })
-                .await;
-            }
-            let follow_due = followed.is_none_or(|t| t.elapsed() >= FOLLOW_UP_EVERY);
-            if (follow_all || !follow.is_empty()) && follow_due {
-                followed = Some(tokio::time::Instant::now());
-                let only = (!follow_all).then(|| std::mem::take(&mut follow));
-                follow_all = false;
-                follow.clear();
-                let worker = ex.clone();
-                match tokio::task::spawn_blocking(move || worker.follow_up_sent(only.as_ref()))
-                    .await
-                {
-                    Ok(Err(e)) => tracing::warn!(error = %e, "following up sent notices failed"),
-                    Err(e) => tracing::error!(error = %e, "following up sent notices panicked"),
-                    Ok(Ok(_)) => {}
-                }
-            }
-            if reload || looked.elapsed() >= LOOK_AGAIN {
-                reload = false;
-                looked = tokio::time::Instant::now();
-                let worker = ex.clone();
-                let mut fresh = tokio::task::spawn_blocking(move || worker.store().queued())
-                    .await
-                    .map(|(q, _)| q)
-                    .unwrap_or_default();
-                // On a database a look leases only what nobody holds: the deliveries this node
-                // leased earlier and has not sent yet (all slots busy) stay in its list, or
-                // they would wait out their lease unsent.
-                if ex.store().is_shared_by_nodes() {
-                    let listed: HashSet<String> = fresh.iter().map(|d| d.id.clone()).collect();
-                    fresh.extend(waiting.drain(..).filter(|d| !listed.contains(&d.id)));
-                }
-                waiting = fresh;
-                waiting.retain(|d| !in_flight.contains(&d.id) && !stuck.contains(&d.id));
-            }
-            let now = ex.now();
-            let mut next = looked + LOOK_AGAIN;
-            if let Some(t) = followed
-                && (follow_all || !follow.is_empty())
-            {
-                next = next.min(t + FOLLOW_UP_EVERY);
-            }
-            let mut later = Vec::with_capacity(waiting.len());
-            for d in waiting.drain(..) {
-                if d.due > now {
-                    let ahead = (d.due - now).to_std().unwrap_or(Duration::ZERO);
-                    next = next.min(tokio::time::Instant::now() + ahead);
-                    later.push(d);
-                    continue;
-                }
-                // Due, but the slots are full: it goes when a task finishes.
-                if in_flight.len() >= PARALLEL {
-                    later.push(d);
-                    continue;
-                }
-                in_flight.insert(d.id.clone());
-                let (ex, notifier) = (ex.clone(), notifier.clone());
-                let id = d.id.clone();
-                let task = tasks.spawn(async move {
-                    let attempted = attempt(&ex, &notifier, &d).await;
-                    (d.id, attempted)
-                });
-                ids.insert(task.id(), id);
-            }
-            waiting = later;
-            tokio::select! {
-                () = stop.cancelled() => break,
-                done = tasks.join_next_with_id(), if !tasks.is_empty() => {
-                    let (id, attempted) = match done {
-                        Some(Ok((task, (id, attempted)))) => {
-                            ids.remove(&task);
-                            (id, attempted)
-                        }
-                        Some(Err(e)) => {
-                            tracing::error!(error = %e, "a delivery task panicked; it waits for a restart");
-                            (ids.remove(&e.id()).unwrap_or_default(), Attempted::Stuck)
-                        }
-                        None => continue,
-                    };
-                    in_flight.remove(&id);
-                    // A sent notice may have landed on sent/ after its thread was taken.
-                    if let Some(thread) = id.split('.').next() {
-                        follow.insert(thread.to_owned());
-                    }
-                    match attempted {
-                        Attempted::Finished => {}
-                        Attempted::Requeued(d) => waiting.push(*d),
-                        Attempted::Stuck => {
-                            stuck.insert(id);
-                        }
-                    }
-                }
-                () = ex.deliveries.notified() => reload = true,
-                () = tokio::time::sleep_until(next) => {}
-                change = changes.recv() => match change {
-                    Ok(c) if c.status != Status::Pending => {
-                        follow.insert(c.thread.to_string());
-                    }
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => follow_all = true,
-                    Err(RecvError::Closed) => break,
-                },
-            }
-        }
-        // Attempts in flight finish (each is bounded by the channel timeout) and record.
-        while tasks.join_next().await.is_some() {}
-    })
-}
-
 /// A notice ready to send: where, what, and who chose the address (for webhooks; the other
 /// channels send alike whoever chose them).
 struct Prepared {
@@ -770,194 +555,18 @@ fn reach_of(origin: Option<&Origin>) -> Reach {
     }
 }
 
-/// How one attempt ended, for the worker's bookkeeping.
-enum Attempted {
-    /// Shelved (sent, moot or failed): nothing more to do.
-    Finished,
-    /// Back in the queue, as written (a retry, or a notice waiting for its thread).
-    Requeued(Box<Delivery>),
-    /// Sent, or perhaps sent, but not recorded: not tried again by this process, so a broken
-    /// disk cannot turn one notice into a message every few seconds.
-    Stuck,
-}
-
-/// One attempt to forward a thread to the peer exchange its executor stands for, recorded as
-/// any delivery's attempt (retries with backoff; a final failure noted in the thread).
-async fn forward(ex: &Exchange, d: &Delivery) -> Attempted {
-    let outcome = match peers::forward(ex, d).await {
-        peers::Forwarded::Sent(sent) => Ok(sent),
-        peers::Forwarded::Failed(e) => Err(e),
-        peers::Forwarded::Moot(why) => return moot(ex, d, why).await,
-    };
-    recorded(ex, d, outcome).await
-}
-
-/// Finishes carrying out an accepted suggestion (its new threads, the other originals) when
-/// the process that accepted it stopped first; a no-op when it did not.
-async fn finish_suggestion(ex: &Exchange, d: &Delivery) -> Attempted {
-    let Ok(anchor) = ThreadRef::parse(&d.thread) else {
-        return moot(ex, d, "not a thread".to_owned()).await;
-    };
-    let worker = ex.clone();
-    let now = ex.now();
-    match tokio::task::spawn_blocking(move || suggestions::carry_out(&worker, &anchor, now)).await {
-        Ok(Ok(made)) => done(ex, d, format!("carried out: {}", made.join(", "))).await,
-        Ok(Err(e)) => {
-            let message = ex.scrub_home(&e.to_string());
-            recorded(ex, d, Err(NotifyError::Retry { message })).await
-        }
-        Err(_) => Attempted::Stuck,
-    }
-}
-
-/// One attempt to call a requestor's callback, recorded as any delivery's attempt.
-async fn call_back(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
-    let (worker, delivery) = (ex.clone(), d.clone());
-    let prepared = tokio::task::spawn_blocking(move || worker.callback_notice(&delivery)).await;
-    let outcome = match prepared {
-        Ok(Ok(Some((channel, notice)))) => callbacks::send(notifier, &channel, &notice).await,
-        Ok(Ok(None)) => return moot(ex, d, "the thread is gone".to_owned()).await,
-        Ok(Err(e)) => Err(NotifyError::Retry {
-            message: ex.scrub_home(&e.to_string()),
-        }),
-        Err(_) => return Attempted::Stuck,
-    };
-    recorded(ex, d, outcome).await
-}
-
-/// Shelves `d` as done with nothing sent, saying why.
-async fn moot(ex: &Exchange, d: &Delivery, why: String) -> Attempted {
-    done(ex, d, format!("moot: {why}")).await
-}
-
-/// Shelves `d` as done, with `outcome`.
-async fn done(ex: &Exchange, d: &Delivery, outcome: String) -> Attempted {
-    let (worker, mut delivery) = (ex.clone(), d.clone());
-    delivery.outcome = Some(outcome);
-    let _ = tokio::task::spawn_blocking(move || {
-        worker.store().shelve(&delivery, Shelf::Queue, Shelf::Done)
-    })
-    .await;
-    Attempted::Finished
-}
-
-/// Records how an attempt of `d` (a channel with no message to update later) went.
-async fn recorded(ex: &Exchange, d: &Delivery, outcome: Result<Sent, NotifyError>) -> Attempted {
-    if let Err(e) = &outcome {
-        tracing::info!(delivery = %d.id, error = %e, "delivery attempt failed");
-    }
-    let (worker, delivery) = (ex.clone(), d.clone());
-    match tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, false, outcome))
-        .await
-    {
-        Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
-        Ok(Ok(None)) => Attempted::Finished,
-        _ => Attempted::Stuck,
-    }
-}
-
-/// Whether deliveries of `channel` are the exchange's own work (settling a request's shells,
-/// carrying out an accepted suggestion) rather than a message to someone: any process can
-/// finish them, one-shot commands included, and they need nobody to be reached.
-pub(crate) fn is_internal(channel: &str) -> bool {
-    channel == escrow::CHANNEL || channel == suggestions::CHANNEL
-}
-
-impl Exchange {
-    /// Finishes the exchange's own queued work ([`is_internal`]) here and now, when no
-    /// long-running process works on this home: what a one-shot command queued (a settlement
-    /// or a suggestion's carrying out that it could not finish inline) or an earlier command
-    /// left. Each step is idempotent, so one that a server also runs changes nothing twice.
-    /// Returns how many it finished; one that fails stays queued for the next command.
-    pub fn finish_internal_work(&self) -> Result<usize, Error> {
-        let store = self.store();
-        if !store.has_deliveries(Shelf::Queue) || store.worker_alive().unwrap_or(true) {
-            return Ok(0);
-        }
-        let (queued, _) = store.deliveries(Shelf::Queue);
-        let mut finished = 0;
-        for mut d in queued.into_iter().filter(|d| is_internal(&d.channel)) {
-            let Ok(thread) = ThreadRef::parse(&d.thread) else {
-                continue;
-            };
-            let outcome = if d.channel == escrow::CHANNEL {
-                self.settle_escrow(&thread).map(|moved| {
-                    format!(
-                        "settled ({})",
-                        if moved { "now" } else { "nothing to move" }
-                    )
-                })
-            } else {
-                suggestions::carry_out(self, &thread, self.now())
-                    .map(|made| format!("carried out: {}", made.join(", ")))
-            };
-            match outcome {
-                Ok(outcome) => {
-                    d.outcome = Some(outcome);
-                    store.shelve(&d, Shelf::Queue, Shelf::Done)?;
-                    finished += 1;
-                }
-                Err(e) => {
-                    tracing::warn!(delivery = %d.id, error = %e, "internal work left for later");
-                }
-            }
-        }
-        Ok(finished)
-    }
-}
-
-/// One attempt of one delivery: prepare and record off the async workers, send on them.
-async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted {
-    if d.channel == peers::CHANNEL {
-        return forward(ex, d).await;
-    }
-    if d.channel == callbacks::CHANNEL {
-        return call_back(ex, notifier, d).await;
-    }
-    if d.channel == suggestions::CHANNEL {
-        return finish_suggestion(ex, d).await;
-    }
-    if d.channel == escrow::CHANNEL {
-        let Ok(thread) = ThreadRef::parse(&d.thread) else {
-            return moot(ex, d, "not a thread".to_owned()).await;
-        };
-        let worker = ex.clone();
-        return match tokio::task::spawn_blocking(move || worker.settle_escrow(&thread)).await {
-            Ok(Ok(moved)) => {
-                done(
-                    ex,
-                    d,
-                    format!(
-                        "settled ({})",
-                        if moved { "now" } else { "nothing to move" }
-                    ),
-                )
-                .await
-            }
-            Ok(Err(e)) => {
-                let message = ex.scrub_home(&e.to_string());
-                recorded(ex, d, Err(NotifyError::Retry { message })).await
-            }
-            Err(_) => Attempted::Stuck,
-        };
-    }
-    if d.channel == robots::CHANNEL {
-        let outcome = match robots::call(ex, d).await {
-            robots::Called::Sent(sent) => Ok(sent),
-            robots::Called::Failed(e) => Err(e),
-            robots::Called::Moot(why) => return moot(ex, d, why).await,
-        };
-        return recorded(ex, d, outcome).await;
-    }
+/// One attempt of notice job `d`: prepared off the async workers (it reads the thread), sent
+/// on them (agent mail, a file in this home, off them too).
+pub(crate) async fn send_notice(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Outcome {
     let (worker, delivery) = (ex.clone(), d.clone());
     let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
-    let (channel, outcome) = match prepared {
+    match prepared {
         Ok(Ok(Some(Prepared {
             channel,
             notice,
             reach,
         }))) => {
-            let outcome = match &channel {
+            let answer = match &channel {
                 // Agent mail is a file in this home, written like any other.
                 Channel::Mail(mailbox) => {
                     let (worker, mailbox, letter) = (ex.clone(), mailbox.clone(), notice.clone());
@@ -971,46 +580,30 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Attempted 
                 }
                 _ => notifier.send(&channel, &notice, reach).await,
             };
-            (Some(channel), outcome)
+            match answer {
+                Ok(sent) => Outcome::Sent {
+                    sent,
+                    updatable: channel.updates_in_place(),
+                },
+                Err(e) => Outcome::undelivered(e),
+            }
         }
-        // Shelved as moot, or requeued to wait for its thread: the worker rereads the queue.
-        Ok(Ok(None)) => return Attempted::Finished,
+        // Shelved as moot, or requeued to wait for its thread.
+        Ok(Ok(None)) => Outcome::Placed,
         // The notice could not be prepared: an attempt that failed, with backoff.
         Ok(Err(e)) => {
             // Thread history is read by the requestor: no server paths in it.
             let message = ex.scrub_home(&e.to_string());
             // Only the operator can fix a misconfiguration; anything else may pass.
-            let failure = if matches!(e, Error::Misconfigured { .. }) {
+            Outcome::undelivered(if matches!(e, Error::Misconfigured { .. }) {
                 NotifyError::Fail { message }
             } else {
                 NotifyError::Retry { message }
-            };
-            (None, Err(failure))
+            })
         }
         Err(e) => {
             tracing::error!(delivery = %d.id, error = %e, "preparing the notice panicked");
-            return Attempted::Stuck;
-        }
-    };
-    let sent = outcome.is_ok();
-    if let Err(e) = &outcome {
-        tracing::info!(delivery = %d.id, error = %e, "delivery attempt failed");
-    }
-    let updatable = channel.as_ref().is_some_and(Channel::updates_in_place);
-    let (worker, delivery) = (ex.clone(), d.clone());
-    let recorded =
-        tokio::task::spawn_blocking(move || worker.record_attempt(&delivery, updatable, outcome))
-            .await;
-    match recorded {
-        Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
-        Ok(Ok(None)) => Attempted::Finished,
-        Ok(Err(e)) => {
-            tracing::error!(delivery = %d.id, sent, error = %e, "cannot record the delivery; it waits for a restart");
-            Attempted::Stuck
-        }
-        Err(e) => {
-            tracing::error!(delivery = %d.id, error = %e, "recording the delivery panicked");
-            Attempted::Stuck
+            Outcome::Unknown
         }
     }
 }

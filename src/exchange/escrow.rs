@@ -16,9 +16,6 @@ use crate::protocol::value::{Map, Value};
 use crate::store::ledger::{Balances, Movement};
 use crate::store::thread::ThreadFile;
 
-/// The delivery channel that settles a request's escrow.
-pub(crate) const CHANNEL: &str = "shells";
-
 /// The envelope field that records a request's escrow (see [`Held`]).
 pub(crate) const ESCROW: &str = "escrow";
 
@@ -442,7 +439,10 @@ impl Exchange {
         use crate::store::outbox::Shelf;
         let only: std::collections::HashSet<String> = [thread.to_string()].into();
         let (waiting, _) = self.store().deliveries_of(Shelf::Queue, Some(&only));
-        for mut queued in waiting.into_iter().filter(|d| d.channel == CHANNEL) {
+        for mut queued in waiting
+            .into_iter()
+            .filter(|d| d.job == crate::store::outbox::Job::Settlement)
+        {
             queued.outcome = Some("settled".to_owned());
             let _ = self.store().shelve(&queued, Shelf::Queue, Shelf::Done);
         }
@@ -536,7 +536,7 @@ pub(crate) fn queue(before: &ThreadFile, edit: &mut crate::store::Edit) {
     edit.deliveries.push(crate::store::outbox::Delivery::new(
         after.thread_ref.as_str(),
         EXCHANGE,
-        CHANNEL,
+        crate::store::outbox::Job::Settlement,
         Value::Null,
         &format!(
             "settle-{}",

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::exchange::directory::Origin;
+use crate::exchange::outcome::Outcome;
 use crate::exchange::{Error, Exchange, Sender};
 use crate::notify::{NotifyError, Sent};
 use crate::protocol::ids::ThreadRef;
@@ -58,16 +59,6 @@ pub(crate) struct Peer {
     /// Its base URL.
     pub(crate) url: String,
     remote: Remote,
-}
-
-/// How forwarding one delivery went.
-pub(crate) enum Forwarded {
-    /// Created there and claimed here.
-    Sent(Sent),
-    /// Nothing to do any more (the thread is no longer pending, or not the executor's).
-    Moot(String),
-    /// Failed (retried later when the error says so).
-    Failed(NotifyError),
 }
 
 /// The peer an executor entry's `exchange:` names: `{url, api_key}` (the key may be `${ENV}`).
@@ -280,14 +271,14 @@ fn client_id(exchange_id: &str, thread: &ThreadRef) -> String {
 }
 
 /// Forwards the thread of delivery `d` to the peer its executor stands for.
-pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Forwarded {
+pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Outcome {
     let peer = match ex.peer(&d.executor) {
         Some(Ok(p)) => p,
-        Some(Err(e)) => return Forwarded::Failed(NotifyError::Fail { message: e }),
-        None => return Forwarded::Moot(format!("{} does not forward", d.executor)),
+        Some(Err(e)) => return Outcome::undelivered(NotifyError::Fail { message: e }),
+        None => return Outcome::moot(format!("{} does not forward", d.executor)),
     };
     let Ok(thread) = ThreadRef::parse(&d.thread) else {
-        return Forwarded::Moot("not a thread".to_owned());
+        return Outcome::moot("not a thread".to_owned());
     };
     let (worker, r) = (ex.clone(), thread.clone());
     let prepared = tokio::task::spawn_blocking(move || -> Result<_, String> {
@@ -303,23 +294,23 @@ pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Forwarded {
     .await;
     let message = match prepared {
         Ok(Ok(Ok(m))) => m,
-        Ok(Ok(Err(moot))) => return Forwarded::Moot(moot),
-        Ok(Err(why)) => return Forwarded::Failed(NotifyError::Fail { message: why }),
+        Ok(Ok(Err(moot))) => return Outcome::moot(moot),
+        Ok(Err(why)) => return Outcome::undelivered(NotifyError::Fail { message: why }),
         Err(e) => {
-            return Forwarded::Failed(NotifyError::Retry {
+            return Outcome::undelivered(NotifyError::Retry {
                 message: e.to_string(),
             });
         }
     };
     let answer = match peer.remote.submit(&message).await {
         Ok(a) => a,
-        Err(e) => return Forwarded::Failed(failure(&e)),
+        Err(e) => return Outcome::undelivered(failure(&e)),
     };
     let Some(peer_ref) = answer.payloads.iter().find_map(|p| match p {
         Payload::Ack(a) => a.thread_ref.clone(),
         _ => None,
     }) else {
-        return Forwarded::Failed(NotifyError::Fail {
+        return Outcome::undelivered(NotifyError::Fail {
             message: format!(
                 "the exchange at {} did not acknowledge the request",
                 peer.url
@@ -340,9 +331,9 @@ pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Forwarded {
         Ok(Ok(())) => {
             // What happened there while the claim was written comes back now.
             let _ = sync(ex, &peer, &thread, peer_ref.as_str()).await;
-            Forwarded::Sent(Sent {
+            Outcome::of_sending(Ok(Sent {
                 provider_ref: Some(peer_ref.as_str().to_owned()),
-            })
+            }))
         }
         Ok(Err(e)) => {
             // Taken here by someone else meanwhile: the copy there is withdrawn.
@@ -350,9 +341,9 @@ pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Forwarded {
                 .remote
                 .submit(&cancel(peer_ref.as_str(), "taken elsewhere"))
                 .await;
-            Forwarded::Moot(format!("not claimed here: {}", ex.public_message(&e)))
+            Outcome::moot(format!("not claimed here: {}", ex.public_message(&e)))
         }
-        Err(e) => Forwarded::Failed(NotifyError::Retry {
+        Err(e) => Outcome::undelivered(NotifyError::Retry {
             message: e.to_string(),
         }),
     }

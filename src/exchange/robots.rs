@@ -18,6 +18,7 @@ use rmcp::model::{
 };
 
 use crate::exchange::directory::Origin;
+use crate::exchange::outcome::Outcome;
 use crate::exchange::robot_input::Relay;
 use crate::exchange::{Error, Exchange, Sender};
 use crate::links::Action;
@@ -52,16 +53,6 @@ enum Reach {
 struct Robot {
     reach: Reach,
     tool: String,
-}
-
-/// How one call of a robot went.
-pub(crate) enum Called {
-    /// Called, and the thread has its answer.
-    Sent(Sent),
-    /// Nothing to do (the thread is no longer pending).
-    Moot(String),
-    /// Not reached, or refused (retried when the error says so).
-    Failed(NotifyError),
 }
 
 /// The robot of an executor entry's `mcp:`.
@@ -215,27 +206,27 @@ impl Exchange {
 }
 
 /// One attempt to hand the thread of delivery `d` to its MCP robot.
-pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
+pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Outcome {
     let robot = match ex.robot(&d.executor) {
         Some(Ok(r)) => r,
-        Some(Err(e)) => return Called::Failed(NotifyError::Fail { message: e }),
-        None => return Called::Moot(format!("{} is not an MCP robot", d.executor)),
+        Some(Err(e)) => return Outcome::undelivered(NotifyError::Fail { message: e }),
+        None => return Outcome::moot(format!("{} is not an MCP robot", d.executor)),
     };
     let Ok(thread) = ThreadRef::parse(&d.thread) else {
-        return Called::Moot("not a thread".to_owned());
+        return Outcome::moot("not a thread".to_owned());
     };
     let (worker, r, executor) = (ex.clone(), thread.clone(), d.executor.clone());
     let args =
         match tokio::task::spawn_blocking(move || worker.robot_arguments(&r, &executor)).await {
             Ok(Ok(Ok(a))) => a,
-            Ok(Ok(Err(moot))) => return Called::Moot(moot),
+            Ok(Ok(Err(moot))) => return Outcome::moot(moot),
             Ok(Err(e)) => {
-                return Called::Failed(NotifyError::Retry {
+                return Outcome::undelivered(NotifyError::Retry {
                     message: ex.scrub_home(&e.to_string()),
                 });
             }
             Err(e) => {
-                return Called::Failed(NotifyError::Retry {
+                return Outcome::undelivered(NotifyError::Retry {
                     message: e.to_string(),
                 });
             }
@@ -249,9 +240,9 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
     };
     let client = match tokio::time::timeout(CONNECT_TIMEOUT, connect(&robot, relay.clone())).await {
         Ok(Ok(c)) => c,
-        Ok(Err(why)) => return Called::Failed(NotifyError::Retry { message: why }),
+        Ok(Err(why)) => return Outcome::undelivered(NotifyError::Retry { message: why }),
         Err(_) => {
-            return Called::Failed(NotifyError::Retry {
+            return Outcome::undelivered(NotifyError::Retry {
                 message: "mcp: the robot did not answer the handshake in time".to_owned(),
             });
         }
@@ -270,10 +261,10 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             let _ = client.cancel().await;
-            return Called::Moot(format!("not claimed: {}", ex.public_message(&e)));
+            return Outcome::moot(format!("not claimed: {}", ex.public_message(&e)));
         }
         Err(e) => {
-            return Called::Failed(NotifyError::Retry {
+            return Outcome::undelivered(NotifyError::Retry {
                 message: e.to_string(),
             });
         }
@@ -315,7 +306,7 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Called {
             tracing::warn!(thread = %thread, error = %e, "recording the robot's answer failed")
         }
     }
-    Called::Sent(Sent::default())
+    Outcome::of_sending(Ok(Sent::default()))
 }
 
 /// A client session with a robot, whose questions the session's [`Relay`] puts to the

@@ -23,11 +23,11 @@ use crate::protocol::status::{StatusDetails, StatusMsg};
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
 use crate::store::IndexKey;
-use crate::store::outbox::{Delivery, Shelf};
+use crate::store::outbox::{Delivery, Job, Shelf};
 use crate::store::thread::ThreadFile;
 
-/// The delivery channel that finishes carrying out an accepted suggestion.
-pub(crate) const CHANNEL: &str = "suggestion";
+/// The channel a suggestion's carrying out names in the messages it writes.
+const CHANNEL: &str = "suggestion";
 
 /// Most parts a split may make.
 const MOST_PARTS: usize = 32;
@@ -634,7 +634,7 @@ fn finishing(anchor: &ThreadRef, now: Timestamp) -> Delivery {
     Delivery::new(
         anchor.as_str(),
         EXCHANGE,
-        CHANNEL,
+        Job::CarryOut,
         Value::Null,
         "carried",
         now,

@@ -3,22 +3,99 @@
 //! be taken so the message can be updated, `done/`, `failed/`). Every move is a crash-safe
 //! write before a removal, so a restart finds each delivery on at least one shelf and loses none.
 //! In tier 1 the same records are rows of the database (`postgres::outbox`), leased to the node
-//! sending them.
+//! sending them. Each record is a job of one [`Job`] kind; the exchange's job worker
+//! (`exchange::jobs`) gives each kind its handler and retry policy.
 
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
 
-/// One notification of one executor on one channel.
+/// What a job in the outbox does. Its record names it in the `channel` field, with the names
+/// records have always carried (a notice by its channel, the others by a fixed word), so
+/// records written by any version read the same.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Job {
+    /// A notice to an executor on one of its `notify:` channels (`webhook`, `slack`,
+    /// `telegram`, `sms`, `ntfy`, `email`, `mail`), named here as written there.
+    Notice(String),
+    /// A thread forwarded to the peer exchange a forwarding executor stands for.
+    Forward,
+    /// A requestor's callback URL told of a change of its thread.
+    Callback,
+    /// An offer made to a robot by calling its MCP tool.
+    RobotCall,
+    /// The rest of an accepted suggestion carried out (its new threads, the other originals).
+    CarryOut,
+    /// A request's escrowed shells settled (paid to the executor, or refunded).
+    Settlement,
+}
+
+impl Job {
+    /// Every kind, in the order operators see them listed.
+    pub const KINDS: [&'static str; 6] = [
+        "notice",
+        "forward",
+        "callback",
+        "robot call",
+        "carry-out",
+        "settlement",
+    ];
+
+    /// The job a record's `channel` names.
+    pub fn named(name: &str) -> Job {
+        match name {
+            "exchange" => Job::Forward,
+            "callback" => Job::Callback,
+            "mcp" => Job::RobotCall,
+            "suggestion" => Job::CarryOut,
+            "shells" => Job::Settlement,
+            channel => Job::Notice(channel.to_owned()),
+        }
+    }
+
+    /// The name its record carries (the notice's channel, or the kind's word); ids are made
+    /// of it.
+    pub fn name(&self) -> &str {
+        match self {
+            Job::Notice(channel) => channel,
+            Job::Forward => "exchange",
+            Job::Callback => "callback",
+            Job::RobotCall => "mcp",
+            Job::CarryOut => "suggestion",
+            Job::Settlement => "shells",
+        }
+    }
+
+    /// The kind, as operators see it listed (one of [`Job::KINDS`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Job::Notice(_) => "notice",
+            Job::Forward => "forward",
+            Job::Callback => "callback",
+            Job::RobotCall => "robot call",
+            Job::CarryOut => "carry-out",
+            Job::Settlement => "settlement",
+        }
+    }
+
+    /// Whether it is the exchange's own work rather than a message to someone: any process
+    /// can finish it, one-shot commands included, and nobody needs to be reached.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, Job::CarryOut | Job::Settlement)
+    }
+}
+
+/// One job of the outbox: a notification of one executor on one channel, or one of the
+/// other [`Job`] kinds about one thread.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
-    /// `<thread>.<executor>.<channel>.<kind>`: the same notice is never queued twice.
+    /// `<thread>.<executor>.<job name>.<kind>`: the same notice is never queued twice.
     pub id: String,
     /// The thread it is about.
     pub thread: String,
-    /// The executor notified.
+    /// The executor notified (the exchange itself for its own work).
     pub executor: String,
-    /// The channel (`webhook`, `slack`, `telegram`, `sms`, `ntfy`, `email`, `mail`).
-    pub channel: String,
+    /// What it does.
+    pub job: Job,
     /// The executor's `notify:` entry for the channel (an address, or a map with one).
     pub target: Value,
     /// `new` (please take this), `taken` (someone else took it), `escalated`.
@@ -38,21 +115,21 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// A fresh `kind` notice of `thread` for `executor` on `channel` (to `target`), due `now`;
-    /// its id is `<thread>.<executor>.<channel>.<kind>`.
+    /// A fresh `kind` job of `thread` for `executor` (to `target`), due `now`; its id is
+    /// `<thread>.<executor>.<job name>.<kind>`.
     pub fn new(
         thread: &str,
         executor: &str,
-        channel: &str,
+        job: Job,
         target: Value,
         kind: &str,
         now: Timestamp,
     ) -> Delivery {
         Delivery {
-            id: format!("{thread}.{executor}.{channel}.{kind}"),
+            id: format!("{thread}.{executor}.{}.{kind}", job.name()),
             thread: thread.to_owned(),
             executor: executor.to_owned(),
-            channel: channel.to_owned(),
+            job,
             target,
             kind: kind.to_owned(),
             created: now,
@@ -107,7 +184,7 @@ impl Delivery {
         m.insert("id", Value::str(&self.id));
         m.insert("thread", Value::str(&self.thread));
         m.insert("executor", Value::str(&self.executor));
-        m.insert("channel", Value::str(&self.channel));
+        m.insert("channel", Value::str(self.job.name()));
         m.insert("target", self.target.clone());
         m.insert("kind", Value::str(&self.kind));
         m.insert("created", Value::str(time::format_timestamp(&self.created)));
@@ -142,7 +219,7 @@ impl Delivery {
             id: text("id")?,
             thread: text("thread")?,
             executor: text("executor")?,
-            channel: text("channel")?,
+            job: Job::named(&text("channel")?),
             target: m.get("target").cloned().unwrap_or(Value::Null),
             kind: text("kind")?,
             created: at("created")?,
@@ -183,7 +260,7 @@ mod tests {
     use crate::protocol::time;
     use crate::protocol::value::Value;
 
-    use crate::store::outbox::{Delivery, Shelf};
+    use crate::store::outbox::{Delivery, Job, Shelf};
 
     fn delivery(id: &str) -> Delivery {
         let at = time::parse_timestamp("2026-01-31T12:00:00Z").unwrap();
@@ -191,7 +268,7 @@ mod tests {
             id: id.to_owned(),
             thread: "2026-01-31-001".to_owned(),
             executor: "robot".to_owned(),
-            channel: "webhook".to_owned(),
+            job: Job::Notice("webhook".to_owned()),
             target: Value::str("http://127.0.0.1:9/robot"),
             kind: "new".to_owned(),
             created: at,
@@ -201,6 +278,30 @@ mod tests {
             previous: None,
             outcome: None,
         }
+    }
+
+    #[test]
+    fn every_job_reads_back_as_the_kind_its_record_names() {
+        for job in [
+            Job::Notice("slack".to_owned()),
+            Job::Forward,
+            Job::Callback,
+            Job::RobotCall,
+            Job::CarryOut,
+            Job::Settlement,
+        ] {
+            let mut d = delivery("x");
+            d.job = job.clone();
+            let back = Delivery::from_value(&d.to_value()).unwrap();
+            assert_eq!(back.job, job);
+        }
+        // Records written before jobs had kinds name them by the same words.
+        let old = crate::protocol::yaml::parse_document(
+            "id: a\nthread: 2026-01-31-001\nexecutor: exchange\nchannel: shells\nkind: settle-3\ncreated: 2026-01-31T12:00:00Z\ndue: 2026-01-31T12:00:00Z\n",
+            &crate::protocol::yaml::Limits::DEFAULT,
+        );
+        let old = Delivery::from_value(&old.unwrap()).unwrap();
+        assert_eq!((old.job.kind(), old.job.name()), ("settlement", "shells"));
     }
 
     #[test]

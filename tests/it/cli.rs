@@ -757,3 +757,57 @@ fn every_command_exits_quietly_when_its_reader_goes_away() {
         );
     }
 }
+
+#[test]
+fn status_jobs_and_fsck_show_the_outbox_by_kind_of_job() {
+    let home = Home::with_config(
+        "agent_id: claude-agent\nexecutors:\n  teague-phone:\n    capabilities: [take-photo]\n    notify: {ntfy: teague-topic}\n",
+    );
+    let r = home.ok(&["request", "photo", "--requires", "take-photo"]);
+    let r = r.trim().to_owned();
+    // No server runs: the notice waits in the queue.
+    let table = home.ok(&["status", "--jobs"]);
+    let row = table
+        .lines()
+        .find(|l| l.contains("notice"))
+        .unwrap_or_else(|| panic!("no notice row: {table}"));
+    assert!(row.split_whitespace().nth(1) == Some("1"), "{table}");
+    let json = home.ok(&["status", "--jobs", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["jobs"]["notice"]["queued"], 1, "{json}");
+    assert_eq!(json["unreadable"], 0, "{json}");
+    assert!(
+        home.fails(&["status", &r, "--jobs"], 2).contains("--jobs"),
+        "a thread and the jobs are two questions"
+    );
+    // A notice given up, and a record nobody can read.
+    let outbox = home.path().join(".mess/outbox");
+    let queued = std::fs::read_dir(outbox.join("queue"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::create_dir_all(outbox.join("failed")).unwrap();
+    let record = std::fs::read_to_string(&queued).unwrap()
+        + "attempts:\n- at: 2026-01-31T12:00:00Z\n  error: 'ntfy: 503'\noutcome: 'ntfy: 503'\n";
+    std::fs::write(
+        outbox.join("failed").join(queued.file_name().unwrap()),
+        record,
+    )
+    .unwrap();
+    std::fs::remove_file(&queued).unwrap();
+    std::fs::write(outbox.join("queue/garbage.yaml"), "{not: [a record").unwrap();
+    let out = home.run(&["fsck"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("problem: outbox:") && stdout.contains("garbage.yaml"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("outbox: notice: 1 given up"), "{stdout}");
+    let json = home.ok(&["status", "--jobs", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["jobs"]["notice"]["failed"], 1, "{json}");
+    assert_eq!(json["unreadable"], 1, "{json}");
+}

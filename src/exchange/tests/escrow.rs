@@ -89,7 +89,7 @@ fn a_change_whose_settlement_never_ran_is_settled_by_its_queued_delivery() {
             .deliveries(Shelf::Queue)
             .0
             .into_iter()
-            .any(|d| d.channel == crate::exchange::escrow::CHANNEL)
+            .any(|d| d.job == crate::store::outbox::Job::Settlement)
     };
     assert!(queued(&f));
     deliver_until(&f, "settled", || {
@@ -124,13 +124,13 @@ fn a_home_without_a_server_finishes_its_own_queued_work_in_the_next_command() {
             .deliveries(Shelf::Queue)
             .0
             .iter()
-            .all(|d| d.channel != crate::exchange::escrow::CHANNEL)
+            .all(|d| d.job != crate::store::outbox::Job::Settlement)
     );
 }
 
 /// Expires `thread` as the exchange does (its settlement queued in the same write) and stops
 /// there, as a process that dies before it settles inline.
-fn expired_without_settling(f: &crate::exchange::tests::Fixture, thread: &ThreadRef) {
+pub(super) fn expired_without_settling(f: &crate::exchange::tests::Fixture, thread: &ThreadRef) {
     let now = f.ex.now();
     f.ex.store()
         .modify(thread, |t| -> Result<_, crate::exchange::Error> {
@@ -206,7 +206,7 @@ fn a_review_after_a_completion_gets_its_own_settlement_delivery() {
             .deliveries(Shelf::Queue)
             .0
             .iter()
-            .any(|d| d.channel == crate::exchange::escrow::CHANNEL)
+            .any(|d| d.job == crate::store::outbox::Job::Settlement)
     });
     // The accepting review is written; its process stops before settling.
     written_alone(

@@ -27,6 +27,7 @@ mod config;
 mod escrow;
 mod examples;
 mod expiry_and_dependencies;
+mod jobs;
 mod lifecycle;
 mod peers;
 mod queue;
@@ -202,7 +203,7 @@ pub(super) fn deliver_until(f: &Fixture, what: &str, done: impl Fn() -> bool) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let notifier = crate::notify::Notifier::new(crate::notify::Settings::defaults()).unwrap();
     runtime.block_on(async {
-        let worker = crate::exchange::deliver::run(f.ex.clone(), notifier, stop.clone());
+        let worker = crate::exchange::jobs::run(f.ex.clone(), notifier, stop.clone());
         let started = std::time::Instant::now();
         // `done` reads the store, which blocks (a database client must not run on the
         // runtime's own threads).

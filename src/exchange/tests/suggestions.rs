@@ -70,7 +70,7 @@ fn a_merge_decided_before_a_crash_is_finished_by_the_delivery_worker_once() {
             .deliveries(Shelf::Queue)
             .0
             .into_iter()
-            .any(|d| d.channel == suggestions::CHANNEL)
+            .any(|d| d.job == crate::store::outbox::Job::CarryOut)
     });
     assert_eq!(f.env(made.as_str()).intent, "buy both");
     assert_eq!(f.env(&b).status, Status::Superseded);
