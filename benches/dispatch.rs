@@ -234,7 +234,8 @@ fn main() {
             panic!("no ack")
         };
         let thread = ThreadRef::parse(ack.thread_ref.as_deref().unwrap()).unwrap();
-        ex.queue_notices(&thread, &["robot".to_owned()], "new", ex.now())
+        ex.outbox()
+            .queue_notices(&thread, &["robot".to_owned()], "new", ex.now())
             .unwrap();
         threads.push(thread.to_string());
     }

@@ -26,7 +26,7 @@ pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
     }
     // The outbox: records that cannot be read are problems (a person must look at them);
     // jobs given up or retrying are reported by kind, as `mess status --jobs` shows them.
-    let jobs = cx.exchange.jobs();
+    let jobs = cx.exchange.outbox().jobs();
     for unreadable in &jobs.unreadable {
         output::line(&format!(
             "problem: outbox: {unreadable} (the worker skips it: look at it, then remove it)"

@@ -41,9 +41,12 @@ pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     let sender = cx.identity().unwrap_or_else(|_| args.executor.clone());
     let thread = cx.exchange.resolve(&args.re, &sender)?;
-    let token =
-        cx.exchange
-            .mint_link(&thread, &args.executor, &actions, ttl.length.num_seconds())?;
+    let token = cx.exchange.auth().mint_link(
+        &thread,
+        &args.executor,
+        &actions,
+        ttl.length.num_seconds(),
+    )?;
     // The human client's page; the same token works on /thread/{ref}?token= for programs.
     output::line(&format!(
         "{}/respond?ref={thread}&token={token}",

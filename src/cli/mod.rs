@@ -207,7 +207,7 @@ impl Context {
     /// Says so when notices wait with no process to send them (a one-shot command queues
     /// them; a long-lived `mess serve` or `mess mcp` sends them).
     fn warn_stalled(&self) {
-        if let Some(note) = self.exchange.notices_stalled() {
+        if let Some(note) = self.exchange.outbox().notices_stalled() {
             output::warn(&note);
         }
     }
@@ -393,7 +393,7 @@ fn run_command(args: Args) -> Result<(), CliError> {
     let one_shot = cx.remote.is_none() && !matches!(command, Command::Serve(_) | Command::Mcp(_));
     let outcome = dispatch(&cx, command);
     if one_shot {
-        match cx.exchange.finish_internal_work() {
+        match cx.exchange.outbox().finish_internal_work() {
             Ok(_) => {}
             Err(e) => output::warn(&format!(
                 "cannot finish the exchange's queued work now (the next command tries again): {}",

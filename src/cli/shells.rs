@@ -31,9 +31,13 @@ enum ShellsAction {
 pub(crate) fn run(cx: &Context, args: ShellsArgs) -> Result<(), CliError> {
     match args.action {
         ShellsAction::Grant { id, shells, note } => {
-            let m = cx.exchange.grant_shells(&id, shells, note.as_deref())?;
+            let m = cx
+                .exchange
+                .marketplace()
+                .grant_shells(&id, shells, note.as_deref())?;
             let balance = cx
                 .exchange
+                .marketplace()
                 .shell_balances()?
                 .get(&m.to)
                 .copied()
@@ -44,14 +48,14 @@ pub(crate) fn run(cx: &Context, args: ShellsArgs) -> Result<(), CliError> {
             ));
         }
         ShellsAction::Balance { id: Some(id) } => {
-            let balances = cx.exchange.shell_balances()?;
+            let balances = cx.exchange.marketplace().shell_balances()?;
             output::line(&format!(
                 "{}",
                 balances.get(id.trim()).copied().unwrap_or_default()
             ));
         }
         ShellsAction::Balance { id: None } => {
-            let balances = cx.exchange.shell_balances()?;
+            let balances = cx.exchange.marketplace().shell_balances()?;
             let width = balances.keys().map(String::len).max().unwrap_or(7).max(7);
             output::line(&format!("{:<width$}  BALANCE", "ACCOUNT"));
             for (account, balance) in &balances {

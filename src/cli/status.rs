@@ -49,7 +49,7 @@ fn one(cx: &Context, re: &str, format: Format) -> Result<(), CliError> {
         Some(_) => (None, None),
     };
     if cx.remote.is_none()
-        && let Some(note) = cx.exchange.notices_stalled()
+        && let Some(note) = cx.exchange.outbox().notices_stalled()
     {
         output::warn(&note);
     }
@@ -215,7 +215,7 @@ fn jobs(cx: &Context, format: Format) -> Result<(), CliError> {
             "run `mess status --jobs` on its host",
         ));
     }
-    let report = cx.exchange.jobs();
+    let report = cx.exchange.outbox().jobs();
     let stamp = |t: &Option<time::Timestamp>| t.as_ref().map(time::format_timestamp);
     match format {
         Format::Table => {
@@ -312,7 +312,7 @@ fn list(cx: &Context, all: bool, format: Format) -> Result<(), CliError> {
             for problem in cx.exchange.config_problems() {
                 output::warn(&problem);
             }
-            if let Some(note) = cx.exchange.notices_stalled() {
+            if let Some(note) = cx.exchange.outbox().notices_stalled() {
                 output::warn(&note);
             }
             let (items, errors) = cx.exchange.list(states, all)?;

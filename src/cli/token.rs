@@ -38,7 +38,10 @@ pub(crate) fn run(cx: &Context, args: TokenArgs) -> Result<(), CliError> {
             "{id} is not a registered executor yet; the key works once it is (config.yaml or a config message)"
         ));
     }
-    let key = cx.exchange.issue_key_with(role, &id, callback.as_deref())?;
+    let key = cx
+        .exchange
+        .auth()
+        .issue_key_with(role, &id, callback.as_deref())?;
     output::line(&key);
     output::warn("the key is shown only this once; the exchange keeps only its hash");
     Ok(())

@@ -9,7 +9,7 @@ use crate::cli::{CliError, Context, output};
 pub(crate) struct WebhookSecretArgs {}
 
 pub(crate) fn run(cx: &Context, _args: WebhookSecretArgs) -> Result<(), CliError> {
-    match cx.exchange.generated_webhook_secret()? {
+    match cx.exchange.outbox().generated_webhook_secret()? {
         Some(key) => {
             output::line(&key);
             Ok(())

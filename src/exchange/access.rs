@@ -15,6 +15,21 @@ use crate::protocol::status::{State, Status};
 use crate::protocol::value::Value;
 use crate::store::thread::ThreadFile;
 
+/// What a caller may see and do, decided in one place: threads read, listed and matched for
+/// a principal or a link holder, mailboxes, and mail. One of the parts `Exchange` hands out
+/// ([`Exchange::access`]).
+#[derive(Clone, Copy)]
+pub struct Access<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// Access: what a caller may see and do.
+    pub fn access(&self) -> Access<'_> {
+        Access { ex: self }
+    }
+}
+
 /// Whether `who` is a party to the thread of `env`: its requestor or its claimant.
 pub fn party(who: &str, env: &Envelope) -> bool {
     env.requestor == who || env.executor.as_deref() == Some(who)
@@ -124,23 +139,29 @@ pub enum MailUse {
     Archive,
 }
 
-impl Exchange {
+/// The viewer a query runs as: nobody for the operator (local, no role), who sees the whole
+/// home, else the principal, who sees only its threads.
+pub fn query_viewer(who: &Sender) -> Option<&str> {
+    who.role.map(|_: Role| who.id.as_str())
+}
+
+impl Access<'_> {
     /// The thread `reference` names for `who`, if `who` may see it; a thread they may not see
     /// is reported exactly as one that does not exist.
     pub fn thread_for(&self, reference: &str, who: &str) -> Result<ThreadFile, Error> {
         let _heads = crate::store::HeadMemo::open();
         // Who may see it is decided on the envelope, before the thread is settled or read in
         // full: a hidden thread costs no more, and fails no differently, than an absent one.
-        let thread = self.resolve(reference, who)?;
-        let directory = self.directory();
-        match self.store().envelope(&thread) {
+        let thread = self.ex.resolve(reference, who)?;
+        let directory = self.ex.directory();
+        match self.ex.store().envelope(&thread) {
             Ok((env, _)) if may_see(who, &env, &directory) => {}
             Ok(_) | Err(crate::store::error::StoreError::NotFound { .. }) => {
                 return Err(Error::no_thread(reference));
             }
             Err(_) => return Err(Error::no_thread(reference)),
         }
-        let file = self.thread(thread.as_str(), who)?;
+        let file = self.ex.thread(thread.as_str(), who)?;
         // Reading settles an overdue thread first, which may hide it (an expired thread is no
         // longer pending); look again at what was read.
         if may_see(who, &file.envelope, &directory) {
@@ -153,8 +174,8 @@ impl Exchange {
     /// The envelopes `who` may see in `states` (waiting work first in queue order, then the
     /// rest newest `updated` first).
     pub fn threads_for(&self, who: &str, states: &[State]) -> Result<Vec<Envelope>, Error> {
-        let (listing, _) = self.list(states, false)?;
-        let directory = self.directory();
+        let (listing, _) = self.ex.list(states, false)?;
+        let directory = self.ex.directory();
         let mut out: Vec<Envelope> = listing
             .into_iter()
             .map(|(env, _)| env)
@@ -197,20 +218,20 @@ impl Exchange {
     /// an async context ask [`quick_verdict`] first and call this off the async workers only
     /// when it has no answer.
     pub fn may_see(&self, who: &str, env: &Envelope) -> bool {
-        quick_verdict(who, env).unwrap_or_else(|| may_see(who, env, &self.directory()))
+        quick_verdict(who, env).unwrap_or_else(|| may_see(who, env, &self.ex.directory()))
     }
 
     /// Checks a presigned link for reading `thread`: valid, allowing `read`, and its executor
     /// still one who may read the thread (nobody else took it). A link whose executor may no
     /// longer read answers like a thread that does not exist.
     pub fn link_for_reading(&self, token: &str, thread: &ThreadRef) -> Result<Grant, Error> {
-        let grant = self.check_link(token, thread)?;
+        let grant = self.ex.auth().check_link(token, thread)?;
         if !grant.allows(Action::Read) {
             return Err(Error::Forbidden {
                 message: "this link does not allow read".to_owned(),
             });
         }
-        let (env, _) = self.store().envelope(thread)?;
+        let (env, _) = self.ex.store().envelope(thread)?;
         if !link_reads(&grant.executor, &env) {
             return Err(Error::no_thread(thread.as_str()));
         }
@@ -225,7 +246,7 @@ impl Exchange {
         thread: &ThreadRef,
     ) -> Result<(ThreadFile, Grant), Error> {
         let grant = self.link_for_reading(token, thread)?;
-        let file = self.thread(thread.as_str(), &grant.executor)?;
+        let file = self.ex.thread(thread.as_str(), &grant.executor)?;
         // Settling on read may have changed hands; look again at what was read.
         if !link_reads(&grant.executor, &file.envelope) {
             return Err(Error::no_thread(thread.as_str()));
@@ -284,7 +305,7 @@ impl Exchange {
     /// (a registered executor, or the holder of a key) is that principal's mailbox, as the
     /// format resolves names, and is never shared; nor is `__broadcast`, which needs no tag.
     pub fn mail_tags(&self, who: &str) -> Result<Vec<String>, Error> {
-        let directory = self.directory();
+        let directory = self.ex.directory();
         let Some(spec) = directory.executor(who) else {
             return Ok(Vec::new());
         };
@@ -311,7 +332,7 @@ impl Exchange {
         if tags.is_empty() {
             return Ok(tags);
         }
-        let keys = self.store().key_records()?;
+        let keys = self.ex.store().key_records()?;
         Ok(tags
             .into_iter()
             .filter(|t| keys.iter().all(|k| &k.principal != t))
@@ -323,7 +344,7 @@ impl Exchange {
     /// letters in one mailbox, so no key can fill another session's mailbox (or the disk).
     pub fn send_mail(&self, who: &Sender, letter: &crate::mail::Letter) -> Result<String, Error> {
         if who.role.is_some()
-            && self.mail().unread_from(&letter.to, &letter.from)? >= MAX_UNREAD_FROM_ONE
+            && self.ex.mail().unread_from(&letter.to, &letter.from)? >= MAX_UNREAD_FROM_ONE
         {
             return Err(Error::Forbidden {
                 message: format!(
@@ -332,18 +353,6 @@ impl Exchange {
                 ),
             });
         }
-        Ok(self.mail().send(letter)?)
-    }
-
-    /// Whether `who` acts as the exchange's operator (local, no role): it alone sees the whole
-    /// home through SQL and changes routing and other executors.
-    pub fn is_operator(who: &Sender) -> bool {
-        who.role.is_none()
-    }
-
-    /// The viewer a query runs as: nobody for the operator (who sees the whole home), else the
-    /// principal, who sees only its threads.
-    pub fn query_viewer(who: &Sender) -> Option<&str> {
-        who.role.map(|_: Role| who.id.as_str())
+        Ok(self.ex.mail().send(letter)?)
     }
 }

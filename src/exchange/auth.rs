@@ -73,6 +73,20 @@ pub(crate) struct KeyCache {
 /// Records with the stamp they were read at, and when that stamp was last confirmed.
 type Cached = (KeysStamp, Arc<Vec<KeyRecord>>, Instant);
 
+/// Who a caller is: API keys issued and checked, and presigned links minted, checked and
+/// followed (short links too). One of the parts `Exchange` hands out ([`Exchange::auth`]).
+#[derive(Clone, Copy)]
+pub struct Auth<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// Keys and links: who a caller is.
+    pub fn auth(&self) -> Auth<'_> {
+        Auth { ex: self }
+    }
+}
+
 /// With a database, how long the records are used without asking whether they changed: asking
 /// is a round trip per request. A key issued meanwhile is found at once (a key no record matches
 /// makes the next look fresh), and a record deleted by hand stops working within this time.
@@ -123,7 +137,36 @@ fn key_hash(key: &str) -> String {
     hex(&Sha256::digest(key.as_bytes()))
 }
 
-impl Exchange {
+/// The channel names a link may carry (the notification channels).
+const LINK_CHANNELS: [&str; 7] = [
+    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
+];
+
+/// The link action a status needs.
+fn action_of(code: Status) -> Action {
+    match code {
+        Status::Claimed => Action::Claim,
+        Status::Declined => Action::Decline,
+        Status::Completed | Status::Partial | Status::Failed => Action::Respond,
+        _ => Action::Update,
+    }
+}
+
+fn link_error(e: LinkError) -> Error {
+    match e {
+        LinkError::OtherThread => Error::Forbidden {
+            message: e.to_string(),
+        },
+        LinkError::WeakSecret => Error::Misconfigured {
+            message: "the link secret (MESS_SECRET) is shorter than 32 bytes; set a longer one, or unset it to use the home's generated secret".to_owned(),
+        },
+        LinkError::Expired | LinkError::Invalid => Error::Unauthorized {
+            message: e.to_string(),
+        },
+    }
+}
+
+impl Auth<'_> {
     /// Makes an API key for `id` acting as `role`; the key is returned once and only its hash
     /// is kept.
     pub fn issue_key(&self, role: Role, id: &str) -> Result<String, Error> {
@@ -148,7 +191,8 @@ impl Exchange {
                 )
                 .into());
             }
-            self.settings()
+            self.ex
+                .settings()
                 .dispatch
                 .webhook_allow
                 .check(url)
@@ -170,13 +214,13 @@ impl Exchange {
         }
         let key = format!(
             "{KEY_PREFIX}{}",
-            hex(&self.store().random_bytes(KEY_BYTES)?)
+            hex(&self.ex.store().random_bytes(KEY_BYTES)?)
         );
-        self.store().add_key_record(KeyRecord {
+        self.ex.store().add_key_record(KeyRecord {
             hash: key_hash(&key),
             principal: id.to_owned(),
             role: role.as_str().to_owned(),
-            created: crate::protocol::time::format_timestamp(&self.now()),
+            created: crate::protocol::time::format_timestamp(&self.ex.now()),
             callback: callback.map(str::to_owned),
         })?;
         Ok(key)
@@ -200,10 +244,10 @@ impl Exchange {
             }
             found
         };
-        match find(&self.keys.records(self.store(), false)?) {
+        match find(&self.ex.keys.records(self.ex.store(), false)?) {
             Some(found) => Ok(Some(found)),
-            None if self.store().is_shared_by_nodes() => {
-                Ok(find(&self.keys.records(self.store(), true)?))
+            None if self.ex.store().is_shared_by_nodes() => {
+                Ok(find(&self.ex.keys.records(self.ex.store(), true)?))
             }
             None => Ok(None),
         }
@@ -231,11 +275,11 @@ impl Exchange {
         via: Option<&str>,
     ) -> Result<String, Error> {
         // The thread must exist: a link to nothing helps nobody.
-        self.store().envelope(thread)?;
+        self.ex.store().envelope(thread)?;
         if ttl_seconds <= 0 {
             return Err(ProtocolError::invalid("ttl", "must be positive").into());
         }
-        let now = self.now().timestamp();
+        let now = self.ex.now().timestamp();
         let grant = Grant {
             thread: thread.to_string(),
             executor: executor.to_owned(),
@@ -247,8 +291,8 @@ impl Exchange {
             exp: now.saturating_add(ttl_seconds),
             iat: now,
             via: via.map(str::to_owned),
-            iss: Some(self.settings().dispatch.public_url.clone()),
-            aud: self.store().exchange_id()?,
+            iss: Some(self.ex.settings().dispatch.public_url.clone()),
+            aud: self.ex.store().exchange_id()?,
         };
         links::mint(&self.link_secret()?, &grant).map_err(link_error)
     }
@@ -257,20 +301,20 @@ impl Exchange {
     /// exchange id (`aud`).
     fn link_issuer<'a>(&'a self, audience: &'a str) -> links::Expected<'a> {
         links::Expected {
-            issuer: &self.settings().dispatch.public_url,
+            issuer: &self.ex.settings().dispatch.public_url,
             audience,
         }
     }
 
     /// Checks a presigned link token for `thread` and returns what it grants.
     pub fn check_link(&self, token: &str, thread: &ThreadRef) -> Result<Grant, Error> {
-        let audience = self.store().exchange_id()?;
+        let audience = self.ex.store().exchange_id()?;
         links::verify(
             &self.link_secret()?,
             &self.link_issuer(&audience),
             token,
             thread.as_str(),
-            self.now().timestamp(),
+            self.ex.now().timestamp(),
         )
         .map_err(link_error)
     }
@@ -279,12 +323,12 @@ impl Exchange {
     /// for the reference design's client calls that carry it as a bearer token
     /// (`POST /mess`, `GET /mess/{ref}`).
     pub fn check_link_token(&self, token: &str) -> Result<Grant, Error> {
-        let audience = self.store().exchange_id()?;
+        let audience = self.ex.store().exchange_id()?;
         links::verify_any(
             &self.link_secret()?,
             &self.link_issuer(&audience),
             token,
-            self.now().timestamp(),
+            self.ex.now().timestamp(),
         )
         .map_err(link_error)
     }
@@ -295,8 +339,9 @@ impl Exchange {
     pub fn follow_short_link(&self, code: &str) -> Result<(String, String), Error> {
         let gone = || Error::not_found("no such link (it may have expired)");
         let token = self
+            .ex
             .store()
-            .short_link(code, self.now().timestamp())?
+            .short_link(code, self.ex.now().timestamp())?
             .ok_or_else(gone)?;
         let grant = self.check_link_token(&token).map_err(|_| gone())?;
         Ok((grant.thread, token))
@@ -332,7 +377,7 @@ impl Exchange {
                 });
             }
         }
-        self.submit(
+        self.ex.submit(
             message,
             &Sender::principal(
                 &Principal {
@@ -352,38 +397,9 @@ impl Exchange {
 
     /// `MESS_SECRET` when set (the settings carry it), else the home's generated secret.
     fn link_secret(&self) -> Result<Vec<u8>, Error> {
-        match self.settings().link_secret() {
+        match self.ex.settings().link_secret() {
             Some(s) => Ok(s.as_bytes().to_vec()),
-            None => Ok(self.store().link_secret()?),
+            None => Ok(self.ex.store().link_secret()?),
         }
-    }
-}
-
-/// The channel names a link may carry (the notification channels).
-const LINK_CHANNELS: [&str; 7] = [
-    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
-];
-
-/// The link action a status needs.
-fn action_of(code: Status) -> Action {
-    match code {
-        Status::Claimed => Action::Claim,
-        Status::Declined => Action::Decline,
-        Status::Completed | Status::Partial | Status::Failed => Action::Respond,
-        _ => Action::Update,
-    }
-}
-
-fn link_error(e: LinkError) -> Error {
-    match e {
-        LinkError::OtherThread => Error::Forbidden {
-            message: e.to_string(),
-        },
-        LinkError::WeakSecret => Error::Misconfigured {
-            message: "the link secret (MESS_SECRET) is shorter than 32 bytes; set a longer one, or unset it to use the home's generated secret".to_owned(),
-        },
-        LinkError::Expired | LinkError::Invalid => Error::Unauthorized {
-            message: e.to_string(),
-        },
     }
 }

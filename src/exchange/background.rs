@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::exchange::jobs::Outbox;
 use crate::exchange::{Exchange, jobs, mail_sweep, peers, route, sweep};
 use crate::notify::Notifier;
 use crate::store::outbox::Shelf;
@@ -73,12 +74,21 @@ pub fn run(
     })
 }
 
-impl Exchange {
+/// `after` as people write it: `60s`, `2m`, or `300ms` below a second.
+fn humantime(after: Duration) -> String {
+    match after.as_secs() {
+        0 => format!("{}ms", after.as_millis()),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+impl Outbox<'_> {
     /// A warning when notices wait with nobody to send them: queued while no process holds the
     /// worker lock, or due for longer than `dispatch.overdue` (the process holding it seems
     /// stuck). `None` when the queue is empty or moving.
     pub fn notices_stalled(&self) -> Option<String> {
-        let store = self.store();
+        let store = self.ex.store();
         if !store.has_deliveries(Shelf::Queue) {
             return None;
         }
@@ -97,9 +107,9 @@ impl Exchange {
                 "{n} {notices} queued and no process sends them: run `mess serve`, or keep an agent host's `mess mcp` running"
             ));
         }
-        let after = self.settings().dispatch.overdue;
+        let after = self.ex.settings().dispatch.overdue;
         let overdue = chrono::Duration::from_std(after).ok()?;
-        let now = self.now();
+        let now = self.ex.now();
         let late = queued.iter().filter(|d| now - d.due > overdue).count();
         (late > 0).then(|| {
             format!(
@@ -108,14 +118,5 @@ impl Exchange {
                 humantime(after)
             )
         })
-    }
-}
-
-/// `after` as people write it: `60s`, `2m`, or `300ms` below a second.
-fn humantime(after: Duration) -> String {
-    match after.as_secs() {
-        0 => format!("{}ms", after.as_millis()),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
     }
 }

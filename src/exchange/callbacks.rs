@@ -86,7 +86,7 @@ impl Exchange {
         };
         let channel = Channel::Webhook {
             url,
-            secret: Some(self.shared_webhook_secret()?),
+            secret: Some(self.outbox().shared_webhook_secret()?),
         };
         Ok(Some((channel, notice)))
     }

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 
 use crate::exchange::directory::{Directory, Origin};
+use crate::exchange::jobs::Outbox;
 use crate::exchange::outcome::Outcome;
 use crate::exchange::{Error, Exchange, access};
 use crate::links::Action;
@@ -22,7 +23,83 @@ use crate::store::error::StoreError;
 use crate::store::outbox::{Delivery, Job, Shelf};
 use crate::store::{Edit, IndexKey};
 
-impl Exchange {
+/// A notice ready to send: where, what, and who chose the address (for webhooks; the other
+/// channels send alike whoever chose them).
+struct Prepared {
+    channel: Channel,
+    notice: Notice,
+    reach: Reach,
+}
+
+/// The one text a failed notice of a key-made registration leaves in thread history.
+const UNDELIVERED: &str = "the notice was not delivered (the server log has the details)";
+
+/// Who chose the addresses of an executor declared at `origin`: config.yaml's entries and
+/// registrations the operator made locally are the operator's; any other registration (made
+/// with a key, or by a version that did not record how) is a key holder's.
+fn reach_of(origin: Option<&Origin>) -> Reach {
+    match origin {
+        Some(Origin::ConfigFile | Origin::Registration { by_key: false, .. }) => Reach::Operator,
+        Some(Origin::Registration { by_key: true, .. }) | None => Reach::KeyHolder,
+    }
+}
+
+/// One attempt of notice job `d`: prepared off the async workers (it reads the thread), sent
+/// on them (agent mail, a file in this home, off them too).
+async fn send_notice(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Outcome {
+    let (worker, delivery) = (ex.clone(), d.clone());
+    let prepared = tokio::task::spawn_blocking(move || worker.outbox().prepare(&delivery)).await;
+    match prepared {
+        Ok(Ok(Some(Prepared {
+            channel,
+            notice,
+            reach,
+        }))) => {
+            let answer = match &channel {
+                // Agent mail is a file in this home, written like any other.
+                Channel::Mail(mailbox) => {
+                    let (worker, mailbox, letter) = (ex.clone(), mailbox.clone(), notice.clone());
+                    tokio::task::spawn_blocking(move || {
+                        worker.outbox().mail_notice(&mailbox, &letter)
+                    })
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(NotifyError::Retry {
+                            message: format!("mail: {e}"),
+                        })
+                    })
+                }
+                _ => notifier.send(&channel, &notice, reach).await,
+            };
+            match answer {
+                Ok(sent) => Outcome::Sent {
+                    sent,
+                    updatable: channel.updates_in_place(),
+                },
+                Err(e) => Outcome::undelivered(e),
+            }
+        }
+        // Shelved as moot, or requeued to wait for its thread.
+        Ok(Ok(None)) => Outcome::Placed,
+        // The notice could not be prepared: an attempt that failed, with backoff.
+        Ok(Err(e)) => {
+            // Thread history is read by the requestor: no server paths in it.
+            let message = ex.scrub_home(&e.to_string());
+            // Only the operator can fix a misconfiguration; anything else may pass.
+            Outcome::undelivered(if matches!(e, Error::Misconfigured { .. }) {
+                NotifyError::Fail { message }
+            } else {
+                NotifyError::Retry { message }
+            })
+        }
+        Err(e) => {
+            tracing::error!(delivery = %d.id, error = %e, "preparing the notice panicked");
+            Outcome::Unknown
+        }
+    }
+}
+
+impl Outbox<'_> {
     /// Queues a `kind` notice (`new`, `escalated`) of `thread` for each of `executors` on each
     /// of their `notify:` channels; returns how many were queued (a notice queued before is
     /// not queued again).
@@ -35,19 +112,19 @@ impl Exchange {
     ) -> Result<usize, Error> {
         let mut queued = 0;
         for delivery in self.notices(thread, executors, kind, now)? {
-            if self.store().enqueue(&delivery)? {
+            if self.ex.store().enqueue(&delivery)? {
                 queued += 1;
             }
         }
         if queued > 0 {
-            self.deliveries.notify_one();
+            self.ex.deliveries.notify_one();
         }
         Ok(queued)
     }
 
     /// Wakes this process's delivery worker (after a change queued notices with it).
     pub(crate) fn wake_deliveries(&self) {
-        self.deliveries.notify_one();
+        self.ex.deliveries.notify_one();
     }
 
     /// The `kind` notices of `thread` for each of `executors` on each of their `notify:`
@@ -61,14 +138,16 @@ impl Exchange {
         kind: &str,
         now: Timestamp,
     ) -> Result<Vec<Delivery>, Error> {
-        let directory = self.directory();
+        let directory = self.ex.directory();
         let mut out = Vec::new();
         for id in executors {
             let Some(spec) = directory.executor(id) else {
                 continue;
             };
             // What `re: last` names when this executor sends it: the thread it was offered last.
-            self.store().remember(id, &[(IndexKey::LastWork, thread)])?;
+            self.ex
+                .store()
+                .remember(id, &[(IndexKey::LastWork, thread)])?;
             // A forwarding executor's one "channel" is its peer exchange.
             if let Some(peer) = spec.extra.get("exchange") {
                 let mut target = Map::new();
@@ -136,8 +215,8 @@ impl Exchange {
 
     /// The link a notice carries: the web page for this thread and executor, with every action.
     fn link_for(&self, thread: &ThreadRef, executor: &str, via: &str) -> Option<String> {
-        let d = &self.settings().dispatch;
-        match self.mint_link_via(
+        let d = &self.ex.settings().dispatch;
+        match self.ex.auth().mint_link_via(
             thread,
             executor,
             &Action::ALL,
@@ -147,8 +226,8 @@ impl Exchange {
             // A text message carries a short link: the code maps to the token server-side
             // and lives as long as it.
             Ok(token) if via == "sms" => {
-                let exp = self.now().timestamp().saturating_add(d.link_ttl_seconds);
-                match self.store().save_short_link(&token, exp) {
+                let exp = self.ex.now().timestamp().saturating_add(d.link_ttl_seconds);
+                match self.ex.store().save_short_link(&token, exp) {
                     Ok(code) => Some(format!("{}/r/{code}", d.public_url)),
                     Err(e) => {
                         tracing::warn!(error = %e, "no short link; the notice carries the long one");
@@ -187,7 +266,7 @@ impl Exchange {
             if directory.origin(executor) != Some(&Origin::ConfigFile) {
                 return Ok(crate::notify::Secret(raw));
             }
-            let secret = (self.settings().dispatch.expand)(&raw);
+            let secret = (self.ex.settings().dispatch.expand)(&raw);
             if secret.trim().is_empty() || secret.contains("${") {
                 return Err(Error::Misconfigured {
                     message: format!(
@@ -203,10 +282,10 @@ impl Exchange {
     /// The exchange's own webhook signing key: `dispatch.webhook.secret`, else the home's
     /// generated one.
     pub(crate) fn shared_webhook_secret(&self) -> Result<crate::notify::Secret, Error> {
-        if let Some(shared) = &self.settings().dispatch.webhook_secret {
+        if let Some(shared) = &self.ex.settings().dispatch.webhook_secret {
             return Ok(shared.clone());
         }
-        let generated = self.store().webhook_secret()?;
+        let generated = self.ex.store().webhook_secret()?;
         Ok(crate::notify::Secret(
             String::from_utf8_lossy(&generated).into_owned(),
         ))
@@ -216,21 +295,21 @@ impl Exchange {
     /// unset: the home's generated key (made now if it does not exist yet), for the operator to
     /// give to receivers. `None` when the configured key signs instead.
     pub fn generated_webhook_secret(&self) -> Result<Option<String>, Error> {
-        if self.settings().dispatch.webhook_secret.is_some() {
+        if self.ex.settings().dispatch.webhook_secret.is_some() {
             return Ok(None);
         }
-        let key = self.store().webhook_secret()?;
+        let key = self.ex.store().webhook_secret()?;
         Ok(Some(String::from_utf8_lossy(&key).into_owned()))
     }
 
     /// Executors whose `notify:` names a channel that lacks its settings, one line each: the
     /// delivery would fail, so `mess serve`, `mess status` and `mess fsck` say so first.
     pub fn channel_problems(&self) -> Vec<String> {
-        let unconfigured = &self.settings().dispatch.unconfigured;
+        let unconfigured = &self.ex.settings().dispatch.unconfigured;
         if unconfigured.is_empty() {
             return Vec::new();
         }
-        let directory = self.directory();
+        let directory = self.ex.directory();
         let mut problems = Vec::new();
         for executor in &directory.executors {
             let Some(notify) = executor.extra.get("notify") else {
@@ -258,21 +337,21 @@ impl Exchange {
         let moot = |why: String| -> Result<Option<Prepared>, Error> {
             let mut d = delivery.clone();
             d.outcome = Some(format!("moot: {why}"));
-            self.store().shelve(&d, Shelf::Queue, Shelf::Done)?;
+            self.ex.store().shelve(&d, Shelf::Queue, Shelf::Done)?;
             Ok(None)
         };
         let Ok(thread) = ThreadRef::parse(&delivery.thread) else {
             return moot("not a thread".to_owned());
         };
-        let file = match self.store().read(&thread) {
+        let file = match self.ex.store().read(&thread) {
             Ok(f) => f,
             // A one-shot command queues its notices just before it writes the thread.
             Err(StoreError::NotFound { .. })
-                if self.now() - delivery.created < chrono::TimeDelta::seconds(30) =>
+                if self.ex.now() - delivery.created < chrono::TimeDelta::seconds(30) =>
             {
                 let mut d = delivery.clone();
-                d.due = self.now() + chrono::TimeDelta::seconds(1);
-                self.store().requeue(&d)?;
+                d.due = self.ex.now() + chrono::TimeDelta::seconds(1);
+                self.ex.store().requeue(&d)?;
                 return Ok(None);
             }
             Err(StoreError::NotFound { .. }) => return moot("the thread is gone".to_owned()),
@@ -310,7 +389,7 @@ impl Exchange {
         // milliseconds in a large home, so the other channels skip it).
         let (channel, reach) = match Channel::parse(delivery.job.name(), &delivery.target) {
             Ok(Channel::Webhook { url, .. }) => {
-                let directory = self.directory();
+                let directory = self.ex.directory();
                 let channel = Channel::Webhook {
                     secret: Some(self.webhook_secret(&delivery.executor, &directory)?),
                     url,
@@ -320,7 +399,7 @@ impl Exchange {
             Ok(Channel::Mail(mailbox)) if mailbox != delivery.executor => {
                 // Another session's mailbox: only if the operator chose it.
                 let by_key = matches!(
-                    reach_of(self.directory().origin(&delivery.executor)),
+                    reach_of(self.ex.directory().origin(&delivery.executor)),
                     Reach::KeyHolder
                 );
                 if !access::may_notify_mailbox(&delivery.executor, &mailbox, by_key) {
@@ -349,7 +428,7 @@ impl Exchange {
             link,
             thread_yaml: file.text().to_owned(),
             previous: delivery.previous.clone(),
-            at: self.now().timestamp(),
+            at: self.ex.now().timestamp(),
         };
         Ok(Some(Prepared {
             channel,
@@ -370,7 +449,7 @@ impl Exchange {
             "new" => format!("notified {} via {}", d.executor, d.job.name()),
             other => format!("notified {} via {} ({other})", d.executor, d.job.name()),
         };
-        let written = self.store().modify(&thread, |t| -> Result<_, Error> {
+        let written = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
             let mut envelope = t.envelope.clone();
             envelope.record("notified", now, EXCHANGE, Some(note.clone()));
             Ok((
@@ -403,8 +482,8 @@ impl Exchange {
         let Ok(thread) = ThreadRef::parse(&d.thread) else {
             return Ok(());
         };
-        let now = self.now();
-        let reach = reach_of(self.directory().origin(&d.executor));
+        let now = self.ex.now();
+        let reach = reach_of(self.ex.directory().origin(&d.executor));
         let note = match reach {
             Reach::KeyHolder => format!("{} to {} failed: {UNDELIVERED}", d.job.name(), d.executor),
             Reach::Operator => format!(
@@ -414,7 +493,7 @@ impl Exchange {
                 if tries == 1 { "" } else { "s" }
             ),
         };
-        let written = self.store().modify(&thread, |t| -> Result<_, Error> {
+        let written = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
             let mut envelope = t.envelope.clone();
             envelope.record("notify_failed", now, EXCHANGE, Some(note.clone()));
             Ok((
@@ -457,7 +536,7 @@ impl Exchange {
                 _ => "task",
             }
             .to_owned(),
-            timestamp: self.now(),
+            timestamp: self.ex.now(),
             needs_response: !notice.kind.is_update(),
             priority: match notice.priority.as_str() {
                 "urgent" | "elevated" => "urgent",
@@ -472,7 +551,7 @@ impl Exchange {
             read_at: None,
             body,
         };
-        match self.mail().send(&letter) {
+        match self.ex.mail().send(&letter) {
             Ok(file) => Ok(Sent {
                 provider_ref: Some(format!("{mailbox}/{file}")),
             }),
@@ -489,13 +568,13 @@ impl Exchange {
     /// update it (unless its executor took the thread) and moves it to `done/`. Returns how
     /// many were settled.
     pub fn follow_up_sent(&self, only: Option<&HashSet<String>>) -> Result<usize, Error> {
-        let now = self.now();
-        let (sent, _) = self.store().deliveries_of(Shelf::Sent, only);
+        let now = self.ex.now();
+        let (sent, _) = self.ex.store().deliveries_of(Shelf::Sent, only);
         let mut settled = 0;
         for d in sent {
             let status = ThreadRef::parse(&d.thread)
                 .ok()
-                .and_then(|t| self.store().envelope(&t).ok())
+                .and_then(|t| self.ex.store().envelope(&t).ok())
                 .map(|(env, _)| env);
             if status
                 .as_ref()
@@ -523,87 +602,19 @@ impl Exchange {
                     outcome: None,
                     ..d.clone()
                 };
-                if self.store().enqueue(&follow)? {
-                    self.deliveries.notify_one();
+                if self.ex.store().enqueue(&follow)? {
+                    self.ex.deliveries.notify_one();
                 }
             }
-            self.store().shelve(&d, Shelf::Sent, Shelf::Done)?;
+            self.ex.store().shelve(&d, Shelf::Sent, Shelf::Done)?;
             settled += 1;
         }
         Ok(settled)
     }
-}
 
-/// A notice ready to send: where, what, and who chose the address (for webhooks; the other
-/// channels send alike whoever chose them).
-struct Prepared {
-    channel: Channel,
-    notice: Notice,
-    reach: Reach,
-}
-
-/// The one text a failed notice of a key-made registration leaves in thread history.
-const UNDELIVERED: &str = "the notice was not delivered (the server log has the details)";
-
-/// Who chose the addresses of an executor declared at `origin`: config.yaml's entries and
-/// registrations the operator made locally are the operator's; any other registration (made
-/// with a key, or by a version that did not record how) is a key holder's.
-fn reach_of(origin: Option<&Origin>) -> Reach {
-    match origin {
-        Some(Origin::ConfigFile | Origin::Registration { by_key: false, .. }) => Reach::Operator,
-        Some(Origin::Registration { by_key: true, .. }) | None => Reach::KeyHolder,
-    }
-}
-
-/// One attempt of notice job `d`: prepared off the async workers (it reads the thread), sent
-/// on them (agent mail, a file in this home, off them too).
-pub(crate) async fn send_notice(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Outcome {
-    let (worker, delivery) = (ex.clone(), d.clone());
-    let prepared = tokio::task::spawn_blocking(move || worker.prepare(&delivery)).await;
-    match prepared {
-        Ok(Ok(Some(Prepared {
-            channel,
-            notice,
-            reach,
-        }))) => {
-            let answer = match &channel {
-                // Agent mail is a file in this home, written like any other.
-                Channel::Mail(mailbox) => {
-                    let (worker, mailbox, letter) = (ex.clone(), mailbox.clone(), notice.clone());
-                    tokio::task::spawn_blocking(move || worker.mail_notice(&mailbox, &letter))
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err(NotifyError::Retry {
-                                message: format!("mail: {e}"),
-                            })
-                        })
-                }
-                _ => notifier.send(&channel, &notice, reach).await,
-            };
-            match answer {
-                Ok(sent) => Outcome::Sent {
-                    sent,
-                    updatable: channel.updates_in_place(),
-                },
-                Err(e) => Outcome::undelivered(e),
-            }
-        }
-        // Shelved as moot, or requeued to wait for its thread.
-        Ok(Ok(None)) => Outcome::Placed,
-        // The notice could not be prepared: an attempt that failed, with backoff.
-        Ok(Err(e)) => {
-            // Thread history is read by the requestor: no server paths in it.
-            let message = ex.scrub_home(&e.to_string());
-            // Only the operator can fix a misconfiguration; anything else may pass.
-            Outcome::undelivered(if matches!(e, Error::Misconfigured { .. }) {
-                NotifyError::Fail { message }
-            } else {
-                NotifyError::Retry { message }
-            })
-        }
-        Err(e) => {
-            tracing::error!(delivery = %d.id, error = %e, "preparing the notice panicked");
-            Outcome::Unknown
-        }
+    /// One attempt of notice job `d`: prepared off the async workers (it reads the thread),
+    /// sent on them (agent mail, a file in this home, off them too).
+    pub(crate) async fn send_notice(&self, notifier: &Notifier, d: &Delivery) -> Outcome {
+        send_notice(self.ex, notifier, d).await
     }
 }

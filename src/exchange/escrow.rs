@@ -4,7 +4,8 @@
 //! when the outcome is known: to the executor (less the delegators' shares the request states)
 //! or back to the requestor. A sweep refunds an escrow whose thread was never written.
 
-use crate::exchange::{Error, Exchange};
+use crate::exchange::Error;
+use crate::exchange::shells::Marketplace;
 use crate::protocol::envelope::{EXCHANGE, Envelope};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
@@ -197,7 +198,76 @@ pub(crate) struct Carried {
     pub(crate) terms: Held,
 }
 
-impl Exchange {
+/// Whether `file` ended because an accepted suggestion moved its work to other threads
+/// (superseded or delegated by the exchange's verdict): its escrow goes with the work.
+pub(crate) fn moved_on(file: &ThreadFile) -> Result<bool, Error> {
+    if !matches!(file.envelope.status, Status::Superseded | Status::Delegated) {
+        return Ok(false);
+    }
+    for doc in file.messages_rev() {
+        let doc = doc?;
+        if doc.from != EXCHANGE {
+            continue;
+        }
+        for p in &doc.message.payloads {
+            if let Payload::Status(s) = p
+                && s.extra.contains_key("suggestion")
+            {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Adds to `edit` of the thread `before` the delivery that settles its escrow when the edit
+/// may decide it (the thread ends, or a review arrives), in the same write.
+pub(crate) fn queue(before: &ThreadFile, edit: &mut crate::store::Edit) {
+    let after = &edit.envelope;
+    if !after.extra.contains_key(ESCROW) {
+        return;
+    }
+    let ends = after.status.is_terminal() && !before.envelope.status.is_terminal();
+    let reviewed = edit.append.iter().any(|d| {
+        d.message
+            .payloads
+            .iter()
+            .any(|p| matches!(p, Payload::Review(_)))
+    });
+    if !(ends || reviewed) {
+        return;
+    }
+    // One delivery per change that may decide it, named by the thread's length after it: a
+    // delivery's id is made from its kind, and one id is queued once ever, so a later change
+    // (a review after the completion) needs its own.
+    edit.deliveries.push(crate::store::outbox::Delivery::new(
+        after.thread_ref.as_str(),
+        EXCHANGE,
+        crate::store::outbox::Job::Settlement,
+        Value::Null,
+        &format!(
+            "settle-{}",
+            crate::store::thread::pieces(before.text()).1.len() + edit.append.len()
+        ),
+        after.updated,
+    ));
+}
+
+/// How a review of escrowed work decides it: accepted (accept, 3 stars or more), rejected
+/// (reject, 1-2 stars), or open (a redo, or no rating).
+fn review_verdict(r: &crate::protocol::review::Review) -> Option<bool> {
+    use crate::protocol::review::Rating;
+    if r.request_redo == Some(true) {
+        return None;
+    }
+    match r.rating? {
+        Rating::Accept => Some(true),
+        Rating::Reject => Some(false),
+        Rating::Stars(n) => Some(n >= 3),
+    }
+}
+
+impl Marketplace<'_> {
     /// Takes `request`'s shells from `requestor` into the escrow of `thread` (once), refused
     /// when the balance is short; the envelope field to record it, or `None` when the request
     /// offers no shells.
@@ -292,7 +362,7 @@ impl Exchange {
         let account = format!("escrow:{source}");
         let rest = format!("rest-{source}");
         let mut available = 0;
-        for m in self.store().ledger()? {
+        for m in self.ex.store().ledger()? {
             if m.to == account {
                 available += m.shells;
             } else if m.from == account && m.kind != "carry" && m.id != rest {
@@ -347,7 +417,7 @@ impl Exchange {
     /// Work an accepted suggestion moved on carries its escrow with it and is not settled
     /// here. Returns whether it moved shells now.
     pub(crate) fn settle_escrow(&self, thread: &ThreadRef) -> Result<bool, Error> {
-        let file = match self.store().read(thread) {
+        let file = match self.ex.store().read(thread) {
             Ok(f) => f,
             Err(crate::store::error::StoreError::NotFound { .. }) => return Ok(false),
             Err(e) => return Err(e.into()),
@@ -374,7 +444,8 @@ impl Exchange {
         // whatever happened since: the retry decides as the first attempt did.
         let shares_paid = {
             let prefix = format!("share-{thread}-");
-            self.store()
+            self.ex
+                .store()
                 .ledger()?
                 .iter()
                 .any(|m| m.id.starts_with(&prefix))
@@ -389,7 +460,7 @@ impl Exchange {
             s if s.is_terminal() => false,
             _ => return Ok(false),
         };
-        let now = self.now();
+        let now = self.ex.now();
         let from = format!("escrow:{thread}");
         let mut rest = held.shells;
         let (to, kind) = match (to_executor, env.executor.clone()) {
@@ -438,21 +509,21 @@ impl Exchange {
     fn shelve_settlement(&self, thread: &ThreadRef) {
         use crate::store::outbox::Shelf;
         let only: std::collections::HashSet<String> = [thread.to_string()].into();
-        let (waiting, _) = self.store().deliveries_of(Shelf::Queue, Some(&only));
+        let (waiting, _) = self.ex.store().deliveries_of(Shelf::Queue, Some(&only));
         for mut queued in waiting
             .into_iter()
             .filter(|d| d.job == crate::store::outbox::Job::Settlement)
         {
             queued.outcome = Some("settled".to_owned());
-            let _ = self.store().shelve(&queued, Shelf::Queue, Shelf::Done);
+            let _ = self.ex.store().shelve(&queued, Shelf::Queue, Shelf::Done);
         }
     }
 
     /// Refunds every escrow whose thread was never written (its process stopped between the
     /// two) once it is old enough that no writer is still on its way; the refs refunded.
     pub fn sweep_orphan_escrows(&self) -> Result<Vec<String>, Error> {
-        let now = self.now();
-        let ledger = self.store().ledger()?;
+        let now = self.ex.now();
+        let ledger = self.ex.store().ledger()?;
         let balances = crate::store::ledger::balances_of(&ledger);
         let mut refunded = Vec::new();
         for m in ledger.iter().filter(|m| m.kind == "escrow") {
@@ -469,7 +540,7 @@ impl Exchange {
             if held <= 0 || (now - m.at).num_seconds() < ORPHANED_AFTER_SECONDS {
                 continue;
             }
-            if !self.store().find(&thread)?.is_empty() {
+            if !self.ex.store().find(&thread)?.is_empty() {
                 continue;
             }
             let refund = Movement {
@@ -488,74 +559,5 @@ impl Exchange {
             }
         }
         Ok(refunded)
-    }
-}
-
-/// Whether `file` ended because an accepted suggestion moved its work to other threads
-/// (superseded or delegated by the exchange's verdict): its escrow goes with the work.
-pub(crate) fn moved_on(file: &ThreadFile) -> Result<bool, Error> {
-    if !matches!(file.envelope.status, Status::Superseded | Status::Delegated) {
-        return Ok(false);
-    }
-    for doc in file.messages_rev() {
-        let doc = doc?;
-        if doc.from != EXCHANGE {
-            continue;
-        }
-        for p in &doc.message.payloads {
-            if let Payload::Status(s) = p
-                && s.extra.contains_key("suggestion")
-            {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
-}
-
-/// Adds to `edit` of the thread `before` the delivery that settles its escrow when the edit
-/// may decide it (the thread ends, or a review arrives), in the same write.
-pub(crate) fn queue(before: &ThreadFile, edit: &mut crate::store::Edit) {
-    let after = &edit.envelope;
-    if !after.extra.contains_key(ESCROW) {
-        return;
-    }
-    let ends = after.status.is_terminal() && !before.envelope.status.is_terminal();
-    let reviewed = edit.append.iter().any(|d| {
-        d.message
-            .payloads
-            .iter()
-            .any(|p| matches!(p, Payload::Review(_)))
-    });
-    if !(ends || reviewed) {
-        return;
-    }
-    // One delivery per change that may decide it, named by the thread's length after it: a
-    // delivery's id is made from its kind, and one id is queued once ever, so a later change
-    // (a review after the completion) needs its own.
-    edit.deliveries.push(crate::store::outbox::Delivery::new(
-        after.thread_ref.as_str(),
-        EXCHANGE,
-        crate::store::outbox::Job::Settlement,
-        Value::Null,
-        &format!(
-            "settle-{}",
-            crate::store::thread::pieces(before.text()).1.len() + edit.append.len()
-        ),
-        after.updated,
-    ));
-}
-
-/// How a review of escrowed work decides it: accepted (accept, 3 stars or more), rejected
-/// (reject, 1-2 stars), or open (a redo, or no rating).
-fn review_verdict(r: &crate::protocol::review::Review) -> Option<bool> {
-    use crate::protocol::review::Rating;
-    if r.request_redo == Some(true) {
-        return None;
-    }
-    match r.rating? {
-        Rating::Accept => Some(true),
-        Rating::Reject => Some(false),
-        Rating::Stars(n) => Some(n >= 3),
     }
 }

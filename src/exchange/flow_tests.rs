@@ -426,7 +426,8 @@ fn priority_orders_listings_and_urgent_work_escalates_sooner() {
     let done = f.request("claude-agent", "intent: done\nrequires: [take-photo]");
     f.status("teague-phone", &done, "code: completed").unwrap();
     let listed: Vec<String> =
-        f.ex.threads_for("claude-agent", &State::ALL)
+        f.ex.access()
+            .threads_for("claude-agent", &State::ALL)
             .unwrap()
             .into_iter()
             .map(|e| e.thread_ref.to_string())

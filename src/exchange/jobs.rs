@@ -14,12 +14,27 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::exchange::outcome::{JobError, Outcome};
-use crate::exchange::{Error, Exchange, backoff, callbacks, deliver, peers, robots, suggestions};
+use crate::exchange::{Error, Exchange, backoff, callbacks, peers, robots, suggestions};
 use crate::notify::Notifier;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::Status;
 use crate::protocol::time::{self, Timestamp};
 use crate::store::outbox::{Attempt, Delivery, Job, Shelf};
+
+/// The outbox and its work: notices queued and sent, the other kinds of job (forwards,
+/// callbacks, robot calls, carry-outs, settlements) retried by their policies, and what
+/// operators see of them. One of the parts `Exchange` hands out ([`Exchange::outbox`]).
+#[derive(Clone, Copy)]
+pub struct Outbox<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// The outbox: notices and the other jobs.
+    pub fn outbox(&self) -> Outbox<'_> {
+        Outbox { ex: self }
+    }
+}
 
 /// Jobs in flight at once.
 const PARALLEL: usize = 16;
@@ -62,190 +77,6 @@ enum Attempted {
     Stuck,
 }
 
-impl Exchange {
-    /// How `job` is retried. Messages follow the `dispatch:` policy (8 attempts from 2 s up
-    /// to 10 min apart by default), and their last failure is noted in the thread. The
-    /// exchange's own work uses the same waits but never gives up: a settlement left undone
-    /// would keep shells in escrow, and every step of it is idempotent.
-    pub(crate) fn retry_policy(&self, job: &Job) -> RetryPolicy {
-        let dispatch = &self.settings().dispatch;
-        RetryPolicy {
-            attempts: (!job.is_internal()).then_some(dispatch.attempts),
-            first: dispatch.first_retry,
-            max: dispatch.max_retry,
-        }
-    }
-
-    /// The wait after the `tries`-th failure under `policy`, with noise drawn from the store's
-    /// random source (the middle of the range when it cannot give any).
-    fn backoff(&self, policy: RetryPolicy, tries: u32) -> chrono::TimeDelta {
-        let noise = self
-            .store()
-            .random_bytes(2)
-            .map(|b| f64::from(u16::from_le_bytes([b[0], b[1]])) / f64::from(u16::MAX))
-            .unwrap_or(0.5);
-        let wait = backoff::backoff(tries, policy.first, policy.max, noise);
-        chrono::TimeDelta::from_std(wait).unwrap_or(chrono::TimeDelta::seconds(1))
-    }
-
-    /// Records what an attempt of `job` came to: shelves a sent message (on `sent/` while a
-    /// `taken` update may follow) or finished work, requeues a retryable failure with its
-    /// kind's backoff, or gives up (noting an undelivered message in the thread). Returns the
-    /// job as requeued when it goes back for another try.
-    pub(crate) fn record_attempt(
-        &self,
-        job: &Delivery,
-        outcome: Outcome,
-    ) -> Result<Option<Delivery>, Error> {
-        let now = self.now();
-        let mut d = job.clone();
-        match outcome {
-            Outcome::Placed | Outcome::Unknown => Ok(None),
-            Outcome::Done(why) => {
-                d.outcome = Some(why);
-                self.store().shelve(&d, Shelf::Queue, Shelf::Done)?;
-                Ok(None)
-            }
-            Outcome::Sent { sent, updatable } => {
-                d.provider_ref = sent.provider_ref;
-                d.outcome = Some(format!("sent {}", time::format_timestamp(&now)));
-                // Offers are kept on sent/ so a `taken` update can follow where the channel
-                // edits messages in place; everything else is done once sent.
-                let offer = matches!(d.kind.as_str(), "new" | "escalated");
-                // A callback is the requestor's own: its thread's history does not note it.
-                if !matches!(d.kind.as_str(), "taken" | "closed") && d.job != Job::Callback {
-                    // Recorded before it is shelved: a crash in between notes it twice at worst.
-                    self.record_notified(&d, now);
-                }
-                let shelf = if offer && updatable {
-                    Shelf::Sent
-                } else {
-                    Shelf::Done
-                };
-                self.store().shelve(&d, Shelf::Queue, shelf)?;
-                Ok(None)
-            }
-            Outcome::Failed(e) => {
-                d.attempts.push(Attempt {
-                    at: now,
-                    error: e.to_string(),
-                });
-                let excess = d.attempts.len().saturating_sub(KEEP_ATTEMPTS);
-                d.attempts.drain(..excess);
-                let tries = d.attempts.len() as u32;
-                let policy = self.retry_policy(&d.job);
-                if e.retryable() && policy.attempts.is_none_or(|most| tries < most) {
-                    d.due = now + self.backoff(policy, tries);
-                    self.store().requeue(&d)?;
-                    return Ok(Some(d));
-                }
-                d.outcome = Some(e.to_string());
-                // The thread hears of it first: a crash in between retries the job once more
-                // rather than losing the note.
-                match &e {
-                    JobError::Undelivered(failure) => self.record_failure(&d, tries, failure)?,
-                    other => {
-                        tracing::error!(job = %d.id, error = %other, "the exchange's own work gave up");
-                    }
-                }
-                self.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Does the exchange's own work `job` (a settlement, a suggestion's carrying out) here and
-    /// now; what it came to.
-    fn work(&self, job: &Delivery) -> Outcome {
-        let Ok(thread) = ThreadRef::parse(&job.thread) else {
-            return Outcome::Done("moot: not a thread".to_owned());
-        };
-        // Thread history and job records are read by others: no server paths in them.
-        let scrubbed = |e: Error| self.scrub_home(&e.to_string());
-        match job.job {
-            Job::Settlement => match self.settle_escrow(&thread) {
-                Ok(moved) => Outcome::Done(format!(
-                    "settled ({})",
-                    if moved { "now" } else { "nothing to move" }
-                )),
-                Err(e) => Outcome::Failed(JobError::Unsettled(scrubbed(e))),
-            },
-            Job::CarryOut => match suggestions::carry_out(self, &thread, self.now()) {
-                Ok(made) => Outcome::Done(format!("carried out: {}", made.join(", "))),
-                Err(e) => Outcome::Failed(JobError::NotCarriedOut(scrubbed(e))),
-            },
-            _ => Outcome::Done(format!(
-                "moot: a {} is not the exchange's own work",
-                job.job.kind()
-            )),
-        }
-    }
-
-    /// Finishes the exchange's own queued work ([`Job::is_internal`]) here and now, when no
-    /// long-running process works on this home: what a one-shot command queued (a settlement
-    /// or a suggestion's carrying out that it could not finish inline) or an earlier command
-    /// left. Each step is idempotent, so one that a server also runs changes nothing twice.
-    /// Returns how many it finished; one that fails stays queued for the next command.
-    pub fn finish_internal_work(&self) -> Result<usize, Error> {
-        let store = self.store();
-        if !store.has_deliveries(Shelf::Queue) || store.worker_alive().unwrap_or(true) {
-            return Ok(0);
-        }
-        let (queued, _) = store.deliveries(Shelf::Queue);
-        let mut finished = 0;
-        for job in queued.into_iter().filter(|d| d.job.is_internal()) {
-            match self.work(&job) {
-                Outcome::Failed(e) => {
-                    tracing::warn!(job = %job.id, error = %e, "internal work left for later");
-                }
-                outcome => {
-                    self.record_attempt(&job, outcome)?;
-                    finished += 1;
-                }
-            }
-        }
-        Ok(finished)
-    }
-
-    /// The outbox by kind of job and shelf, for operators (`mess status --jobs`, `mess fsck`).
-    pub fn jobs(&self) -> JobsReport {
-        let now = self.now();
-        let mut report = JobsReport::default();
-        for shelf in Shelf::ALL {
-            let (jobs, unreadable) = self.store().deliveries(shelf);
-            report
-                .unreadable
-                .extend(unreadable.iter().map(ToString::to_string));
-            for job in jobs {
-                let row = report.kinds.entry(job.job.kind()).or_default();
-                match shelf {
-                    Shelf::Queue => {
-                        row.queued += 1;
-                        if job.due <= now {
-                            row.due += 1;
-                        }
-                        if !job.attempts.is_empty() {
-                            row.retrying += 1;
-                        }
-                        if row.oldest_due.is_none_or(|t| job.due < t) {
-                            row.oldest_due = Some(job.due);
-                        }
-                        if let Some(last) = job.attempts.last()
-                            && row.last_error.as_ref().is_none_or(|(at, _)| last.at > *at)
-                        {
-                            row.last_error = Some((last.at, last.error.clone()));
-                        }
-                    }
-                    Shelf::Sent => row.sent += 1,
-                    Shelf::Done => row.done += 1,
-                    Shelf::Failed => row.failed += 1,
-                }
-            }
-        }
-        report
-    }
-}
-
 /// The outbox by kind of job: what [`Exchange::jobs`] counts.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct JobsReport {
@@ -280,13 +111,13 @@ pub struct JobCounts {
 /// the async workers where they touch the store).
 async fn attempt(ex: &Exchange, notifier: &Notifier, job: &Delivery) -> Attempted {
     let outcome = match &job.job {
-        Job::Notice(_) => deliver::send_notice(ex, notifier, job).await,
+        Job::Notice(_) => ex.outbox().send_notice(notifier, job).await,
         Job::Callback => callbacks::call_back(ex, notifier, job).await,
         Job::Forward => peers::forward(ex, job).await,
         Job::RobotCall => robots::call(ex, job).await,
         Job::CarryOut | Job::Settlement => {
             let (worker, job) = (ex.clone(), job.clone());
-            tokio::task::spawn_blocking(move || worker.work(&job))
+            tokio::task::spawn_blocking(move || worker.outbox().work(&job))
                 .await
                 .unwrap_or(Outcome::Unknown)
         }
@@ -299,7 +130,9 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, job: &Delivery) -> Attempte
         return Attempted::Stuck;
     }
     let (worker, recorded) = (ex.clone(), job.clone());
-    match tokio::task::spawn_blocking(move || worker.record_attempt(&recorded, outcome)).await {
+    match tokio::task::spawn_blocking(move || worker.outbox().record_attempt(&recorded, outcome))
+        .await
+    {
         Ok(Ok(Some(requeued))) => Attempted::Requeued(Box::new(requeued)),
         Ok(Ok(None)) => Attempted::Finished,
         Ok(Err(e)) => {
@@ -355,8 +188,10 @@ pub fn run(
                 follow_all = false;
                 follow.clear();
                 let worker = ex.clone();
-                match tokio::task::spawn_blocking(move || worker.follow_up_sent(only.as_ref()))
-                    .await
+                match tokio::task::spawn_blocking(move || {
+                    worker.outbox().follow_up_sent(only.as_ref())
+                })
+                .await
                 {
                     Ok(Err(e)) => tracing::warn!(error = %e, "following up sent notices failed"),
                     Err(e) => tracing::error!(error = %e, "following up sent notices panicked"),
@@ -453,4 +288,189 @@ pub fn run(
         // Attempts in flight finish (each is bounded by the channel timeout) and record.
         while tasks.join_next().await.is_some() {}
     })
+}
+
+impl Outbox<'_> {
+    /// How `job` is retried. Messages follow the `dispatch:` policy (8 attempts from 2 s up
+    /// to 10 min apart by default), and their last failure is noted in the thread. The
+    /// exchange's own work uses the same waits but never gives up: a settlement left undone
+    /// would keep shells in escrow, and every step of it is idempotent.
+    pub(crate) fn retry_policy(&self, job: &Job) -> RetryPolicy {
+        let dispatch = &self.ex.settings().dispatch;
+        RetryPolicy {
+            attempts: (!job.is_internal()).then_some(dispatch.attempts),
+            first: dispatch.first_retry,
+            max: dispatch.max_retry,
+        }
+    }
+
+    /// The wait after the `tries`-th failure under `policy`, with noise drawn from the store's
+    /// random source (the middle of the range when it cannot give any).
+    fn backoff(&self, policy: RetryPolicy, tries: u32) -> chrono::TimeDelta {
+        let noise = self
+            .ex
+            .store()
+            .random_bytes(2)
+            .map(|b| f64::from(u16::from_le_bytes([b[0], b[1]])) / f64::from(u16::MAX))
+            .unwrap_or(0.5);
+        let wait = backoff::backoff(tries, policy.first, policy.max, noise);
+        chrono::TimeDelta::from_std(wait).unwrap_or(chrono::TimeDelta::seconds(1))
+    }
+
+    /// Records what an attempt of `job` came to: shelves a sent message (on `sent/` while a
+    /// `taken` update may follow) or finished work, requeues a retryable failure with its
+    /// kind's backoff, or gives up (noting an undelivered message in the thread). Returns the
+    /// job as requeued when it goes back for another try.
+    pub(crate) fn record_attempt(
+        &self,
+        job: &Delivery,
+        outcome: Outcome,
+    ) -> Result<Option<Delivery>, Error> {
+        let now = self.ex.now();
+        let mut d = job.clone();
+        match outcome {
+            Outcome::Placed | Outcome::Unknown => Ok(None),
+            Outcome::Done(why) => {
+                d.outcome = Some(why);
+                self.ex.store().shelve(&d, Shelf::Queue, Shelf::Done)?;
+                Ok(None)
+            }
+            Outcome::Sent { sent, updatable } => {
+                d.provider_ref = sent.provider_ref;
+                d.outcome = Some(format!("sent {}", time::format_timestamp(&now)));
+                // Offers are kept on sent/ so a `taken` update can follow where the channel
+                // edits messages in place; everything else is done once sent.
+                let offer = matches!(d.kind.as_str(), "new" | "escalated");
+                // A callback is the requestor's own: its thread's history does not note it.
+                if !matches!(d.kind.as_str(), "taken" | "closed") && d.job != Job::Callback {
+                    // Recorded before it is shelved: a crash in between notes it twice at worst.
+                    self.record_notified(&d, now);
+                }
+                let shelf = if offer && updatable {
+                    Shelf::Sent
+                } else {
+                    Shelf::Done
+                };
+                self.ex.store().shelve(&d, Shelf::Queue, shelf)?;
+                Ok(None)
+            }
+            Outcome::Failed(e) => {
+                d.attempts.push(Attempt {
+                    at: now,
+                    error: e.to_string(),
+                });
+                let excess = d.attempts.len().saturating_sub(KEEP_ATTEMPTS);
+                d.attempts.drain(..excess);
+                let tries = d.attempts.len() as u32;
+                let policy = self.retry_policy(&d.job);
+                if e.retryable() && policy.attempts.is_none_or(|most| tries < most) {
+                    d.due = now + self.backoff(policy, tries);
+                    self.ex.store().requeue(&d)?;
+                    return Ok(Some(d));
+                }
+                d.outcome = Some(e.to_string());
+                // The thread hears of it first: a crash in between retries the job once more
+                // rather than losing the note.
+                match &e {
+                    JobError::Undelivered(failure) => self.record_failure(&d, tries, failure)?,
+                    other => {
+                        tracing::error!(job = %d.id, error = %other, "the exchange's own work gave up");
+                    }
+                }
+                self.ex.store().shelve(&d, Shelf::Queue, Shelf::Failed)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Does the exchange's own work `job` (a settlement, a suggestion's carrying out) here and
+    /// now; what it came to.
+    fn work(&self, job: &Delivery) -> Outcome {
+        let Ok(thread) = ThreadRef::parse(&job.thread) else {
+            return Outcome::Done("moot: not a thread".to_owned());
+        };
+        // Thread history and job records are read by others: no server paths in them.
+        let scrubbed = |e: Error| self.ex.scrub_home(&e.to_string());
+        match job.job {
+            Job::Settlement => match self.ex.marketplace().settle_escrow(&thread) {
+                Ok(moved) => Outcome::Done(format!(
+                    "settled ({})",
+                    if moved { "now" } else { "nothing to move" }
+                )),
+                Err(e) => Outcome::Failed(JobError::Unsettled(scrubbed(e))),
+            },
+            Job::CarryOut => match suggestions::carry_out(self.ex, &thread, self.ex.now()) {
+                Ok(made) => Outcome::Done(format!("carried out: {}", made.join(", "))),
+                Err(e) => Outcome::Failed(JobError::NotCarriedOut(scrubbed(e))),
+            },
+            _ => Outcome::Done(format!(
+                "moot: a {} is not the exchange's own work",
+                job.job.kind()
+            )),
+        }
+    }
+
+    /// Finishes the exchange's own queued work ([`Job::is_internal`]) here and now, when no
+    /// long-running process works on this home: what a one-shot command queued (a settlement
+    /// or a suggestion's carrying out that it could not finish inline) or an earlier command
+    /// left. Each step is idempotent, so one that a server also runs changes nothing twice.
+    /// Returns how many it finished; one that fails stays queued for the next command.
+    pub fn finish_internal_work(&self) -> Result<usize, Error> {
+        let store = self.ex.store();
+        if !store.has_deliveries(Shelf::Queue) || store.worker_alive().unwrap_or(true) {
+            return Ok(0);
+        }
+        let (queued, _) = store.deliveries(Shelf::Queue);
+        let mut finished = 0;
+        for job in queued.into_iter().filter(|d| d.job.is_internal()) {
+            match self.work(&job) {
+                Outcome::Failed(e) => {
+                    tracing::warn!(job = %job.id, error = %e, "internal work left for later");
+                }
+                outcome => {
+                    self.record_attempt(&job, outcome)?;
+                    finished += 1;
+                }
+            }
+        }
+        Ok(finished)
+    }
+
+    /// The outbox by kind of job and shelf, for operators (`mess status --jobs`, `mess fsck`).
+    pub fn jobs(&self) -> JobsReport {
+        let now = self.ex.now();
+        let mut report = JobsReport::default();
+        for shelf in Shelf::ALL {
+            let (jobs, unreadable) = self.ex.store().deliveries(shelf);
+            report
+                .unreadable
+                .extend(unreadable.iter().map(ToString::to_string));
+            for job in jobs {
+                let row = report.kinds.entry(job.job.kind()).or_default();
+                match shelf {
+                    Shelf::Queue => {
+                        row.queued += 1;
+                        if job.due <= now {
+                            row.due += 1;
+                        }
+                        if !job.attempts.is_empty() {
+                            row.retrying += 1;
+                        }
+                        if row.oldest_due.is_none_or(|t| job.due < t) {
+                            row.oldest_due = Some(job.due);
+                        }
+                        if let Some(last) = job.attempts.last()
+                            && row.last_error.as_ref().is_none_or(|(at, _)| last.at > *at)
+                        {
+                            row.last_error = Some((last.at, last.error.clone()));
+                        }
+                    }
+                    Shelf::Sent => row.sent += 1,
+                    Shelf::Done => row.done += 1,
+                    Shelf::Failed => row.failed += 1,
+                }
+            }
+        }
+        report
+    }
 }

@@ -116,7 +116,10 @@ pub(crate) fn tell_claimant(
     // Each event is its own notice: the kind carries the instant so a second answer is not
     // taken for a repeat of the first.
     let kind = format!("{}.{}", event.as_str(), now.timestamp_millis());
-    if let Err(e) = ex.queue_notices(&before.thread_ref, &[claimant.to_owned()], &kind, now) {
+    if let Err(e) =
+        ex.outbox()
+            .queue_notices(&before.thread_ref, &[claimant.to_owned()], &kind, now)
+    {
         tracing::warn!(thread = %before.thread_ref, error = %e, "cannot queue the claimant's notice");
     }
 }
@@ -294,7 +297,10 @@ pub(crate) fn record_dispatch(
         let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
         // Queued before the thread is written: a crash in between leaves notices about a
         // thread that never was, which the worker drops, never a routed thread unannounced.
-        if let Err(e) = ex.queue_notices(&env.thread_ref, &executors, "new", now) {
+        if let Err(e) = ex
+            .outbox()
+            .queue_notices(&env.thread_ref, &executors, "new", now)
+        {
             // Not recorded as routed, so a server's router routes (and notifies) it later.
             tracing::warn!(thread = %env.thread_ref, error = %e, "cannot queue the notices; the request waits undispatched");
             return false;

@@ -764,7 +764,7 @@ impl Exchange {
     /// line each (entries with problems are skipped, the rest works).
     pub fn config_problems(&self) -> Vec<String> {
         let mut problems = self.directory().problems.clone();
-        problems.extend(self.channel_problems());
+        problems.extend(self.outbox().channel_problems());
         problems
     }
 

@@ -157,7 +157,7 @@ proptest! {
         let as_key = |id: &str, role: Role| Sender::principal(&Principal { id: id.to_owned(), role, callback: None }, "http");
         let alice = as_key("alice", Role::Agent);
         let robots = [as_key("able-1", Role::Executor), as_key("able-2", Role::Executor)];
-        ex.grant_shells("alice", 200, None).unwrap();
+        ex.marketplace().grant_shells("alice", 200, None).unwrap();
         // Escrows taken by a process that stopped before writing their thread.
         let mut orphans: Vec<String> = Vec::new();
         for (what, i, shells) in steps {
@@ -187,13 +187,13 @@ proptest! {
                         crate::protocol::yaml::parse_documents(&format!("intent: vacuum\ncompensation: {{shells: {shells}}}"), &crate::protocol::yaml::Limits::DEFAULT).unwrap().remove(0),
                         "request",
                     ).unwrap();
-                    if ex.escrow(&lost, &request, "alice", now).is_ok() {
+                    if ex.marketplace().escrow(&lost, &request, "alice", now).is_ok() {
                         orphans.push(lost.to_string());
                     }
                 }
                 "sweep" => {
                     clock.advance(chrono::TimeDelta::minutes(6));
-                    ex.sweep_orphan_escrows().unwrap();
+                    ex.marketplace().sweep_orphan_escrows().unwrap();
                 }
                 _ if r.is_empty() => {}
                 "claim" => { by_robot(&ex, format!("status: {{re: {r}, code: claimed}}")); }
@@ -216,9 +216,9 @@ proptest! {
                 "redo" => { let _ = send(&ex, &alice, format!("review: {{re: {r}, rating: 2, request_redo: true}}")); }
                 "restart" => ex = open(),
                 // What the delivery worker does with a queued settlement.
-                _ => for t in &threads { ex.settle_escrow(&ThreadRef::parse(t).unwrap()).unwrap(); },
+                _ => for t in &threads { ex.marketplace().settle_escrow(&ThreadRef::parse(t).unwrap()).unwrap(); },
             }
-            let balances = ex.shell_balances().unwrap();
+            let balances = ex.marketplace().shell_balances().unwrap();
             prop_assert_eq!(balances.values().sum::<i64>(), 0, "double entry");
             prop_assert_eq!(balances.iter().filter(|(a, _)| *a != "operator").map(|(_, b)| b).sum::<i64>(), 200, "what was granted");
             prop_assert!(balances.iter().all(|(a, b)| a == "operator" || *b >= 0), "{balances:?}");

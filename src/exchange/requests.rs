@@ -77,6 +77,7 @@ pub(crate) fn check(
         .unwrap_or(i64::MAX);
     if offered > 0 {
         let held = ex
+            .marketplace()
             .shell_balances()?
             .get(&sender.id)
             .copied()
@@ -286,7 +287,10 @@ pub(crate) fn create(
         let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
         // The offered shells are held before the thread exists: a crash in between leaves an
         // escrow without a thread, never a thread whose shells were not held.
-        if let Some(escrow) = ex.escrow(&thread, &req.request, &sender.id, now)? {
+        if let Some(escrow) = ex
+            .marketplace()
+            .escrow(&thread, &req.request, &sender.id, now)?
+        {
             envelope
                 .extra
                 .insert(crate::exchange::escrow::ESCROW, escrow);

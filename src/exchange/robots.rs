@@ -157,6 +157,7 @@ impl Exchange {
             .unwrap_or_default();
         let d = &self.settings().dispatch;
         let link = self
+            .auth()
             .mint_link_via(
                 thread,
                 executor,

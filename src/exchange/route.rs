@@ -154,7 +154,7 @@ impl Exchange {
             // transaction in a database), so no routed thread goes untold; one queued before
             // under the same id is not queued again.
             let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
-            let deliveries = self.notices(&thread, &executors, "new", now)?;
+            let deliveries = self.outbox().notices(&thread, &executors, "new", now)?;
             let recorded = self.store().modify(&thread, |t| -> Result<_, Error> {
                 if !waits_for_routing(&t.envelope, now) {
                     return Ok((None, false));
@@ -172,7 +172,7 @@ impl Exchange {
             });
             match recorded {
                 Ok(true) => {
-                    self.wake_deliveries();
+                    self.outbox().wake_deliveries();
                     pass.routed.push(thread);
                 }
                 Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
@@ -244,7 +244,7 @@ impl Exchange {
                 .cloned()
                 .collect();
             let thread = env.thread_ref.clone();
-            let deliveries = self.notices(&thread, &able, "escalated", now)?;
+            let deliveries = self.outbox().notices(&thread, &able, "escalated", now)?;
             let note = if able.is_empty() {
                 "unclaimed; no executor of the default rule can take it".to_owned()
             } else {
@@ -267,7 +267,7 @@ impl Exchange {
             });
             match written {
                 Ok(true) => {
-                    self.wake_deliveries();
+                    self.outbox().wake_deliveries();
                     escalated.push(thread);
                 }
                 Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}

@@ -8,10 +8,25 @@ use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::store::ledger::{Balances, Movement, OPERATOR, Refused};
 
+/// The marketplace: shells granted and held, and the escrow of requests' compensation (its
+/// taking, carrying, settling and sweeping, in `escrow`). One of the parts `Exchange` hands
+/// out ([`Exchange::marketplace`]).
+#[derive(Clone, Copy)]
+pub struct Marketplace<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// The marketplace: grants, balances and escrow.
+    pub fn marketplace(&self) -> Marketplace<'_> {
+        Marketplace { ex: self }
+    }
+}
+
 /// Most shells one grant may give.
 pub(crate) const MOST_GRANTED: i64 = 1_000_000_000;
 
-impl Exchange {
+impl Marketplace<'_> {
     /// Grants `shells` from the operator to the account of `to` (an agent or executor id).
     pub fn grant_shells(
         &self,
@@ -36,8 +51,9 @@ impl Exchange {
             )
             .into());
         }
-        let now = self.now();
+        let now = self.ex.now();
         let nonce: String = self
+            .ex
             .store()
             .random_bytes(4)?
             .iter()
@@ -62,7 +78,7 @@ impl Exchange {
 
     /// Every account's balance.
     pub fn shell_balances(&self) -> Result<Balances, Error> {
-        Ok(self.store().balances()?)
+        Ok(self.ex.store().balances()?)
     }
 
     /// Records `movement` once (see [`crate::store::Store::record_movement`]).
@@ -71,7 +87,7 @@ impl Exchange {
         movement: &Movement,
         check: crate::store::ledger::Check<'_>,
     ) -> Result<bool, Error> {
-        match self.store().record_movement(movement, check) {
+        match self.ex.store().record_movement(movement, check) {
             Ok(recorded) => Ok(recorded),
             Err(Refused::Check(why)) => Err(ProtocolError::invalid("shells", why).into()),
             Err(Refused::Store(e)) => Err(e.into()),

@@ -377,7 +377,7 @@ fn apply_group(
     }
     // Settled here when this change decided it; the delivery queued with the change does it
     // otherwise (and finds it done here).
-    if let Err(e) = ex.settle_escrow(&g.thread) {
+    if let Err(e) = ex.marketplace().settle_escrow(&g.thread) {
         tracing::warn!(thread = %g.thread, error = %e, "cannot settle the escrow now; the delivery worker will");
     }
     let echo = match accepted {

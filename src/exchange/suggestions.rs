@@ -746,7 +746,8 @@ pub(crate) fn carry_out(
     }
     // Every new thread holds its part: what a split left unassigned goes back.
     for (source, _) in &sources {
-        ex.refund_rest(&source.thread_ref, &requestor, now)?;
+        ex.marketplace()
+            .refund_rest(&source.thread_ref, &requestor, now)?;
     }
     for other in &plan.supersedes {
         lifecycle::settle_dependents(ex, other, now)?;
@@ -776,7 +777,7 @@ fn escrow_sources(
         if let Some(mut held) = Held::of(&f.envelope)
             && ended_by(&f, &plan.id)?
         {
-            held.shells = ex.available(&f.envelope.thread_ref)?;
+            held.shells = ex.marketplace().available(&f.envelope.thread_ref)?;
             out.push((f.envelope, held));
         }
     }
@@ -909,7 +910,7 @@ fn create(
     }
     // The shells move before the thread exists, as a request's escrow is taken: a crash in
     // between is finished by the suggestion's delivery (each movement once).
-    if let Some(escrow) = ex.carry_escrow(carried, &fresh.thread, now)? {
+    if let Some(escrow) = ex.marketplace().carry_escrow(carried, &fresh.thread, now)? {
         envelope
             .extra
             .insert(crate::exchange::escrow::ESCROW, escrow);
@@ -920,7 +921,8 @@ fn create(
             .extra
             .insert(crate::exchange::access::OFFERED_TO, Value::str(to));
         if envelope.depends_on.is_empty() {
-            ex.queue_notices(&fresh.thread, std::slice::from_ref(to), "new", now)?;
+            ex.outbox()
+                .queue_notices(&fresh.thread, std::slice::from_ref(to), "new", now)?;
             lifecycle::record_routed(
                 &mut envelope,
                 &[crate::db::Routed {

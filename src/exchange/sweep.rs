@@ -42,7 +42,7 @@ impl Exchange {
             return Ok(due.next);
         }
         self.settle_pending()?;
-        if let Err(e) = self.sweep_orphan_escrows() {
+        if let Err(e) = self.marketplace().sweep_orphan_escrows() {
             tracing::warn!(error = %e, "cannot sweep escrows whose request was never written");
         }
         let now = self.now();

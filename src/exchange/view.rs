@@ -1,6 +1,7 @@
 //! Read views of threads (what `status` shows: the envelope plus the latest response, open
 //! questions or pending confirmation) and the answers to `query` and `config` messages.
 
+use crate::exchange::access::Access;
 use crate::exchange::directory::{self, Directory, Origin};
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, Sender, access, plan};
@@ -374,72 +375,6 @@ fn structured_response(data: Value) -> Payload {
 /// Most `ref:` entries of one thread resolved for a reader (each costs a read).
 const MAX_REFERENCES: usize = 32;
 
-impl Exchange {
-    /// The threads the `ref:` entries of `file` name (v1.0 section 2.4: a MESS id in `ref:`
-    /// resolves to that request), for `viewer`: a map from each entry as written to the
-    /// summary of the thread it names (envelope fields, and the latest response's content once
-    /// there is one). An entry is resolved as its author meant it (a ref, or the author's
-    /// client id or `last`), and a thread `viewer` may not see is left out exactly as one that
-    /// does not exist.
-    pub fn references_for(&self, file: &ThreadFile, viewer: &str) -> Result<Map, Error> {
-        let mut out = Map::new();
-        let Ok(messages) = file.messages() else {
-            return Ok(out);
-        };
-        let directory = self.directory();
-        for doc in &messages {
-            for payload in &doc.message.payloads {
-                let entries: &[ContentEntry] = match payload {
-                    Payload::Request(r) => &r.context,
-                    Payload::Response(r) => &r.content,
-                    Payload::Reply(r) => &r.context,
-                    _ => continue,
-                };
-                for entry in entries {
-                    let ContentEntry::Ref(named) = entry else {
-                        continue;
-                    };
-                    if out.contains_key(named) || out.len() >= MAX_REFERENCES {
-                        continue;
-                    }
-                    let Ok(thread) = self.resolve(named, &doc.from) else {
-                        continue;
-                    };
-                    if thread == file.envelope.thread_ref {
-                        continue;
-                    }
-                    let Ok(referenced) = self.store().read(&thread) else {
-                        continue;
-                    };
-                    if !access::may_see(viewer, &referenced.envelope, &directory) {
-                        continue;
-                    }
-                    let mut summary = match thread_summary(&referenced.envelope) {
-                        Value::Map(m) => m,
-                        _ => Map::new(),
-                    };
-                    if let Ok(view) = ThreadView::of(&referenced)
-                        && let Some(response) = view.response
-                    {
-                        summary.insert(
-                            "response",
-                            Value::Seq(
-                                response
-                                    .content
-                                    .iter()
-                                    .map(ContentEntry::to_value)
-                                    .collect(),
-                            ),
-                        );
-                    }
-                    out.insert(named.clone(), Value::Map(summary));
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
 /// Answers a `query` with a response whose content is structured data.
 pub(crate) fn answer_query(
     ex: &Exchange,
@@ -692,4 +627,70 @@ pub fn thread_summary(e: &Envelope) -> Value {
     m.insert("requestor", Value::str(&e.requestor));
     m.insert("updated", Value::str(time::format_timestamp(&e.updated)));
     Value::Map(m)
+}
+
+impl Access<'_> {
+    /// The threads the `ref:` entries of `file` name (v1.0 section 2.4: a MESS id in `ref:`
+    /// resolves to that request), for `viewer`: a map from each entry as written to the
+    /// summary of the thread it names (envelope fields, and the latest response's content once
+    /// there is one). An entry is resolved as its author meant it (a ref, or the author's
+    /// client id or `last`), and a thread `viewer` may not see is left out exactly as one that
+    /// does not exist.
+    pub fn references_for(&self, file: &ThreadFile, viewer: &str) -> Result<Map, Error> {
+        let mut out = Map::new();
+        let Ok(messages) = file.messages() else {
+            return Ok(out);
+        };
+        let directory = self.ex.directory();
+        for doc in &messages {
+            for payload in &doc.message.payloads {
+                let entries: &[ContentEntry] = match payload {
+                    Payload::Request(r) => &r.context,
+                    Payload::Response(r) => &r.content,
+                    Payload::Reply(r) => &r.context,
+                    _ => continue,
+                };
+                for entry in entries {
+                    let ContentEntry::Ref(named) = entry else {
+                        continue;
+                    };
+                    if out.contains_key(named) || out.len() >= MAX_REFERENCES {
+                        continue;
+                    }
+                    let Ok(thread) = self.ex.resolve(named, &doc.from) else {
+                        continue;
+                    };
+                    if thread == file.envelope.thread_ref {
+                        continue;
+                    }
+                    let Ok(referenced) = self.ex.store().read(&thread) else {
+                        continue;
+                    };
+                    if !access::may_see(viewer, &referenced.envelope, &directory) {
+                        continue;
+                    }
+                    let mut summary = match thread_summary(&referenced.envelope) {
+                        Value::Map(m) => m,
+                        _ => Map::new(),
+                    };
+                    if let Ok(view) = ThreadView::of(&referenced)
+                        && let Some(response) = view.response
+                    {
+                        summary.insert(
+                            "response",
+                            Value::Seq(
+                                response
+                                    .content
+                                    .iter()
+                                    .map(ContentEntry::to_value)
+                                    .collect(),
+                            ),
+                        );
+                    }
+                    out.insert(named.clone(), Value::Map(summary));
+                }
+            }
+        }
+        Ok(out)
+    }
 }

@@ -36,7 +36,7 @@ impl FromRequestParts<AppState> for Credential {
         }
         let ex = state.exchange.clone();
         let principal = state
-            .blocking(move || ex.authenticate(&token))
+            .blocking(move || ex.auth().authenticate(&token))
             .await??
             .ok_or_else(|| ApiError::unauthorized("unknown API key"))?;
         Ok(Credential::Key(principal))
@@ -72,7 +72,7 @@ impl FromRequestParts<AppState> for Caller {
         let key = bearer(parts)?;
         let ex = state.exchange.clone();
         let principal = state
-            .blocking(move || ex.authenticate(&key))
+            .blocking(move || ex.auth().authenticate(&key))
             .await??
             .ok_or_else(|| ApiError::unauthorized("unknown API key"))?;
         Ok(Caller(principal))

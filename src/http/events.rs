@@ -116,7 +116,7 @@ pub(crate) async fn thread_events(
     let ex = state.exchange.clone();
     let checked = thread.clone();
     let grant = state
-        .blocking(move || ex.link_for_reading(&token, &checked))
+        .blocking(move || ex.access().link_for_reading(&token, &checked))
         .await??;
     let left = u64::try_from(grant.exp - state.exchange.now().timestamp()).unwrap_or(0);
     let executor = grant.executor;
@@ -129,7 +129,7 @@ pub(crate) async fn thread_events(
         move |ex, change| {
             let verdict = if change.thread != thread {
                 Verdict::Skip
-            } else if ex.link_follows(&executor, &change.envelope) {
+            } else if ex.access().link_follows(&executor, &change.envelope) {
                 Verdict::Send
             } else {
                 // Taken by someone else: this change is the last the link hears of it.
@@ -259,7 +259,7 @@ async fn may_see(ex: &Arc<Exchange>, who: &str, env: &Arc<Envelope>) -> bool {
         return verdict;
     }
     let (ex, who, env) = (ex.clone(), who.to_owned(), env.clone());
-    tokio::task::spawn_blocking(move || ex.may_see(&who, &env))
+    tokio::task::spawn_blocking(move || ex.access().may_see(&who, &env))
         .await
         .unwrap_or(false)
 }

@@ -56,7 +56,7 @@ pub(crate) async fn read(
 /// The thread a link reads, with who the link acts as and what it allows (so a page offers
 /// only what can work).
 pub(crate) fn read_value(ex: &Exchange, token: &str, thread: &ThreadRef) -> Result<Value, Error> {
-    let (file, grant) = ex.read_with_link(token, thread)?;
+    let (file, grant) = ex.access().read_with_link(token, thread)?;
     let mut out = Map::new();
     out.insert("envelope", file.envelope.to_value());
     if let Some(until) = crate::exchange::view::held_until(ex, &file.envelope) {
@@ -84,7 +84,7 @@ pub(crate) fn read_value(ex: &Exchange, token: &str, thread: &ThreadRef) -> Resu
     );
     // What its `ref:` entries name, as far as the link's executor may see it: the page opens
     // the summary of each.
-    let refs = ex.references_for(&file, &grant.executor)?;
+    let refs = ex.access().references_for(&file, &grant.executor)?;
     if !refs.is_empty() {
         out.insert("refs", Value::Map(refs));
     }
@@ -105,7 +105,7 @@ pub(crate) async fn post(
     // makes the server buffer a message.
     let ex = state.exchange.clone();
     let grant = state
-        .blocking(move || ex.check_link(&token, &thread))
+        .blocking(move || ex.auth().check_link(&token, &thread))
         .await??;
     let json = body::sent_as_json(&headers);
     let limit = state.exchange.settings().max_message_bytes;
@@ -115,7 +115,7 @@ pub(crate) async fn post(
     let reply = state
         .blocking(move || -> Result<Value, Error> {
             ex.take_body(&body.text, json, |message| {
-                Ok(ex.submit_with_link(message, &grant)?.to_value())
+                Ok(ex.auth().submit_with_link(message, &grant)?.to_value())
             })
         })
         .await??;

@@ -50,14 +50,14 @@ pub(crate) async fn submit(
         Credential::Link(token) => {
             let check = ex.clone();
             let grant = state
-                .blocking(move || check.check_link_token(&token))
+                .blocking(move || check.auth().check_link_token(&token))
                 .await??;
             let holder = format!("link:{}", grant.executor);
             let body = body::text(&headers, body, limit, &state.bodies, &holder).await?;
             state
                 .blocking(move || -> Result<Value, crate::exchange::error::Error> {
                     ex.take_body(&body.text, json, |message| {
-                        Ok(ex.submit_with_link(message, &grant)?.to_value())
+                        Ok(ex.auth().submit_with_link(message, &grant)?.to_value())
                     })
                 })
                 .await??
@@ -146,7 +146,7 @@ pub(crate) async fn list(
     };
     let ex = state.exchange.clone();
     let envelopes = state
-        .blocking(move || ex.threads_matching(&caller.id, &wanted))
+        .blocking(move || ex.access().threads_matching(&caller.id, &wanted))
         .await??;
     let items: Vec<Value> = envelopes.iter().map(|e| e.to_value()).collect();
     let mut out = Map::new();
@@ -182,7 +182,8 @@ pub(crate) async fn one(
         Some("messe-af") => {
             let text = state
                 .blocking(move || {
-                    ex.thread_for(&reference, &caller.id)
+                    ex.access()
+                        .thread_for(&reference, &caller.id)
                         .map(|t| t.text().to_owned())
                 })
                 .await??;
@@ -217,7 +218,7 @@ fn thread_value(
     reference: &str,
     who: &str,
 ) -> Result<Value, crate::exchange::error::Error> {
-    let thread = ex.thread_for(reference, who)?;
+    let thread = ex.access().thread_for(reference, who)?;
     let messages = thread.messages()?;
     let mut out = Map::new();
     out.insert("envelope", thread.envelope.to_value());
@@ -226,7 +227,7 @@ fn thread_value(
         Value::Seq(messages.iter().map(|m| m.to_value()).collect()),
     );
     // The threads its `ref:` entries name, as far as `who` may see them.
-    let refs = ex.references_for(&thread, who)?;
+    let refs = ex.access().references_for(&thread, who)?;
     if !refs.is_empty() {
         out.insert("refs", Value::Map(refs));
     }

@@ -100,7 +100,7 @@ pub(crate) async fn short(
     let Path(code) = code.map_err(|e| crate::http::error::ApiError::malformed(e.body_text()))?;
     let ex = state.exchange.clone();
     let (thread, token) = state
-        .blocking(move || ex.follow_short_link(&code))
+        .blocking(move || ex.auth().follow_short_link(&code))
         .await??;
     let to = format!("/respond?ref={thread}&token={token}");
     let mut r = axum::http::StatusCode::SEE_OTHER.into_response();

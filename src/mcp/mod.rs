@@ -97,7 +97,7 @@ impl MessMcp {
         work: impl FnOnce(&Exchange, &Sender) -> Result<Value, Error> + Send + 'static,
     ) -> CallToolResult {
         let stalled = self
-            .run(move |ex, who| Ok((work(ex, who), ex.notices_stalled())))
+            .run(move |ex, who| Ok((work(ex, who), ex.outbox().notices_stalled())))
             .await;
         match stalled {
             Ok((Ok(value), note)) => with_note(answer(&value), note),
@@ -109,7 +109,7 @@ impl MessMcp {
     /// `result` with the exchange's warning about notices nobody sends, if there is one.
     async fn noted(&self, result: CallToolResult) -> CallToolResult {
         let note = self
-            .run(|ex, _| Ok(ex.notices_stalled()))
+            .run(|ex, _| Ok(ex.outbox().notices_stalled()))
             .await
             .ok()
             .flatten();
@@ -373,7 +373,7 @@ impl rmcp::ServerHandler for MessMcp {
         let mut changes = self.exchange.subscribe();
         if let Some(id) = subscribe::thread_of(&request.uri) {
             let (ex, who, id) = (self.exchange.clone(), self.who.id.clone(), id.to_owned());
-            let found = tokio::task::spawn_blocking(move || ex.thread_for(&id, &who))
+            let found = tokio::task::spawn_blocking(move || ex.access().thread_for(&id, &who))
                 .await
                 .map_err(|e| McpError::internal_error(format!("subscribing failed: {e}"), None))?;
             if let Err(e) = found {

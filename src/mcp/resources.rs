@@ -61,7 +61,7 @@ pub(crate) fn read(
             if let Some(id) = uri.strip_prefix("mess://request/") {
                 (emit::to_yaml(&status_of(ex, who, id)?), YAML)
             } else if let Some(r) = uri.strip_prefix("thread://") {
-                (ex.thread_for(r, who)?.text().to_owned(), YAML)
+                (ex.access().thread_for(r, who)?.text().to_owned(), YAML)
             } else {
                 return Ok(None);
             }

@@ -68,7 +68,7 @@ pub(crate) async fn notify(ex: &Exchange, uri: &str, change: &ThreadChange, who:
                 return verdict;
             }
             let (ex, env, who) = (ex.clone(), change.envelope.clone(), who.to_owned());
-            tokio::task::spawn_blocking(move || ex.may_see(&who, &env))
+            tokio::task::spawn_blocking(move || ex.access().may_see(&who, &env))
                 .await
                 .unwrap_or(false)
         }

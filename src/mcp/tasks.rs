@@ -62,7 +62,7 @@ impl MessMcp {
         };
         let r = thread.clone();
         match self
-            .run(move |ex, who| Ok(ex.thread_for(&r, &who.id)?.envelope))
+            .run(move |ex, who| Ok(ex.access().thread_for(&r, &who.id)?.envelope))
             .await
         {
             Ok(env) => CreateTaskResult::new(task_of(&env, status_of(env.status))).into(),
@@ -167,7 +167,7 @@ impl MessMcp {
         let ex = self.exchange.clone();
         let who = self.who.id.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let file = ex.thread_for(&r, &who)?;
+            let file = ex.access().thread_for(&r, &who)?;
             Ok::<_, crate::exchange::error::Error>((file.envelope.clone(), ThreadView::of(&file)?))
         })
         .await;

@@ -13,10 +13,10 @@ use crate::protocol::value::{Map, Value};
 /// The status of one thread for its requestor: envelope, current status, response, and the
 /// threads its `ref:` entries name (`refs`).
 pub(crate) fn status_of(ex: &Exchange, who: &str, re: &str) -> Result<Value, Error> {
-    let thread = ex.thread_for(re, who)?;
+    let thread = ex.access().thread_for(re, who)?;
     let mut view = with_queue_position(ex, &thread.envelope, ThreadView::of(&thread)?.to_value());
     // The threads its `ref:` entries name, as far as `who` may see them.
-    let refs = ex.references_for(&thread, who)?;
+    let refs = ex.access().references_for(&thread, who)?;
     if let (Value::Map(m), false) = (&mut view, refs.is_empty()) {
         m.insert("refs", Value::Map(refs));
     }
@@ -31,7 +31,7 @@ pub(crate) fn with_queue_position(ex: &Exchange, env: &Envelope, view: Value) ->
 
 /// Every thread `who` may see, finished ones too, newest first.
 pub(crate) fn all_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
-    let list = ex.threads_for(who, &State::ALL)?;
+    let list = ex.access().threads_for(who, &State::ALL)?;
     let mut out = Map::new();
     out.insert(
         "threads",
@@ -42,7 +42,9 @@ pub(crate) fn all_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
 
 /// The open threads of `who` (pending and in progress), newest first.
 pub(crate) fn open_threads(ex: &Exchange, who: &str) -> Result<Value, Error> {
-    let list = ex.threads_for(who, &[State::Received, State::Executing])?;
+    let list = ex
+        .access()
+        .threads_for(who, &[State::Received, State::Executing])?;
     let mut out = Map::new();
     out.insert(
         "threads",

@@ -364,7 +364,7 @@ impl MessMcp {
         }
         Ok(self
             .call(move |ex, who| {
-                let thread = ex.thread_for(a.r#ref.trim(), &who.id)?;
+                let thread = ex.access().thread_for(a.r#ref.trim(), &who.id)?;
                 let body = answer_body(
                     &ThreadView::of(&thread)?,
                     thread.envelope.thread_ref.as_str(),
@@ -494,7 +494,7 @@ impl MessMcp {
         let ex = self.exchange.clone();
         let sql = a.sql;
         // A principal sees only its threads; the operator sees the home.
-        let viewer = Exchange::query_viewer(&self.who).map(str::to_owned);
+        let viewer = crate::exchange::access::query_viewer(&self.who).map(str::to_owned);
         let outcome =
             tokio::task::spawn_blocking(move || ex.query(&sql, &limits, viewer.as_deref())).await;
         let result = match outcome {
@@ -598,7 +598,7 @@ impl MessMcp {
                     read_at: None,
                     body: a.body.clone(),
                 };
-                let file = ex.send_mail(who, &letter)?;
+                let file = ex.access().send_mail(who, &letter)?;
                 let mut m = Map::new();
                 m.insert("mailbox", Value::str(&letter.to));
                 m.insert("file", Value::str(file));
@@ -618,7 +618,7 @@ impl MessMcp {
     ) -> Result<CallToolResult, McpError> {
         Ok(self
             .call(move |ex, who| {
-                let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Read)?;
+                let mailbox = ex.access().mailbox_for(who, &a.mailbox, MailUse::Read)?;
                 let folder = crate::mail::Folder::parse(a.folder.trim())?;
                 let (found, problems) =
                     ex.mail().list(&mailbox, folder, Some(&who.id), ex.now())?;
@@ -654,7 +654,7 @@ impl MessMcp {
                 } else {
                     MailUse::Read
                 };
-                let mailbox = ex.mailbox_for(who, &a.mailbox, use_)?;
+                let mailbox = ex.access().mailbox_for(who, &a.mailbox, use_)?;
                 let found = if a.mark_read {
                     ex.mail()
                         .mark_read(&mailbox, a.file.trim(), &who.id, ex.now())?
@@ -678,7 +678,7 @@ impl MessMcp {
     ) -> Result<CallToolResult, McpError> {
         Ok(self
             .call(move |ex, who| {
-                let mailbox = ex.mailbox_for(who, &a.mailbox, MailUse::Archive)?;
+                let mailbox = ex.access().mailbox_for(who, &a.mailbox, MailUse::Archive)?;
                 ex.mail().archive(&mailbox, a.file.trim())?;
                 Ok(found_value(
                     &ex.mail()
@@ -725,7 +725,10 @@ impl MessMcp {
                 }
                 None
             }
-            None => match self.run(move |ex, who| ex.thread_for(&re, &who.id)).await {
+            None => match self
+                .run(move |ex, who| ex.access().thread_for(&re, &who.id))
+                .await
+            {
                 Ok(t) => Some(t.envelope.thread_ref),
                 Err(failed) => return Ok(failed),
             },
@@ -897,7 +900,9 @@ impl MessMcp {
                 Woke::Lagged => {
                     let r = thread.clone();
                     let now = self
-                        .run(move |ex, who| Ok(ex.thread_for(r.as_str(), &who.id)?.envelope.status))
+                        .run(move |ex, who| {
+                            Ok(ex.access().thread_for(r.as_str(), &who.id)?.envelope.status)
+                        })
                         .await;
                     if now.is_ok_and(settles) {
                         break;
@@ -909,7 +914,7 @@ impl MessMcp {
         let r = thread.clone();
         let view = self
             .run(move |ex, who| {
-                let file = ex.thread_for(r.as_str(), &who.id)?;
+                let file = ex.access().thread_for(r.as_str(), &who.id)?;
                 let view = ThreadView::of(&file)?.to_value();
                 Ok((
                     file.envelope.status,

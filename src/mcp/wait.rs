@@ -127,7 +127,7 @@ impl MessMcp {
                     self.who.id.clone(),
                     change.envelope.clone(),
                 );
-                tokio::task::spawn_blocking(move || ex.may_see(&who, &env))
+                tokio::task::spawn_blocking(move || ex.access().may_see(&who, &env))
                     .await
                     .unwrap_or(false)
             }

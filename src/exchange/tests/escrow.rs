@@ -11,7 +11,8 @@ use crate::protocol::status::{StatusDetails, StatusMsg};
 use crate::store::outbox::Shelf;
 
 fn balance(f: &crate::exchange::tests::Fixture, account: &str) -> i64 {
-    f.ex.shell_balances()
+    f.ex.marketplace()
+        .shell_balances()
         .unwrap()
         .get(account)
         .copied()
@@ -21,7 +22,9 @@ fn balance(f: &crate::exchange::tests::Fixture, account: &str) -> i64 {
 #[test]
 fn an_escrow_whose_request_was_never_written_is_refunded_by_the_sweep_once() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 50, None)
+        .unwrap();
     let kept = f.request(
         "claude-agent",
         "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 10}",
@@ -44,13 +47,19 @@ fn an_escrow_whose_request_was_never_written_is_refunded_by_the_sweep_once() {
     )
     .unwrap();
     assert!(
-        f.ex.escrow(&lost, &request, "claude-agent", now)
+        f.ex.marketplace()
+            .escrow(&lost, &request, "claude-agent", now)
             .unwrap()
             .is_some()
     );
     assert_eq!(balance(&f, "claude-agent"), 25);
     // Too young: its writer may still be on its way.
-    assert!(f.ex.sweep_orphan_escrows().unwrap().is_empty());
+    assert!(
+        f.ex.marketplace()
+            .sweep_orphan_escrows()
+            .unwrap()
+            .is_empty()
+    );
     f.clock.advance(TimeDelta::minutes(6));
     f.ex.sweep_expiry(true).unwrap();
     assert_eq!(balance(&f, "claude-agent"), 40, "the lost escrow refunded");
@@ -60,7 +69,13 @@ fn an_escrow_whose_request_was_never_written_is_refunded_by_the_sweep_once() {
         10,
         "a written thread keeps its escrow"
     );
-    assert!(f.ex.sweep_orphan_escrows().unwrap().is_empty(), "once");
+    assert!(
+        f.ex.marketplace()
+            .sweep_orphan_escrows()
+            .unwrap()
+            .is_empty(),
+        "once"
+    );
     let refunds =
         f.ex.store()
             .ledger()
@@ -74,7 +89,9 @@ fn an_escrow_whose_request_was_never_written_is_refunded_by_the_sweep_once() {
 #[test]
 fn a_change_whose_settlement_never_ran_is_settled_by_its_queued_delivery() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 50, None)
+        .unwrap();
     let r = f.request(
         "claude-agent",
         "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 10}",
@@ -97,13 +114,15 @@ fn a_change_whose_settlement_never_ran_is_settled_by_its_queued_delivery() {
     });
     assert_eq!(balance(&f, &format!("escrow:{r}")), 0);
     // Settling again moves nothing.
-    assert!(!f.ex.settle_escrow(&thread).unwrap());
+    assert!(!f.ex.marketplace().settle_escrow(&thread).unwrap());
 }
 
 #[test]
 fn a_home_without_a_server_finishes_its_own_queued_work_in_the_next_command() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 50, None)
+        .unwrap();
     let r = f.request(
         "claude-agent",
         "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 10}",
@@ -112,13 +131,13 @@ fn a_home_without_a_server_finishes_its_own_queued_work_in_the_next_command() {
     // A one-shot command that stopped between the change and its settlement.
     expired_without_settling(&f, &thread);
     // Only the exchange's own work waits: nobody needs to be sent anything for it.
-    assert_eq!(f.ex.notices_stalled(), None);
+    assert_eq!(f.ex.outbox().notices_stalled(), None);
     assert_eq!(balance(&f, &format!("escrow:{r}")), 10);
     // The next command finishes it, once.
-    assert_eq!(f.ex.finish_internal_work().unwrap(), 1);
+    assert_eq!(f.ex.outbox().finish_internal_work().unwrap(), 1);
     assert_eq!(balance(&f, "claude-agent"), 50);
     assert_eq!(balance(&f, &format!("escrow:{r}")), 0);
-    assert_eq!(f.ex.finish_internal_work().unwrap(), 0);
+    assert_eq!(f.ex.outbox().finish_internal_work().unwrap(), 0);
     assert!(
         f.ex.store()
             .deliveries(Shelf::Queue)
@@ -192,7 +211,9 @@ fn payload(f: &crate::exchange::tests::Fixture, yaml: &str) -> Payload {
 #[test]
 fn a_review_after_a_completion_gets_its_own_settlement_delivery() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 50, None)
+        .unwrap();
     let r = f.request(
         "claude-agent",
         "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 10, escrow: {release_on: reviewed}}",
@@ -223,7 +244,9 @@ fn a_review_after_a_completion_gets_its_own_settlement_delivery() {
 #[test]
 fn a_release_interrupted_after_a_delegators_share_goes_on_as_a_release() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 100, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 100, None)
+        .unwrap();
     let first = f.request(
         "claude-agent",
         "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 100, escrow: {delegator_share: 10}}",
@@ -258,20 +281,21 @@ fn a_release_interrupted_after_a_delegators_share_goes_on_as_a_release() {
         payload(&f, &format!("status: {{re: {r}, code: completed}}")),
     );
     let now = f.ex.now();
-    f.ex.record(
-        &crate::store::ledger::Movement {
-            id: format!("share-{r}-1"),
-            at: now,
-            from: format!("escrow:{r}"),
-            to: "roomba-kitchen".to_owned(),
-            shells: 10,
-            kind: "share".to_owned(),
-            thread: Some(r.clone()),
-            note: None,
-        },
-        &|_| Ok(()),
-    )
-    .unwrap();
+    f.ex.marketplace()
+        .record(
+            &crate::store::ledger::Movement {
+                id: format!("share-{r}-1"),
+                at: now,
+                from: format!("escrow:{r}"),
+                to: "roomba-kitchen".to_owned(),
+                shells: 10,
+                kind: "share".to_owned(),
+                thread: Some(r.clone()),
+                note: None,
+            },
+            &|_| Ok(()),
+        )
+        .unwrap();
     // The requestor asks for a redo, and the work then fails: the release still finishes.
     f.ok(
         "claude-agent",
@@ -279,7 +303,9 @@ fn a_release_interrupted_after_a_delegators_share_goes_on_as_a_release() {
     );
     f.status("kitchen-robot", &r, "code: failed\nreason: broke")
         .unwrap();
-    f.ex.settle_escrow(&ThreadRef::parse(&r).unwrap()).unwrap();
+    f.ex.marketplace()
+        .settle_escrow(&ThreadRef::parse(&r).unwrap())
+        .unwrap();
     assert_eq!(
         (
             balance(&f, "roomba-kitchen"),
@@ -319,7 +345,9 @@ fn a_suggestion_id_in_use_or_shaped_like_a_ref_is_refused() {
 #[test]
 fn every_enumerated_term_is_closed() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 50, None)
+        .unwrap();
     let refused = |yaml: &str, text: &str| {
         f.refused(
             "claude-agent",

@@ -25,7 +25,9 @@ fn history_has(f: &Fixture, r: &str, what: &str) -> bool {
 #[test]
 fn a_settlement_that_keeps_failing_is_retried_until_done_and_never_noted_as_a_notice() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 50, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 50, None)
+        .unwrap();
     let r = f.request(
         "claude-agent",
         "intent: vacuum\nrequires: [vacuum-floor]\ncompensation: {shells: 10}",
@@ -38,7 +40,8 @@ fn a_settlement_that_keeps_failing_is_retried_until_done_and_never_noted_as_a_no
     for n in 0..40 {
         let outcome = Outcome::Failed(JobError::Unsettled(format!("the disk is full ({n})")));
         job =
-            f.ex.record_attempt(&job, outcome)
+            f.ex.outbox()
+                .record_attempt(&job, outcome)
                 .unwrap()
                 .expect("requeued, never given up");
     }
@@ -46,7 +49,7 @@ fn a_settlement_that_keeps_failing_is_retried_until_done_and_never_noted_as_a_no
     assert!(job.attempts[15].error.contains("(39)"));
     assert!(job.due > f.ex.now() + chrono::TimeDelta::seconds(60));
     assert!(!history_has(&f, &r, "notify_failed"));
-    let report = f.ex.jobs();
+    let report = f.ex.outbox().jobs();
     let settlements = &report.kinds["settlement"];
     assert_eq!(
         (settlements.queued, settlements.retrying, settlements.failed),
@@ -57,9 +60,9 @@ fn a_settlement_that_keeps_failing_is_retried_until_done_and_never_noted_as_a_no
         Some("settling: the disk is full (39)")
     );
     // Once it can, it settles, whenever it is next tried.
-    assert_eq!(f.ex.finish_internal_work().unwrap(), 1);
+    assert_eq!(f.ex.outbox().finish_internal_work().unwrap(), 1);
     assert!(queued(&f, &r, "settlement").is_none());
-    let report = f.ex.jobs();
+    let report = f.ex.outbox().jobs();
     assert_eq!(report.kinds["settlement"].done, 1);
 }
 
@@ -70,28 +73,29 @@ fn a_notice_is_given_up_after_its_policys_attempts_and_its_failure_noted_in_the_
     let r = f.request("claude-agent", "intent: look in the fridge");
     let mut job = queued(&f, &r, "notice").expect("a notice is queued");
     assert_eq!(job.job, Job::Notice("slack".to_owned()));
-    let most = f.ex.retry_policy(&job.job).attempts.unwrap();
+    let most = f.ex.outbox().retry_policy(&job.job).attempts.unwrap();
     for n in 1..most {
         job =
-            f.ex.record_attempt(
-                &job,
-                Outcome::undelivered(NotifyError::Retry {
-                    message: format!("slack: 503 ({n})"),
-                }),
-            )
-            .unwrap()
-            .expect("retried while attempts remain");
+            f.ex.outbox()
+                .record_attempt(
+                    &job,
+                    Outcome::undelivered(NotifyError::Retry {
+                        message: format!("slack: 503 ({n})"),
+                    }),
+                )
+                .unwrap()
+                .expect("retried while attempts remain");
         assert!(!history_has(&f, &r, "notify_failed"));
     }
     let last = Outcome::undelivered(NotifyError::Retry {
         message: "slack: 503 (last)".to_owned(),
     });
-    assert!(f.ex.record_attempt(&job, last).unwrap().is_none());
+    assert!(f.ex.outbox().record_attempt(&job, last).unwrap().is_none());
     assert!(queued(&f, &r, "notice").is_none());
     let (failed, _) = f.ex.store().deliveries(Shelf::Failed);
     assert_eq!(failed.len(), 1);
     assert!(history_has(&f, &r, "notify_failed"));
-    assert_eq!(f.ex.jobs().kinds["notice"].failed, 1);
+    assert_eq!(f.ex.outbox().jobs().kinds["notice"].failed, 1);
 }
 
 #[test]
@@ -102,7 +106,12 @@ fn a_refusal_that_trying_again_cannot_change_gives_a_notice_up_at_once() {
     let refused = Outcome::undelivered(NotifyError::Fail {
         message: "slack: channel_not_found".to_owned(),
     });
-    assert!(f.ex.record_attempt(&job, refused).unwrap().is_none());
+    assert!(
+        f.ex.outbox()
+            .record_attempt(&job, refused)
+            .unwrap()
+            .is_none()
+    );
     assert!(history_has(&f, &r, "notify_failed"));
 }
 
@@ -118,7 +127,7 @@ fn every_kind_has_its_policy_and_only_the_exchanges_own_work_is_unbounded() {
         Job::Settlement,
     ];
     for job in &kinds {
-        let policy = f.ex.retry_policy(job);
+        let policy = f.ex.outbox().retry_policy(job);
         assert_eq!(policy.attempts.is_none(), job.is_internal(), "{job:?}");
         assert!(Job::KINDS.contains(&job.kind()));
     }

@@ -7,7 +7,9 @@ use crate::exchange::peers;
 #[test]
 fn a_forwarded_request_carries_only_the_fields_a_peer_needs() {
     let f = fixture(EXECUTORS);
-    f.ex.grant_shells("claude-agent", 20, None).unwrap();
+    f.ex.marketplace()
+        .grant_shells("claude-agent", 20, None)
+        .unwrap();
     let before = f.request(
         "claude-agent",
         "intent: take out the bins\nrequires: [take-photo]",

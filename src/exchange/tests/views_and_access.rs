@@ -84,15 +84,18 @@ fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
     use crate::exchange::auth::{Principal, Role};
     use std::os::unix::fs::PermissionsExt;
     let f = fixture(EXECUTORS);
-    let agent = f.ex.issue_key(Role::Agent, "claude-agent").unwrap();
-    let robot = f.ex.issue_key(Role::Executor, "roomba-kitchen").unwrap();
+    let agent = f.ex.auth().issue_key(Role::Agent, "claude-agent").unwrap();
+    let robot =
+        f.ex.auth()
+            .issue_key(Role::Executor, "roomba-kitchen")
+            .unwrap();
     assert!(
         agent.starts_with("mess_") && agent.len() == 5 + 64,
         "{agent}"
     );
     assert_ne!(agent, robot);
     assert_eq!(
-        f.ex.authenticate(&agent).unwrap(),
+        f.ex.auth().authenticate(&agent).unwrap(),
         Some(Principal {
             id: "claude-agent".into(),
             role: Role::Agent,
@@ -100,11 +103,11 @@ fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
         })
     );
     assert_eq!(
-        f.ex.authenticate(&robot).unwrap().map(|p| p.role),
+        f.ex.auth().authenticate(&robot).unwrap().map(|p| p.role),
         Some(Role::Executor)
     );
-    assert_eq!(f.ex.authenticate("mess_not-a-key").unwrap(), None);
-    assert_eq!(f.ex.authenticate("").unwrap(), None);
+    assert_eq!(f.ex.auth().authenticate("mess_not-a-key").unwrap(), None);
+    assert_eq!(f.ex.auth().authenticate("").unwrap(), None);
     let records = f.ex.store().key_records().unwrap();
     assert_eq!(records.len(), 2);
     assert!(
@@ -125,7 +128,7 @@ fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
             0o600
         );
     }
-    let e = f.ex.issue_key(Role::Agent, "../etc").unwrap_err();
+    let e = f.ex.auth().issue_key(Role::Agent, "../etc").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
 
     // A key made elsewhere (another process: `mess token` beside a running server) works at
@@ -135,12 +138,15 @@ fn api_keys_are_shown_once_stored_hashed_and_name_their_principal() {
         Settings::defaults(),
         f.clock.clone(),
     );
-    let late = elsewhere.issue_key(Role::Executor, "teague-phone").unwrap();
+    let late = elsewhere
+        .auth()
+        .issue_key(Role::Executor, "teague-phone")
+        .unwrap();
     assert_eq!(
-        f.ex.authenticate(&late).unwrap().map(|p| p.id),
+        f.ex.auth().authenticate(&late).unwrap().map(|p| p.id),
         Some("teague-phone".to_owned())
     );
-    assert!(f.ex.authenticate(&agent).unwrap().is_some());
+    assert!(f.ex.auth().authenticate(&agent).unwrap().is_some());
 }
 
 #[test]
@@ -154,33 +160,40 @@ fn links_work_for_their_thread_until_they_expire() {
         ThreadRef::parse(&f.request("claude-agent", "intent: photo\nrequires: [take-photo]"))
             .unwrap();
     let token =
-        f.ex.mint_link(&r, "roomba-kitchen", &[Action::Read, Action::Claim], 3600)
+        f.ex.auth()
+            .mint_link(&r, "roomba-kitchen", &[Action::Read, Action::Claim], 3600)
             .unwrap();
-    let grant = f.ex.check_link(&token, &r).unwrap();
+    let grant = f.ex.auth().check_link(&token, &r).unwrap();
     assert_eq!(grant.executor, "roomba-kitchen");
     assert!(grant.allows(Action::Claim) && !grant.allows(Action::Respond));
     assert_eq!(
-        f.ex.check_link(&token, &other).unwrap_err().kind(),
+        f.ex.auth().check_link(&token, &other).unwrap_err().kind(),
         ErrorKind::Forbidden
     );
     assert_eq!(
-        f.ex.check_link("forged.token.here", &r).unwrap_err().kind(),
+        f.ex.auth()
+            .check_link("forged.token.here", &r)
+            .unwrap_err()
+            .kind(),
         ErrorKind::Unauthorized
     );
     f.clock.advance(TimeDelta::seconds(3600));
-    let e = f.ex.check_link(&token, &r).unwrap_err();
+    let e = f.ex.auth().check_link(&token, &r).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unauthorized);
     assert!(e.to_string().contains("expired"), "{e}");
     let missing = ThreadRef::parse("2026-01-31-999").unwrap();
     assert_eq!(
-        f.ex.mint_link(&missing, "roomba-kitchen", &[], 60)
+        f.ex.auth()
+            .mint_link(&missing, "roomba-kitchen", &[], 60)
             .unwrap_err()
             .kind(),
         ErrorKind::NotFound
     );
     // The secret is made once and kept (on files, in a private file).
     let first = f.ex.store().link_secret().unwrap();
-    f.ex.mint_link(&r, "roomba-kitchen", &[], 60).unwrap();
+    f.ex.auth()
+        .mint_link(&r, "roomba-kitchen", &[], 60)
+        .unwrap();
     assert_eq!(f.ex.store().link_secret().unwrap(), first);
     assert_eq!(first.len(), 64);
     if crate::store::testing::on_files() {
@@ -200,7 +213,10 @@ fn a_weak_link_secret_is_the_operators_problem_not_the_callers() {
         },
     );
     let r = ThreadRef::parse(&f.request("claude-agent", "intent: look")).unwrap();
-    let e = f.ex.mint_link(&r, "teague-phone", &[], 60).unwrap_err();
+    let e =
+        f.ex.auth()
+            .mint_link(&r, "teague-phone", &[], 60)
+            .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Internal, "{e}");
     assert!(e.to_string().contains("MESS_SECRET"), "{e}");
     assert_eq!(
@@ -291,7 +307,9 @@ fn ref_entries_resolve_for_whoever_may_see_the_thread_they_name() {
             .read(&ThreadRef::parse(&photo).unwrap())
             .unwrap();
     let text = |who: &str| {
-        crate::protocol::emit::to_yaml(&Value::Map(f.ex.references_for(&file, who).unwrap()))
+        crate::protocol::emit::to_yaml(&Value::Map(
+            f.ex.access().references_for(&file, who).unwrap(),
+        ))
     };
     // The requestor sees its own finished thread, with what came back.
     let mine = text("claude-agent");
