@@ -23,6 +23,21 @@ use crate::remote::{Remote, RemoteError, RemoteEvent};
 use crate::store::outbox::Delivery;
 use crate::store::thread::ThreadFile;
 
+/// The peer exchanges: each forwarding executor's peer, the chain a forwarded request carries
+/// (and its check), and the copies of forwarded threads kept in step. One of the parts
+/// `Exchange` hands out ([`Exchange::peers`]).
+#[derive(Clone, Copy)]
+pub struct Peers<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// The peer exchanges that forwarding executors stand for.
+    pub fn peers(&self) -> Peers<'_> {
+        Peers { ex: self }
+    }
+}
+
 /// The delivery channel of a forwarding executor.
 pub(crate) const CHANNEL: &str = "exchange";
 
@@ -79,93 +94,6 @@ pub(crate) fn peer_of(
         url: url.trim().trim_end_matches('/').to_owned(),
         remote,
     })
-}
-
-impl Exchange {
-    /// The peer exchange executor `id` stands for, when it is a forwarding entry.
-    pub(crate) fn peer(&self, id: &str) -> Option<Result<Peer, String>> {
-        let directory = self.directory();
-        let entry = directory.executor(id)?.extra.get("exchange")?.clone();
-        if !operators(directory.origin(id)) {
-            return Some(Err(format!(
-                "executor {id}: forwarding is set in config.yaml or by the operator, not with a key"
-            )));
-        }
-        Some(peer_of(id, &entry, self.settings().dispatch.expand))
-    }
-
-    /// Every forwarding executor's peer (entries that cannot be read are skipped and logged).
-    fn peers(&self) -> Vec<Peer> {
-        let directory = self.directory();
-        let mut out = Vec::new();
-        for spec in &directory.executors {
-            if let Some(entry) = spec.extra.get("exchange")
-                && operators(directory.origin(&spec.id))
-            {
-                match peer_of(&spec.id, entry, self.settings().dispatch.expand) {
-                    Ok(p) => out.push(p),
-                    Err(e) => tracing::warn!(problem = %e, "forwarding executor skipped"),
-                }
-            }
-        }
-        out
-    }
-
-    /// The chain a request forwarded from this exchange carries: the chain it came with, then
-    /// this exchange. Refused when this exchange is in it already (a loop) or it is at the hop
-    /// limit.
-    fn chain_from_here(&self, file: &ThreadFile) -> Result<Vec<Value>, String> {
-        let here = self.store().exchange_id().map_err(|e| e.to_string())?;
-        let mut chain = request_chain(file);
-        if chain
-            .iter()
-            .any(|link| link_exchange(link).as_deref() == Some(here.as_str()))
-        {
-            return Err("a loop: the request came through this exchange already".to_owned());
-        }
-        if chain.len() + 1 >= MAX_HOPS {
-            return Err(format!(
-                "the request has passed through {} exchanges; at most {MAX_HOPS} may handle it",
-                chain.len() + 1
-            ));
-        }
-        let mut link = Map::new();
-        link.insert("exchange", Value::str(&here));
-        link.insert("ref", Value::str(file.envelope.thread_ref.as_str()));
-        chain.push(Value::Map(link));
-        Ok(chain)
-    }
-
-    /// Refuses a request whose chain says it came through this exchange already, or has
-    /// passed through as many exchanges as allowed: a loop of forwarding entries ends here.
-    pub(crate) fn check_chain(&self, request: &Map, path: &str) -> Result<(), Error> {
-        let Some(chain) = request.get(CHAIN) else {
-            return Ok(());
-        };
-        let refuse = |why: String| -> Result<(), Error> {
-            Err(
-                crate::protocol::error::ProtocolError::invalid(format!("{path}.{CHAIN}"), why)
-                    .into(),
-            )
-        };
-        let Value::Seq(links) = chain else {
-            return refuse("must be a list of {exchange, ref}".to_owned());
-        };
-        if links.len() >= MAX_HOPS {
-            return refuse(format!(
-                "the request has passed through {} exchanges; at most {MAX_HOPS} may handle it",
-                links.len()
-            ));
-        }
-        let here = self.store().exchange_id()?;
-        if links
-            .iter()
-            .any(|l| link_exchange(l).as_deref() == Some(here.as_str()))
-        {
-            return refuse("a loop: the request came through this exchange already".to_owned());
-        }
-        Ok(())
-    }
 }
 
 /// Whether an executor entry of this origin was made by the operator (config.yaml, or a
@@ -272,7 +200,7 @@ fn client_id(exchange_id: &str, thread: &ThreadRef) -> String {
 
 /// Forwards the thread of delivery `d` to the peer its executor stands for.
 pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Outcome {
-    let peer = match ex.peer(&d.executor) {
+    let peer = match ex.peers().peer(&d.executor) {
         Some(Ok(p)) => p,
         Some(Err(e)) => return Outcome::undelivered(NotifyError::Fail { message: e }),
         None => return Outcome::moot(format!("{} does not forward", d.executor)),
@@ -286,7 +214,7 @@ pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Outcome {
         if file.envelope.status != Status::Pending {
             return Ok(Err(format!("the thread is {}", file.envelope.status)));
         }
-        let chain = worker.chain_from_here(&file)?;
+        let chain = worker.peers().chain_from_here(&file)?;
         let id = worker.store().exchange_id().map_err(|e| e.to_string())?;
         Ok(request_for_peer(&file, chain, &id)
             .ok_or_else(|| "the thread has no request".to_owned()))
@@ -324,9 +252,10 @@ pub(crate) async fn forward(ex: &Exchange, d: &Delivery) -> Outcome {
         peer.url.clone(),
         peer_ref.as_str().to_owned(),
     );
-    let claimed =
-        tokio::task::spawn_blocking(move || worker.claim_forwarded(&r, &executor, &url, &there))
-            .await;
+    let claimed = tokio::task::spawn_blocking(move || {
+        worker.peers().claim_forwarded(&r, &executor, &url, &there)
+    })
+    .await;
     match claimed {
         Ok(Ok(())) => {
             // What happened there while the claim was written comes back now.
@@ -368,46 +297,6 @@ fn cancel(re: &str, reason: &str) -> Message {
     body.insert("re", Value::str(re));
     body.insert("reason", Value::str(reason));
     Message::single("cancel", body).expect("a cancel is a valid message")
-}
-
-impl Exchange {
-    /// Claims `thread` for the forwarding executor, naming the peer and its ref.
-    fn claim_forwarded(
-        &self,
-        thread: &ThreadRef,
-        executor: &str,
-        url: &str,
-        there: &str,
-    ) -> Result<(), Error> {
-        let mut to = Map::new();
-        to.insert("exchange", Value::str(executor));
-        to.insert("url", Value::str(url));
-        to.insert("ref", Value::str(there));
-        let mut body = Map::new();
-        body.insert("re", Value::str(thread.as_str()));
-        body.insert("code", Value::str("claimed"));
-        body.insert(DELEGATED_TO, Value::Map(to));
-        let message = Message::single("status", body)?;
-        self.submit(message, &as_executor(executor))?;
-        Ok(())
-    }
-
-    /// Our open threads forwarded to `peer`: the peer's ref of each, to ours.
-    fn forwarded_to(&self, peer: &Peer) -> HashMap<String, ThreadRef> {
-        let mut out = HashMap::new();
-        let (listed, _) = self.store().list(&[State::Executing], false);
-        for (env, _, _) in listed {
-            if env.executor.as_deref() != Some(peer.executor.as_str()) {
-                continue;
-            }
-            if let Ok(file) = self.store().read(&env.thread_ref)
-                && let Some(there) = delegated_ref(&file)
-            {
-                out.insert(there, env.thread_ref.clone());
-            }
-        }
-        out
-    }
 }
 
 /// The forwarding executor as the sender of what comes from its peer: an executor, held to
@@ -467,69 +356,10 @@ async fn sync(ex: &Exchange, peer: &Peer, thread: &ThreadRef, there: &str) -> Re
     let theirs = peer.remote.thread(there).await.map_err(|e| e.to_string())?;
     tracing::debug!(thread = %thread, there = %there, status = %theirs.envelope.status, "copying from the peer");
     let (worker, r, executor) = (ex.clone(), thread.clone(), peer.executor.clone());
-    tokio::task::spawn_blocking(move || worker.copy_from_peer(&r, &executor, &theirs))
+    tokio::task::spawn_blocking(move || worker.peers().copy_from_peer(&r, &executor, &theirs))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())
-}
-
-impl Exchange {
-    fn copy_from_peer(
-        &self,
-        thread: &ThreadRef,
-        executor: &str,
-        theirs: &ThreadFile,
-    ) -> Result<(), Error> {
-        let ours = self.store().read(thread)?;
-        if ours.envelope.status.is_terminal() {
-            return Ok(());
-        }
-        let done = copied_up_to(&ours);
-        let messages = theirs.messages()?;
-        // Who we are there: the sender of the request.
-        let us = messages.first().map(|m| m.from.clone()).unwrap_or_default();
-        let sender = as_executor(executor);
-        for (n, doc) in messages.iter().enumerate().skip(1) {
-            let n = n + 1;
-            if n <= done || doc.from == us || doc.from == crate::protocol::envelope::EXCHANGE {
-                continue;
-            }
-            let mut payloads = Vec::new();
-            for p in &doc.message.payloads {
-                match p {
-                    // Ours is claimed already by the executor standing for the peer.
-                    Payload::Status(s) if matches!(s.code, Status::Claimed | Status::Pending) => {}
-                    Payload::Status(s) => {
-                        let mut s = s.clone();
-                        s.re = crate::protocol::ids::Re::One(thread.as_str().to_owned());
-                        s.executor = None;
-                        s.extra.insert(PEER_MESSAGE, Value::Int(n as i64));
-                        payloads.push(Payload::Status(s));
-                    }
-                    Payload::Response(r) => {
-                        let mut r = r.clone();
-                        r.re = crate::protocol::ids::Re::One(thread.as_str().to_owned());
-                        r.executor = None;
-                        r.extra.insert(PEER_MESSAGE, Value::Int(n as i64));
-                        payloads.push(Payload::Response(r));
-                    }
-                    _ => {}
-                }
-            }
-            if payloads.is_empty() {
-                continue;
-            }
-            let message = Message {
-                payloads,
-                ..doc.message.clone()
-            };
-            if let Err(e) = self.submit(message, &sender) {
-                // One message the machine refuses here must not stop the rest.
-                tracing::warn!(thread = %thread, peer_message = n, error = %e, "a message of the peer was not copied");
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Follows every peer of the home's forwarding executors until `stop`: copies what happens
@@ -543,7 +373,7 @@ pub(crate) fn run(ex: Exchange, stop: CancellationToken) -> tokio::task::JoinHan
         loop {
             let peers = {
                 let worker = ex.clone();
-                tokio::task::spawn_blocking(move || worker.peers())
+                tokio::task::spawn_blocking(move || worker.peers().all())
                     .await
                     .unwrap_or_default()
             };
@@ -689,7 +519,7 @@ async fn follow(ex: Exchange, peer: Peer, stop: CancellationToken) {
 /// The map of the peer's refs to our threads, read again from the files.
 async fn refreshed(ex: &Exchange, peer: &Peer) -> HashMap<String, ThreadRef> {
     let (worker, p) = (ex.clone(), peer.clone());
-    tokio::task::spawn_blocking(move || worker.forwarded_to(&p))
+    tokio::task::spawn_blocking(move || worker.peers().forwarded_to(&p))
         .await
         .unwrap_or_default()
 }
@@ -750,5 +580,187 @@ async fn pass_on(ex: &Exchange, peer: &Peer, thread: &ThreadRef, there: &str) {
         if let Err(e) = peer.remote.submit(&cancel(there, &why)).await {
             tracing::info!(thread = %thread, error = %e, "passing a cancel on to the peer failed");
         }
+    }
+}
+
+impl Peers<'_> {
+    /// The peer exchange executor `id` stands for, when it is a forwarding entry.
+    pub(crate) fn peer(&self, id: &str) -> Option<Result<Peer, String>> {
+        let directory = self.ex.directory();
+        let entry = directory.executor(id)?.extra.get("exchange")?.clone();
+        if !operators(directory.origin(id)) {
+            return Some(Err(format!(
+                "executor {id}: forwarding is set in config.yaml or by the operator, not with a key"
+            )));
+        }
+        Some(peer_of(id, &entry, self.ex.settings().dispatch.expand))
+    }
+
+    /// Every forwarding executor's peer (entries that cannot be read are skipped and logged).
+    fn all(&self) -> Vec<Peer> {
+        let directory = self.ex.directory();
+        let mut out = Vec::new();
+        for spec in &directory.executors {
+            if let Some(entry) = spec.extra.get("exchange")
+                && operators(directory.origin(&spec.id))
+            {
+                match peer_of(&spec.id, entry, self.ex.settings().dispatch.expand) {
+                    Ok(p) => out.push(p),
+                    Err(e) => tracing::warn!(problem = %e, "forwarding executor skipped"),
+                }
+            }
+        }
+        out
+    }
+
+    /// The chain a request forwarded from this exchange carries: the chain it came with, then
+    /// this exchange. Refused when this exchange is in it already (a loop) or it is at the hop
+    /// limit.
+    fn chain_from_here(&self, file: &ThreadFile) -> Result<Vec<Value>, String> {
+        let here = self.ex.store().exchange_id().map_err(|e| e.to_string())?;
+        let mut chain = request_chain(file);
+        if chain
+            .iter()
+            .any(|link| link_exchange(link).as_deref() == Some(here.as_str()))
+        {
+            return Err("a loop: the request came through this exchange already".to_owned());
+        }
+        if chain.len() + 1 >= MAX_HOPS {
+            return Err(format!(
+                "the request has passed through {} exchanges; at most {MAX_HOPS} may handle it",
+                chain.len() + 1
+            ));
+        }
+        let mut link = Map::new();
+        link.insert("exchange", Value::str(&here));
+        link.insert("ref", Value::str(file.envelope.thread_ref.as_str()));
+        chain.push(Value::Map(link));
+        Ok(chain)
+    }
+
+    /// Refuses a request whose chain says it came through this exchange already, or has
+    /// passed through as many exchanges as allowed: a loop of forwarding entries ends here.
+    pub(crate) fn check_chain(&self, request: &Map, path: &str) -> Result<(), Error> {
+        let Some(chain) = request.get(CHAIN) else {
+            return Ok(());
+        };
+        let refuse = |why: String| -> Result<(), Error> {
+            Err(
+                crate::protocol::error::ProtocolError::invalid(format!("{path}.{CHAIN}"), why)
+                    .into(),
+            )
+        };
+        let Value::Seq(links) = chain else {
+            return refuse("must be a list of {exchange, ref}".to_owned());
+        };
+        if links.len() >= MAX_HOPS {
+            return refuse(format!(
+                "the request has passed through {} exchanges; at most {MAX_HOPS} may handle it",
+                links.len()
+            ));
+        }
+        let here = self.ex.store().exchange_id()?;
+        if links
+            .iter()
+            .any(|l| link_exchange(l).as_deref() == Some(here.as_str()))
+        {
+            return refuse("a loop: the request came through this exchange already".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Claims `thread` for the forwarding executor, naming the peer and its ref.
+    fn claim_forwarded(
+        &self,
+        thread: &ThreadRef,
+        executor: &str,
+        url: &str,
+        there: &str,
+    ) -> Result<(), Error> {
+        let mut to = Map::new();
+        to.insert("exchange", Value::str(executor));
+        to.insert("url", Value::str(url));
+        to.insert("ref", Value::str(there));
+        let mut body = Map::new();
+        body.insert("re", Value::str(thread.as_str()));
+        body.insert("code", Value::str("claimed"));
+        body.insert(DELEGATED_TO, Value::Map(to));
+        let message = Message::single("status", body)?;
+        self.ex.submit(message, &as_executor(executor))?;
+        Ok(())
+    }
+
+    /// Our open threads forwarded to `peer`: the peer's ref of each, to ours.
+    fn forwarded_to(&self, peer: &Peer) -> HashMap<String, ThreadRef> {
+        let mut out = HashMap::new();
+        let (listed, _) = self.ex.store().list(&[State::Executing], false);
+        for (env, _, _) in listed {
+            if env.executor.as_deref() != Some(peer.executor.as_str()) {
+                continue;
+            }
+            if let Ok(file) = self.ex.store().read(&env.thread_ref)
+                && let Some(there) = delegated_ref(&file)
+            {
+                out.insert(there, env.thread_ref.clone());
+            }
+        }
+        out
+    }
+
+    fn copy_from_peer(
+        &self,
+        thread: &ThreadRef,
+        executor: &str,
+        theirs: &ThreadFile,
+    ) -> Result<(), Error> {
+        let ours = self.ex.store().read(thread)?;
+        if ours.envelope.status.is_terminal() {
+            return Ok(());
+        }
+        let done = copied_up_to(&ours);
+        let messages = theirs.messages()?;
+        // Who we are there: the sender of the request.
+        let us = messages.first().map(|m| m.from.clone()).unwrap_or_default();
+        let sender = as_executor(executor);
+        for (n, doc) in messages.iter().enumerate().skip(1) {
+            let n = n + 1;
+            if n <= done || doc.from == us || doc.from == crate::protocol::envelope::EXCHANGE {
+                continue;
+            }
+            let mut payloads = Vec::new();
+            for p in &doc.message.payloads {
+                match p {
+                    // Ours is claimed already by the executor standing for the peer.
+                    Payload::Status(s) if matches!(s.code, Status::Claimed | Status::Pending) => {}
+                    Payload::Status(s) => {
+                        let mut s = s.clone();
+                        s.re = crate::protocol::ids::Re::One(thread.as_str().to_owned());
+                        s.executor = None;
+                        s.extra.insert(PEER_MESSAGE, Value::Int(n as i64));
+                        payloads.push(Payload::Status(s));
+                    }
+                    Payload::Response(r) => {
+                        let mut r = r.clone();
+                        r.re = crate::protocol::ids::Re::One(thread.as_str().to_owned());
+                        r.executor = None;
+                        r.extra.insert(PEER_MESSAGE, Value::Int(n as i64));
+                        payloads.push(Payload::Response(r));
+                    }
+                    _ => {}
+                }
+            }
+            if payloads.is_empty() {
+                continue;
+            }
+            let message = Message {
+                payloads,
+                ..doc.message.clone()
+            };
+            if let Err(e) = self.ex.submit(message, &sender) {
+                // One message the machine refuses here must not stop the rest.
+                tracing::warn!(thread = %thread, peer_message = n, error = %e, "a message of the peer was not copied");
+            }
+        }
+        Ok(())
     }
 }

@@ -49,7 +49,8 @@ pub(crate) fn check(
     for req in incoming {
         req.request
             .check_requires(&format!("MESS[{}].request", req.index))?;
-        ex.check_chain(&req.request.extra, &format!("MESS[{}].request", req.index))?;
+        ex.peers()
+            .check_chain(&req.request.extra, &format!("MESS[{}].request", req.index))?;
         if let Some(callback) = req.request.extra.get(crate::exchange::callbacks::FIELD) {
             let path = format!("MESS[{}].request.callback", req.index);
             let url = callback

@@ -15,10 +15,13 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleClient};
 
-use crate::exchange::Exchange;
+use crate::exchange::{Error, Exchange, Sender};
 use crate::protocol::ids::ThreadRef;
-use crate::protocol::message::Payload;
+use crate::protocol::message::{Message, Payload};
 use crate::protocol::value::{Map, Value};
+
+/// The delivery channel of an MCP robot.
+pub(crate) const CHANNEL: &str = "mcp";
 
 /// Most questions one elicitation may put (properties of its schema).
 const MOST_QUESTIONS: usize = 20;
@@ -118,7 +121,7 @@ impl Relay {
                 .read(&thread)
                 .and_then(|f| f.messages().map(|m| m.len()))
                 .map_err(|e| e.to_string())?;
-            ex.as_robot(&thread, &executor, vec![("status", status)])
+            as_robot(&ex, &thread, &executor, vec![("status", status)])
                 .map_err(|e| ex.public_message(&e))?;
             Ok(before)
         })
@@ -160,7 +163,7 @@ impl Relay {
                 }),
             );
             let _ = tokio::task::spawn_blocking(move || {
-                ex.as_robot(&thread, &executor, vec![("status", going)])
+                as_robot(&ex, &thread, &executor, vec![("status", going)])
             })
             .await;
         }
@@ -409,4 +412,31 @@ mod tests {
             "{text}"
         );
     }
+}
+
+/// Sends `payloads` (YAML list items) into `thread` as the robot executor.
+pub(crate) fn as_robot(
+    ex: &Exchange,
+    thread: &ThreadRef,
+    executor: &str,
+    payloads: Vec<(&str, Map)>,
+) -> Result<(), Error> {
+    let mut items = Vec::new();
+    for (kind, mut body) in payloads {
+        body.insert("re", Value::str(thread.as_str()));
+        let mut item = Map::new();
+        item.insert(kind, Value::Map(body));
+        items.push(Value::Map(item));
+    }
+    let mut top = Map::new();
+    top.insert("MESS", Value::Seq(items));
+    let message = Message::from_value(Value::Map(top))?;
+    let sender = Sender {
+        id: executor.to_owned(),
+        channel: CHANNEL.to_owned(),
+        role: Some(crate::exchange::auth::Role::Executor),
+        callback: None,
+    };
+    ex.submit(message, &sender)?;
+    Ok(())
 }

@@ -19,18 +19,14 @@ use rmcp::model::{
 
 use crate::exchange::directory::Origin;
 use crate::exchange::outcome::Outcome;
-use crate::exchange::robot_input::Relay;
-use crate::exchange::{Error, Exchange, Sender};
+use crate::exchange::robot_input::{CHANNEL, Relay, as_robot};
+use crate::exchange::{Error, Exchange};
 use crate::links::Action;
 use crate::notify::{NotifyError, Sent};
 use crate::protocol::ids::ThreadRef;
-use crate::protocol::message::Message;
 use crate::protocol::status::Status;
 use crate::protocol::value::{Map, Value};
 use crate::store::outbox::Delivery;
-
-/// The delivery channel of an MCP robot.
-pub(crate) const CHANNEL: &str = "mcp";
 
 /// The tool called when the entry names none.
 const DEFAULT_TOOL: &str = "execute_task";
@@ -114,101 +110,72 @@ pub(crate) fn check_entry(
     robot_of(executor, entry, expand).map(|_| ())
 }
 
-impl Exchange {
-    /// The robot executor `id` stands for, when its entry has `mcp:` and the operator made it.
-    fn robot(&self, id: &str) -> Option<Result<Robot, String>> {
-        let directory = self.directory();
-        let entry = directory.executor(id)?.extra.get("mcp")?.clone();
-        if !matches!(
-            directory.origin(id),
-            Some(Origin::ConfigFile | Origin::Registration { by_key: false, .. })
-        ) {
-            return Some(Err(format!(
-                "executor {id}: an MCP robot is set in config.yaml or by the operator, not with a key"
-            )));
-        }
-        Some(robot_of(id, &entry, self.settings().dispatch.expand))
+/// The robot executor `id` stands for, when its entry has `mcp:` and the operator made it.
+fn robot(ex: &Exchange, id: &str) -> Option<Result<Robot, String>> {
+    let directory = ex.directory();
+    let entry = directory.executor(id)?.extra.get("mcp")?.clone();
+    if !matches!(
+        directory.origin(id),
+        Some(Origin::ConfigFile | Origin::Registration { by_key: false, .. })
+    ) {
+        return Some(Err(format!(
+            "executor {id}: an MCP robot is set in config.yaml or by the operator, not with a key"
+        )));
     }
+    Some(robot_of(id, &entry, ex.settings().dispatch.expand))
+}
 
-    /// The tool call's arguments for `thread`, or why there is nothing to do.
-    fn robot_arguments(
-        &self,
-        thread: &ThreadRef,
-        executor: &str,
-    ) -> Result<Result<serde_json::Map<String, serde_json::Value>, String>, Error> {
-        let file = self.store().read(thread)?;
-        let env = &file.envelope;
-        if env.status != Status::Pending {
-            return Ok(Err(format!("the thread is {}", env.status)));
-        }
-        let context = file
-            .messages()?
-            .iter()
-            .flat_map(|m| m.message.payloads.iter())
-            .find_map(|p| match p {
-                crate::protocol::message::Payload::Request(r) => Some(
-                    r.context
-                        .iter()
-                        .map(|c| serde_json::to_value(c.to_value()).unwrap_or_default())
-                        .collect::<Vec<_>>(),
-                ),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let d = &self.settings().dispatch;
-        let link = self
-            .auth()
-            .mint_link_via(
-                thread,
-                executor,
-                &Action::ALL,
-                d.link_ttl_seconds,
-                Some(CHANNEL),
-            )
-            .ok()
-            .map(|token| format!("{}/respond?ref={thread}&token={token}", d.public_url));
-        let mut args = serde_json::Map::new();
-        args.insert("intent".into(), env.intent.clone().into());
-        args.insert("ref".into(), thread.as_str().into());
-        args.insert("context".into(), context.into());
-        args.insert("requires".into(), env.requires.clone().into());
-        if let Some(link) = link {
-            args.insert("link".into(), link.into());
-        }
-        Ok(Ok(args))
+/// The tool call's arguments for `thread`, or why there is nothing to do.
+fn robot_arguments(
+    ex: &Exchange,
+    thread: &ThreadRef,
+    executor: &str,
+) -> Result<Result<serde_json::Map<String, serde_json::Value>, String>, Error> {
+    let file = ex.store().read(thread)?;
+    let env = &file.envelope;
+    if env.status != Status::Pending {
+        return Ok(Err(format!("the thread is {}", env.status)));
     }
-
-    /// Sends `payloads` (YAML list items) into `thread` as the robot executor.
-    pub(crate) fn as_robot(
-        &self,
-        thread: &ThreadRef,
-        executor: &str,
-        payloads: Vec<(&str, Map)>,
-    ) -> Result<(), Error> {
-        let mut items = Vec::new();
-        for (kind, mut body) in payloads {
-            body.insert("re", Value::str(thread.as_str()));
-            let mut item = Map::new();
-            item.insert(kind, Value::Map(body));
-            items.push(Value::Map(item));
-        }
-        let mut top = Map::new();
-        top.insert("MESS", Value::Seq(items));
-        let message = Message::from_value(Value::Map(top))?;
-        let sender = Sender {
-            id: executor.to_owned(),
-            channel: CHANNEL.to_owned(),
-            role: Some(crate::exchange::auth::Role::Executor),
-            callback: None,
-        };
-        self.submit(message, &sender)?;
-        Ok(())
+    let context = file
+        .messages()?
+        .iter()
+        .flat_map(|m| m.message.payloads.iter())
+        .find_map(|p| match p {
+            crate::protocol::message::Payload::Request(r) => Some(
+                r.context
+                    .iter()
+                    .map(|c| serde_json::to_value(c.to_value()).unwrap_or_default())
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let d = &ex.settings().dispatch;
+    let link = ex
+        .auth()
+        .mint_link_via(
+            thread,
+            executor,
+            &Action::ALL,
+            d.link_ttl_seconds,
+            Some(CHANNEL),
+        )
+        .ok()
+        .map(|token| format!("{}/respond?ref={thread}&token={token}", d.public_url));
+    let mut args = serde_json::Map::new();
+    args.insert("intent".into(), env.intent.clone().into());
+    args.insert("ref".into(), thread.as_str().into());
+    args.insert("context".into(), context.into());
+    args.insert("requires".into(), env.requires.clone().into());
+    if let Some(link) = link {
+        args.insert("link".into(), link.into());
     }
+    Ok(Ok(args))
 }
 
 /// One attempt to hand the thread of delivery `d` to its MCP robot.
 pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Outcome {
-    let robot = match ex.robot(&d.executor) {
+    let robot = match robot(ex, &d.executor) {
         Some(Ok(r)) => r,
         Some(Err(e)) => return Outcome::undelivered(NotifyError::Fail { message: e }),
         None => return Outcome::moot(format!("{} is not an MCP robot", d.executor)),
@@ -218,7 +185,7 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Outcome {
     };
     let (worker, r, executor) = (ex.clone(), thread.clone(), d.executor.clone());
     let args =
-        match tokio::task::spawn_blocking(move || worker.robot_arguments(&r, &executor)).await {
+        match tokio::task::spawn_blocking(move || robot_arguments(&worker, &r, &executor)).await {
             Ok(Ok(Ok(a))) => a,
             Ok(Ok(Err(moot))) => return Outcome::moot(moot),
             Ok(Err(e)) => {
@@ -254,7 +221,7 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Outcome {
         tokio::task::spawn_blocking(move || {
             let mut body = Map::new();
             body.insert("code", Value::str("claimed"));
-            worker.as_robot(&r, &executor, vec![("status", body)])
+            as_robot(&worker, &r, &executor, vec![("status", body)])
         })
         .await
     };
@@ -284,7 +251,7 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Outcome {
     };
     let (worker, r, executor) = (ex.clone(), thread.clone(), d.executor.clone());
     let recorded = tokio::task::spawn_blocking(move || {
-        worker.as_robot(&r, &executor, payloads).or_else(|e| {
+        as_robot(&worker, &r, &executor, payloads).or_else(|e| {
             // After the requestor refused a confirmation only `cancelled` (or `held`) may
             // follow: the robot's end is recorded so, whatever its tool said.
             let (env, _) = worker.store().envelope(&r)?;
@@ -294,7 +261,7 @@ pub(crate) async fn call(ex: &Exchange, d: &Delivery) -> Outcome {
             let mut body = Map::new();
             body.insert("code", Value::str("cancelled"));
             body.insert("reason", Value::str("the requestor did not confirm"));
-            worker.as_robot(&r, &executor, vec![("status", body)])
+            as_robot(&worker, &r, &executor, vec![("status", body)])
         })
     })
     .await;

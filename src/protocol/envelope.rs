@@ -739,14 +739,7 @@ pub fn rebuild(
         env.history.extend(kept);
         // At equal instants the exchange's own entries (a dispatch) follow the creation they
         // belong to and precede the rest; the sort is stable, so each group keeps its order.
-        env.history.sort_by_key(|h| {
-            let rank = match h.action.as_str() {
-                "created" => 0,
-                a if !is_derived_action(a) => 1,
-                _ => 2,
-            };
-            (h.at, rank)
-        });
+        env.history.sort_by_key(history_order);
         env.extra = s.extra.clone();
         // Writers may bump `updated` for messages that change nothing else; later is kept.
         env.updated = env.updated.max(s.updated);
@@ -768,20 +761,78 @@ pub fn rebuild(
     Ok(env)
 }
 
+/// Where a history entry goes when the history is put in time order: at equal instants the
+/// exchange's own entries (a dispatch) follow the creation they belong to and precede the rest.
+fn history_order(h: &HistoryEntry) -> (Timestamp, u8) {
+    let rank = match h.action.as_str() {
+        "created" => 0,
+        a if !is_derived_action(a) => 1,
+        _ => 2,
+    };
+    (h.at, rank)
+}
+
 /// True when `stored` says something about the thread's state that its messages do not:
 /// another status, executor, confirmation or estimate, another sequence of history entries, or
 /// an `updated` older than the last change.
 pub fn differs_in_state(stored: &Envelope, rebuilt: &Envelope) -> bool {
+    state_difference(stored, rebuilt).is_some()
+}
+
+/// What `stored` says that its messages do not, in words (the first difference found), for
+/// `fsck` to name; `None` when they agree. See [`differs_in_state`].
+pub fn state_difference(stored: &Envelope, rebuilt: &Envelope) -> Option<String> {
+    let shown = |v: Option<String>| v.unwrap_or_else(|| "nothing".to_owned());
+    if stored.status != rebuilt.status {
+        return Some(format!(
+            "says {}, messages say {}",
+            stored.status, rebuilt.status
+        ));
+    }
+    if stored.executor != rebuilt.executor {
+        return Some(format!(
+            "executor: says {}, messages say {}",
+            shown(stored.executor.clone()),
+            shown(rebuilt.executor.clone())
+        ));
+    }
+    if stored.confirmation != rebuilt.confirmation {
+        return Some("confirmation differs from the messages'".to_owned());
+    }
+    if stored.estimate != rebuilt.estimate {
+        return Some("estimate differs from the messages'".to_owned());
+    }
+    if stored.updated < rebuilt.updated {
+        return Some(format!(
+            "updated {}, before the last message at {}",
+            stored.updated, rebuilt.updated
+        ));
+    }
+    // Compared in time order: writers take their clock before they take a thread's lock, so
+    // an exchange entry (a routing pass's `dispatched`) may land after a message received a
+    // moment later by another process. The same entries in another order are the same state.
     let key = |e: &Envelope| {
-        e.history
-            .iter()
+        let mut history: Vec<&HistoryEntry> = e.history.iter().collect();
+        history.sort_by_key(|h| history_order(h));
+        history
+            .into_iter()
             .map(|h| (h.action.clone(), h.at, h.by.clone()))
             .collect::<Vec<_>>()
     };
-    stored.status != rebuilt.status
-        || stored.executor != rebuilt.executor
-        || stored.confirmation != rebuilt.confirmation
-        || stored.estimate != rebuilt.estimate
-        || stored.updated < rebuilt.updated
-        || key(stored) != key(rebuilt)
+    let (old, new) = (key(stored), key(rebuilt));
+    if old != new {
+        let at = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+        let entry = |k: &[(String, _, _)]| {
+            k.get(at)
+                .map(|(action, when, _)| format!("{action} at {when}"))
+                .unwrap_or_else(|| "no entry".to_owned())
+        };
+        return Some(format!(
+            "history entry {}: says {}, messages say {}",
+            at + 1,
+            entry(&old),
+            entry(&new)
+        ));
+    }
+    None
 }

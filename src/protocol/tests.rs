@@ -135,6 +135,44 @@ fn spec_thread_files_parse_and_their_envelopes_match_their_messages() {
     }
 }
 
+#[test]
+fn an_exchange_entry_written_late_is_the_same_state_and_a_lost_one_is_named() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/threads/complete-example.messe-af.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let spans = yaml::split_documents(&text);
+    let values: Vec<Value> = spans
+        .iter()
+        .map(|s| yaml::parse_document(&text[s.start..s.end], &Limits::DEFAULT).unwrap())
+        .collect();
+    let mut stored = Envelope::from_value(values[0].clone()).unwrap();
+    let docs: Vec<MessageDoc> = values[1..]
+        .iter()
+        .map(|v| MessageDoc::from_value(v.clone(), "").unwrap())
+        .collect();
+    // A routing pass took its clock before a message arrived and wrote after it: its entry
+    // comes last in the file though it is earlier than the message.
+    let first = stored.history[0].at;
+    stored.record(
+        "dispatched",
+        first,
+        "exchange",
+        Some("routed to a robot".into()),
+    );
+    let rebuilt = envelope::rebuild(&stored.thread_ref, Some(&stored), &docs).unwrap();
+    assert_eq!(envelope::state_difference(&stored, &rebuilt), None);
+    // A lost status entry is a difference, and the words say which entry.
+    let mut lost = stored.clone();
+    let at = lost
+        .history
+        .iter()
+        .rposition(|h| h.action != "dispatched")
+        .unwrap();
+    let gone = lost.history.remove(at);
+    let said = envelope::state_difference(&lost, &rebuilt).unwrap();
+    assert!(said.contains(&gone.action), "{said}");
+}
+
 /// Runs one invalid input and returns the error text.
 fn invalid(text: &str) -> String {
     match yaml::parse_documents(text, &Limits::DEFAULT) {

@@ -121,7 +121,12 @@ fn find_word(text: &str, word: &str) -> Option<usize> {
         let before = text[..at].chars().last();
         let after = text[at + word.len()..].chars().next();
         let boundary = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-        if boundary(before) && after.is_some_and(char::is_whitespace) {
+        // A `use` item starts its line (after `pub` or `pub(…)`): the word inside a string
+        // ("unset it to use the home's secret") is not one.
+        let line = text[..at].rsplit('\n').next().unwrap_or("").trim();
+        let starts_item =
+            line.is_empty() || line == "pub" || line.starts_with("pub(") && line.ends_with(')');
+        if boundary(before) && starts_item && after.is_some_and(char::is_whitespace) {
             return Some(at);
         }
         from = at + word.len();

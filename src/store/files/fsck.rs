@@ -154,13 +154,10 @@ impl Files<'_> {
         };
         let mut envelope = match (&best.envelope, rebuilt) {
             (Some(stored), Some(rebuilt)) => {
-                if envelope::differs_in_state(stored, &rebuilt) {
+                if let Some(difference) = envelope::state_difference(stored, &rebuilt) {
                     report.note(
                         &path,
-                        format!(
-                            "envelope out of date with its messages (says {}, messages say {})",
-                            stored.status, rebuilt.status
-                        ),
+                        format!("envelope out of date with its messages ({difference})"),
                         repair,
                     );
                     rewrite = true;
