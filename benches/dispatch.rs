@@ -221,7 +221,7 @@ fn main() {
     let mut threads = Vec::new();
     for n in 0..queued {
         let answer = ex
-            .submit_text(
+            .intake().submit_text(
                 &format!("MESS:\n  - request:\n      intent: queued {n}\n      requires: [vacuum-floor]\n"),
                 &Sender::new("bench-agent", "bench"),
             )

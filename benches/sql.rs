@@ -157,7 +157,7 @@ fn query_paths(home: &Path, n: usize) {
     settings.queries.worker = Some(PathBuf::from(env!("CARGO_BIN_EXE_mess")));
     let exchange = || Exchange::new(Store::open(home), settings.clone(), clock.clone());
     let pooled = exchange();
-    let limits = pooled.query_limits();
+    let limits = pooled.sql().query_limits();
     for (name, sql) in [
         ("count threads", "SELECT count(*) FROM threads"),
         (
@@ -167,24 +167,24 @@ fn query_paths(home: &Path, n: usize) {
     ] {
         let in_process = median7(|| {
             let t = Instant::now();
-            pooled.settle_pending().unwrap();
+            pooled.routing().settle_pending().unwrap();
             query::run(home, sql, &limits, &Scope::All).unwrap();
             t.elapsed()
         });
-        let answer = pooled.query(sql, &limits, None);
+        let answer = pooled.sql().query(sql, &limits, None);
         if let Err(e) = answer {
             println!("{n:>8}  query path: {name:<22} through a worker: {e}");
             continue;
         }
         let pool = median7(|| {
             let t = Instant::now();
-            pooled.query(sql, &limits, None).unwrap();
+            pooled.sql().query(sql, &limits, None).unwrap();
             t.elapsed()
         });
         let fresh = median7(|| {
             let one_shot = exchange();
             let t = Instant::now();
-            let answer = one_shot.query(sql, &limits, None);
+            let answer = one_shot.sql().query(sql, &limits, None);
             let took = t.elapsed();
             answer.unwrap();
             took
@@ -264,8 +264,7 @@ fn build_home(home: &Path, json: &Path, n: usize) {
             .to_utc(),
     ));
     let ex = Exchange::new(Store::open(&template), Settings::defaults(), clock);
-    ex.seed_demo(TEMPLATE_THREADS.min(n), 30, 7, &mut |_, _| {})
-        .unwrap();
+    mess::exchange::demo::seed(&ex, TEMPLATE_THREADS.min(n), 30, 7, &mut |_, _| {}).unwrap();
     std::fs::create_dir_all(home).unwrap();
     for f in ["config.yaml", "capabilities.yaml"] {
         std::fs::copy(template.join(f), home.join(f)).unwrap();

@@ -63,7 +63,7 @@ fn main() {
     for r in pending.iter().take(SAMPLES) {
         let msg = format!("MESS:\n  - status:\n      re: {r}\n      code: claimed\n");
         let d = timed(|| {
-            ex.submit_text(&msg, &robot).unwrap();
+            ex.intake().submit_text(&msg, &robot).unwrap();
         });
         claim.push(d);
         claim_base.push(baseline(&store, State::Executing, r));
@@ -80,7 +80,7 @@ fn main() {
             i % 100
         );
         append.push(timed(|| {
-            ex.submit_text(&msg, &robot).unwrap();
+            ex.intake().submit_text(&msg, &robot).unwrap();
         }));
         append_base.push(baseline(&store, State::Executing, target));
     }
@@ -112,7 +112,7 @@ fn main() {
         .map(|i| {
             let msg =
                 format!("MESS:\n  - request:\n      intent: bench {i}\n      requires: [work]\n");
-            timed(|| drop(ex.submit_text(&msg, &agent).unwrap()))
+            timed(|| drop(ex.intake().submit_text(&msg, &agent).unwrap()))
         })
         .collect();
     let small = small_home_allocation();

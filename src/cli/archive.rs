@@ -17,6 +17,7 @@ pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
     let mut progress = Progress::new("archiving");
     let report = cx
         .exchange
+        .upkeep()
         .archive(age.length, &mut |d, t| progress.update(d, t));
     for (r, month) in &report.moved {
         output::line(&format!("{r} -> archive/{month}"));

@@ -70,7 +70,7 @@ pub(crate) fn run(cx: &Context, args: DbArgs) -> Result<(), CliError> {
 
 /// The database of a command that only makes sense with one.
 pub(crate) fn database<'a>(cx: &'a Context, command: &str) -> Result<&'a Pg, CliError> {
-    cx.exchange.store().database().ok_or_else(|| {
+    cx.database.as_ref().ok_or_else(|| {
         CliError::usage(
             format!("{command} works on a database, and none is named"),
             "pass --database postgres://USER@HOST:PORT/DB or set MESS_DATABASE_URL",

@@ -32,9 +32,9 @@ pub(crate) fn run(cx: &Context, args: DemoArgs) -> Result<(), CliError> {
         seed,
     } = args.command;
     let mut progress = Progress::new("seeding");
-    let report = cx
-        .exchange
-        .seed_demo(threads, days, seed, &mut |d, t| progress.update(d, t))?;
+    let report = crate::exchange::demo::seed(&cx.exchange, threads, days, seed, &mut |d, t| {
+        progress.update(d, t)
+    })?;
     if report.wrote_config {
         output::line("wrote demo executors to config.yaml and capabilities.yaml");
     }

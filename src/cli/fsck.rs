@@ -19,6 +19,7 @@ pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
     let mut progress = Progress::new("checking");
     let report = cx
         .exchange
+        .upkeep()
         .fsck(args.repair, &mut |d, t| progress.update(d, t))?;
     for f in &report.findings {
         let mark = if f.repaired { "repaired" } else { "problem" };

@@ -25,7 +25,7 @@ pub(crate) fn run(cx: &Context, args: ImportArgs) -> Result<(), CliError> {
     let source = Store::open(&args.from);
     // A home from elsewhere is trusted no more than a key holder: its keys and registrations
     // are checked first, and one bad record refuses the whole import.
-    let refused = cx.exchange.check_import(&source);
+    let refused = cx.exchange.upkeep().check_import(&source);
     let source_mail = Mail::open(&args.from);
     let mail_problems = source_mail.check_copy()?;
     if !refused.is_empty() || !mail_problems.is_empty() {

@@ -8,9 +8,7 @@ use crate::cli::{CliError, Context, output};
 pub(crate) struct InitArgs {}
 
 pub(crate) fn run(cx: &Context, _args: InitArgs) -> Result<(), CliError> {
-    let store = cx.exchange.store();
-    store.init()?;
-    let wrote = store.init_config(EXAMPLE_CONFIG)?;
+    let wrote = cx.exchange.upkeep().init_home(Some(EXAMPLE_CONFIG))?;
     let home = cx.config.home.display();
     output::line(&format!("initialized exchange home {home}"));
     if wrote {

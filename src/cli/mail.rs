@@ -217,7 +217,7 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
             output::line(&format!("{mailbox}/archive/{file}"));
         }
         MailCommand::Prune => {
-            let pruned = cx.exchange.prune_mail()?;
+            let pruned = cx.exchange.upkeep().prune_mail()?;
             output::line(&format!(
                 "deleted {pruned} expired or archived messages (archive is kept {ARCHIVE_KEEP_DAYS} days)"
             ));

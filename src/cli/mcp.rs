@@ -165,7 +165,7 @@ async fn serve_http(
 /// Watches `ex`'s home, so changes other processes make reach its waits; a home that cannot be
 /// watched is reported (its waits then hear only this session's changes).
 fn watch(ex: &crate::exchange::Exchange, what: &str) -> Option<crate::exchange::watch::HomeWatch> {
-    match ex.watch_home() {
+    match ex.changes().watch_home() {
         Ok(w) => Some(w),
         Err(e) => {
             tracing::warn!(error = %e, "cannot watch {what}; mess_wait sees only this session's changes there");

@@ -147,6 +147,9 @@ struct Context {
     mcp_file: Option<McpFile>,
     /// The remote exchange `--exchange` names, when it names one: commands then act there.
     remote: Option<RemoteCx>,
+    /// The database `--database` names, for the commands that work on one (`mess db`,
+    /// `export`, `import`); the exchange keeps its own handle.
+    database: Option<crate::store::postgres::Pg>,
 }
 
 /// A remote exchange and the runtime its calls run on (commands are synchronous).
@@ -190,7 +193,7 @@ impl Context {
         if let Some(r) = &self.remote {
             return r.run(r.remote.submit(&message));
         }
-        let answer = self.exchange.submit(message, &self.sender()?)?;
+        let answer = self.exchange.intake().submit(message, &self.sender()?)?;
         self.warn_stalled();
         Ok(answer)
     }
@@ -316,7 +319,7 @@ pub fn run() -> ExitCode {
 /// thing a long-running process (`mess serve`, `mess mcp`) does, so `mess fsck` is clean after
 /// a restart; says on stderr what it repaired.
 fn heal_interrupted_writes(cx: &Context) {
-    match cx.exchange.store().heal_interrupted_writes() {
+    match cx.exchange.upkeep().heal_interrupted_writes() {
         Ok(repaired) if repaired.is_empty() => {}
         Ok(repaired) => output::warn(&format!(
             "repaired {} leftover(s) of writes interrupted before this start ({})",
@@ -376,8 +379,12 @@ fn run_command(args: Args) -> Result<(), CliError> {
     if let Some(after) = output::env_millis("MESS_NOTICE_OVERDUE_MS") {
         config.exchange.dispatch.overdue = after;
     }
-    let store = match &args.database {
-        Some(url) => Store::on_database(&config.home, open_database(url, &command)?),
+    let database = match &args.database {
+        Some(url) => Some(open_database(url, &command)?),
+        None => None,
+    };
+    let store = match &database {
+        Some(db) => Store::on_database(&config.home, db.clone()),
         None => Store::open(&config.home),
     };
     let exchange = Exchange::new(store, config.exchange.clone(), Arc::new(SystemClock));
@@ -387,6 +394,7 @@ fn run_command(args: Args) -> Result<(), CliError> {
         as_id: args.as_id,
         mcp_file,
         remote,
+        database,
     };
     // A long-running process does the home's internal work on its own worker; a one-shot
     // command finishes what it queued (and what an earlier one left) before it exits.

@@ -37,13 +37,13 @@ pub(crate) struct QueryArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: QueryArgs) -> Result<(), CliError> {
-    let defaults = cx.exchange.query_limits();
+    let defaults = cx.exchange.sql().query_limits();
     let limits = QueryLimits {
         max_rows: args.max_rows,
         timeout: args.timeout.map_or(defaults.timeout, Duration::from_secs),
         ..defaults
     };
-    let result = cx.exchange.query(&args.sql, &limits, None)?;
+    let result = cx.exchange.sql().query(&args.sql, &limits, None)?;
     match args.format {
         QueryFormat::Table => {
             let rows: Vec<Vec<String>> = result

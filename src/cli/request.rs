@@ -88,7 +88,7 @@ fn warn_if_unrouted(cx: &Context, answer: &Message) {
         else {
             continue;
         };
-        if let Ok((env, _)) = cx.exchange.store().envelope(&r)
+        if let Ok(env) = cx.exchange.envelope(&r)
             && env.status == Status::Pending
             && env.depends_on.is_empty()
             && !env.dispatched()

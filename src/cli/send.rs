@@ -20,7 +20,7 @@ pub(crate) fn run(cx: &Context, args: SendArgs) -> Result<(), CliError> {
         Some(p) => std::fs::read_to_string(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?,
     };
-    let messages = cx.exchange.parse_text(&text)?;
+    let messages = cx.exchange.intake().parse_text(&text)?;
     let total = messages.len();
     // Answers are printed as each message is applied, so when a later message fails the
     // caller still learns the refs of the earlier ones.

@@ -33,7 +33,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
     // is the address, which scripts read).
     let home = &cx.config.home;
     if !home.join("config.yaml").exists() && !home.join("state=received").exists() {
-        cx.exchange.store().init()?;
+        cx.exchange.upkeep().init_home(None)?;
         output::err(&format!(
             "made a new exchange home at {}; `mess init` adds an example config.yaml with executors\n",
             home.display()
@@ -45,7 +45,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::new(format!("cannot start the server runtime: {e}")))?;
     let _one_server = cx
         .exchange
-        .store()
+        .upkeep()
         .serve_lock()
         .map_err(|e| CliError::new(format!("cannot take the server lock: {e}")))?
         .ok_or_else(|| {
@@ -64,7 +64,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
     }
     let exchange = Arc::new(cx.exchange.clone().with_background_routing());
     // Changes written by other processes (the CLI, tools) reach /events and waits too.
-    let _watch = match cx.exchange.watch_home() {
+    let _watch = match cx.exchange.changes().watch_home() {
         Ok(w) => Some(w),
         Err(e) => {
             output::warn(&format!(

@@ -377,7 +377,7 @@ impl Auth<'_> {
                 });
             }
         }
-        self.ex.submit(
+        self.ex.intake().submit(
             message,
             &Sender::principal(
                 &Principal {

@@ -47,56 +47,54 @@ pub(crate) fn queue(before: &ThreadFile, edit: &mut Edit) {
     ));
 }
 
-impl Exchange {
-    /// The notice of callback delivery `d`: the thread as it is now, signed with the
-    /// exchange's shared webhook key. `None` when the thread is gone.
-    pub(crate) fn callback_notice(
-        &self,
-        d: &Delivery,
-    ) -> Result<Option<(Channel, Notice)>, crate::exchange::Error> {
-        let Ok(thread) = ThreadRef::parse(&d.thread) else {
-            return Ok(None);
-        };
-        let file = match self.store().read(&thread) {
-            Ok(f) => f,
-            Err(crate::store::error::StoreError::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let url = d
-            .target
-            .as_map()
-            .and_then(|m| m.get("url"))
-            .and_then(Value::scalar_text)
-            .unwrap_or_default();
-        let env = &file.envelope;
-        let notice = Notice {
-            delivery: d.id.clone(),
-            kind: NoticeKind::Changed {
-                status: env.status.to_string(),
-            },
-            thread: thread.to_string(),
-            intent: env.intent.clone(),
-            priority: env.priority.as_str().to_owned(),
-            needed_by: env.needed_by.map(|t| time::format_timestamp(&t)),
-            requires: env.requires.clone(),
-            link: None,
-            thread_yaml: file.text().to_owned(),
-            previous: None,
-            at: self.now().timestamp(),
-        };
-        let channel = Channel::Webhook {
-            url,
-            secret: Some(self.outbox().shared_webhook_secret()?),
-        };
-        Ok(Some((channel, notice)))
-    }
+/// The notice of callback delivery `d`: the thread as it is now, signed with the
+/// exchange's shared webhook key. `None` when the thread is gone.
+fn callback_notice(
+    ex: &Exchange,
+    d: &Delivery,
+) -> Result<Option<(Channel, Notice)>, crate::exchange::Error> {
+    let Ok(thread) = ThreadRef::parse(&d.thread) else {
+        return Ok(None);
+    };
+    let file = match ex.store().read(&thread) {
+        Ok(f) => f,
+        Err(crate::store::error::StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let url = d
+        .target
+        .as_map()
+        .and_then(|m| m.get("url"))
+        .and_then(Value::scalar_text)
+        .unwrap_or_default();
+    let env = &file.envelope;
+    let notice = Notice {
+        delivery: d.id.clone(),
+        kind: NoticeKind::Changed {
+            status: env.status.to_string(),
+        },
+        thread: thread.to_string(),
+        intent: env.intent.clone(),
+        priority: env.priority.as_str().to_owned(),
+        needed_by: env.needed_by.map(|t| time::format_timestamp(&t)),
+        requires: env.requires.clone(),
+        link: None,
+        thread_yaml: file.text().to_owned(),
+        previous: None,
+        at: ex.now().timestamp(),
+    };
+    let channel = Channel::Webhook {
+        url,
+        secret: Some(ex.outbox().shared_webhook_secret()?),
+    };
+    Ok(Some((channel, notice)))
 }
 
 /// One attempt of callback job `d`: the thread as it is now, POSTed as a webhook that an agent
 /// named, so only to addresses the operator's allow-list permits (as a key holder's webhook).
 pub(crate) async fn call_back(ex: &Exchange, notifier: &Notifier, d: &Delivery) -> Outcome {
     let (worker, delivery) = (ex.clone(), d.clone());
-    let prepared = tokio::task::spawn_blocking(move || worker.callback_notice(&delivery)).await;
+    let prepared = tokio::task::spawn_blocking(move || callback_notice(&worker, &delivery)).await;
     match prepared {
         Ok(Ok(Some((channel, notice)))) => {
             Outcome::of_sending(notifier.send(&channel, &notice, Reach::KeyHolder).await)

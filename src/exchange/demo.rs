@@ -124,72 +124,70 @@ pub struct SeedReport {
     pub wrote_config: bool,
 }
 
-impl Exchange {
-    /// Writes `threads` synthetic threads created over the `days` days before now.
-    pub fn seed_demo(
-        &self,
-        threads: usize,
-        days: u32,
-        seed: u64,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<SeedReport, Error> {
-        let store = self.store();
-        store.init()?;
-        let mut report = SeedReport {
-            wrote_config: store.init_config(DEMO_CONFIG)?,
-            ..SeedReport::default()
-        };
-        let catalog = store.layout().capabilities_file();
-        if !catalog.exists() {
-            std::fs::write(&catalog, DEMO_CAPABILITIES).map_err(|e| {
-                crate::store::error::StoreError::Io {
-                    path: catalog.clone(),
-                    source: e,
-                }
-            })?;
-        }
-        let now = self.now();
-        let mut rng = Rng(seed | 1);
-        let start = now - TimeDelta::days(i64::from(days.max(1)));
-        let span = (now - start).num_seconds().max(1) as u64;
-        let mut created: Vec<Timestamp> = (0..threads)
-            .map(|_| start + TimeDelta::seconds(rng.below(span) as i64))
-            .collect();
-        created.sort();
-        for (i, at) in created.iter().enumerate() {
-            progress(i, threads);
-            let (intent, requires, doers) = KINDS[rng.below(KINDS.len() as u64) as usize];
-            let doer = doers[rng.below(doers.len() as u64) as usize];
-            let thread = store.allocate_refs(at.date_naive(), 1)?.remove(0);
-            let docs = lifecycle(
-                &mut rng,
-                &thread.to_string(),
-                intent,
-                requires,
-                doer,
-                *at,
-                now,
-            )?;
-            let Payload::Request(request) = &docs[0].message.payloads[0] else {
-                continue;
-            };
-            let mut env = Envelope::create(thread.clone(), request, &docs[0], Vec::new());
-            env.record(
-                "dispatched",
-                *at,
-                EXCHANGE,
-                Some(format!("routed to {doer}: demo")),
-            );
-            for d in &docs[1..] {
-                env.apply(d);
+/// Writes `threads` synthetic threads created over the `days` days before now.
+pub fn seed(
+    ex: &Exchange,
+    threads: usize,
+    days: u32,
+    seed: u64,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<SeedReport, Error> {
+    let store = ex.store();
+    store.init()?;
+    let mut report = SeedReport {
+        wrote_config: store.init_config(DEMO_CONFIG)?,
+        ..SeedReport::default()
+    };
+    let catalog = store.layout().capabilities_file();
+    if !catalog.exists() {
+        std::fs::write(&catalog, DEMO_CAPABILITIES).map_err(|e| {
+            crate::store::error::StoreError::Io {
+                path: catalog.clone(),
+                source: e,
             }
-            store.remember("claude-agent", &[(IndexKey::Last, &thread)])?;
-            store.create(&env, &docs)?;
-            report.threads += 1;
-        }
-        progress(threads, threads);
-        Ok(report)
+        })?;
     }
+    let now = ex.now();
+    let mut rng = Rng(seed | 1);
+    let start = now - TimeDelta::days(i64::from(days.max(1)));
+    let span = (now - start).num_seconds().max(1) as u64;
+    let mut created: Vec<Timestamp> = (0..threads)
+        .map(|_| start + TimeDelta::seconds(rng.below(span) as i64))
+        .collect();
+    created.sort();
+    for (i, at) in created.iter().enumerate() {
+        progress(i, threads);
+        let (intent, requires, doers) = KINDS[rng.below(KINDS.len() as u64) as usize];
+        let doer = doers[rng.below(doers.len() as u64) as usize];
+        let thread = store.allocate_refs(at.date_naive(), 1)?.remove(0);
+        let docs = lifecycle(
+            &mut rng,
+            &thread.to_string(),
+            intent,
+            requires,
+            doer,
+            *at,
+            now,
+        )?;
+        let Payload::Request(request) = &docs[0].message.payloads[0] else {
+            continue;
+        };
+        let mut env = Envelope::create(thread.clone(), request, &docs[0], Vec::new());
+        env.record(
+            "dispatched",
+            *at,
+            EXCHANGE,
+            Some(format!("routed to {doer}: demo")),
+        );
+        for d in &docs[1..] {
+            env.apply(d);
+        }
+        store.remember("claude-agent", &[(IndexKey::Last, &thread)])?;
+        store.create(&env, &docs)?;
+        report.threads += 1;
+    }
+    progress(threads, threads);
+    Ok(report)
 }
 
 /// The message documents of one synthetic thread.

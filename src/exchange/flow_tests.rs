@@ -345,7 +345,7 @@ fn not_before_holds_offers_and_claims_until_it_comes() {
     assert_eq!(e.kind(), ErrorKind::Conflict);
     assert!(e.to_string().contains("may not start before"), "{e}");
     // The router learns when to look again, and then offers it.
-    let pass = f.ex.route_waiting(PassScope::All).unwrap();
+    let pass = f.ex.routing().route_waiting(PassScope::All).unwrap();
     assert!(pass.routed.is_empty());
     assert_eq!(
         pass.next_start.map(|t| time::format_timestamp(&t)),
@@ -356,7 +356,7 @@ fn not_before_holds_offers_and_claims_until_it_comes() {
             .unwrap()
             .to_utc(),
     );
-    let pass = f.ex.route_waiting(PassScope::All).unwrap();
+    let pass = f.ex.routing().route_waiting(PassScope::All).unwrap();
     assert_eq!(pass.routed.len(), 1);
     assert!(f.env(&r).dispatched());
     f.status("teague-phone", &r, "code: claimed").unwrap();
@@ -392,7 +392,7 @@ fn waiting_and_held_work_expires_and_says_which_deadline_passed() {
     f.status("teague-phone", &working, "code: in_progress")
         .unwrap();
     f.clock.advance(chrono::TimeDelta::hours(3));
-    f.ex.settle_pending().unwrap();
+    f.ex.routing().settle_pending().unwrap();
     let note = |r: &str| f.env(r).history.last().and_then(|h| h.note.clone());
     assert_eq!(f.env(&waiting).status, Status::Expired);
     assert_eq!(
@@ -436,7 +436,8 @@ fn priority_orders_listings_and_urgent_work_escalates_sooner() {
     // A quarter of escalate_after for urgent work; normal work waits the whole of it.
     f.clock.advance(chrono::TimeDelta::minutes(6));
     let escalated: Vec<String> =
-        f.ex.escalate_due()
+        f.ex.routing()
+            .escalate_due()
             .unwrap()
             .iter()
             .map(ToString::to_string)
@@ -444,7 +445,8 @@ fn priority_orders_listings_and_urgent_work_escalates_sooner() {
     assert_eq!(escalated, vec![urgent]);
     f.clock.advance(chrono::TimeDelta::minutes(15));
     let escalated: Vec<String> =
-        f.ex.escalate_due()
+        f.ex.routing()
+            .escalate_due()
             .unwrap()
             .iter()
             .map(ToString::to_string)

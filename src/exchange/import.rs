@@ -5,13 +5,14 @@
 //! in the import's one transaction.
 
 use crate::exchange::auth::{Principal, Role};
-use crate::exchange::{Exchange, Sender, view};
+use crate::exchange::sweep::Upkeep;
+use crate::exchange::{Sender, view};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::value::{Map, Value};
 use crate::store::Store;
 
-impl Exchange {
+impl Upkeep<'_> {
     /// Every record of the home `source` that this exchange would refuse from a key holder,
     /// each as `where: why`: key records (the role, the id's shape, reserved names, the hash,
     /// an agent's callback against the allow-list, as `mess token` checks them), registrations
@@ -29,7 +30,7 @@ impl Exchange {
             }
             Err(e) => refused.push(format!("key records: {e}")),
         }
-        let directory = self.directory();
+        let directory = self.ex.directory();
         let (files, errors) = source.registry();
         refused.extend(errors.iter().map(|e| format!("registry: {e}")));
         for (path, registration) in &files.registrations {
@@ -108,7 +109,8 @@ impl Exchange {
             if role != Role::Agent {
                 return Err("only an agent key has a callback".to_owned());
             }
-            self.settings()
+            self.ex
+                .settings()
                 .dispatch
                 .webhook_allow
                 .check(url)
@@ -128,7 +130,7 @@ impl Exchange {
         let Some(Payload::Config(config)) = message.payloads.first() else {
             return Err("not a registration".to_owned());
         };
-        view::check_config(self, config, 0, sender, directory)
+        view::check_config(self.ex, config, 0, sender, directory)
             .map_err(|e| e.to_string().replace("MESS[0].config.", ""))
     }
 }

@@ -156,7 +156,7 @@ pub fn run(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let notifier = Arc::new(notifier);
-        let mut changes = ex.subscribe();
+        let mut changes = ex.changes().subscribe();
         let mut in_flight: HashSet<String> = HashSet::new();
         let mut tasks: tokio::task::JoinSet<(String, Attempted)> = tokio::task::JoinSet::new();
         let mut ids: std::collections::HashMap<tokio::task::Id, String> =

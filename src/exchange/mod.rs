@@ -32,6 +32,7 @@ mod requests;
 mod robot_input;
 mod robots;
 pub mod route;
+pub mod sessions;
 mod shells;
 mod submit;
 mod suggestions;
@@ -51,21 +52,15 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast;
 
 use crate::db::Db;
-use crate::db::query::{self, ArrowAnswer, QueryLimits, QueryResult};
-use crate::db::worker;
+
 use crate::protocol::envelope::Envelope;
-use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
-use crate::protocol::message::Message;
 use crate::protocol::status::{State, Status};
 use crate::protocol::time::{self, Timestamp};
-use crate::protocol::yaml::{self, Limits};
-use crate::store::archive::ArchiveReport;
+use crate::store::Store;
 use crate::store::error::StoreError;
-use crate::store::fsck::FsckReport;
 use crate::store::layout::Location;
 use crate::store::thread::ThreadFile;
-use crate::store::{HeadMemo, Store};
 
 use self::clock::Clock;
 use self::error::Error;
@@ -223,7 +218,7 @@ pub struct Exchange {
     /// Wakes this process's delivery worker when a delivery is queued.
     deliveries: Arc<tokio::sync::Notify>,
     /// Bounds the memory all message parsing in this process takes at once.
-    parsing: Arc<ParseGate>,
+    parsing: Arc<submit::ParseGate>,
     /// The directory as last read, with the stamp of the files it came from: access checks run
     /// on every request and change event, and reading the files each time cost more than them.
     directory: Arc<std::sync::Mutex<Option<CachedDirectory>>>,
@@ -253,73 +248,6 @@ type CachedDirectory = (
     crate::store::registry::RegistryStamp,
     Arc<directory::Directory>,
 );
-
-/// Memory all message parsing of one process may take at once.
-const PARSE_BUDGET: usize = 384 * 1024 * 1024;
-
-/// How long a message waits for room to be parsed before it is refused as busy.
-const PARSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// What parsing a message of `len` bytes may cost at most (the multiple measured by the parse
-/// benchmark, with room to spare): the budget each parse holds while it runs.
-fn parse_cost(len: usize) -> usize {
-    len.saturating_mul(10).saturating_add(4 * 1024 * 1024)
-}
-
-/// A counting gate over [`PARSE_BUDGET`]: a parse waits until its cost fits beside the parses
-/// in flight, so many large messages at once queue instead of exhausting memory.
-#[derive(Debug, Default)]
-struct ParseGate {
-    used: std::sync::Mutex<usize>,
-    freed: std::sync::Condvar,
-}
-
-impl ParseGate {
-    /// Waits for room for `cost` and holds it until the guard drops; a cost over the whole
-    /// budget waits for the gate to be empty. Waits at most `patience`: a parse that cannot
-    /// start by then is refused as busy rather than queued behind others without end.
-    fn enter(&self, cost: usize, patience: std::time::Duration) -> Result<ParseGuard<'_>, Error> {
-        let cost = cost.min(PARSE_BUDGET);
-        let deadline = std::time::Instant::now() + patience;
-        let mut used = match self.used.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        while *used + cost > PARSE_BUDGET {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(Error::Busy {
-                    message: "the exchange is reading as many large messages as it holds at \
-                              once; retry shortly"
-                        .to_owned(),
-                });
-            }
-            used = match self.freed.wait_timeout(used, left) {
-                Ok((g, _)) => g,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
-        *used += cost;
-        Ok(ParseGuard { gate: self, cost })
-    }
-}
-
-/// Room held in the [`ParseGate`].
-struct ParseGuard<'a> {
-    gate: &'a ParseGate,
-    cost: usize,
-}
-
-impl Drop for ParseGuard<'_> {
-    fn drop(&mut self) {
-        let mut used = match self.gate.used.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        *used = used.saturating_sub(self.cost);
-        self.gate.freed.notify_all();
-    }
-}
 
 /// A thread this process changed: written and durable before it is announced.
 #[derive(Debug, Clone, PartialEq)]
@@ -392,78 +320,16 @@ impl Exchange {
             announced,
             keys: Arc::new(auth::KeyCache::default()),
             deliveries: Arc::new(tokio::sync::Notify::new()),
-            parsing: Arc::new(ParseGate::default()),
+            parsing: Arc::new(submit::ParseGate::default()),
             directory: Arc::default(),
             queries: Arc::new(queries::Queries::new(settings_queries)),
             queue,
         }
     }
 
-    /// The changes after `cursor` (an `/events` id from any node, tier 1), oldest first, each
-    /// thread once as it is now; at most `limit` threads. Some may have been sent before the
-    /// cursor was (a resume sends at least everything missed). Empty on files, or for a cursor
-    /// of another form; `None` when the cursor is older than the change feed keeps
-    /// (`FEED_KEEP_DAYS`), so changes may be missing.
-    pub fn changes_since(
-        &self,
-        cursor: &str,
-        limit: usize,
-    ) -> Result<Option<Vec<ThreadChange>>, Error> {
-        let Some(horizon) = cursor
-            .split_once('-')
-            .and_then(|(h, _)| h.parse::<u64>().ok())
-        else {
-            return Ok(Some(Vec::new()));
-        };
-        let Some(changed) = self.store.changed_since(horizon, limit)? else {
-            return Ok(None);
-        };
-        let mut out = Vec::new();
-        for (thread, id) in changed {
-            if let Ok((envelope, _)) = self.store.envelope(&thread) {
-                out.push(ThreadChange {
-                    thread,
-                    status: envelope.status,
-                    updated: envelope.updated,
-                    envelope: Arc::new(envelope),
-                    cursor: Some(format!("{horizon}-{id}")),
-                });
-            }
-        }
-        Ok(Some(out))
-    }
-
-    /// Whether `/mcp` sessions are kept where every node finds them (tier 1): then a request
-    /// with a session id another node opened continues that session here.
-    pub fn shares_mcp_sessions(&self) -> bool {
-        self.store.is_shared_by_nodes()
-    }
-
-    /// The stored state of `principal`'s `/mcp` session `id` (tier 1; `None` on files).
-    pub fn mcp_session(&self, principal: &str, id: &str) -> Result<Option<String>, Error> {
-        Ok(self.store.mcp_session(principal, id)?)
-    }
-
-    /// Stores the state of `principal`'s `/mcp` session `id` (tier 1; nothing on files).
-    pub fn save_mcp_session(&self, principal: &str, id: &str, state: &str) -> Result<(), Error> {
-        Ok(self.store.save_mcp_session(principal, id, state)?)
-    }
-
-    /// Forgets `principal`'s `/mcp` session `id` (tier 1; nothing on files).
-    pub fn drop_mcp_session(&self, principal: &str, id: &str) -> Result<(), Error> {
-        Ok(self.store.drop_mcp_session(principal, id)?)
-    }
-
     /// Whether this exchange can serve: always on files; in tier 1, when its database answers.
     pub fn health(&self) -> Result<(), Error> {
         Ok(self.store.ping()?)
-    }
-
-    /// Listens to the changes this exchange writes from now on (waits, events, MCP resource
-    /// updates). A listener that falls more than a few thousand changes behind gets a `Lagged`
-    /// error and should re-read what it watches.
-    pub fn subscribe(&self) -> broadcast::Receiver<ThreadChange> {
-        self.changes.subscribe()
     }
 
     /// The read model over this home, opened on first use (and tried again on the next use if
@@ -536,228 +402,14 @@ impl Exchange {
         crate::mail::Mail::of(&self.store)
     }
 
-    /// The store underneath.
-    pub fn store(&self) -> &Store {
+    /// The store underneath: the exchange's alone (everything outside asks the exchange).
+    pub(in crate::exchange) fn store(&self) -> &Store {
         &self.store
     }
 
     /// The current instant, as written into files.
     pub fn now(&self) -> Timestamp {
         time::utc(self.clock.now())
-    }
-
-    /// Parses YAML text holding one or more MESS messages (one per document) and submits each,
-    /// in order; returns the exchange's answer to each. Stops at the first failure; callers that
-    /// must report the answers before it submit [`Exchange::parse_text`]'s messages one by one.
-    pub fn submit_text(&self, text: &str, sender: &Sender) -> Result<Vec<Message>, Error> {
-        self.parse_text(text)?
-            .into_iter()
-            .map(|m| self.submit(m, sender))
-            .collect()
-    }
-
-    /// Parses YAML text holding one or more MESS messages (one per document), checking the size
-    /// limit first; nothing is submitted.
-    pub fn parse_text(&self, text: &str) -> Result<Vec<Message>, Error> {
-        let _room = self.parse_room(text)?;
-        self.read_messages(text)
-    }
-
-    /// Holds room in the parse budget for `text` (after checking the size limit, so an
-    /// oversized text is refused before it waits).
-    fn parse_room(&self, text: &str) -> Result<ParseGuard<'_>, Error> {
-        if text.len() > self.settings.max_message_bytes {
-            return Err(ProtocolError::TooLarge {
-                size: text.len(),
-                limit: self.settings.max_message_bytes,
-            }
-            .into());
-        }
-        self.parsing.enter(parse_cost(text.len()), PARSE_PATIENCE)
-    }
-
-    /// [`Exchange::parse_text`] without taking room (the caller holds it).
-    fn read_messages(&self, text: &str) -> Result<Vec<Message>, Error> {
-        let docs: Vec<_> = yaml::parse_documents(text, &Limits::message(text.len()))
-            .map_err(ProtocolError::from)?
-            .into_iter()
-            .filter(|d| !d.is_null())
-            .collect();
-        let several = docs.len() > 1;
-        let messages = docs
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| {
-                Message::from_value(d).map_err(|e| match e {
-                    // With several documents, the path says which one.
-                    ProtocolError::Invalid { path, problem } if several => ProtocolError::Invalid {
-                        path: format!("document {}: {path}", i + 1),
-                        problem,
-                    },
-                    other => other,
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if messages.is_empty() {
-            return Err(ProtocolError::invalid("MESS", "the input holds no message").into());
-        }
-        Ok(messages)
-    }
-
-    /// Parses a JSON text (RFC 8259) holding exactly one MESS message, as the API reads bodies
-    /// sent as `application/json`: strict JSON, not YAML, so every escape JSON allows (surrogate
-    /// pairs included) reads as JSON means it, and an error gives the line and column.
-    pub fn parse_json(&self, text: &str) -> Result<Message, Error> {
-        let _room = self.parse_room(text)?;
-        self.read_json(text)
-    }
-
-    /// [`Exchange::parse_json`] without taking room (the caller holds it).
-    fn read_json(&self, text: &str) -> Result<Message, Error> {
-        let malformed = |e: serde_json::Error| {
-            Error::from(ProtocolError::from(yaml::YamlError {
-                message: format!("invalid JSON: {e}"),
-            }))
-        };
-        let mut reader = serde_json::Deserializer::from_str(text);
-        let value =
-            yaml::value_from(&mut reader, &Limits::json_message(text.len())).map_err(malformed)?;
-        reader.end().map_err(malformed)?;
-        Ok(Message::from_value(value)?)
-    }
-
-    /// Parses YAML (or JSON) text holding exactly one MESS message, as the API takes one per
-    /// request.
-    pub fn parse_one(&self, text: &str) -> Result<Message, Error> {
-        let _room = self.parse_room(text)?;
-        self.read_one(text)
-    }
-
-    /// [`Exchange::parse_one`] without taking room (the caller holds it).
-    fn read_one(&self, text: &str) -> Result<Message, Error> {
-        let mut messages = self.read_messages(text)?;
-        if messages.len() != 1 {
-            return Err(ProtocolError::invalid(
-                "body",
-                format!(
-                    "send one MESS message per request (found {} documents)",
-                    messages.len()
-                ),
-            )
-            .into());
-        }
-        Ok(messages.remove(0))
-    }
-
-    /// Parses a request body holding one MESS message (strict JSON when `json`, else YAML) and
-    /// hands it to `then`, holding the message's room in the parse budget until `then` returns:
-    /// the parsed message lives that long, so the budget counts it while it is submitted.
-    pub fn take_body<T>(
-        &self,
-        text: &str,
-        json: bool,
-        then: impl FnOnce(Message) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        let _room = self.parse_room(text)?;
-        let message = if json {
-            self.read_json(text)?
-        } else {
-            self.read_one(text)?
-        };
-        then(message)
-    }
-
-    /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
-    /// query responses).
-    pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {
-        let _heads = HeadMemo::open();
-        submit::submit(self, message, sender)
-    }
-
-    /// The bounds a query gets unless its caller narrows them: the configured timeout
-    /// (`limits.query_timeout`), 1,000 rows, 50,000 characters.
-    pub fn query_limits(&self) -> QueryLimits {
-        QueryLimits {
-            timeout: self.queries.settings().timeout,
-            ..QueryLimits::defaults()
-        }
-    }
-
-    /// Runs one read-only SQL statement over the home's views (after settling overdue and
-    /// waiting threads, so the answer matches what `status` shows), in a query worker that
-    /// caps its own memory (`limits.query_memory`). With a `viewer`, the statement sees only
-    /// the threads that principal may see (see [`query::Scope`]); without one (the operator,
-    /// locally) it sees the whole home. Beyond `limits.queries` at once, or
-    /// `limits.queries_per_key` for one viewer, it is refused as [`Error::Busy`].
-    pub fn query(
-        &self,
-        sql: &str,
-        limits: &QueryLimits,
-        viewer: Option<&str>,
-    ) -> Result<QueryResult, Error> {
-        let _place = self.queries.enter(viewer)?;
-        let request = self.query_request(sql, limits, viewer, false)?;
-        Ok(self.queries.rows(&request)?)
-    }
-
-    /// [`Exchange::query`] with DuckDB's own column types, as an Arrow IPC stream.
-    pub fn query_arrow(
-        &self,
-        sql: &str,
-        limits: &QueryLimits,
-        viewer: Option<&str>,
-    ) -> Result<ArrowAnswer, Error> {
-        let _place = self.queries.enter(viewer)?;
-        let request = self.query_request(sql, limits, viewer, true)?;
-        Ok(self.queries.arrow(&request)?)
-    }
-
-    /// What a worker is asked: the statement, its bounds (DuckDB's own memory limit at half
-    /// the worker's ceiling, the rest left to values DuckDB builds outside it), and the scope.
-    fn query_request(
-        &self,
-        sql: &str,
-        limits: &QueryLimits,
-        viewer: Option<&str>,
-        arrow: bool,
-    ) -> Result<worker::Request, Error> {
-        lifecycle::settle_all(self, self.now())?;
-        let mut limits = limits.clone();
-        limits.duckdb_memory = self.queries.settings().memory / 2;
-        Ok(worker::Request {
-            home: self.store.layout().root().to_owned(),
-            sql: sql.to_owned(),
-            limits,
-            scope: self.scope_for(viewer),
-            arrow,
-        })
-    }
-
-    /// The thread files `viewer` may see, as a query scope.
-    fn scope_for(&self, viewer: Option<&str>) -> query::Scope {
-        let Some(who) = viewer else {
-            return query::Scope::All;
-        };
-        let directory = self.directory();
-        let root = self.store.layout().root();
-        let (listed, _) = self.store.list(&State::ALL, true);
-        let visible: Vec<_> = listed
-            .into_iter()
-            .filter(|(env, _, _)| access::may_see(who, env, &directory))
-            .collect();
-        let mut accounts: std::collections::HashSet<String> = visible
-            .iter()
-            .filter(|(env, _, _)| env.extra.contains_key(escrow::ESCROW))
-            .map(|(env, _, _)| format!("escrow:{}", env.thread_ref))
-            .collect();
-        accounts.insert(who.to_owned());
-        query::Scope::Threads {
-            files: visible
-                .into_iter()
-                .filter_map(|(_, _, path)| path.strip_prefix(root).ok().map(|p| p.to_owned()))
-                .collect(),
-            accounts,
-        }
     }
 
     /// Problems in config.yaml, registrations, routing rules and the capability catalog, one
@@ -775,6 +427,12 @@ impl Exchange {
     }
 
     /// Reads a thread for display, expiring it first if it is overdue.
+    /// The envelope of `thread` as it is stored, with no access check and nothing settled:
+    /// for the operator's own commands on the exchange's host.
+    pub fn envelope(&self, thread: &ThreadRef) -> Result<Envelope, Error> {
+        Ok(self.store.envelope(thread)?.0)
+    }
+
     pub fn thread(&self, reference: &str, sender: &str) -> Result<ThreadFile, Error> {
         let thread = self.resolve(reference, sender)?;
         let now = self.now();
@@ -804,36 +462,5 @@ impl Exchange {
         }
         items.sort_by(|a, b| listing_order(&a.0, &b.0));
         Ok((items.into_iter().map(|(e, l, _)| (e, l)).collect(), errors))
-    }
-
-    /// Expires every pending thread whose `needed_by` has passed and settles pending threads
-    /// whose dependencies finished; returns the refs that changed.
-    pub fn settle_pending(&self) -> Result<Vec<ThreadRef>, Error> {
-        lifecycle::settle_all(self, self.now())
-    }
-
-    /// Moves finished and canceled threads last updated more than `older_than` ago to the archive.
-    pub fn archive(
-        &self,
-        older_than: chrono::TimeDelta,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> ArchiveReport {
-        let cutoff = self.now() - older_than;
-        self.store.archive(cutoff, progress)
-    }
-
-    /// Checks (and with `repair`, fixes) every thread file.
-    pub fn fsck(
-        &self,
-        repair: bool,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<FsckReport, Error> {
-        let report = self.store.fsck(repair, progress)?;
-        if repair {
-            // With the files and indexes sound again, finish what interrupted writers left:
-            // overdue expiries and dependents of threads that reached a final status.
-            lifecycle::settle_all(self, self.now())?;
-        }
-        Ok(report)
     }
 }

@@ -412,7 +412,7 @@ const STEADY_STREAM: Duration = Duration::from_secs(30);
 /// Follows one peer: its events (resuming after the last id heard), and our own changes of the
 /// threads forwarded to it.
 async fn follow(ex: Exchange, peer: Peer, stop: CancellationToken) {
-    let mut ours = ex.subscribe();
+    let mut ours = ex.changes().subscribe();
     let mut cursor: Option<String> = None;
     let mut backoff = Duration::from_millis(500);
     loop {
@@ -686,7 +686,7 @@ impl Peers<'_> {
         body.insert("code", Value::str("claimed"));
         body.insert(DELEGATED_TO, Value::Map(to));
         let message = Message::single("status", body)?;
-        self.ex.submit(message, &as_executor(executor))?;
+        self.ex.intake().submit(message, &as_executor(executor))?;
         Ok(())
     }
 
@@ -756,7 +756,7 @@ impl Peers<'_> {
                 payloads,
                 ..doc.message.clone()
             };
-            if let Err(e) = self.ex.submit(message, &sender) {
+            if let Err(e) = self.ex.intake().submit(message, &sender) {
                 // One message the machine refuses here must not stop the rest.
                 tracing::warn!(thread = %thread, peer_message = n, error = %e, "a message of the peer was not copied");
             }

@@ -84,7 +84,7 @@ proptest! {
         let request = format!(
             "MESS:\n  - request:\n      intent: vacuum\n      requires: [vacuum-floor]\n      confirm_before: {confirm_before}\n"
         );
-        let ack = ex.submit(ex.parse_one(&request).unwrap(), &alice).unwrap();
+        let ack = ex.intake().submit(ex.intake().parse_one(&request).unwrap(), &alice).unwrap();
         let r = ack.to_value();
         let r = r.as_map().and_then(|m| m.get("MESS")).and_then(|m| m.as_seq())
             .and_then(|s| s.iter().find_map(|p| p.as_map().and_then(|p| p.get("ack")))).and_then(|a| a.as_map())
@@ -97,7 +97,7 @@ proptest! {
             let before = ex.store().envelope(&thread).unwrap().0;
             let directory = Directory::load(ex.store());
             let text = format!("MESS:\n  - {}\n", MOVES[what].replace("REF", &r));
-            let outcome = ex.submit(ex.parse_one(&text).unwrap(), &as_key(id, role));
+            let outcome = ex.intake().submit(ex.intake().parse_one(&text).unwrap(), &as_key(id, role));
             let after = ex.store().envelope(&thread).unwrap().0;
             match outcome {
                 Ok(_) => {
@@ -165,7 +165,7 @@ proptest! {
             let threads: Vec<String> = escrowed(&ex).into_iter().filter(|t| !orphans.contains(t)).collect();
             let r = threads.get(i % threads.len().max(1)).cloned().unwrap_or_default();
             let send = |ex: &Exchange, who: &Sender, body: String| {
-                ex.parse_one(&format!("MESS:\n  - {body}\n")).ok().map(|m| ex.submit(m, who))
+                ex.intake().parse_one(&format!("MESS:\n  - {body}\n")).ok().map(|m| ex.intake().submit(m, who))
             };
             // An executor's move, by whichever of the two may make it (a delegated thread is
             // offered to its delegate alone).

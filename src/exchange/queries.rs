@@ -16,9 +16,25 @@ use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::db::error::DbError;
+use crate::db::query::{self, QueryLimits};
 use crate::db::query::{ARROW_MAX_BYTES, ArrowAnswer, QueryResult};
 use crate::db::worker::{self, Failure, Reply, Request};
 use crate::exchange::error::Error;
+use crate::exchange::{Exchange, access, escrow, lifecycle};
+use crate::protocol::status::State;
+
+/// User SQL over the read model: limits, scopes and the answer formats.
+#[derive(Clone, Copy)]
+pub struct Sql<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// User SQL over the read model.
+    pub fn sql(&self) -> Sql<'_> {
+        Sql { ex: self }
+    }
+}
 
 /// How queries run (`limits:` in config.yaml, and the worker program the CLI names).
 #[derive(Debug, Clone)]
@@ -426,5 +442,93 @@ impl Drop for Worker {
         let mut child = lock(&self.child);
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+impl Sql<'_> {
+    /// The bounds a query gets unless its caller narrows them: the configured timeout
+    /// (`limits.query_timeout`), 1,000 rows, 50,000 characters.
+    pub fn query_limits(&self) -> QueryLimits {
+        QueryLimits {
+            timeout: self.ex.queries.settings().timeout,
+            ..QueryLimits::defaults()
+        }
+    }
+
+    /// Runs one read-only SQL statement over the home's views (after settling overdue and
+    /// waiting threads, so the answer matches what `status` shows), in a query worker that
+    /// caps its own memory (`limits.query_memory`). With a `viewer`, the statement sees only
+    /// the threads that principal may see (see [`query::Scope`]); without one (the operator,
+    /// locally) it sees the whole home. Beyond `limits.queries` at once, or
+    /// `limits.queries_per_key` for one viewer, it is refused as [`Error::Busy`].
+    pub fn query(
+        &self,
+        sql: &str,
+        limits: &QueryLimits,
+        viewer: Option<&str>,
+    ) -> Result<QueryResult, Error> {
+        let _place = self.ex.queries.enter(viewer)?;
+        let request = self.query_request(sql, limits, viewer, false)?;
+        Ok(self.ex.queries.rows(&request)?)
+    }
+
+    /// [`Exchange::query`] with DuckDB's own column types, as an Arrow IPC stream.
+    pub fn query_arrow(
+        &self,
+        sql: &str,
+        limits: &QueryLimits,
+        viewer: Option<&str>,
+    ) -> Result<ArrowAnswer, Error> {
+        let _place = self.ex.queries.enter(viewer)?;
+        let request = self.query_request(sql, limits, viewer, true)?;
+        Ok(self.ex.queries.arrow(&request)?)
+    }
+
+    /// What a worker is asked: the statement, its bounds (DuckDB's own memory limit at half
+    /// the worker's ceiling, the rest left to values DuckDB builds outside it), and the scope.
+    fn query_request(
+        &self,
+        sql: &str,
+        limits: &QueryLimits,
+        viewer: Option<&str>,
+        arrow: bool,
+    ) -> Result<worker::Request, Error> {
+        lifecycle::settle_all(self.ex, self.ex.now())?;
+        let mut limits = limits.clone();
+        limits.duckdb_memory = self.ex.queries.settings().memory / 2;
+        Ok(worker::Request {
+            home: self.ex.store.layout().root().to_owned(),
+            sql: sql.to_owned(),
+            limits,
+            scope: self.scope_for(viewer),
+            arrow,
+        })
+    }
+
+    /// The thread files `viewer` may see, as a query scope.
+    fn scope_for(&self, viewer: Option<&str>) -> query::Scope {
+        let Some(who) = viewer else {
+            return query::Scope::All;
+        };
+        let directory = self.ex.directory();
+        let root = self.ex.store.layout().root();
+        let (listed, _) = self.ex.store.list(&State::ALL, true);
+        let visible: Vec<_> = listed
+            .into_iter()
+            .filter(|(env, _, _)| access::may_see(who, env, &directory))
+            .collect();
+        let mut accounts: std::collections::HashSet<String> = visible
+            .iter()
+            .filter(|(env, _, _)| env.extra.contains_key(escrow::ESCROW))
+            .map(|(env, _, _)| format!("escrow:{}", env.thread_ref))
+            .collect();
+        accounts.insert(who.to_owned());
+        query::Scope::Threads {
+            files: visible
+                .into_iter()
+                .filter_map(|(_, _, path)| path.strip_prefix(root).ok().map(|p| p.to_owned()))
+                .collect(),
+            accounts,
+        }
     }
 }

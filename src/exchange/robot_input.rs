@@ -173,7 +173,7 @@ impl Relay {
     /// Waits until the requestor replies to the question asked after message `before`, the
     /// thread ends, or time is up (`None`).
     async fn wait_for_answer(&self, before: usize) -> Option<Answer> {
-        let mut changes = self.ex.subscribe();
+        let mut changes = self.ex.changes().subscribe();
         loop {
             let (ex, thread) = (self.ex.clone(), self.thread.clone());
             let found = tokio::task::spawn_blocking(move || answer_after(&ex, &thread, before))
@@ -365,6 +365,33 @@ fn typed_answers(answers: &Map, fields: &[(String, String)]) -> serde_json::Valu
     serde_json::Value::Object(out)
 }
 
+/// Sends `payloads` (YAML list items) into `thread` as the robot executor.
+pub(crate) fn as_robot(
+    ex: &Exchange,
+    thread: &ThreadRef,
+    executor: &str,
+    payloads: Vec<(&str, Map)>,
+) -> Result<(), Error> {
+    let mut items = Vec::new();
+    for (kind, mut body) in payloads {
+        body.insert("re", Value::str(thread.as_str()));
+        let mut item = Map::new();
+        item.insert(kind, Value::Map(body));
+        items.push(Value::Map(item));
+    }
+    let mut top = Map::new();
+    top.insert("MESS", Value::Seq(items));
+    let message = Message::from_value(Value::Map(top))?;
+    let sender = Sender {
+        id: executor.to_owned(),
+        channel: CHANNEL.to_owned(),
+        role: Some(crate::exchange::auth::Role::Executor),
+        callback: None,
+    };
+    ex.intake().submit(message, &sender)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,31 +439,4 @@ mod tests {
             "{text}"
         );
     }
-}
-
-/// Sends `payloads` (YAML list items) into `thread` as the robot executor.
-pub(crate) fn as_robot(
-    ex: &Exchange,
-    thread: &ThreadRef,
-    executor: &str,
-    payloads: Vec<(&str, Map)>,
-) -> Result<(), Error> {
-    let mut items = Vec::new();
-    for (kind, mut body) in payloads {
-        body.insert("re", Value::str(thread.as_str()));
-        let mut item = Map::new();
-        item.insert(kind, Value::Map(body));
-        items.push(Value::Map(item));
-    }
-    let mut top = Map::new();
-    top.insert("MESS", Value::Seq(items));
-    let message = Message::from_value(Value::Map(top))?;
-    let sender = Sender {
-        id: executor.to_owned(),
-        channel: CHANNEL.to_owned(),
-        role: Some(crate::exchange::auth::Role::Executor),
-        callback: None,
-    };
-    ex.submit(message, &sender)?;
-    Ok(())
 }

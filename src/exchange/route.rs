@@ -23,6 +23,20 @@ use crate::protocol::time::Timestamp;
 use crate::store::error::StoreError;
 use crate::store::{Edit, HeadMemo};
 
+/// Who gets the work: routing waiting threads, escalating unclaimed ones, settling
+/// dependencies.
+#[derive(Clone, Copy)]
+pub struct Routing<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// Routing, escalation and settling of waiting threads.
+    pub fn routing(&self) -> Routing<'_> {
+        Routing { ex: self }
+    }
+}
+
 /// What one routing pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pass {
@@ -52,295 +66,6 @@ pub enum PassScope {
     All,
     /// These threads, and the dependents of those among them that completed.
     Threads(Vec<ThreadRef>),
-}
-
-impl Exchange {
-    /// Routes the pending threads in `scope` that wait for executors, all in one statement, and
-    /// records each decision; threads claimed, canceled or routed meanwhile are left alone.
-    pub fn route_waiting(&self, scope: PassScope) -> Result<Pass, Error> {
-        let now = self.now();
-        // A pass over the threads that just changed reads each once (a pass over all pending
-        // threads needs only their heads, and holds none).
-        let _threads = matches!(scope, PassScope::Threads(_)).then(HeadMemo::open);
-        let candidates: Vec<ThreadRef> = match scope {
-            PassScope::All => {
-                // A process that keeps the open threads knows which were never dispatched.
-                if let Some(unrouted) = self.queue.unrouted() {
-                    unrouted
-                } else {
-                    // Urgent work first, then the oldest: the order every pending list follows.
-                    let (mut pending, _) = self.store().list(&[State::Received], false);
-                    pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
-                    pending
-                        .into_iter()
-                        .map(|(env, _, _)| env.thread_ref)
-                        .collect()
-                }
-            }
-            PassScope::Threads(threads) => {
-                let mut all = threads.clone();
-                for thread in &threads {
-                    all.extend(self.store().dependents(thread)?);
-                }
-                all
-            }
-        };
-        let mut seen = HashSet::new();
-        let mut wanted = Vec::new();
-        let mut pass = Pass::default();
-        for thread in candidates {
-            if !seen.insert(thread.clone()) {
-                continue;
-            }
-            // One thread that cannot be routed (a broken message document, a required
-            // capability no id can match) waits, and says why; it does not hold up the others.
-            match self.waiting_request(&thread, now) {
-                Ok(Wanted::Route(w)) => wanted.push(w),
-                Ok(Wanted::No) => {}
-                Ok(Wanted::Later(until)) => {
-                    pass.next_start = Some(pass.next_start.map_or(until, |t| t.min(until)));
-                }
-                Err(e) => {
-                    tracing::warn!(thread = %thread, error = %e, "cannot route this thread");
-                    self.note_unroutable(&thread, &unroutable_reason(&e), now);
-                    pass.waiting.push(thread);
-                }
-            }
-        }
-        if wanted.is_empty() {
-            return Ok(pass);
-        }
-        let db = self
-            .db()
-            .map_err(|message| Error::Db(DbError::Failed { message }))?;
-        // Routing reads the executors and rules as checked here, so no registration can make
-        // the statement fail for everyone.
-        let directory = self.directory().routing();
-        let decisions = match db.route_batch(&wanted, &now, Some(&directory)) {
-            Ok(d) => d,
-            Err(e) => {
-                // Whatever made the batch fail, route each thread alone: the others go on, the
-                // one at fault waits with its reason.
-                tracing::warn!(error = %e, "a routing batch failed; routing its threads one by one");
-                let mut one_by_one = Vec::with_capacity(wanted.len());
-                for w in &wanted {
-                    match db.route_batch(std::slice::from_ref(w), &now, Some(&directory)) {
-                        Ok(mut d) => one_by_one.push(d.pop().unwrap_or_default()),
-                        Err(e) => {
-                            if let Ok(thread) = ThreadRef::parse(&w.thread) {
-                                tracing::warn!(thread = %thread, error = %e, "cannot route this thread");
-                                self.note_unroutable(
-                                    &thread,
-                                    "the routing statement failed for it (the server log has the details)",
-                                    now,
-                                );
-                            }
-                            one_by_one.push(Vec::new());
-                        }
-                    }
-                }
-                one_by_one
-            }
-        };
-        for (w, routed) in wanted.iter().zip(decisions) {
-            let Ok(thread) = ThreadRef::parse(&w.thread) else {
-                continue;
-            };
-            if routed.is_empty() {
-                pass.waiting.push(thread);
-                continue;
-            }
-            // The notices are written with the decision (before it on files, in its
-            // transaction in a database), so no routed thread goes untold; one queued before
-            // under the same id is not queued again.
-            let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
-            let deliveries = self.outbox().notices(&thread, &executors, "new", now)?;
-            let recorded = self.store().modify(&thread, |t| -> Result<_, Error> {
-                if !waits_for_routing(&t.envelope, now) {
-                    return Ok((None, false));
-                }
-                let mut envelope = t.envelope.clone();
-                lifecycle::record_routed(&mut envelope, &routed, now);
-                Ok((
-                    Some(Edit {
-                        envelope,
-                        append: Vec::new(),
-                        deliveries: deliveries.clone(),
-                    }),
-                    true,
-                ))
-            });
-            match recorded {
-                Ok(true) => {
-                    self.outbox().wake_deliveries();
-                    pass.routed.push(thread);
-                }
-                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(pass)
-    }
-
-    /// Offers every pending thread that was routed more than `dispatch.escalate_after` ago and
-    /// is still unclaimed to the `default` routing rule's executors (those able to take it),
-    /// once: an `escalated` history entry names them and each gets an `escalated` notice. The
-    /// deadline is read from the thread's own history, so a restart keeps it. Returns the
-    /// threads escalated.
-    pub fn escalate_due(&self) -> Result<Vec<ThreadRef>, Error> {
-        let Some(after) = self.settings().dispatch.escalate_after else {
-            return Ok(Vec::new());
-        };
-        let Ok(after) = chrono::TimeDelta::from_std(after) else {
-            return Ok(Vec::new());
-        };
-        let now = self.now();
-        let directory = self.directory();
-        let fallback: Vec<String> = directory
-            .rules
-            .iter()
-            .filter(|r| r.matcher.is_none())
-            .flat_map(|r| match &r.prefer {
-                Prefer::Executors(ids) => ids.clone(),
-                Prefer::Strategy(_) => Vec::new(),
-            })
-            .collect();
-        if fallback.is_empty() {
-            return Ok(Vec::new());
-        }
-        let due = |env: &Envelope| {
-            env.status == Status::Pending
-                && !env.history.iter().any(|h| h.action == "escalated")
-                && env
-                    .history
-                    .iter()
-                    .find(|h| h.action == "dispatched")
-                    .is_some_and(|h| h.at + escalation_delay(after, env.priority) <= now)
-        };
-        // A process that keeps the open threads reads only those whose time has come.
-        let pending: Vec<Envelope> = match self
-            .queue
-            .escalation_due(|priority, at| at + escalation_delay(after, priority) <= now)
-        {
-            Some(candidates) => candidates
-                .iter()
-                .filter_map(|t| self.store().envelope(t).ok().map(|(env, _)| env))
-                .collect(),
-            None => {
-                let (mut pending, _) = self.store().list(&[State::Received], false);
-                pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
-                pending.into_iter().map(|(env, _, _)| env).collect()
-            }
-        };
-        let mut escalated = Vec::new();
-        for env in pending.into_iter().filter(|env| due(env)) {
-            let able: Vec<String> = fallback
-                .iter()
-                .filter(|id| {
-                    directory
-                        .executor(id)
-                        .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
-                })
-                .cloned()
-                .collect();
-            let thread = env.thread_ref.clone();
-            let deliveries = self.outbox().notices(&thread, &able, "escalated", now)?;
-            let note = if able.is_empty() {
-                "unclaimed; no executor of the default rule can take it".to_owned()
-            } else {
-                format!("unclaimed; offered to {}", able.join(", "))
-            };
-            let written = self.store().modify(&thread, |t| -> Result<_, Error> {
-                if !due(&t.envelope) {
-                    return Ok((None, false));
-                }
-                let mut envelope = t.envelope.clone();
-                envelope.record("escalated", now, EXCHANGE, Some(note.clone()));
-                Ok((
-                    Some(Edit {
-                        envelope,
-                        append: Vec::new(),
-                        deliveries: deliveries.clone(),
-                    }),
-                    true,
-                ))
-            });
-            match written {
-                Ok(true) => {
-                    self.outbox().wake_deliveries();
-                    escalated.push(thread);
-                }
-                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(escalated)
-    }
-
-    /// Records in `thread`'s history why it cannot be routed (an `unroutable` entry), once per
-    /// reason, so `mess status` and `mess fsck` can say why it waits; a thread that changed
-    /// meanwhile, or already says so, is left alone.
-    fn note_unroutable(&self, thread: &ThreadRef, reason: &str, now: Timestamp) {
-        let written = self.store().modify(thread, |t| -> Result<_, Error> {
-            let env = &t.envelope;
-            let said = env.unroutable() == Some(reason);
-            if env.status != Status::Pending || said {
-                return Ok((None, ()));
-            }
-            let mut envelope = env.clone();
-            envelope.record("unroutable", now, EXCHANGE, Some(reason.to_owned()));
-            Ok((
-                Some(Edit {
-                    envelope,
-                    append: Vec::new(),
-                    deliveries: Vec::new(),
-                }),
-                (),
-            ))
-        });
-        if let Err(e) = written {
-            tracing::warn!(thread = %thread, error = %e, "cannot record why this thread waits");
-        }
-    }
-
-    /// The routing input of `thread` if it is pending, not yet routed, not overdue, and every
-    /// dependency has completed.
-    fn waiting_request(&self, thread: &ThreadRef, now: Timestamp) -> Result<Wanted, Error> {
-        let env = match self.store().envelope(thread) {
-            Ok((env, _)) => env,
-            Err(StoreError::NotFound { .. }) => return Ok(Wanted::No),
-            Err(e) => return Err(e.into()),
-        };
-        if !waits_for_routing(&env, now) {
-            return Ok(Wanted::No);
-        }
-        if env.too_early(now) {
-            return Ok(Wanted::Later(env.not_before.unwrap_or(now)));
-        }
-        if !env.depends_on.is_empty()
-            && !plan::dependency_statuses(self, &env)?
-                .iter()
-                .all(|(_, s)| *s == Some(Status::Completed))
-        {
-            return Ok(Wanted::No);
-        }
-        let file = match self.store().read(thread) {
-            Ok(f) => f,
-            Err(StoreError::NotFound { .. }) => return Ok(Wanted::No),
-            Err(e) => return Err(e.into()),
-        };
-        let input = lifecycle::route_input(&file)?;
-        // Requests from before capability ids were checked at the door (or files written by
-        // hand) may require an id routing cannot match safely.
-        for id in &input.requires {
-            crate::protocol::ids::check_capability_id(id).map_err(|why| {
-                Error::from(crate::protocol::error::ProtocolError::invalid(
-                    "requires", why,
-                ))
-            })?;
-        }
-        Ok(Wanted::Route(input.wanted(thread.to_string())))
-    }
 }
 
 /// What a thread's history says when it cannot be routed: the problem when it is the thread's
@@ -384,7 +109,7 @@ const BURST: Duration = Duration::from_millis(250);
 /// from the requests themselves.
 pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut changes = ex.subscribe();
+        let mut changes = ex.changes().subscribe();
         let mut full = true;
         let mut named: BTreeSet<ThreadRef> = BTreeSet::new();
         let mut next_full = Instant::now();
@@ -414,9 +139,9 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                 let started = Instant::now();
                 let escalate = matches!(scope, PassScope::All);
                 match tokio::task::spawn_blocking(move || {
-                    let pass = worker.route_waiting(scope)?;
+                    let pass = worker.routing().route_waiting(scope)?;
                     if escalate {
-                        worker.escalate_due()?;
+                        worker.routing().escalate_due()?;
                     }
                     Ok::<_, Error>(pass)
                 })
@@ -486,5 +211,304 @@ fn note(named: &mut BTreeSet<ThreadRef>, env: &Envelope) {
     let waits = env.status == Status::Pending && !env.dispatched();
     if waits || env.status == Status::Completed {
         named.insert(env.thread_ref.clone());
+    }
+}
+
+impl Routing<'_> {
+    /// Routes the pending threads in `scope` that wait for executors, all in one statement, and
+    /// records each decision; threads claimed, canceled or routed meanwhile are left alone.
+    pub fn route_waiting(&self, scope: PassScope) -> Result<Pass, Error> {
+        let now = self.ex.now();
+        // A pass over the threads that just changed reads each once (a pass over all pending
+        // threads needs only their heads, and holds none).
+        let _threads = matches!(scope, PassScope::Threads(_)).then(HeadMemo::open);
+        let candidates: Vec<ThreadRef> = match scope {
+            PassScope::All => {
+                // A process that keeps the open threads knows which were never dispatched.
+                if let Some(unrouted) = self.ex.queue.unrouted() {
+                    unrouted
+                } else {
+                    // Urgent work first, then the oldest: the order every pending list follows.
+                    let (mut pending, _) = self.ex.store().list(&[State::Received], false);
+                    pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
+                    pending
+                        .into_iter()
+                        .map(|(env, _, _)| env.thread_ref)
+                        .collect()
+                }
+            }
+            PassScope::Threads(threads) => {
+                let mut all = threads.clone();
+                for thread in &threads {
+                    all.extend(self.ex.store().dependents(thread)?);
+                }
+                all
+            }
+        };
+        let mut seen = HashSet::new();
+        let mut wanted = Vec::new();
+        let mut pass = Pass::default();
+        for thread in candidates {
+            if !seen.insert(thread.clone()) {
+                continue;
+            }
+            // One thread that cannot be routed (a broken message document, a required
+            // capability no id can match) waits, and says why; it does not hold up the others.
+            match self.waiting_request(&thread, now) {
+                Ok(Wanted::Route(w)) => wanted.push(w),
+                Ok(Wanted::No) => {}
+                Ok(Wanted::Later(until)) => {
+                    pass.next_start = Some(pass.next_start.map_or(until, |t| t.min(until)));
+                }
+                Err(e) => {
+                    tracing::warn!(thread = %thread, error = %e, "cannot route this thread");
+                    self.note_unroutable(&thread, &unroutable_reason(&e), now);
+                    pass.waiting.push(thread);
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(pass);
+        }
+        let db = self
+            .ex
+            .db()
+            .map_err(|message| Error::Db(DbError::Failed { message }))?;
+        // Routing reads the executors and rules as checked here, so no registration can make
+        // the statement fail for everyone.
+        let directory = self.ex.directory().routing();
+        let decisions = match db.route_batch(&wanted, &now, Some(&directory)) {
+            Ok(d) => d,
+            Err(e) => {
+                // Whatever made the batch fail, route each thread alone: the others go on, the
+                // one at fault waits with its reason.
+                tracing::warn!(error = %e, "a routing batch failed; routing its threads one by one");
+                let mut one_by_one = Vec::with_capacity(wanted.len());
+                for w in &wanted {
+                    match db.route_batch(std::slice::from_ref(w), &now, Some(&directory)) {
+                        Ok(mut d) => one_by_one.push(d.pop().unwrap_or_default()),
+                        Err(e) => {
+                            if let Ok(thread) = ThreadRef::parse(&w.thread) {
+                                tracing::warn!(thread = %thread, error = %e, "cannot route this thread");
+                                self.note_unroutable(
+                                    &thread,
+                                    "the routing statement failed for it (the server log has the details)",
+                                    now,
+                                );
+                            }
+                            one_by_one.push(Vec::new());
+                        }
+                    }
+                }
+                one_by_one
+            }
+        };
+        for (w, routed) in wanted.iter().zip(decisions) {
+            let Ok(thread) = ThreadRef::parse(&w.thread) else {
+                continue;
+            };
+            if routed.is_empty() {
+                pass.waiting.push(thread);
+                continue;
+            }
+            // The notices are written with the decision (before it on files, in its
+            // transaction in a database), so no routed thread goes untold; one queued before
+            // under the same id is not queued again.
+            let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
+            let deliveries = self.ex.outbox().notices(&thread, &executors, "new", now)?;
+            let recorded = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
+                if !waits_for_routing(&t.envelope, now) {
+                    return Ok((None, false));
+                }
+                let mut envelope = t.envelope.clone();
+                lifecycle::record_routed(&mut envelope, &routed, now);
+                Ok((
+                    Some(Edit {
+                        envelope,
+                        append: Vec::new(),
+                        deliveries: deliveries.clone(),
+                    }),
+                    true,
+                ))
+            });
+            match recorded {
+                Ok(true) => {
+                    self.ex.outbox().wake_deliveries();
+                    pass.routed.push(thread);
+                }
+                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(pass)
+    }
+
+    /// Offers every pending thread that was routed more than `dispatch.escalate_after` ago and
+    /// is still unclaimed to the `default` routing rule's executors (those able to take it),
+    /// once: an `escalated` history entry names them and each gets an `escalated` notice. The
+    /// deadline is read from the thread's own history, so a restart keeps it. Returns the
+    /// threads escalated.
+    pub fn escalate_due(&self) -> Result<Vec<ThreadRef>, Error> {
+        let Some(after) = self.ex.settings().dispatch.escalate_after else {
+            return Ok(Vec::new());
+        };
+        let Ok(after) = chrono::TimeDelta::from_std(after) else {
+            return Ok(Vec::new());
+        };
+        let now = self.ex.now();
+        let directory = self.ex.directory();
+        let fallback: Vec<String> = directory
+            .rules
+            .iter()
+            .filter(|r| r.matcher.is_none())
+            .flat_map(|r| match &r.prefer {
+                Prefer::Executors(ids) => ids.clone(),
+                Prefer::Strategy(_) => Vec::new(),
+            })
+            .collect();
+        if fallback.is_empty() {
+            return Ok(Vec::new());
+        }
+        let due = |env: &Envelope| {
+            env.status == Status::Pending
+                && !env.history.iter().any(|h| h.action == "escalated")
+                && env
+                    .history
+                    .iter()
+                    .find(|h| h.action == "dispatched")
+                    .is_some_and(|h| h.at + escalation_delay(after, env.priority) <= now)
+        };
+        // A process that keeps the open threads reads only those whose time has come.
+        let pending: Vec<Envelope> = match self
+            .ex
+            .queue
+            .escalation_due(|priority, at| at + escalation_delay(after, priority) <= now)
+        {
+            Some(candidates) => candidates
+                .iter()
+                .filter_map(|t| self.ex.store().envelope(t).ok().map(|(env, _)| env))
+                .collect(),
+            None => {
+                let (mut pending, _) = self.ex.store().list(&[State::Received], false);
+                pending.sort_by(|a, b| a.0.queue_key().cmp(&b.0.queue_key()));
+                pending.into_iter().map(|(env, _, _)| env).collect()
+            }
+        };
+        let mut escalated = Vec::new();
+        for env in pending.into_iter().filter(|env| due(env)) {
+            let able: Vec<String> = fallback
+                .iter()
+                .filter(|id| {
+                    directory
+                        .executor(id)
+                        .is_some_and(|spec| directory.missing(spec, &env.requires).is_empty())
+                })
+                .cloned()
+                .collect();
+            let thread = env.thread_ref.clone();
+            let deliveries = self.ex.outbox().notices(&thread, &able, "escalated", now)?;
+            let note = if able.is_empty() {
+                "unclaimed; no executor of the default rule can take it".to_owned()
+            } else {
+                format!("unclaimed; offered to {}", able.join(", "))
+            };
+            let written = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
+                if !due(&t.envelope) {
+                    return Ok((None, false));
+                }
+                let mut envelope = t.envelope.clone();
+                envelope.record("escalated", now, EXCHANGE, Some(note.clone()));
+                Ok((
+                    Some(Edit {
+                        envelope,
+                        append: Vec::new(),
+                        deliveries: deliveries.clone(),
+                    }),
+                    true,
+                ))
+            });
+            match written {
+                Ok(true) => {
+                    self.ex.outbox().wake_deliveries();
+                    escalated.push(thread);
+                }
+                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(escalated)
+    }
+
+    /// Records in `thread`'s history why it cannot be routed (an `unroutable` entry), once per
+    /// reason, so `mess status` and `mess fsck` can say why it waits; a thread that changed
+    /// meanwhile, or already says so, is left alone.
+    fn note_unroutable(&self, thread: &ThreadRef, reason: &str, now: Timestamp) {
+        let written = self.ex.store().modify(thread, |t| -> Result<_, Error> {
+            let env = &t.envelope;
+            let said = env.unroutable() == Some(reason);
+            if env.status != Status::Pending || said {
+                return Ok((None, ()));
+            }
+            let mut envelope = env.clone();
+            envelope.record("unroutable", now, EXCHANGE, Some(reason.to_owned()));
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: Vec::new(),
+                    deliveries: Vec::new(),
+                }),
+                (),
+            ))
+        });
+        if let Err(e) = written {
+            tracing::warn!(thread = %thread, error = %e, "cannot record why this thread waits");
+        }
+    }
+
+    /// The routing input of `thread` if it is pending, not yet routed, not overdue, and every
+    /// dependency has completed.
+    fn waiting_request(&self, thread: &ThreadRef, now: Timestamp) -> Result<Wanted, Error> {
+        let env = match self.ex.store().envelope(thread) {
+            Ok((env, _)) => env,
+            Err(StoreError::NotFound { .. }) => return Ok(Wanted::No),
+            Err(e) => return Err(e.into()),
+        };
+        if !waits_for_routing(&env, now) {
+            return Ok(Wanted::No);
+        }
+        if env.too_early(now) {
+            return Ok(Wanted::Later(env.not_before.unwrap_or(now)));
+        }
+        if !env.depends_on.is_empty()
+            && !plan::dependency_statuses(self.ex, &env)?
+                .iter()
+                .all(|(_, s)| *s == Some(Status::Completed))
+        {
+            return Ok(Wanted::No);
+        }
+        let file = match self.ex.store().read(thread) {
+            Ok(f) => f,
+            Err(StoreError::NotFound { .. }) => return Ok(Wanted::No),
+            Err(e) => return Err(e.into()),
+        };
+        let input = lifecycle::route_input(&file)?;
+        // Requests from before capability ids were checked at the door (or files written by
+        // hand) may require an id routing cannot match safely.
+        for id in &input.requires {
+            crate::protocol::ids::check_capability_id(id).map_err(|why| {
+                Error::from(crate::protocol::error::ProtocolError::invalid(
+                    "requires", why,
+                ))
+            })?;
+        }
+        Ok(Wanted::Route(input.wanted(thread.to_string())))
+    }
+}
+
+impl Routing<'_> {
+    /// Expires every pending thread whose `needed_by` has passed and settles pending threads
+    /// whose dependencies finished; returns the refs that changed.
+    pub fn settle_pending(&self) -> Result<Vec<ThreadRef>, Error> {
+        lifecycle::settle_all(self.ex, self.ex.now())
     }
 }

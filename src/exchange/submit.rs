@@ -14,7 +14,21 @@ use crate::protocol::error::ProtocolError;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
 use crate::protocol::value::{Map, Value};
-use crate::store::{Edit, IndexKey};
+use crate::protocol::yaml::{self, Limits};
+use crate::store::{Edit, HeadMemo, IndexKey};
+
+/// The door every message comes in by: reading (bounded by the parse gate) and submitting.
+#[derive(Clone, Copy)]
+pub struct Intake<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// The door messages come in by.
+    pub fn intake(&self) -> Intake<'_> {
+        Intake { ex: self }
+    }
+}
 
 /// What a key's role lets it send: agents ask (request, reply, cancel), executors act
 /// (status, response, suggestion) and register only themselves; both may query. Routing rules
@@ -448,5 +462,208 @@ fn check_text(value: &Value, path: &str) -> Result<(), Error> {
             check_text(v, &inner)
         }),
         _ => Ok(()),
+    }
+}
+
+/// Memory all message parsing of one process may take at once.
+pub(super) const PARSE_BUDGET: usize = 384 * 1024 * 1024;
+
+/// How long a message waits for room to be parsed before it is refused as busy.
+const PARSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What parsing a message of `len` bytes may cost at most (the multiple measured by the parse
+/// benchmark, with room to spare): the budget each parse holds while it runs.
+pub(super) fn parse_cost(len: usize) -> usize {
+    len.saturating_mul(10).saturating_add(4 * 1024 * 1024)
+}
+
+/// A counting gate over [`PARSE_BUDGET`]: a parse waits until its cost fits beside the parses
+/// in flight, so many large messages at once queue instead of exhausting memory.
+#[derive(Debug, Default)]
+pub(super) struct ParseGate {
+    used: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl ParseGate {
+    /// Waits for room for `cost` and holds it until the guard drops; a cost over the whole
+    /// budget waits for the gate to be empty. Waits at most `patience`: a parse that cannot
+    /// start by then is refused as busy rather than queued behind others without end.
+    pub(super) fn enter(
+        &self,
+        cost: usize,
+        patience: std::time::Duration,
+    ) -> Result<ParseGuard<'_>, Error> {
+        let cost = cost.min(PARSE_BUDGET);
+        let deadline = std::time::Instant::now() + patience;
+        let mut used = match self.used.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        while *used + cost > PARSE_BUDGET {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(Error::Busy {
+                    message: "the exchange is reading as many large messages as it holds at \
+                              once; retry shortly"
+                        .to_owned(),
+                });
+            }
+            used = match self.freed.wait_timeout(used, left) {
+                Ok((g, _)) => g,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        *used += cost;
+        Ok(ParseGuard { gate: self, cost })
+    }
+}
+
+/// Room held in the [`ParseGate`].
+pub(super) struct ParseGuard<'a> {
+    gate: &'a ParseGate,
+    cost: usize,
+}
+
+impl Drop for ParseGuard<'_> {
+    fn drop(&mut self) {
+        let mut used = match self.gate.used.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *used = used.saturating_sub(self.cost);
+        self.gate.freed.notify_all();
+    }
+}
+
+impl Intake<'_> {
+    /// Parses YAML text holding one or more MESS messages (one per document) and submits each,
+    /// in order; returns the exchange's answer to each. Stops at the first failure; callers that
+    /// must report the answers before it submit [`Exchange::parse_text`]'s messages one by one.
+    pub fn submit_text(&self, text: &str, sender: &Sender) -> Result<Vec<Message>, Error> {
+        self.parse_text(text)?
+            .into_iter()
+            .map(|m| self.submit(m, sender))
+            .collect()
+    }
+
+    /// Parses YAML text holding one or more MESS messages (one per document), checking the size
+    /// limit first; nothing is submitted.
+    pub fn parse_text(&self, text: &str) -> Result<Vec<Message>, Error> {
+        let _room = self.parse_room(text)?;
+        self.read_messages(text)
+    }
+
+    /// Holds room in the parse budget for `text` (after checking the size limit, so an
+    /// oversized text is refused before it waits).
+    fn parse_room(&self, text: &str) -> Result<ParseGuard<'_>, Error> {
+        if text.len() > self.ex.settings.max_message_bytes {
+            return Err(ProtocolError::TooLarge {
+                size: text.len(),
+                limit: self.ex.settings.max_message_bytes,
+            }
+            .into());
+        }
+        self.ex
+            .parsing
+            .enter(parse_cost(text.len()), PARSE_PATIENCE)
+    }
+
+    /// [`Exchange::parse_text`] without taking room (the caller holds it).
+    fn read_messages(&self, text: &str) -> Result<Vec<Message>, Error> {
+        let docs: Vec<_> = yaml::parse_documents(text, &Limits::message(text.len()))
+            .map_err(ProtocolError::from)?
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect();
+        let several = docs.len() > 1;
+        let messages = docs
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                Message::from_value(d).map_err(|e| match e {
+                    // With several documents, the path says which one.
+                    ProtocolError::Invalid { path, problem } if several => ProtocolError::Invalid {
+                        path: format!("document {}: {path}", i + 1),
+                        problem,
+                    },
+                    other => other,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if messages.is_empty() {
+            return Err(ProtocolError::invalid("MESS", "the input holds no message").into());
+        }
+        Ok(messages)
+    }
+
+    /// Parses a JSON text (RFC 8259) holding exactly one MESS message, as the API reads bodies
+    /// sent as `application/json`: strict JSON, not YAML, so every escape JSON allows (surrogate
+    /// pairs included) reads as JSON means it, and an error gives the line and column.
+    pub fn parse_json(&self, text: &str) -> Result<Message, Error> {
+        let _room = self.parse_room(text)?;
+        self.read_json(text)
+    }
+
+    /// [`Exchange::parse_json`] without taking room (the caller holds it).
+    fn read_json(&self, text: &str) -> Result<Message, Error> {
+        let malformed = |e: serde_json::Error| {
+            Error::from(ProtocolError::from(yaml::YamlError {
+                message: format!("invalid JSON: {e}"),
+            }))
+        };
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let value =
+            yaml::value_from(&mut reader, &Limits::json_message(text.len())).map_err(malformed)?;
+        reader.end().map_err(malformed)?;
+        Ok(Message::from_value(value)?)
+    }
+
+    /// Parses YAML (or JSON) text holding exactly one MESS message, as the API takes one per
+    /// request.
+    pub fn parse_one(&self, text: &str) -> Result<Message, Error> {
+        let _room = self.parse_room(text)?;
+        self.read_one(text)
+    }
+
+    /// [`Exchange::parse_one`] without taking room (the caller holds it).
+    fn read_one(&self, text: &str) -> Result<Message, Error> {
+        let mut messages = self.read_messages(text)?;
+        if messages.len() != 1 {
+            return Err(ProtocolError::invalid(
+                "body",
+                format!(
+                    "send one MESS message per request (found {} documents)",
+                    messages.len()
+                ),
+            )
+            .into());
+        }
+        Ok(messages.remove(0))
+    }
+
+    /// Parses a request body holding one MESS message (strict JSON when `json`, else YAML) and
+    /// hands it to `then`, holding the message's room in the parse budget until `then` returns:
+    /// the parsed message lives that long, so the budget counts it while it is submitted.
+    pub fn take_body<T>(
+        &self,
+        text: &str,
+        json: bool,
+        then: impl FnOnce(Message) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let _room = self.parse_room(text)?;
+        let message = if json {
+            self.read_json(text)?
+        } else {
+            self.read_one(text)?
+        };
+        then(message)
+    }
+
+    /// Submits one parsed MESS message and returns the exchange's answer (ack, statuses,
+    /// query responses).
+    pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {
+        let _heads = HeadMemo::open();
+        submit(self.ex, message, sender)
     }
 }

@@ -20,6 +20,20 @@ use crate::protocol::time::Timestamp;
 use crate::store::layout::ref_of_file;
 use crate::store::{FOLLOW_PASS_EVERY, Following};
 
+/// The changes of threads as they happen: subscribing, catching up from a cursor, and
+/// following other processes' writes.
+#[derive(Clone, Copy)]
+pub struct Changes<'a> {
+    pub(super) ex: &'a Exchange,
+}
+
+impl Exchange {
+    /// Thread changes: subscribe, catch up, follow the home.
+    pub fn changes(&self) -> Changes<'_> {
+        Changes { ex: self }
+    }
+}
+
 /// The last version announced per thread (the length of its history, then its `updated`), so
 /// that a change seen both in-process and through the file system is announced once.
 #[derive(Debug, Default)]
@@ -74,15 +88,37 @@ impl std::fmt::Debug for HomeWatch {
     }
 }
 
-impl Exchange {
+/// How often a follower looks at the change feed when nothing woke it.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(f)
+        .map(|_| ())
+        .map_err(|e| {
+            Error::Store(crate::store::error::StoreError::Other {
+                message: format!("starting {name}: {e}"),
+            })
+        })
+}
+
+fn watch_error(e: &::notify::Error) -> Error {
+    Error::Store(crate::store::error::StoreError::Io {
+        path: std::path::PathBuf::from("state=*"),
+        source: std::io::Error::other(format!("watching the home: {e}")),
+    })
+}
+
+impl Changes<'_> {
     /// Starts announcing the thread changes other processes write (another `mess` command, a
     /// server, a tool writing files), for as long as the returned watch lives.
     pub fn watch_home(&self) -> Result<HomeWatch, Error> {
-        self.store().init()?;
-        if let Some(following) = self.store().following()? {
+        self.ex.store().init()?;
+        if let Some(following) = self.ex.store().following()? {
             return self.follow_database(following);
         }
-        let ex = self.clone();
+        let ex = self.ex.clone();
         let mut watcher =
             ::notify::recommended_watcher(move |event: ::notify::Result<::notify::Event>| {
                 let Ok(event) = event else { return };
@@ -93,14 +129,14 @@ impl Exchange {
                     return;
                 }
                 for path in &event.paths {
-                    ex.announce_file(path);
+                    ex.changes().announce_file(path);
                 }
             })
             .map_err(|e| watch_error(&e))?;
         for state in State::ALL {
             watcher
                 .watch(
-                    &self.store().layout().state_dir(state),
+                    &self.ex.store().layout().state_dir(state),
                     RecursiveMode::NonRecursive,
                 )
                 .map_err(|e| watch_error(&e))?;
@@ -116,14 +152,14 @@ impl Exchange {
     /// thread of its own, writing each changed thread's file and announcing it, woken by this
     /// process's commits, by other nodes' notifications, and at least once a second.
     fn follow_database(&self, mut following: Following) -> Result<HomeWatch, Error> {
-        let layout = self.store().layout().clone();
+        let layout = self.ex.store().layout().clone();
         let stop = Arc::new(AtomicBool::new(false));
         let listening = {
             let (listen, stop) = (following.listener(), stop.clone());
             move || listen(stop)
         };
         spawn("mess-listen", listening)?;
-        let ex = self.clone();
+        let ex = self.ex.clone();
         let following = {
             let stop = stop.clone();
             move || {
@@ -149,7 +185,7 @@ impl Exchange {
                         Ok(applied) => {
                             found = !applied.is_empty();
                             for (envelope, cursor) in applied {
-                                ex.announce_envelope(envelope, Some(cursor));
+                                ex.changes().announce_envelope(envelope, Some(cursor));
                             }
                         }
                         Err(e) => tracing::warn!(error = %e, "following the database"),
@@ -185,7 +221,7 @@ impl Exchange {
     /// Keeps the open threads from now on, their first index built on a thread of its own
     /// from the store.
     fn follow_queue(&self) -> Result<(), Error> {
-        let ex = self.clone();
+        let ex = self.ex.clone();
         spawn("mess-queue", move || {
             ex.queue.follow(|| view::open(&ex));
         })
@@ -195,19 +231,19 @@ impl Exchange {
     /// due (see [`REBUILD_EVERY`](crate::exchange::queue::REBUILD_EVERY)); the old index serves
     /// meanwhile.
     pub(crate) fn refresh_queue(&self) {
-        if !self.queue.stale() {
+        if !self.ex.queue.stale() {
             return;
         }
-        let ex = self.clone();
+        let ex = self.ex.clone();
         let _ = spawn("mess-queue", move || ex.queue.rebuild(|| view::open(&ex)));
     }
 
     /// Announces `envelope` on the change bus unless this change was announced already.
     pub(crate) fn announce_envelope(&self, envelope: Envelope, cursor: Option<String>) {
-        self.queue.note(&envelope);
+        self.ex.queue.note(&envelope);
         self.refresh_queue();
-        if self.announced.first(&envelope) {
-            let _ = self.changes.send(ThreadChange {
+        if self.ex.announced.first(&envelope) {
+            let _ = self.ex.changes.send(ThreadChange {
                 thread: envelope.thread_ref.clone(),
                 status: envelope.status,
                 updated: envelope.updated,
@@ -229,31 +265,52 @@ impl Exchange {
         let Some(thread) = ref_of_file(name) else {
             return;
         };
-        let Ok((envelope, _)) = self.store().envelope(&thread) else {
+        let Ok((envelope, _)) = self.ex.store().envelope(&thread) else {
             return;
         };
         self.announce_envelope(envelope, None);
     }
 }
 
-/// How often a follower looks at the change feed when nothing woke it.
-const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+impl Changes<'_> {
+    /// The changes after `cursor` (an `/events` id from any node, tier 1), oldest first, each
+    /// thread once as it is now; at most `limit` threads. Some may have been sent before the
+    /// cursor was (a resume sends at least everything missed). Empty on files, or for a cursor
+    /// of another form; `None` when the cursor is older than the change feed keeps
+    /// (`FEED_KEEP_DAYS`), so changes may be missing.
+    pub fn changes_since(
+        &self,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<Option<Vec<ThreadChange>>, Error> {
+        let Some(horizon) = cursor
+            .split_once('-')
+            .and_then(|(h, _)| h.parse::<u64>().ok())
+        else {
+            return Ok(Some(Vec::new()));
+        };
+        let Some(changed) = self.ex.store.changed_since(horizon, limit)? else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        for (thread, id) in changed {
+            if let Ok((envelope, _)) = self.ex.store.envelope(&thread) {
+                out.push(ThreadChange {
+                    thread,
+                    status: envelope.status,
+                    updated: envelope.updated,
+                    envelope: Arc::new(envelope),
+                    cursor: Some(format!("{horizon}-{id}")),
+                });
+            }
+        }
+        Ok(Some(out))
+    }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Error> {
-    std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(f)
-        .map(|_| ())
-        .map_err(|e| {
-            Error::Store(crate::store::error::StoreError::Other {
-                message: format!("starting {name}: {e}"),
-            })
-        })
-}
-
-fn watch_error(e: &::notify::Error) -> Error {
-    Error::Store(crate::store::error::StoreError::Io {
-        path: std::path::PathBuf::from("state=*"),
-        source: std::io::Error::other(format!("watching the home: {e}")),
-    })
+    /// Listens to the changes this exchange writes from now on (waits, events, MCP resource
+    /// updates). A listener that falls more than a few thousand changes behind gets a `Lagged`
+    /// error and should re-read what it watches.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ThreadChange> {
+        self.ex.changes.subscribe()
+    }
 }

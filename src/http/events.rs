@@ -178,7 +178,7 @@ where
     Fut: std::future::Future<Output = Verdict> + Send,
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(BUFFER);
-    let mut changes = state.exchange.subscribe();
+    let mut changes = state.exchange.changes().subscribe();
     let ex = state.exchange.clone();
     let stop = state.stop.clone();
     let until =
@@ -190,7 +190,7 @@ where
         let replay: Option<Vec<ThreadChange>> = match resume {
             Some(cursor) => {
                 let reader = ex.clone();
-                tokio::task::spawn_blocking(move || reader.changes_since(&cursor, REPLAY))
+                tokio::task::spawn_blocking(move || reader.changes().changes_since(&cursor, REPLAY))
                     .await
                     .ok()
                     .and_then(Result::ok)

@@ -114,7 +114,7 @@ pub(crate) async fn post(
     let ex = state.exchange.clone();
     let reply = state
         .blocking(move || -> Result<Value, Error> {
-            ex.take_body(&body.text, json, |message| {
+            ex.intake().take_body(&body.text, json, |message| {
                 Ok(ex.auth().submit_with_link(message, &grant)?.to_value())
             })
         })

@@ -83,7 +83,7 @@ impl McpServices {
                     .disable_allowed_hosts()
                     .with_max_request_body_bytes(self.body_limit)
                     .with_cancellation_token(self.stop.child_token());
-                if self.exchange.shares_mcp_sessions() {
+                if self.exchange.mcp_sessions().shared() {
                     config.session_store = Some(Arc::new(SharedSessions {
                         exchange: self.exchange.clone(),
                         principal: format!("{}:{}", who.role, who.id),
@@ -186,7 +186,7 @@ impl SessionStore for SharedSessions {
             self.principal.clone(),
             session_id.to_owned(),
         );
-        let text = tokio::task::spawn_blocking(move || ex.mcp_session(&who, &id)).await??;
+        let text = tokio::task::spawn_blocking(move || ex.mcp_sessions().load(&who, &id)).await??;
         match text {
             Some(text) => Ok(Some(serde_json::from_str(&text)?)),
             None => Ok(None),
@@ -200,7 +200,7 @@ impl SessionStore for SharedSessions {
             self.principal.clone(),
             session_id.to_owned(),
         );
-        tokio::task::spawn_blocking(move || ex.save_mcp_session(&who, &id, &text)).await??;
+        tokio::task::spawn_blocking(move || ex.mcp_sessions().save(&who, &id, &text)).await??;
         Ok(())
     }
 
@@ -210,7 +210,7 @@ impl SessionStore for SharedSessions {
             self.principal.clone(),
             session_id.to_owned(),
         );
-        tokio::task::spawn_blocking(move || ex.drop_mcp_session(&who, &id)).await??;
+        tokio::task::spawn_blocking(move || ex.mcp_sessions().forget(&who, &id)).await??;
         Ok(())
     }
 }

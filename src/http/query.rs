@@ -77,14 +77,14 @@ async fn run(state: AppState, viewer: String, params: QueryParams) -> Result<Res
         .ok_or_else(|| ApiError::malformed("a query needs `sql`"))?;
     let limits = QueryLimits {
         max_rows: params.limit.unwrap_or(1000).clamp(1, MAX_LIMIT),
-        ..state.exchange.query_limits()
+        ..state.exchange.sql().query_limits()
     };
     let format = params.format.as_deref().unwrap_or("json").to_owned();
     let ex = state.exchange.clone();
     match format.as_str() {
         "json" | "csv" => {
             let result = state
-                .blocking(move || ex.query(&sql, &limits, Some(&viewer)))
+                .blocking(move || ex.sql().query(&sql, &limits, Some(&viewer)))
                 .await?
                 .map_err(query_error(&state.exchange))?;
             let (kind, text) = if format == "csv" {
@@ -103,7 +103,7 @@ async fn run(state: AppState, viewer: String, params: QueryParams) -> Result<Res
         }
         "arrow" => {
             let result = state
-                .blocking(move || ex.query_arrow(&sql, &limits, Some(&viewer)))
+                .blocking(move || ex.sql().query_arrow(&sql, &limits, Some(&viewer)))
                 .await?
                 .map_err(query_error(&state.exchange))?;
             let mut response = (

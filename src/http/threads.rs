@@ -41,8 +41,8 @@ pub(crate) async fn submit(
             state
                 .blocking(move || -> Result<Value, crate::exchange::error::Error> {
                     let sender = Sender::principal(&caller, "http");
-                    ex.take_body(&body.text, json, |message| {
-                        Ok(ex.submit(message, &sender)?.to_value())
+                    ex.intake().take_body(&body.text, json, |message| {
+                        Ok(ex.intake().submit(message, &sender)?.to_value())
                     })
                 })
                 .await??
@@ -56,7 +56,7 @@ pub(crate) async fn submit(
             let body = body::text(&headers, body, limit, &state.bodies, &holder).await?;
             state
                 .blocking(move || -> Result<Value, crate::exchange::error::Error> {
-                    ex.take_body(&body.text, json, |message| {
+                    ex.intake().take_body(&body.text, json, |message| {
                         Ok(ex.auth().submit_with_link(message, &grant)?.to_value())
                     })
                 })

@@ -370,7 +370,7 @@ impl rmcp::ServerHandler for MessMcp {
             ));
         }
         // Subscribed before the check, so no change between the two is missed.
-        let mut changes = self.exchange.subscribe();
+        let mut changes = self.exchange.changes().subscribe();
         if let Some(id) = subscribe::thread_of(&request.uri) {
             let (ex, who, id) = (self.exchange.clone(), self.who.id.clone(), id.to_owned());
             let found = tokio::task::spawn_blocking(move || ex.access().thread_for(&id, &who))
@@ -441,7 +441,7 @@ impl rmcp::ServerHandler for MessMcp {
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
-        let mut changes = self.exchange.subscribe();
+        let mut changes = self.exchange.changes().subscribe();
         let uris = context
             .accepted()
             .resource_subscriptions

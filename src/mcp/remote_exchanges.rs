@@ -120,7 +120,7 @@ impl MessMcp {
             Ok(t) => t,
             Err(failed) => return failed,
         };
-        let messages = match self.run(move |ex, _| ex.parse_text(&text)).await {
+        let messages = match self.run(move |ex, _| ex.intake().parse_text(&text)).await {
             Ok(m) => m,
             Err(failed) => return failed,
         };
@@ -194,7 +194,7 @@ impl MessMcp {
     /// see there.
     pub(crate) fn watch_everywhere(&self, watchers: &mut Watchers, limit: Duration) {
         for local in self.locals.iter() {
-            let changes = local.server.exchange.subscribe();
+            let changes = local.server.exchange.changes().subscribe();
             let (tx, name, who) = (watchers.tx.clone(), local.name.clone(), self.who.id.clone());
             let until = tokio::time::Instant::now() + limit;
             watchers
@@ -316,7 +316,7 @@ impl MessMcp {
             );
         }
         // Nothing of this exchange is waited on; its bus only satisfies the signature.
-        let mut quiet = self.exchange.subscribe();
+        let mut quiet = self.exchange.changes().subscribe();
         let (status, view) = loop {
             let (status, view) = match self.view_elsewhere(&target, thread.as_str()).await {
                 Ok(v) => v,

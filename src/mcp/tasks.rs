@@ -185,7 +185,7 @@ impl MessMcp {
         let outcome = self
             .run(move |ex, who| {
                 let message = Message::single(kind, body)?;
-                ex.submit(message, who)
+                ex.intake().submit(message, who)
             })
             .await;
         match outcome {

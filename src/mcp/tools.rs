@@ -64,7 +64,7 @@ fn request_body(a: &RequestArgs) -> Map {
 /// Submits one payload of `kind` as `who` and returns the exchange's answer.
 fn send(ex: &Exchange, who: &Sender, kind: &str, body: Map) -> Result<Value, Error> {
     let message = Message::single(kind, body)?;
-    Ok(ex.submit(message, who)?.to_value())
+    Ok(ex.intake().submit(message, who)?.to_value())
 }
 
 /// The body of `mess_reply`'s reply payload.
@@ -222,8 +222,8 @@ impl MessMcp {
         }
         Ok(self
             .call(move |ex, who| {
-                ex.take_body(&a.message, false, |message| {
-                    Ok(ex.submit(message, who)?.to_value())
+                ex.intake().take_body(&a.message, false, |message| {
+                    Ok(ex.intake().submit(message, who)?.to_value())
                 })
             })
             .await)
@@ -489,14 +489,15 @@ impl MessMcp {
         }
         let limits = crate::db::query::QueryLimits {
             max_rows: a.limit.clamp(1, 1000) as usize,
-            ..self.exchange.query_limits()
+            ..self.exchange.sql().query_limits()
         };
         let ex = self.exchange.clone();
         let sql = a.sql;
         // A principal sees only its threads; the operator sees the home.
         let viewer = crate::exchange::access::query_viewer(&self.who).map(str::to_owned);
         let outcome =
-            tokio::task::spawn_blocking(move || ex.query(&sql, &limits, viewer.as_deref())).await;
+            tokio::task::spawn_blocking(move || ex.sql().query(&sql, &limits, viewer.as_deref()))
+                .await;
         let result = match outcome {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Ok(self.failure(&e)),
@@ -700,7 +701,7 @@ impl MessMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         // Subscribed before anything is read, so a change in between is not missed.
-        let mut changes = self.exchange.subscribe();
+        let mut changes = self.exchange.changes().subscribe();
         let re = either(&a.re, &a.r#ref);
         let limit = Duration::from_secs(u64::from(a.timeout_s.clamp(1, wait::MOST_WAIT_S)));
         let mut watchers = self.watchers();
@@ -873,7 +874,7 @@ impl MessMcp {
             return self.call(create).await;
         }
         // Subscribed before the request exists, so no change to it is missed.
-        let mut changes = self.exchange.subscribe();
+        let mut changes = self.exchange.changes().subscribe();
         let ack = match self.run(create).await {
             Ok(ack) => ack,
             Err(failed) => return failed,

@@ -131,7 +131,7 @@ fn a_keys_registration_may_point_webhooks_only_where_allowed_and_records_how_it_
         callback: None,
     };
     let register = |f: &Fixture, who: &Sender, hook: &str| {
-        f.ex.submit_text(
+        f.ex.intake().submit_text(
             &format!("MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [x]\n        notify: {{ntfy: robo-topic, webhook: '{hook}'}}\n"),
             who,
         )

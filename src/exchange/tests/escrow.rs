@@ -61,7 +61,7 @@ fn an_escrow_whose_request_was_never_written_is_refunded_by_the_sweep_once() {
             .is_empty()
     );
     f.clock.advance(TimeDelta::minutes(6));
-    f.ex.sweep_expiry(true).unwrap();
+    f.ex.upkeep().sweep_expiry(true).unwrap();
     assert_eq!(balance(&f, "claude-agent"), 40, "the lost escrow refunded");
     assert_eq!(balance(&f, &format!("escrow:{lost}")), 0);
     assert_eq!(
@@ -200,7 +200,8 @@ fn written_alone(f: &crate::exchange::tests::Fixture, r: &str, who: &str, payloa
 }
 
 fn payload(f: &crate::exchange::tests::Fixture, yaml: &str) -> Payload {
-    f.ex.parse_one(&format!("MESS:\n  - {yaml}\n"))
+    f.ex.intake()
+        .parse_one(&format!("MESS:\n  - {yaml}\n"))
         .unwrap()
         .payloads
         .into_iter()

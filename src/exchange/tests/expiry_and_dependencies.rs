@@ -255,6 +255,6 @@ fn reading_never_writes_a_thread_that_needs_nothing() {
     let before = f.text(&r);
     f.ex.thread(&r, "claude-agent").unwrap();
     f.ex.list(&State::ALL, true).unwrap();
-    f.ex.settle_pending().unwrap();
+    f.ex.routing().settle_pending().unwrap();
     assert_eq!(f.text(&r), before, "no dispatch, expiry or rewrite on read");
 }

@@ -306,7 +306,7 @@ fn suggestions_are_recorded_and_can_be_answered_by_id() {
 #[test]
 fn every_committed_change_is_announced_after_it_is_written() {
     let f = fixture(EXECUTORS);
-    let mut changes = f.ex.subscribe();
+    let mut changes = f.ex.changes().subscribe();
     let r = f.request("claude-agent", "intent: vacuum\nrequires: [vacuum-floor]");
     let created = changes.try_recv().unwrap();
     assert_eq!(

@@ -95,7 +95,10 @@ pub(super) fn fixture_with(config: &str, settings: Settings) -> Fixture {
 
 impl Fixture {
     pub(super) fn send_via(&self, who: &str, channel: &str, yaml: &str) -> Result<Message, Error> {
-        let sent = self.ex.submit_text(yaml, &Sender::new(who, channel));
+        let sent = self
+            .ex
+            .intake()
+            .submit_text(yaml, &Sender::new(who, channel));
         self.follow();
         let mut answers = sent?;
         Ok(answers.remove(0))
@@ -122,7 +125,7 @@ impl Fixture {
         };
         let mut following = following.lock().unwrap();
         for (envelope, cursor) in following.pass().unwrap() {
-            self.ex.announce_envelope(envelope, Some(cursor));
+            self.ex.changes().announce_envelope(envelope, Some(cursor));
         }
         following.write().unwrap();
     }

@@ -114,7 +114,7 @@ fn the_kept_open_threads_name_what_is_due_unrouted_or_to_escalate() {
     // The sweeper settles the thread that is due, by the index, and moves on to the next.
     f.clock
         .set(crate::exchange::tests::at("2026-01-31T18:30:00-08:00"));
-    let next = f.ex.sweep_expiry(false).unwrap();
+    let next = f.ex.upkeep().sweep_expiry(false).unwrap();
     f.follow();
     assert_eq!(f.env(&soon).status, Status::Expired);
     assert_eq!(f.env(&later).status, Status::Pending);

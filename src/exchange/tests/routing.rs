@@ -89,13 +89,13 @@ fn background_routing_acks_first_then_one_pass_routes_like_the_synchronous_path(
         );
         deferred.push((dispatched_note(&now, &sync).unwrap(), r));
     }
-    let pass = later.ex.route_waiting(PassScope::All).unwrap();
+    let pass = later.ex.routing().route_waiting(PassScope::All).unwrap();
     assert_eq!(pass.routed.len(), bodies.len());
     assert!(pass.waiting.is_empty());
     for (expected, r) in &deferred {
         assert_eq!(dispatched_note(&later, r).as_ref(), Some(expected), "{r}");
     }
-    let again = later.ex.route_waiting(PassScope::All).unwrap();
+    let again = later.ex.routing().route_waiting(PassScope::All).unwrap();
     assert_eq!(
         again,
         Pass::default(),
@@ -110,11 +110,12 @@ fn the_router_skips_claimed_threads_and_retries_unroutable_ones() {
     let nobody = f.request("claude-agent", "intent: fly\nrequires: [flight]");
     f.status("teague-phone", &taken, "code: claimed").unwrap();
     let pass =
-        f.ex.route_waiting(PassScope::Threads(vec![
-            ThreadRef::parse(&taken).unwrap(),
-            ThreadRef::parse(&nobody).unwrap(),
-        ]))
-        .unwrap();
+        f.ex.routing()
+            .route_waiting(PassScope::Threads(vec![
+                ThreadRef::parse(&taken).unwrap(),
+                ThreadRef::parse(&nobody).unwrap(),
+            ]))
+            .unwrap();
     assert!(pass.routed.is_empty(), "{pass:?}");
     assert_eq!(refs(&pass.waiting), vec![nobody.clone()]);
     assert_eq!(dispatched_note(&f, &taken), None, "claimed before routing");
@@ -124,7 +125,7 @@ fn the_router_skips_claimed_threads_and_retries_unroutable_ones() {
         "admin",
         "MESS:\n  - config:\n      executor:\n        id: pilot\n        capabilities: [flight]\n",
     );
-    let pass = f.ex.route_waiting(PassScope::All).unwrap();
+    let pass = f.ex.routing().route_waiting(PassScope::All).unwrap();
     assert_eq!(refs(&pass.routed), vec![nobody.clone()]);
     assert_eq!(
         dispatched_note(&f, &nobody).unwrap(),
@@ -143,7 +144,7 @@ fn the_router_routes_dependents_when_their_dependency_completes() {
         "claude-agent",
         "intent: second\nrequires: [vacuum-floor]\nconstraints:\n  depends_on: [a]",
     );
-    let pass = f.ex.route_waiting(PassScope::All).unwrap();
+    let pass = f.ex.routing().route_waiting(PassScope::All).unwrap();
     assert_eq!(
         refs(&pass.routed),
         vec![first.clone()],
@@ -153,7 +154,8 @@ fn the_router_routes_dependents_when_their_dependency_completes() {
     f.status("teague-phone", &first, "code: completed").unwrap();
     assert_eq!(dispatched_note(&f, &second), None, "left to the router");
     let pass =
-        f.ex.route_waiting(PassScope::Threads(vec![ThreadRef::parse(&first).unwrap()]))
+        f.ex.routing()
+            .route_waiting(PassScope::Threads(vec![ThreadRef::parse(&first).unwrap()]))
             .unwrap();
     assert_eq!(refs(&pass.routed), vec![second.clone()]);
     assert!(
@@ -171,7 +173,7 @@ fn the_router_leaves_overdue_threads_to_expiry() {
         "intent: soon\nrequires: [take-photo]\nneeded_by: 2026-01-31T17:30:00-08:00",
     );
     f.clock.advance(TimeDelta::hours(1));
-    let pass = f.ex.route_waiting(PassScope::All).unwrap();
+    let pass = f.ex.routing().route_waiting(PassScope::All).unwrap();
     assert!(
         pass.routed.is_empty() && pass.waiting.is_empty(),
         "{pass:?}"

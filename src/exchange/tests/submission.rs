@@ -136,6 +136,7 @@ fn oversized_and_malformed_input_is_refused_cleanly() {
         "A".repeat(2000)
     );
     let e = small
+        .intake()
         .submit_text(&big, &Sender::new("claude-agent", "cli"))
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TooLarge);
@@ -254,6 +255,7 @@ fn messages_built_by_adapters_obey_the_size_limit_too() {
     )
     .unwrap();
     let e = small
+        .intake()
         .submit(big, &Sender::new("claude-agent", "cli"))
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TooLarge);
@@ -261,10 +263,10 @@ fn messages_built_by_adapters_obey_the_size_limit_too() {
 
 #[test]
 fn parsing_waits_for_room_when_large_messages_arrive_at_once() {
-    let gate = Arc::new(crate::exchange::ParseGate::default());
+    let gate = Arc::new(crate::exchange::submit::ParseGate::default());
     let patience = std::time::Duration::from_secs(30);
     let held = gate
-        .enter(crate::exchange::PARSE_BUDGET - 10, patience)
+        .enter(crate::exchange::submit::PARSE_BUDGET - 10, patience)
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let waiting = {
@@ -284,18 +286,23 @@ fn parsing_waits_for_room_when_large_messages_arrive_at_once() {
     waiting.join().unwrap();
     // A cost over the whole budget still gets through, alone.
     drop(
-        gate.enter(crate::exchange::PARSE_BUDGET * 4, patience)
+        gate.enter(crate::exchange::submit::PARSE_BUDGET * 4, patience)
             .unwrap(),
     );
     // A parse that cannot get room in time is refused as busy, and holds nothing.
-    let held = gate.enter(crate::exchange::PARSE_BUDGET, patience).unwrap();
+    let held = gate
+        .enter(crate::exchange::submit::PARSE_BUDGET, patience)
+        .unwrap();
     let refused = gate
         .enter(1, std::time::Duration::from_millis(50))
         .err()
         .unwrap();
     assert_eq!(refused.kind(), crate::exchange::error::ErrorKind::Busy);
     drop(held);
-    drop(gate.enter(crate::exchange::PARSE_BUDGET, patience).unwrap());
+    drop(
+        gate.enter(crate::exchange::submit::PARSE_BUDGET, patience)
+            .unwrap(),
+    );
 }
 
 #[test]
@@ -317,7 +324,10 @@ fn a_thread_grows_only_so_far() {
     };
     let mut refused = None;
     for _ in 0..6 {
-        if let Err(e) = f.ex.submit(reply(), &Sender::new("claude-agent", "cli")) {
+        if let Err(e) =
+            f.ex.intake()
+                .submit(reply(), &Sender::new("claude-agent", "cli"))
+        {
             refused = Some(e);
             break;
         }
