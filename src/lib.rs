@@ -18,6 +18,7 @@ mod links;
 mod mail;
 mod mcp;
 pub mod notify;
-pub mod protocol;
+/// The MESS protocol and the MESSE-AF format, from the `mess-protocol` crate (`crates/protocol`).
+pub use mess_protocol as protocol;
 mod remote;
 pub mod store;

@@ -239,7 +239,7 @@ impl Access<'_> {
     }
 
     /// The thread a presigned link reads, with what the link grants (see
-    /// [`Exchange::link_for_reading`]).
+    /// [`Access::link_for_reading`]).
     pub fn read_with_link(
         &self,
         token: &str,
@@ -263,7 +263,7 @@ impl Access<'_> {
     /// The mailbox a mail tool acts on for `who` (its own when `mailbox` is empty). The operator
     /// (no role) reaches every mailbox. A principal with a role (a key, or `mess mcp` started as
     /// an agent) reaches its own mailbox, the tag mailboxes its registration names
-    /// ([`Exchange::mail_tags`]; as the mail format's tag mailboxes, shared: reading one claims
+    /// ([`Access::mail_tags`]; as the mail format's tag mailboxes, shared: reading one claims
     /// the message for all), and `__broadcast`, whose messages are for every session: each
     /// reader marks them read for itself alone, and none archives them. A mailbox `who` may not
     /// reach is refused with a reason: mailbox names are not secret, their messages are.

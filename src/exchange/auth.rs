@@ -173,7 +173,7 @@ impl Auth<'_> {
         self.issue_key_with(role, id, None)
     }
 
-    /// [`Exchange::issue_key`] for an agent key whose requests report their changes to
+    /// [`Auth::issue_key`] for an agent key whose requests report their changes to
     /// `callback` unless they name their own; the URL is held to the operator's allow-list
     /// as a request's `callback` is.
     pub fn issue_key_with(
@@ -264,7 +264,7 @@ impl Auth<'_> {
         self.mint_link_via(thread, executor, actions, ttl_seconds, None)
     }
 
-    /// [`Exchange::mint_link`] for a link sent through `via` (a notification channel), which
+    /// [`Auth::mint_link`] for a link sent through `via` (a notification channel), which
     /// the messages sent through it name as their `channel`.
     pub fn mint_link_via(
         &self,

@@ -128,7 +128,7 @@ impl Outbox<'_> {
     }
 
     /// The `kind` notices of `thread` for each of `executors` on each of their `notify:`
-    /// channels, to queue (with [`Exchange::queue_notices`], or with the change that decides
+    /// channels, to queue (with [`Outbox::queue_notices`](crate::exchange::jobs::Outbox::queue_notices), or with the change that decides
     /// them: a routing decision's [`Edit`]). Notes each executor's last offered thread, which
     /// `re: last` names when it answers.
     pub(crate) fn notices(

@@ -3,7 +3,7 @@
 //! and the routing decision for a new request.
 
 use crate::db::{ExecutorRow, RouteWanted, RoutingDirectory, RuleRow};
-use crate::protocol::message::{ExecutorSpec, Prefer, RoutingRule};
+use crate::protocol::config::{ExecutorSpec, Prefer, RoutingRule};
 use crate::protocol::request::{Precision, Request, Urgency};
 use crate::protocol::value::{Map, Value};
 use crate::store::Store;

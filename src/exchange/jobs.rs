@@ -1,10 +1,10 @@
 //! The job worker: the outbox holds jobs of named kinds ([`Job`]: notices, forwards,
 //! callbacks, robot calls, suggestions' carrying out, settlements), and a long-running
 //! process works them off with at most `PARALLEL` in flight. Each kind has its handler (in its
-//! own module), its retry policy ([`Exchange::retry_policy`]) and its failure
-//! ([`JobError`]); what an attempt came to ([`Outcome`]) is recorded in one place, so a new
-//! kind is one variant, one handler and one policy. Jobs are records in the store, so a
-//! restart resumes them all.
+//! own module), its retry policy (`Outbox::retry_policy`) and its failure
+//! (`outcome::JobError`); what an attempt came to (`outcome::Outcome`) is recorded in one
+//! place, so a new kind is one variant, one handler and one policy. Jobs are records in the
+//! store, so a restart resumes them all.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -77,7 +77,7 @@ enum Attempted {
     Stuck,
 }
 
-/// The outbox by kind of job: what [`Exchange::jobs`] counts.
+/// The outbox by kind of job: what [`Outbox::jobs`] counts.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct JobsReport {
     /// One row per kind that has jobs (named as [`Job::KINDS`] lists them).

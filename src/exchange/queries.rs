@@ -472,7 +472,7 @@ impl Sql<'_> {
         Ok(self.ex.queries.rows(&request)?)
     }
 
-    /// [`Exchange::query`] with DuckDB's own column types, as an Arrow IPC stream.
+    /// [`Sql::query`] with DuckDB's own column types, as an Arrow IPC stream.
     pub fn query_arrow(
         &self,
         sql: &str,

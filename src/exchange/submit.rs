@@ -539,7 +539,7 @@ impl Drop for ParseGuard<'_> {
 impl Intake<'_> {
     /// Parses YAML text holding one or more MESS messages (one per document) and submits each,
     /// in order; returns the exchange's answer to each. Stops at the first failure; callers that
-    /// must report the answers before it submit [`Exchange::parse_text`]'s messages one by one.
+    /// must report the answers before it submit [`Intake::parse_text`]'s messages one by one.
     pub fn submit_text(&self, text: &str, sender: &Sender) -> Result<Vec<Message>, Error> {
         self.parse_text(text)?
             .into_iter()
@@ -569,7 +569,7 @@ impl Intake<'_> {
             .enter(parse_cost(text.len()), PARSE_PATIENCE)
     }
 
-    /// [`Exchange::parse_text`] without taking room (the caller holds it).
+    /// [`Intake::parse_text`] without taking room (the caller holds it).
     fn read_messages(&self, text: &str) -> Result<Vec<Message>, Error> {
         let docs: Vec<_> = yaml::parse_documents(text, &Limits::message(text.len()))
             .map_err(ProtocolError::from)?
@@ -605,7 +605,7 @@ impl Intake<'_> {
         self.read_json(text)
     }
 
-    /// [`Exchange::parse_json`] without taking room (the caller holds it).
+    /// [`Intake::parse_json`] without taking room (the caller holds it).
     fn read_json(&self, text: &str) -> Result<Message, Error> {
         let malformed = |e: serde_json::Error| {
             Error::from(ProtocolError::from(yaml::YamlError {
@@ -626,7 +626,7 @@ impl Intake<'_> {
         self.read_one(text)
     }
 
-    /// [`Exchange::parse_one`] without taking room (the caller holds it).
+    /// [`Intake::parse_one`] without taking room (the caller holds it).
     fn read_one(&self, text: &str) -> Result<Message, Error> {
         let mut messages = self.read_messages(text)?;
         if messages.len() != 1 {

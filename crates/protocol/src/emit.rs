@@ -8,8 +8,8 @@
 
 use std::fmt::Write;
 
-use crate::protocol::time;
-use crate::protocol::value::{Map, Value};
+use crate::time;
+use crate::value::{Map, Value};
 
 /// Renders one document (no `---` marker), ending with a newline.
 pub fn to_yaml(value: &Value) -> String {

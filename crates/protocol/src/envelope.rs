@@ -2,14 +2,14 @@
 //! how each message changes the envelope. `apply` is the single definition of those effects: the
 //! exchange uses it when writing and `fsck` uses it to rebuild envelopes from messages.
 
-use crate::protocol::error::ProtocolError;
-use crate::protocol::field::{self, Fields, Result};
-use crate::protocol::ids::ThreadRef;
-use crate::protocol::message::{Message, Payload};
-use crate::protocol::request::{Priority, Request};
-use crate::protocol::status::{self, Status, StatusDetails};
-use crate::protocol::time::{self, Timestamp};
-use crate::protocol::value::{Map, Value};
+use crate::error::ProtocolError;
+use crate::field::{self, Fields, Result};
+use crate::ids::ThreadRef;
+use crate::message::{Message, Payload};
+use crate::request::{Priority, Request};
+use crate::status::{self, Status, StatusDetails};
+use crate::time::{self, Timestamp};
+use crate::value::{Map, Value};
 
 /// The exchange's payload that amends a request after an accepted suggestion (mess's
 /// extension; applied only from the exchange).
@@ -409,8 +409,7 @@ impl Envelope {
             return false;
         };
         let text = |k: &str| m.get(k).and_then(Value::scalar_text);
-        let instant =
-            |k: &str| text(k).and_then(|t| crate::protocol::time::parse_timestamp_lenient(&t).ok());
+        let instant = |k: &str| text(k).and_then(|t| crate::time::parse_timestamp_lenient(&t).ok());
         let mut changed = Vec::new();
         if let Some(intent) = text("intent").filter(|i| *i != self.intent) {
             self.intent = intent;

@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor};
 
-use crate::protocol::value::{Map, Value};
+use crate::value::{Map, Value};
 
 /// Bounds applied while parsing untrusted YAML.
 #[derive(Debug, Clone, Copy)]

@@ -3,9 +3,9 @@
 //! Every protocol type is read through it, so every validation error names the field
 //! (`MESS[1].status.progress_pct`) and unknown fields survive as `extra`.
 
-use crate::protocol::error::ProtocolError;
-use crate::protocol::time::{self, Duration, Timestamp};
-use crate::protocol::value::{Map, Value};
+use crate::error::ProtocolError;
+use crate::time::{self, Duration, Timestamp};
+use crate::value::{Map, Value};
 
 pub(crate) type Result<T> = std::result::Result<T, ProtocolError>;
 

@@ -3,18 +3,19 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::protocol::emit;
-use crate::protocol::envelope::{self, ConfirmState, Envelope, MessageDoc};
-use crate::protocol::error::{ProtocolError, Refusal};
-use crate::protocol::machine::{self, Actor, Step};
-use crate::protocol::message::Message;
-use crate::protocol::status::{State, Status};
-use crate::protocol::time;
-use crate::protocol::value::{Map, Value};
-use crate::protocol::yaml::{self, Limits};
+use crate::emit;
+use crate::envelope::{self, ConfirmState, Envelope, MessageDoc};
+use crate::error::{ProtocolError, Refusal};
+use crate::machine::{self, Actor, Step};
+use crate::message::Message;
+use crate::status::{State, Status};
+use crate::time;
+use crate::value::{Map, Value};
+use crate::yaml::{self, Limits};
 
 fn fixtures(sub: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
         .join("tests/fixtures")
         .join(sub);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -110,6 +111,7 @@ fn every_spec_example_parses_and_round_trips() {
 fn spec_thread_files_parse_and_their_envelopes_match_their_messages() {
     for name in ["complete-example", "needs-input-example", "format-example"] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
             .join(format!("tests/fixtures/threads/{name}.messe-af.yaml"));
         let text = std::fs::read_to_string(&path).unwrap();
         let spans = yaml::split_documents(&text);
@@ -138,6 +140,7 @@ fn spec_thread_files_parse_and_their_envelopes_match_their_messages() {
 #[test]
 fn an_exchange_entry_written_late_is_the_same_state_and_a_lost_one_is_named() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
         .join("tests/fixtures/threads/complete-example.messe-af.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let spans = yaml::split_documents(&text);
@@ -731,7 +734,7 @@ fn absurd_flow_nesting_is_refused_before_parsing() {
 
 #[test]
 fn schedules_take_month_and_day_names_and_refuse_other_dialects() {
-    use crate::protocol::cron::check_schedule;
+    use crate::cron::check_schedule;
     for ok in [
         "0 8-22 * * *",
         "0 8-22 * * mon-fri",
@@ -762,7 +765,7 @@ fn schedules_take_month_and_day_names_and_refuse_other_dialects() {
 
 #[test]
 fn time_zones_are_known_iana_names_in_their_exact_spelling() {
-    use crate::protocol::tz::{self, ZONES};
+    use crate::tz::{self, ZONES};
     assert!(
         ZONES.windows(2).all(|w| w[0].0 < w[1].0),
         "sorted and unique, as rule() searches"
@@ -782,7 +785,7 @@ fn time_zones_are_known_iana_names_in_their_exact_spelling() {
 
 #[test]
 fn executor_entries_name_the_field_of_a_bad_zone_or_area() {
-    use crate::protocol::message::ExecutorSpec;
+    use crate::config::ExecutorSpec;
     let check = |body: &str| -> Result<(), String> {
         let value = yaml::parse_document(body, &Limits::DEFAULT).unwrap();
         ExecutorSpec::from_entry("arm", value, "executors.arm")

@@ -1,12 +1,12 @@
 //! Status codes (MESS v1.0 section 4), their code-specific fields, and the MESSE-AF mapping from
 //! status to `state=` folder.
 
-use crate::protocol::content::number;
-use crate::protocol::error::ProtocolError;
-use crate::protocol::field::{self, Fields, Result};
-use crate::protocol::ids::Re;
-use crate::protocol::time::{self, Duration, Timestamp};
-use crate::protocol::value::{Map, Value};
+use crate::content::number;
+use crate::error::ProtocolError;
+use crate::field::{self, Fields, Result};
+use crate::ids::Re;
+use crate::time::{self, Duration, Timestamp};
+use crate::value::{Map, Value};
 
 /// The status of a thread (envelope `status`) or the `code` of a status message.
 ///

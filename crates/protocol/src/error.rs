@@ -1,6 +1,6 @@
 //! The protocol layer's error type: malformed YAML, invalid MESS, and refused actions.
 
-use crate::protocol::yaml::YamlError;
+use crate::yaml::YamlError;
 
 /// Everything that can go wrong while reading, validating or applying a MESS message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

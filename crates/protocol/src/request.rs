@@ -1,11 +1,11 @@
 //! The `request` payload (MESS v1.0 section 3, v1.1 section 1): intent, capabilities, context,
 //! constraints, hints, priority, and the v1.1 `needed_by` and `confirm_before`.
 
-use crate::protocol::content::ContentEntry;
-use crate::protocol::error::ProtocolError;
-use crate::protocol::field::{self, Fields, Result};
-use crate::protocol::time::{self, Duration, Timestamp};
-use crate::protocol::value::{Map, Value};
+use crate::content::ContentEntry;
+use crate::error::ProtocolError;
+use crate::field::{self, Fields, Result};
+use crate::time::{self, Duration, Timestamp};
+use crate::value::{Map, Value};
 
 /// A request for physical-world action.
 #[derive(Debug, Clone, PartialEq)]
@@ -299,10 +299,10 @@ impl Request {
     }
 
     /// Checks the required capability ids against the documented character set
-    /// ([`crate::protocol::ids::check_capability_id`]); `path` names the request in the error.
+    /// ([`crate::ids::check_capability_id`]); `path` names the request in the error.
     pub fn check_requires(&self, path: &str) -> Result<()> {
         for (i, c) in self.requires.iter().enumerate() {
-            crate::protocol::ids::check_capability_id(&c.id)
+            crate::ids::check_capability_id(&c.id)
                 .map_err(|why| ProtocolError::invalid(format!("{path}.requires[{i}]"), why))?;
         }
         Ok(())

@@ -2,10 +2,10 @@
 //! rates a finished request's work (`rating`: 1 to 5, `accept` or `reject`), says why
 //! (`feedback`) and may ask for the work again (`request_redo`).
 
-use crate::protocol::error::ProtocolError;
-use crate::protocol::field::{self, Fields, Result};
-use crate::protocol::ids::Re;
-use crate::protocol::value::{Map, Value};
+use crate::error::ProtocolError;
+use crate::field::{self, Fields, Result};
+use crate::ids::Re;
+use crate::value::{Map, Value};
 
 /// `review`: the requestor's verdict on a finished request.
 #[derive(Debug, Clone, PartialEq)]

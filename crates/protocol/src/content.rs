@@ -1,9 +1,9 @@
 //! Context and content entries (MESS v1.0 section 2, v1.1 section 3): the MIME-like list items
 //! that carry text, media, files, structured data, confirmations and locations.
 
-use crate::protocol::error::ProtocolError;
-use crate::protocol::field::{self, Fields, Result};
-use crate::protocol::value::{Map, Value};
+use crate::error::ProtocolError;
+use crate::field::{self, Fields, Result};
+use crate::value::{Map, Value};
 
 /// One entry of a request's `context` or a response's `content` list.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,9 +3,9 @@
 
 use chrono::{Datelike, NaiveDate};
 
-use crate::protocol::error::ProtocolError;
-use crate::protocol::field::{self, Fields};
-use crate::protocol::value::Value;
+use crate::error::ProtocolError;
+use crate::field::{self, Fields};
+use crate::value::Value;
 
 /// An exchange-assigned thread identifier, safe to use as a file name.
 ///

@@ -1,9 +1,9 @@
 //! The thread state machine (docs/protocol.md) as pure functions: which status changes each
 //! kind of actor may make, and the v1.1 confirmation gate.
 
-use crate::protocol::envelope::ConfirmState;
-use crate::protocol::error::ProtocolError;
-use crate::protocol::status::Status;
+use crate::envelope::ConfirmState;
+use crate::error::ProtocolError;
+use crate::status::Status;
 
 /// The role of whoever sends a status change, relative to one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,11 +5,11 @@
 
 use proptest::prelude::*;
 
-use crate::protocol::emit;
-use crate::protocol::message::Message;
-use crate::protocol::value::{Map, Value};
-use crate::protocol::yaml::{self, Limits};
-use crate::protocol::{cron, ids};
+use crate::emit;
+use crate::message::Message;
+use crate::value::{Map, Value};
+use crate::yaml::{self, Limits};
+use crate::{cron, ids};
 
 fn config() -> ProptestConfig {
     ProptestConfig {
