@@ -126,7 +126,9 @@ fn json(value: &Value) -> serde_json::Value {
 }
 
 impl Directory {
-    /// Reads the directory from the store's registry files.
+    /// Reads the directory from the store's registry files: config.yaml's time zone and
+    /// executors, the registrations, the routing rules and the capability catalog; what is
+    /// wrong in them becomes a problem (`mess status`, `mess fsck`), never a failure.
     pub fn load(store: &Store) -> Directory {
         let (files, errors) = store.registry();
         let mut dir = Directory {
@@ -138,81 +140,13 @@ impl Directory {
         }
         let config = files.config.as_ref().and_then(Value::as_map);
         if let Some(zone) = config.and_then(|c| c.get("timezone")) {
-            // The executors view reads the same text, so an unknown zone is one there too: a
-            // schedule read in it allows nothing.
-            dir.timezone = zone.scalar_text();
-            match &dir.timezone {
-                Some(name) => {
-                    if let Err(why) = crate::protocol::tz::check_timezone(name) {
-                        dir.problems.push(format!(
-                            "config.yaml: timezone: {why}; executors with a schedule and no timezone of their own are never available"
-                        ));
-                    }
-                }
-                None if zone.is_null() => {}
-                None => dir.problems.push(format!(
-                    "config.yaml: timezone must be a time zone name, found {}; executors with a schedule and no timezone of their own are never available",
-                    zone.kind()
-                )),
-            }
+            dir.read_timezone(zone);
         }
         if let Some(execs) = config.and_then(|c| c.get("executors")) {
-            match execs {
-                Value::Map(m) => {
-                    for (id, body) in m.iter() {
-                        dir.add(
-                            ExecutorSpec::from_entry(
-                                id,
-                                body.clone(),
-                                &format!("config.yaml: executors.{id}"),
-                            ),
-                            Origin::ConfigFile,
-                        );
-                    }
-                }
-                Value::Seq(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        let id = item
-                            .as_map()
-                            .and_then(|m| m.get("id"))
-                            .and_then(Value::scalar_text)
-                            .unwrap_or_default();
-                        dir.add(
-                            ExecutorSpec::from_entry(
-                                &id,
-                                item.clone(),
-                                &format!("config.yaml: executors[{i}]"),
-                            ),
-                            Origin::ConfigFile,
-                        );
-                    }
-                }
-                Value::Null => {}
-                other => dir.problems.push(format!(
-                    "config.yaml: executors must be a mapping, found {}",
-                    other.kind()
-                )),
-            }
+            dir.read_config_executors(execs);
         }
         for (path, value) in &files.registrations {
-            let id = value
-                .as_map()
-                .and_then(|m| m.get("id"))
-                .and_then(Value::scalar_text)
-                .unwrap_or_default();
-            let by = value
-                .as_map()
-                .and_then(|m| m.get("registered_by"))
-                .and_then(Value::scalar_text);
-            let by_key = value
-                .as_map()
-                .and_then(|m| m.get("registered_with"))
-                .and_then(Value::scalar_text)
-                .is_none_or(|w| w != "operator");
-            dir.add(
-                ExecutorSpec::from_entry(&id, value.clone(), &path.display().to_string()),
-                Origin::Registration { by, by_key },
-            );
+            dir.read_registration(path, value);
         }
         let rules = match &files.routing {
             Some(r) => Some((r, "routing.yaml")),
@@ -221,33 +155,126 @@ impl Directory {
                 .map(|r| (r, "config.yaml: routing")),
         };
         if let Some((rules, origin)) = rules {
-            let items = match rules {
-                Value::Seq(items) => items.clone(),
-                Value::Map(m) => m
-                    .get("rules")
-                    .and_then(Value::as_seq)
-                    .map(<[Value]>::to_vec)
-                    .unwrap_or_default(),
-                _ => Vec::new(),
-            };
-            for (i, item) in items.into_iter().enumerate() {
-                match RoutingRule::from_value(item, &format!("{origin}[{i}]")) {
-                    Ok(rule) => {
-                        dir.rules.push(rule);
-                        dir.rule_positions.push(i + 1);
-                    }
-                    Err(e) => dir.problems.push(e.to_string()),
+            dir.read_rules(rules, origin);
+        }
+        dir.check_rules();
+        for doc in &files.capabilities {
+            dir.read_capability(doc);
+        }
+        dir
+    }
+
+    /// config.yaml's `timezone`: the executors view reads the same text, so an unknown zone is
+    /// one there too (a schedule read in it allows nothing).
+    fn read_timezone(&mut self, zone: &Value) {
+        self.timezone = zone.scalar_text();
+        match &self.timezone {
+            Some(name) => {
+                if let Err(why) = crate::protocol::tz::check_timezone(name) {
+                    self.problems.push(format!(
+                        "config.yaml: timezone: {why}; executors with a schedule and no timezone of their own are never available"
+                    ));
                 }
             }
+            None if zone.is_null() => {}
+            None => self.problems.push(format!(
+                "config.yaml: timezone must be a time zone name, found {}; executors with a schedule and no timezone of their own are never available",
+                zone.kind()
+            )),
         }
-        let unknown: Vec<String> = dir
+    }
+
+    /// config.yaml's `executors`: a mapping by id, or a list of entries that hold their id.
+    fn read_config_executors(&mut self, execs: &Value) {
+        match execs {
+            Value::Map(m) => {
+                for (id, body) in m.iter() {
+                    self.add(
+                        ExecutorSpec::from_entry(
+                            id,
+                            body.clone(),
+                            &format!("config.yaml: executors.{id}"),
+                        ),
+                        Origin::ConfigFile,
+                    );
+                }
+            }
+            Value::Seq(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let id = item
+                        .as_map()
+                        .and_then(|m| m.get("id"))
+                        .and_then(Value::scalar_text)
+                        .unwrap_or_default();
+                    self.add(
+                        ExecutorSpec::from_entry(
+                            &id,
+                            item.clone(),
+                            &format!("config.yaml: executors[{i}]"),
+                        ),
+                        Origin::ConfigFile,
+                    );
+                }
+            }
+            Value::Null => {}
+            other => self.problems.push(format!(
+                "config.yaml: executors must be a mapping, found {}",
+                other.kind()
+            )),
+        }
+    }
+
+    /// One registration file: the executor, who registered it, and whether with a key.
+    fn read_registration(&mut self, path: &std::path::Path, value: &Value) {
+        let text = |key: &str| {
+            value
+                .as_map()
+                .and_then(|m| m.get(key))
+                .and_then(Value::scalar_text)
+        };
+        let id = text("id").unwrap_or_default();
+        let by = text("registered_by");
+        let by_key = text("registered_with").is_none_or(|w| w != "operator");
+        self.add(
+            ExecutorSpec::from_entry(&id, value.clone(), &path.display().to_string()),
+            Origin::Registration { by, by_key },
+        );
+    }
+
+    /// The routing rules (a list, or a mapping with `rules:`), each kept with its place; one
+    /// that does not read is a problem and the others still route.
+    fn read_rules(&mut self, rules: &Value, origin: &str) {
+        let items = match rules {
+            Value::Seq(items) => items.clone(),
+            Value::Map(m) => m
+                .get("rules")
+                .and_then(Value::as_seq)
+                .map(<[Value]>::to_vec)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            match RoutingRule::from_value(item, &format!("{origin}[{i}]")) {
+                Ok(rule) => {
+                    self.rules.push(rule);
+                    self.rule_positions.push(i + 1);
+                }
+                Err(e) => self.problems.push(e.to_string()),
+            }
+        }
+    }
+
+    /// What the rules say that cannot work: a preferred executor nobody registered, a match
+    /// on keys the router does not read.
+    fn check_rules(&mut self) {
+        let unknown: Vec<String> = self
             .rules
             .iter()
             .enumerate()
             .flat_map(|(i, rule)| match &rule.prefer {
                 Prefer::Executors(ids) => ids
                     .iter()
-                    .filter(|id| dir.executor(id).is_none())
+                    .filter(|id| self.executor(id).is_none())
                     .map(|id| {
                         format!(
                             "routing rule {}: prefers {id}, which is not a registered executor",
@@ -258,37 +285,38 @@ impl Directory {
                 Prefer::Strategy(_) => Vec::new(),
             })
             .collect();
-        dir.problems.extend(unknown);
-        for (i, rule) in dir.rules.iter().enumerate() {
+        self.problems.extend(unknown);
+        for (i, rule) in self.rules.iter().enumerate() {
             if let Some(m) = &rule.matcher
                 && !m.extra.is_empty()
             {
                 let keys: Vec<&str> = m.extra.keys().map(String::as_str).collect();
-                dir.problems.push(format!(
+                self.problems.push(format!(
                     "routing rule {}: match on {} is not understood (capability, urgency, precision are); the rule never matches",
                     i + 1,
                     keys.join(", ")
                 ));
             }
         }
-        for doc in &files.capabilities {
-            let Some(m) = doc.as_map() else { continue };
-            let Some(id) = m.get("id").and_then(Value::scalar_text) else {
-                dir.problems
-                    .push("capabilities.yaml: a capability without an id".into());
-                continue;
-            };
-            dir.catalog.push(CatalogEntry {
-                id,
-                description: m.get("description").and_then(Value::scalar_text),
-                tags: m
-                    .get("tags")
-                    .and_then(Value::as_seq)
-                    .map(|t| t.iter().filter_map(Value::scalar_text).collect())
-                    .unwrap_or_default(),
-            });
-        }
-        dir
+    }
+
+    /// One entry of capabilities.yaml.
+    fn read_capability(&mut self, doc: &Value) {
+        let Some(m) = doc.as_map() else { return };
+        let Some(id) = m.get("id").and_then(Value::scalar_text) else {
+            self.problems
+                .push("capabilities.yaml: a capability without an id".into());
+            return;
+        };
+        self.catalog.push(CatalogEntry {
+            id,
+            description: m.get("description").and_then(Value::scalar_text),
+            tags: m
+                .get("tags")
+                .and_then(Value::as_seq)
+                .map(|t| t.iter().filter_map(Value::scalar_text).collect())
+                .unwrap_or_default(),
+        });
     }
 
     fn add(

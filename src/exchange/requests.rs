@@ -232,18 +232,7 @@ pub(crate) fn create(
     } else {
         None
     };
-    let mut existing: HashMap<usize, ThreadRef> = HashMap::new();
-    for req in &incoming {
-        if let Some(id) = &req.request.id
-            && let Some(r) = store.lookup(&sender.id, IndexKey::ClientId(id))?
-            && let Ok((env, _)) = store.envelope(&r)
-            && !env.status.is_terminal()
-            // An overdue thread is expired first: it is final, so the id is free again.
-            && !lifecycle::settle(ex, &env, now)?
-        {
-            existing.insert(req.index, r);
-        }
-    }
+    let existing = open_threads_of_ids(ex, &incoming, sender, now)?;
     let fresh: Vec<&Incoming> = incoming
         .iter()
         .filter(|r| !existing.contains_key(&r.index))
@@ -253,7 +242,7 @@ pub(crate) fn create(
     } else {
         store.allocate_refs(now.date_naive(), fresh.len())?
     };
-    let mut assigned: HashMap<usize, ThreadRef> = existing.clone();
+    let mut assigned: HashMap<usize, ThreadRef> = existing;
     for (req, r) in fresh.iter().zip(&refs) {
         assigned.insert(req.index, r.clone());
     }
@@ -270,77 +259,13 @@ pub(crate) fn create(
                 Target::Thread(r) => r.to_string(),
             })
             .collect();
-        let mut payloads = Vec::new();
-        if let Some(v) = version {
-            payloads.push(Payload::Version(v.to_owned()));
-        }
-        payloads.push(Payload::Request(req.request.clone()));
-        let doc = MessageDoc {
-            from: sender.id.clone(),
-            received: now,
-            channel: Some(sender.channel.clone()),
-            message: Message {
-                payloads,
-                extra: extra.clone(),
-            },
-            extra: Map::new(),
+        let sent = Sent {
+            version,
+            extra,
+            sender,
         };
-        let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
-        // The offered shells are held before the thread exists: a crash in between leaves an
-        // escrow without a thread, never a thread whose shells were not held.
-        if let Some(escrow) = ex
-            .marketplace()
-            .escrow(&thread, &req.request, &sender.id, now)?
-        {
-            envelope
-                .extra
-                .insert(crate::exchange::escrow::ESCROW, escrow);
-        }
-        // A key's callback stands in for the request's own; the message stays as it was sent.
-        if let Some(url) = &sender.callback
-            && !envelope
-                .extra
-                .contains_key(crate::exchange::callbacks::FIELD)
-        {
-            envelope.extra.insert(
-                crate::exchange::callbacks::FIELD,
-                crate::protocol::value::Value::str(url),
-            );
-        }
-        // Work with a `not_before` ahead is offered when it comes (the router wakes for it).
-        if envelope.depends_on.is_empty() && !envelope.too_early(now) {
-            lifecycle::record_dispatch(ex, &mut envelope, &RouteInput::of(&req.request), now);
-        }
-        let ack = MessageDoc {
-            from: EXCHANGE.to_owned(),
-            received: now,
-            channel: None,
-            // The file's documents follow the MESSE-AF example: the request names the version
-            // and the exchange's own documents imply it.
-            message: Message::new(vec![Payload::Ack(Ack {
-                re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
-                thread_ref: Some(thread.to_string()),
-                requests: Vec::new(),
-                received_at: None,
-                queue_position: None,
-                extra: Map::new(),
-            })]),
-            extra: Map::new(),
-        };
-        // Index entries go first: if the process dies before the thread file exists, they point
-        // at nothing and are ignored; the other order could lose an acknowledged client id.
-        let mut entries = vec![(IndexKey::Last, &thread)];
-        if let Some(id) = &req.request.id {
-            entries.push((IndexKey::ClientId(id), &thread));
-        }
-        store.remember(&sender.id, &entries)?;
-        for dep in &envelope.depends_on {
-            if let Ok(dep) = ThreadRef::parse(dep) {
-                store.add_dependent(&dep, &thread)?;
-            }
-        }
-        store.create(&envelope, &[doc, ack])?;
-        created.push((thread, !envelope.depends_on.is_empty()));
+        let waits = create_one(ex, req, &thread, depends_on, &sent, now)?;
+        created.push((thread, waits));
     }
     drop(guard);
     // Dependencies may have finished (or failed) while the files were written.
@@ -349,38 +274,161 @@ pub(crate) fn create(
             lifecycle::reconcile(ex, thread, now)?;
         }
     }
+    Ok(Payload::Ack(ack_for(ex, &incoming, &assigned, now)))
+}
 
-    let ack = if incoming.len() == 1 {
-        let req = &incoming[0];
+/// The open threads the client ids of `incoming` already name (by the request's place in the
+/// message): a re-sent request finds its thread instead of making a second one.
+fn open_threads_of_ids(
+    ex: &Exchange,
+    incoming: &[Incoming],
+    sender: &Sender,
+    now: Timestamp,
+) -> Result<HashMap<usize, ThreadRef>, Error> {
+    let store = ex.store();
+    let mut existing = HashMap::new();
+    for req in incoming {
+        if let Some(id) = &req.request.id
+            && let Some(r) = store.lookup(&sender.id, IndexKey::ClientId(id))?
+            && let Ok((env, _)) = store.envelope(&r)
+            && !env.status.is_terminal()
+            // An overdue thread is expired first: it is final, so the id is free again.
+            && !lifecycle::settle(ex, &env, now)?
+        {
+            existing.insert(req.index, r);
+        }
+    }
+    Ok(existing)
+}
+
+/// How the message with the requests came: its version, its top-level keys and its sender.
+struct Sent<'a> {
+    version: Option<&'a str>,
+    extra: &'a Map,
+    sender: &'a Sender,
+}
+
+/// Writes the thread of one request: its escrow held, its callback, its routing, the
+/// sender's names for it and its dependencies, then the file with the request and the
+/// exchange's ack. True when it waits on other threads.
+fn create_one(
+    ex: &Exchange,
+    req: &Incoming,
+    thread: &ThreadRef,
+    depends_on: Vec<String>,
+    sent: &Sent<'_>,
+    now: Timestamp,
+) -> Result<bool, Error> {
+    let store = ex.store();
+    let sender = sent.sender;
+    let mut payloads = Vec::new();
+    if let Some(v) = sent.version {
+        payloads.push(Payload::Version(v.to_owned()));
+    }
+    payloads.push(Payload::Request(req.request.clone()));
+    let doc = MessageDoc {
+        from: sender.id.clone(),
+        received: now,
+        channel: Some(sender.channel.clone()),
+        message: Message {
+            payloads,
+            extra: sent.extra.clone(),
+        },
+        extra: Map::new(),
+    };
+    let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
+    // The offered shells are held before the thread exists: a crash in between leaves an
+    // escrow without a thread, never a thread whose shells were not held.
+    if let Some(escrow) = ex
+        .marketplace()
+        .escrow(thread, &req.request, &sender.id, now)?
+    {
+        envelope
+            .extra
+            .insert(crate::exchange::escrow::ESCROW, escrow);
+    }
+    // A key's callback stands in for the request's own; the message stays as it was sent.
+    if let Some(url) = &sender.callback
+        && !envelope
+            .extra
+            .contains_key(crate::exchange::callbacks::FIELD)
+    {
+        envelope.extra.insert(
+            crate::exchange::callbacks::FIELD,
+            crate::protocol::value::Value::str(url),
+        );
+    }
+    // Work with a `not_before` ahead is offered when it comes (the router wakes for it).
+    if envelope.depends_on.is_empty() && !envelope.too_early(now) {
+        lifecycle::record_dispatch(ex, &mut envelope, &RouteInput::of(&req.request), now);
+    }
+    let ack = MessageDoc {
+        from: EXCHANGE.to_owned(),
+        received: now,
+        channel: None,
+        // The file's documents follow the MESSE-AF example: the request names the version
+        // and the exchange's own documents imply it.
+        message: Message::new(vec![Payload::Ack(Ack {
+            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
+            thread_ref: Some(thread.to_string()),
+            requests: Vec::new(),
+            received_at: None,
+            queue_position: None,
+            extra: Map::new(),
+        })]),
+        extra: Map::new(),
+    };
+    // Index entries go first: if the process dies before the thread file exists, they point
+    // at nothing and are ignored; the other order could lose an acknowledged client id.
+    let mut entries = vec![(IndexKey::Last, thread)];
+    if let Some(id) = &req.request.id {
+        entries.push((IndexKey::ClientId(id), thread));
+    }
+    store.remember(&sender.id, &entries)?;
+    for dep in &envelope.depends_on {
+        if let Ok(dep) = ThreadRef::parse(dep) {
+            store.add_dependent(&dep, thread)?;
+        }
+    }
+    store.create(&envelope, &[doc, ack])?;
+    Ok(!envelope.depends_on.is_empty())
+}
+
+/// The ack answered for `incoming`: one request hears its ref and, waiting for an executor,
+/// where it stands in the queue; several hear each one's ref.
+fn ack_for(
+    ex: &Exchange,
+    incoming: &[Incoming],
+    assigned: &HashMap<usize, ThreadRef>,
+    now: Timestamp,
+) -> Ack {
+    if let [req] = incoming {
         let thread = &assigned[&req.index];
-        // A request that waits for an executor hears where it stands.
-        let queue_position = match store.envelope(thread) {
+        let queue_position = match ex.store().envelope(thread) {
             Ok((env, _)) => view::queue_position(ex, &env),
             Err(_) => None,
         };
-        Ack {
+        return Ack {
             re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
             thread_ref: Some(thread.to_string()),
             requests: Vec::new(),
             received_at: Some(now),
             queue_position,
             extra: Map::new(),
-        }
-    } else {
-        Ack {
-            re: None,
-            thread_ref: None,
-            requests: incoming
-                .iter()
-                .map(|r| AckEntry {
-                    id: r.request.id.clone(),
-                    thread_ref: assigned[&r.index].to_string(),
-                })
-                .collect(),
-            received_at: Some(now),
-            queue_position: None,
-            extra: Map::new(),
-        }
-    };
-    Ok(Payload::Ack(ack))
+        };
+    }
+    Ack {
+        re: None,
+        thread_ref: None,
+        requests: incoming
+            .iter()
+            .map(|r| AckEntry {
+                id: r.request.id.clone(),
+                thread_ref: assigned[&r.index].to_string(),
+            })
+            .collect(),
+        received_at: Some(now),
+        queue_position: None,
+        extra: Map::new(),
+    }
 }

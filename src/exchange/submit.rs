@@ -9,10 +9,11 @@ use crate::exchange::requests::{self, Incoming};
 use crate::exchange::{Exchange, Sender, lifecycle, suggestions, view};
 use crate::notify::ClaimantEvent;
 use crate::protocol::emit;
-use crate::protocol::envelope::MessageDoc;
+use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
+use crate::protocol::time::Timestamp;
 use crate::protocol::value::{Map, Value};
 use crate::protocol::yaml::{self, Limits};
 use crate::store::{Edit, HeadMemo, IndexKey};
@@ -88,129 +89,27 @@ pub(crate) const MAX_PAYLOADS: usize = 256;
 /// Most threads one `cancel` or `suggestion` names.
 pub(crate) const MAX_REFERENCES: usize = 256;
 
+/// Submits one message from `sender`: everything in it is checked (its bounds, the sender's
+/// role, each payload against its thread) before anything is written, then configs, requests,
+/// the payloads directed at threads, and queries are carried out in that order.
 pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
-    if sender.id.trim().is_empty() || sender.id == crate::protocol::envelope::EXCHANGE {
-        return Err(ProtocolError::forbidden(format!(
-            "{:?} cannot send messages: pick an agent or executor id",
-            sender.id
-        ))
-        .into());
-    }
-    // The work a message asks for is bounded where it comes in, like its size: each payload
-    // and each thread a payload names costs lookups, writes or a listing.
-    if message.payloads.len() > MAX_PAYLOADS {
-        return Err(ProtocolError::invalid(
-            "MESS",
-            format!(
-                "{} payloads in one message; send at most {MAX_PAYLOADS} (split the rest into further messages)",
-                message.payloads.len()
-            ),
-        )
-        .into());
-    }
-    for (index, payload) in message.payloads.iter().enumerate() {
-        let re = match payload {
-            Payload::Cancel(c) => &c.re,
-            Payload::Suggestion(s) => &s.re,
-            Payload::Query(q) => match &q.filter.re {
-                Some(re) => re,
-                None => continue,
-            },
-            _ => continue,
-        };
-        if re.items().len() > MAX_REFERENCES {
-            return Err(ProtocolError::invalid(
-                format!("MESS[{index}].{}.re", payload.kind()),
-                format!(
-                    "names {} threads; at most {MAX_REFERENCES} in one payload",
-                    re.items().len()
-                ),
-            )
-            .into());
-        }
-    }
-    // Every adapter passes here, so the size limit holds for built messages (`mess complete
-    // --file`) as well as for YAML text.
-    let value = message.to_value();
-    check_text(&value, "")?;
-    let size = emit::to_yaml(&value).len();
-    if size > ex.settings.max_message_bytes {
-        return Err(ProtocolError::TooLarge {
-            size,
-            limit: ex.settings.max_message_bytes,
-        }
-        .into());
-    }
+    check_bounds(ex, &message, sender)?;
     let now = ex.now();
     let version = message.version().map(str::to_owned);
-    let mut requests = Vec::new();
-    let mut directed = Vec::new();
-    let mut configs = Vec::new();
-    let mut queries = Vec::new();
-    for (index, payload) in message.payloads.iter().enumerate() {
-        match payload {
-            Payload::Request(r) => requests.push(Incoming {
-                index,
-                request: r.clone(),
-            }),
-            Payload::Reply(_)
-            | Payload::Review(_)
-            | Payload::Cancel(_)
-            | Payload::Status(_)
-            | Payload::Response(_)
-            | Payload::Suggestion(_) => {
-                directed.push((index, payload.clone()));
-            }
-            Payload::Config(c) => configs.push((index, c.clone())),
-            Payload::Query(q) => queries.push(q.clone()),
-            Payload::Ack(_) => {
-                return Err(ProtocolError::invalid(
-                    format!("MESS[{index}].ack"),
-                    "acks are sent by the exchange, not to it",
-                )
-                .into());
-            }
-            Payload::Version(_) | Payload::Unknown { .. } => {}
-        }
-    }
+    let Sorted {
+        requests,
+        directed,
+        configs,
+        queries,
+    } = sort(&message)?;
     if let Some(role) = sender.role {
         check_role(role, &sender.id, &message)?;
-    }
-    if requests.is_empty() && directed.is_empty() && configs.is_empty() && queries.is_empty() {
-        let kinds: Vec<&str> = message.payloads.iter().map(Payload::kind).collect();
-        return Err(ProtocolError::invalid(
-            "MESS",
-            format!(
-                "nothing to act on (payloads: {}); send a request, reply, cancel, status, response, suggestion, query or config",
-                kinds.join(", ")
-            ),
-        )
-        .into());
     }
 
     // Check the directed payloads against their threads before writing anything, so a bad
     // payload late in the message leaves nothing half-applied.
-    // A key holder hears of a thread only if it is a party to it (or may take it): to anyone
-    // else it does not exist, so refusals cannot reveal it or its requestor.
     let mut directory = ex.directory();
-    let groups = plan::group(ex, &directed, sender, &directory)?;
-    for g in &groups {
-        lifecycle::expire_if_due(ex, &g.thread, now)?;
-    }
-    let mut checked = Vec::with_capacity(groups.len());
-    for g in groups {
-        let (env, _) = ex.store().envelope(&g.thread)?;
-        let deps = plan::dependency_statuses(ex, &env)?;
-        let cx = Context {
-            sender: &sender.id,
-            directory: &directory,
-            dependencies: &deps,
-            now,
-        };
-        plan::check_group(&env, &g.payloads, &cx)?;
-        checked.push((g, env, deps));
-    }
-
+    let checked = check_directed(ex, &directed, sender, &directory, now)?;
     let deps = requests::check(ex, &requests, sender, &directory, now)?;
     for (index, config) in &configs {
         view::check_config(ex, config, *index, sender, &directory)?;
@@ -252,6 +151,161 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
         answer.push(view::answer_query(ex, q, sender, &directory, &mut listed)?);
     }
     Ok(Message::from_exchange(answer, version.as_deref()))
+}
+
+/// Refuses a message before any work: a sender with no id (or the exchange's own), more
+/// payloads or named threads than one message may ask about, or more text than the size limit.
+/// Every adapter passes here, so the limits hold for built messages (`mess complete --file`)
+/// as well as for YAML text.
+fn check_bounds(ex: &Exchange, message: &Message, sender: &Sender) -> Result<(), Error> {
+    if sender.id.trim().is_empty() || sender.id == crate::protocol::envelope::EXCHANGE {
+        return Err(ProtocolError::forbidden(format!(
+            "{:?} cannot send messages: pick an agent or executor id",
+            sender.id
+        ))
+        .into());
+    }
+    // The work a message asks for is bounded where it comes in, like its size: each payload
+    // and each thread a payload names costs lookups, writes or a listing.
+    if message.payloads.len() > MAX_PAYLOADS {
+        return Err(ProtocolError::invalid(
+            "MESS",
+            format!(
+                "{} payloads in one message; send at most {MAX_PAYLOADS} (split the rest into further messages)",
+                message.payloads.len()
+            ),
+        )
+        .into());
+    }
+    for (index, payload) in message.payloads.iter().enumerate() {
+        let re = match payload {
+            Payload::Cancel(c) => &c.re,
+            Payload::Suggestion(s) => &s.re,
+            Payload::Query(q) => match &q.filter.re {
+                Some(re) => re,
+                None => continue,
+            },
+            _ => continue,
+        };
+        if re.items().len() > MAX_REFERENCES {
+            return Err(ProtocolError::invalid(
+                format!("MESS[{index}].{}.re", payload.kind()),
+                format!(
+                    "names {} threads; at most {MAX_REFERENCES} in one payload",
+                    re.items().len()
+                ),
+            )
+            .into());
+        }
+    }
+    let value = message.to_value();
+    check_text(&value, "")?;
+    let size = emit::to_yaml(&value).len();
+    if size > ex.settings.max_message_bytes {
+        return Err(ProtocolError::TooLarge {
+            size,
+            limit: ex.settings.max_message_bytes,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// A message's payloads by what the exchange does with them.
+struct Sorted {
+    requests: Vec<Incoming>,
+    /// Payloads about existing threads, with their place in the message.
+    directed: Vec<(usize, Payload)>,
+    configs: Vec<(usize, crate::protocol::config::ConfigMsg)>,
+    queries: Vec<crate::protocol::message::Query>,
+}
+
+/// Sorts `message`'s payloads; refuses acks (the exchange sends them) and a message with
+/// nothing to act on.
+fn sort(message: &Message) -> Result<Sorted, Error> {
+    let mut sorted = Sorted {
+        requests: Vec::new(),
+        directed: Vec::new(),
+        configs: Vec::new(),
+        queries: Vec::new(),
+    };
+    for (index, payload) in message.payloads.iter().enumerate() {
+        match payload {
+            Payload::Request(r) => sorted.requests.push(Incoming {
+                index,
+                request: r.clone(),
+            }),
+            Payload::Reply(_)
+            | Payload::Review(_)
+            | Payload::Cancel(_)
+            | Payload::Status(_)
+            | Payload::Response(_)
+            | Payload::Suggestion(_) => {
+                sorted.directed.push((index, payload.clone()));
+            }
+            Payload::Config(c) => sorted.configs.push((index, c.clone())),
+            Payload::Query(q) => sorted.queries.push(q.clone()),
+            Payload::Ack(_) => {
+                return Err(ProtocolError::invalid(
+                    format!("MESS[{index}].ack"),
+                    "acks are sent by the exchange, not to it",
+                )
+                .into());
+            }
+            Payload::Version(_) | Payload::Unknown { .. } => {}
+        }
+    }
+    if sorted.requests.is_empty()
+        && sorted.directed.is_empty()
+        && sorted.configs.is_empty()
+        && sorted.queries.is_empty()
+    {
+        let kinds: Vec<&str> = message.payloads.iter().map(Payload::kind).collect();
+        return Err(ProtocolError::invalid(
+            "MESS",
+            format!(
+                "nothing to act on (payloads: {}); send a request, reply, cancel, status, response, suggestion, query or config",
+                kinds.join(", ")
+            ),
+        )
+        .into());
+    }
+    Ok(sorted)
+}
+
+/// A group of directed payloads checked against its thread: the envelope and the
+/// dependencies' statuses it was checked on.
+type Checked = (plan::Group, Envelope, Vec<(String, Option<Status>)>);
+
+/// The directed payloads grouped by thread, each group checked against its thread as it is
+/// (expired first when due), with the envelope and dependency statuses it was checked on.
+/// A key holder hears of a thread only if it is a party to it (or may take it): to anyone
+/// else it does not exist, so refusals cannot reveal it or its requestor.
+fn check_directed(
+    ex: &Exchange,
+    directed: &[(usize, Payload)],
+    sender: &Sender,
+    directory: &Directory,
+    now: Timestamp,
+) -> Result<Vec<Checked>, Error> {
+    let groups = plan::group(ex, directed, sender, directory)?;
+    for g in &groups {
+        lifecycle::expire_if_due(ex, &g.thread, now)?;
+    }
+    let mut checked = Vec::with_capacity(groups.len());
+    for g in groups {
+        let (env, _) = ex.store().envelope(&g.thread)?;
+        let deps = plan::dependency_statuses(ex, &env)?;
+        let cx = Context {
+            sender: &sender.id,
+            directory,
+            dependencies: &deps,
+            now,
+        };
+        plan::check_group(&env, &g.payloads, &cx)?;
+        checked.push((g, env, deps));
+    }
+    Ok(checked)
 }
 
 /// Writes one group under the thread's lock (checking it again there), then settles what

@@ -73,13 +73,56 @@ pub(crate) fn accepted(
     if reply.accept != Some(true) {
         return Ok(None);
     }
+    let Some((place, suggestion, proposer)) = answered(file, reply)? else {
+        return Ok(None);
+    };
+    let env = &file.envelope;
+    let id = suggestion
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("{}#{place}", env.thread_ref));
+    let proposed = Proposed {
+        id: id.clone(),
+        fields: suggestion
+            .proposed
+            .as_ref()
+            .and_then(Value::as_map)
+            .cloned()
+            .unwrap_or_default(),
+    };
+    check_open(env, &proposer)?;
+    let mut out = Accepted {
+        id,
+        kind: suggestion.kind.clone(),
+        proposer,
+        others: Vec::new(),
+        fresh: Vec::new(),
+        claimed_by: None,
+        delegate: None,
+        amend: Map::new(),
+    };
+    match suggestion.kind.as_str() {
+        "merge" => plan_merge(ex, file, &suggestion, &proposed, &mut out, now)?,
+        "split" => plan_split(ex, file, &proposed, &mut out, now)?,
+        "delegate" => plan_delegate(ex, file, &proposed, directory, &mut out, now)?,
+        "alternative" | "defer" => plan_amendment(&proposed, &mut out)?,
+        _ => return Ok(None),
+    }
+    Ok(Some(out))
+}
+
+/// The suggestion `reply` answers in `file`: the first with an id its `re` names (the one the
+/// requestor was shown), else the newest; with its place among the messages and its sender.
+fn answered(
+    file: &ThreadFile,
+    reply: &Reply,
+) -> Result<Option<(usize, Suggestion, String)>, Error> {
     let named = reply.re.items();
     let mut by_id: Option<(usize, Suggestion, String)> = None;
     let mut newest: Option<(usize, Suggestion, String)> = None;
     for (i, doc) in file.messages()?.into_iter().enumerate() {
         for p in doc.message.payloads {
             if let Payload::Suggestion(s) = p {
-                // The first suggestion with the id is the one the requestor was shown.
                 if by_id.is_none() && s.id.as_deref().is_some_and(|id| named.contains(&id)) {
                     by_id = Some((i, s.clone(), doc.from.clone()));
                 }
@@ -87,223 +130,252 @@ pub(crate) fn accepted(
             }
         }
     }
-    let found = by_id.or(newest);
-    let Some((place, suggestion, proposer)) = found else {
-        return Ok(None);
-    };
-    let env = &file.envelope;
-    let anchor = env.thread_ref.clone();
-    let id = suggestion
-        .id
-        .clone()
-        .unwrap_or_else(|| format!("{anchor}#{place}"));
-    let proposed = suggestion
-        .proposed
-        .as_ref()
-        .and_then(Value::as_map)
-        .cloned()
-        .unwrap_or_default();
-    let text = |key: &str| {
-        proposed
+    Ok(by_id.or(newest))
+}
+
+/// A suggestion's `proposed` mapping, read with paths that name the suggestion.
+struct Proposed {
+    id: String,
+    fields: Map,
+}
+
+impl Proposed {
+    /// The trimmed text of `key`, when it has some.
+    fn text(&self, key: &str) -> Option<String> {
+        self.fields
             .get(key)
             .and_then(Value::scalar_text)
             .map(|t| t.trim().to_owned())
             .filter(|t| !t.is_empty())
-    };
-    let field = |key: &str| format!("suggestion {id}: proposed.{key}");
-    check_open(env, &proposer)?;
-    let mut out = Accepted {
-        id: id.clone(),
-        kind: suggestion.kind.clone(),
-        proposer: proposer.clone(),
-        others: Vec::new(),
-        fresh: Vec::new(),
-        claimed_by: None,
-        delegate: None,
-        amend: Map::new(),
-    };
-    let original = request_of(file)?;
-    match suggestion.kind.as_str() {
-        "merge" => {
-            let mut files = vec![file.clone()];
-            for item in suggestion.re.items() {
-                let r = plan::resolve(ex, item, &env.requestor)?;
-                if r != anchor && !out.others.contains(&r) {
-                    let other = ex.store().read(&r)?;
-                    if other.envelope.requestor != env.requestor {
-                        return Err(Error::no_thread(item));
-                    }
-                    // Only threads the suggestion was made on (`last` and client ids resolve
-                    // for the requestor here, for the proposer when it was sent).
-                    if !records(&other, &suggestion, &proposer)? {
-                        return Err(ProtocolError::invalid(
-                            format!("suggestion {id}: re"),
-                            format!(
-                                "{item} is not a thread the suggestion was made on; ask for a merge that names refs"
-                            ),
-                        )
-                        .into());
-                    }
-                    check_open(&other.envelope, &proposer)?;
-                    out.others.push(r);
-                    files.push(other);
-                }
+    }
+
+    /// The path of `key` in an error.
+    fn field(&self, key: &str) -> String {
+        format!("suggestion {}: proposed.{key}", self.id)
+    }
+}
+
+/// A merge: the other threads it names (the requestor's, open, and holding the suggestion)
+/// end, and one new thread asks for all of it, holding every escrow.
+fn plan_merge(
+    ex: &Exchange,
+    file: &ThreadFile,
+    suggestion: &Suggestion,
+    proposed: &Proposed,
+    out: &mut Accepted,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let env = &file.envelope;
+    let id = &out.id;
+    let mut files = vec![file.clone()];
+    for item in suggestion.re.items() {
+        let r = plan::resolve(ex, item, &env.requestor)?;
+        if r != env.thread_ref && !out.others.contains(&r) {
+            let other = ex.store().read(&r)?;
+            if other.envelope.requestor != env.requestor {
+                return Err(Error::no_thread(item));
             }
-            if out.others.is_empty() {
+            // Only threads the suggestion was made on (`last` and client ids resolve for the
+            // requestor here, for the proposer when it was sent).
+            if !records(&other, suggestion, &out.proposer)? {
                 return Err(ProtocolError::invalid(
                     format!("suggestion {id}: re"),
-                    "a merge names two or more open requests of yours",
-                )
-                .into());
-            }
-            let mut requests = Vec::new();
-            for f in &files {
-                requests.push(request_of(f)?);
-            }
-            let intent = text("combined_intent")
-                .or_else(|| text("intent"))
-                .unwrap_or_else(|| {
-                    requests
-                        .iter()
-                        .map(|r| r.intent.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                });
-            let held: i64 = files
-                .iter()
-                .filter_map(|f| Held::of(&f.envelope))
-                .map(|h| h.shells)
-                .fold(0i64, i64::saturating_add);
-            let mut request = merged(&requests, &intent, &id)?;
-            if held > 0 {
-                let mut m = match request.to_value() {
-                    Value::Map(m) => m,
-                    _ => Map::new(),
-                };
-                set_shells(&mut m, held);
-                request = Request::from_value(Value::Map(m), &format!("suggestion {id}"))?;
-            }
-            out.claimed_by = text("executor").filter(|e| *e == proposer);
-            out.fresh.push(Fresh {
-                thread: one_ref(ex, now)?,
-                request,
-                depends_on: Vec::new(),
-            });
-        }
-        "split" => {
-            let parts = match proposed.get("parts").or_else(|| proposed.get("requests")) {
-                Some(Value::Seq(items)) if !items.is_empty() && items.len() <= MOST_PARTS => {
-                    items.clone()
-                }
-                _ => {
-                    return Err(ProtocolError::invalid(
-                        field("parts"),
-                        format!("a split lists its parts (1 to {MOST_PARTS}), each an intent or a request"),
-                    )
-                    .into());
-                }
-            };
-            let ordered = matches!(proposed.get("ordered"), Some(Value::Bool(true)));
-            let held = Held::of(env).map_or(0, |h| h.shells);
-            let shares = split_shares(&parts, held, &field("parts"))?;
-            let refs = ex.store().allocate_refs(now.date_naive(), parts.len())?;
-            let base = original.id.clone().unwrap_or_else(|| id.clone());
-            for (n, (part, thread)) in parts.iter().zip(refs).enumerate() {
-                let mut request = original.to_value();
-                if let Value::Map(m) = &mut request {
-                    match part {
-                        Value::Map(p) => {
-                            // A part changes what is asked, not where the thread reports or
-                            // what it waits on: those stay the requestor's.
-                            for (k, v) in p.iter().filter(|(k, _)| {
-                                !matches!(k.as_str(), "callback" | "depends_on" | "id")
-                            }) {
-                                m.insert(k.clone(), v.clone());
-                            }
-                        }
-                        other => {
-                            let intent = other.scalar_text().ok_or_else(|| {
-                                ProtocolError::invalid(
-                                    format!("{}[{n}]", field("parts")),
-                                    "an intent or a request",
-                                )
-                            })?;
-                            m.insert("intent", Value::str(intent));
-                        }
-                    }
-                    m.insert("id", Value::str(format!("{base}.{}", n + 1)));
-                    if held > 0 {
-                        set_shells(m, shares[n]);
-                    }
-                }
-                let request = Request::from_value(request, &format!("{}[{n}]", field("parts")))?;
-                let depends_on = match (ordered, out.fresh.last()) {
-                    (true, Some(before)) => vec![before.thread.to_string()],
-                    _ => Vec::new(),
-                };
-                out.fresh.push(Fresh {
-                    thread,
-                    request,
-                    depends_on,
-                });
-            }
-        }
-        "delegate" => {
-            let to = text("executor")
-                .or_else(|| text("exchange"))
-                .ok_or_else(|| {
-                    ProtocolError::invalid(
-                        field("executor"),
-                        "a delegation names the executor (or forwarding exchange) to take the work",
-                    )
-                })?;
-            let spec = directory.executor(&to).ok_or_else(|| {
-                ProtocolError::invalid(
-                    field("executor"),
-                    format!("{to:?} is not an executor of this exchange"),
-                )
-            })?;
-            let missing = directory.missing(spec, &env.requires);
-            if !missing.is_empty() {
-                return Err(ProtocolError::invalid(
-                    field("executor"),
                     format!(
-                        "{to} lacks {} that the request requires",
-                        missing.join(", ")
+                        "{item} is not a thread the suggestion was made on; ask for a merge that names refs"
                     ),
                 )
                 .into());
             }
-            out.delegate = Some(to);
-            out.fresh.push(Fresh {
-                thread: one_ref(ex, now)?,
-                request: original,
-                depends_on: Vec::new(),
-            });
+            check_open(&other.envelope, &out.proposer)?;
+            out.others.push(r);
+            files.push(other);
         }
-        "alternative" | "defer" => {
-            for key in ["intent", "needed_by", "not_before"] {
-                let Some(v) = text(key) else { continue };
-                if key != "intent" {
-                    let at = time::parse_timestamp_lenient(&v)
-                        .map_err(|why| ProtocolError::invalid(field(key), why))?;
-                    out.amend
-                        .insert(key, Value::str(time::format_timestamp(&at)));
-                } else {
-                    out.amend.insert(key, Value::str(v));
+    }
+    if out.others.is_empty() {
+        return Err(ProtocolError::invalid(
+            format!("suggestion {id}: re"),
+            "a merge names two or more open requests of yours",
+        )
+        .into());
+    }
+    let mut requests = Vec::new();
+    for f in &files {
+        requests.push(request_of(f)?);
+    }
+    let intent = proposed
+        .text("combined_intent")
+        .or_else(|| proposed.text("intent"))
+        .unwrap_or_else(|| {
+            requests
+                .iter()
+                .map(|r| r.intent.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+    let held: i64 = files
+        .iter()
+        .filter_map(|f| Held::of(&f.envelope))
+        .map(|h| h.shells)
+        .fold(0i64, i64::saturating_add);
+    let mut request = merged(&requests, &intent, id)?;
+    if held > 0 {
+        let mut m = match request.to_value() {
+            Value::Map(m) => m,
+            _ => Map::new(),
+        };
+        set_shells(&mut m, held);
+        request = Request::from_value(Value::Map(m), &format!("suggestion {id}"))?;
+    }
+    out.claimed_by = proposed.text("executor").filter(|e| *e == out.proposer);
+    out.fresh.push(Fresh {
+        thread: one_ref(ex, now)?,
+        request,
+        depends_on: Vec::new(),
+    });
+    Ok(())
+}
+
+/// A split: one new thread per part (an intent, or a request's fields over the original's),
+/// each after the one before when `ordered`, the escrow shared out among them.
+fn plan_split(
+    ex: &Exchange,
+    file: &ThreadFile,
+    proposed: &Proposed,
+    out: &mut Accepted,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let parts_path = proposed.field("parts");
+    let parts = match proposed
+        .fields
+        .get("parts")
+        .or_else(|| proposed.fields.get("requests"))
+    {
+        Some(Value::Seq(items)) if !items.is_empty() && items.len() <= MOST_PARTS => items.clone(),
+        _ => {
+            return Err(ProtocolError::invalid(
+                parts_path,
+                format!("a split lists its parts (1 to {MOST_PARTS}), each an intent or a request"),
+            )
+            .into());
+        }
+    };
+    let original = request_of(file)?;
+    let ordered = matches!(proposed.fields.get("ordered"), Some(Value::Bool(true)));
+    let held = Held::of(&file.envelope).map_or(0, |h| h.shells);
+    let shares = split_shares(&parts, held, &parts_path)?;
+    let refs = ex.store().allocate_refs(now.date_naive(), parts.len())?;
+    let base = original.id.clone().unwrap_or_else(|| out.id.clone());
+    for (n, (part, thread)) in parts.iter().zip(refs).enumerate() {
+        let path = format!("{parts_path}[{n}]");
+        let mut request = original.to_value();
+        if let Value::Map(m) = &mut request {
+            match part {
+                Value::Map(p) => {
+                    // A part changes what is asked, not where the thread reports or what it
+                    // waits on: those stay the requestor's.
+                    for (k, v) in p
+                        .iter()
+                        .filter(|(k, _)| !matches!(k.as_str(), "callback" | "depends_on" | "id"))
+                    {
+                        m.insert(k.clone(), v.clone());
+                    }
+                }
+                other => {
+                    let intent = other.scalar_text().ok_or_else(|| {
+                        ProtocolError::invalid(path.clone(), "an intent or a request")
+                    })?;
+                    m.insert("intent", Value::str(intent));
                 }
             }
-            if out.amend.is_empty() {
-                return Err(ProtocolError::invalid(
-                    format!("suggestion {id}: proposed"),
-                    "an alternative or a deferral proposes intent, needed_by or not_before",
-                )
-                .into());
+            m.insert("id", Value::str(format!("{base}.{}", n + 1)));
+            if held > 0 {
+                set_shells(m, shares[n]);
             }
         }
-        _ => return Ok(None),
+        let request = Request::from_value(request, &path)?;
+        let depends_on = match (ordered, out.fresh.last()) {
+            (true, Some(before)) => vec![before.thread.to_string()],
+            _ => Vec::new(),
+        };
+        out.fresh.push(Fresh {
+            thread,
+            request,
+            depends_on,
+        });
     }
-    Ok(Some(out))
+    Ok(())
+}
+
+/// A delegation: the request goes, as it is, to another executor of this exchange that holds
+/// every capability it requires.
+fn plan_delegate(
+    ex: &Exchange,
+    file: &ThreadFile,
+    proposed: &Proposed,
+    directory: &Directory,
+    out: &mut Accepted,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let path = proposed.field("executor");
+    let to = proposed
+        .text("executor")
+        .or_else(|| proposed.text("exchange"))
+        .ok_or_else(|| {
+            ProtocolError::invalid(
+                path.clone(),
+                "a delegation names the executor (or forwarding exchange) to take the work",
+            )
+        })?;
+    let spec = directory.executor(&to).ok_or_else(|| {
+        ProtocolError::invalid(
+            path.clone(),
+            format!("{to:?} is not an executor of this exchange"),
+        )
+    })?;
+    let missing = directory.missing(spec, &file.envelope.requires);
+    if !missing.is_empty() {
+        return Err(ProtocolError::invalid(
+            path,
+            format!(
+                "{to} lacks {} that the request requires",
+                missing.join(", ")
+            ),
+        )
+        .into());
+    }
+    out.delegate = Some(to);
+    out.fresh.push(Fresh {
+        thread: one_ref(ex, now)?,
+        request: request_of(file)?,
+        depends_on: Vec::new(),
+    });
+    Ok(())
+}
+
+/// An alternative or a deferral: the thread itself takes the proposed intent, `needed_by` or
+/// `not_before`.
+fn plan_amendment(proposed: &Proposed, out: &mut Accepted) -> Result<(), Error> {
+    for key in ["intent", "needed_by", "not_before"] {
+        let Some(v) = proposed.text(key) else {
+            continue;
+        };
+        if key != "intent" {
+            let at = time::parse_timestamp_lenient(&v)
+                .map_err(|why| ProtocolError::invalid(proposed.field(key), why))?;
+            out.amend
+                .insert(key, Value::str(time::format_timestamp(&at)));
+        } else {
+            out.amend.insert(key, Value::str(v));
+        }
+    }
+    if out.amend.is_empty() {
+        return Err(ProtocolError::invalid(
+            format!("suggestion {}: proposed", out.id),
+            "an alternative or a deferral proposes intent, needed_by or not_before",
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Whether `file` holds `suggestion`, as `proposer` made it.

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::protocol::envelope;
+use crate::protocol::envelope::{self, Envelope};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
 use crate::store::error::StoreError;
 use crate::store::files::Files;
-use crate::store::fsck::{Finding, FsckReport, IndexFacts, gather, load};
+use crate::store::fsck::{Finding, FsckReport, IndexFacts, Loaded, gather, load};
 use crate::store::index::{self, Key};
 use crate::store::layout::{self, Location};
 use crate::store::thread;
@@ -92,35 +92,7 @@ impl Files<'_> {
         loaded.sort_by_key(|l| std::cmp::Reverse(l.3.messages.len()));
         let (location, path, text, mut best) = loaded.remove(0);
 
-        for (_, other_path, other_text, other) in &loaded {
-            let prefix = best
-                .message_text(&text)
-                .starts_with(other.message_text(other_text));
-            let problem = if other_path.parent() == path.parent() {
-                // MESSE-AF allows both suffixes, so two writers can each have named the thread.
-                format!(
-                    "second file for {thread} in the same folder (`.messe-af` and `.messe-af.yaml`); the copy at {} has more messages{}",
-                    path.display(),
-                    if prefix {
-                        ""
-                    } else {
-                        " (the other's differing documents go to .mess/quarantine/)"
-                    }
-                )
-            } else {
-                format!(
-                    "duplicate copy of {thread} (an interrupted move); the copy at {} is newer",
-                    path.display()
-                )
-            };
-            if repair {
-                if !prefix {
-                    self.quarantine(thread, other_text)?;
-                }
-                fsio::remove_durable(other_path)?;
-            }
-            report.note(other_path, problem, repair);
-        }
+        self.drop_other_copies(thread, (&path, &text, &best), &loaded, repair, report)?;
 
         let mut rewrite = false;
         if let Some(why) = &best.invalid_last {
@@ -138,58 +110,10 @@ impl Files<'_> {
             rewrite = true;
         }
 
-        let rebuilt = match envelope::rebuild(thread, best.envelope.as_ref(), &best.messages) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                if best.envelope.is_none() {
-                    report.note(
-                        &path,
-                        format!("envelope unreadable and cannot be rebuilt: {e}"),
-                        false,
-                    );
-                    return Ok(());
-                }
-                None
-            }
+        let Some(envelope) = checked_envelope(thread, &path, &best, repair, report, &mut rewrite)
+        else {
+            return Ok(());
         };
-        let mut envelope = match (&best.envelope, rebuilt) {
-            (Some(stored), Some(rebuilt)) => {
-                if let Some(difference) = envelope::state_difference(stored, &rebuilt) {
-                    report.note(
-                        &path,
-                        format!("envelope out of date with its messages ({difference})"),
-                        repair,
-                    );
-                    rewrite = true;
-                    rebuilt
-                } else {
-                    stored.clone()
-                }
-            }
-            (None, Some(rebuilt)) => {
-                report.note(
-                    &path,
-                    "envelope unreadable; rebuilt from the messages",
-                    repair,
-                );
-                rewrite = true;
-                rebuilt
-            }
-            (Some(stored), None) => stored.clone(),
-            (None, None) => return Ok(()),
-        };
-        if envelope.thread_ref != *thread {
-            report.note(
-                &path,
-                format!(
-                    "envelope names ref {} but the file is {thread}",
-                    envelope.thread_ref
-                ),
-                repair,
-            );
-            envelope.thread_ref = thread.clone();
-            rewrite = true;
-        }
 
         let expected = match &location {
             Location::Archive(_)
@@ -226,6 +150,49 @@ impl Files<'_> {
         }
         best.envelope = Some(envelope);
         gather(thread, &best, facts);
+        Ok(())
+    }
+
+    /// Removes the copies of `thread` other than the best (after an interrupted move, or two
+    /// writers naming the thread with each suffix), quarantining what the best lacks.
+    fn drop_other_copies(
+        &self,
+        thread: &ThreadRef,
+        (path, text, best): (&Path, &str, &Loaded),
+        others: &[(Location, PathBuf, String, Loaded)],
+        repair: bool,
+        report: &mut FsckReport,
+    ) -> Result<(), StoreError> {
+        for (_, other_path, other_text, other) in others {
+            let prefix = best
+                .message_text(text)
+                .starts_with(other.message_text(other_text));
+            let problem = if other_path.parent() == path.parent() {
+                // MESSE-AF allows both suffixes, so two writers can each have named the thread.
+                format!(
+                    "second file for {thread} in the same folder (`.messe-af` and `.messe-af.yaml`); the copy at {} has more messages{}",
+                    path.display(),
+                    if prefix {
+                        ""
+                    } else {
+                        " (the other's differing documents go to .mess/quarantine/)"
+                    }
+                )
+            } else {
+                format!(
+                    "duplicate copy of {thread} (an interrupted move); the copy at {} is newer",
+                    path.display()
+                )
+            };
+            if repair {
+                if !prefix {
+                    self.quarantine(thread, other_text)?;
+                }
+                fsio::remove_durable(other_path)?;
+            }
+            report.note(other_path, problem, repair);
+        }
+
         Ok(())
     }
 
@@ -444,4 +411,71 @@ impl Files<'_> {
         }
         Ok(())
     }
+}
+
+/// The envelope `best` should have: the stored one when its messages agree, else rebuilt from
+/// them, with the file's own ref; `None` when there is neither. Notes each difference and sets
+/// `rewrite` when the file needs writing again.
+fn checked_envelope(
+    thread: &ThreadRef,
+    path: &Path,
+    best: &Loaded,
+    repair: bool,
+    report: &mut FsckReport,
+    rewrite: &mut bool,
+) -> Option<Envelope> {
+    let rebuilt = match envelope::rebuild(thread, best.envelope.as_ref(), &best.messages) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            if best.envelope.is_none() {
+                report.note(
+                    path,
+                    format!("envelope unreadable and cannot be rebuilt: {e}"),
+                    false,
+                );
+                return None;
+            }
+            None
+        }
+    };
+    let mut envelope = match (&best.envelope, rebuilt) {
+        (Some(stored), Some(rebuilt)) => {
+            if let Some(difference) = envelope::state_difference(stored, &rebuilt) {
+                report.note(
+                    path,
+                    format!("envelope out of date with its messages ({difference})"),
+                    repair,
+                );
+                *rewrite = true;
+                rebuilt
+            } else {
+                stored.clone()
+            }
+        }
+        (None, Some(rebuilt)) => {
+            report.note(
+                path,
+                "envelope unreadable; rebuilt from the messages",
+                repair,
+            );
+            *rewrite = true;
+            rebuilt
+        }
+        (Some(stored), None) => stored.clone(),
+        (None, None) => return None,
+    };
+    if envelope.thread_ref != *thread {
+        report.note(
+            path,
+            format!(
+                "envelope names ref {} but the file is {thread}",
+                envelope.thread_ref
+            ),
+            repair,
+        );
+        envelope.thread_ref = thread.clone();
+        *rewrite = true;
+    }
+
+    Some(envelope)
 }
