@@ -29,7 +29,8 @@ pub(crate) struct Config {
     /// The port `mess serve` listens on without `--addr` (`http.port`, the reference design's name).
     pub(crate) http_port: Option<u16>,
     /// Whether `mess mcp` also serves the HTTP API and the human page (`http.enabled`, the
-    /// plan's switch for the human client's endpoint); `mess serve` serves them regardless.
+    /// reference design's switch for the human client's endpoint); `mess serve` serves them
+    /// regardless.
     pub(crate) http_enabled: bool,
     /// Origins whose pages may call the API from a browser (`http.cors_origins`, each
     /// `scheme://host[:port]`): a human page hosted elsewhere, as the reference design's `exchange=` allows.

@@ -627,7 +627,7 @@ impl Accepted {
     }
 }
 
-/// The plan an anchor's verdict records, as [`Accepted::plan_value`] wrote it.
+/// The reference design an anchor's verdict records, as [`Accepted::plan_value`] wrote it.
 struct Recorded {
     id: String,
     proposer: String,

@@ -586,7 +586,7 @@ fn the_plans_config_names_are_read_and_misspelt_keys_are_reported() {
     let said =
         String::from_utf8_lossy(&fsck.stderr).into_owned() + &String::from_utf8_lossy(&fsck.stdout);
     assert!(said.contains("did you mean limits?"), "{said}");
-    // `secret:` signs the links (the plan's name for MESS_SECRET).
+    // `secret:` signs the links (the reference design's name for MESS_SECRET).
     let r = home
         .ok(&[
             "request",

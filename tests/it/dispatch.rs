@@ -115,7 +115,8 @@ fn routed_executors_hear_on_every_channel_and_the_others_learn_when_it_is_taken(
     assert_eq!(sms.len(), 1, "{hits:#?}");
     assert!(sms[0].headers["authorization"].starts_with("Basic "));
     assert!(sms[0].body.contains("To=%2B15551234567"), "{}", sms[0].body);
-    // A text message carries the plan's short link; the server maps its code to the token.
+    // A text message carries the reference design's short link; the server maps its code to the
+    // token.
     let short = "https%3A%2F%2Fmess.example%2Fr%2F";
     let at = sms[0]
         .body

@@ -68,7 +68,8 @@ fn the_duckdb_cli_with_the_extension_answers_like_the_embedded_duckdb() {
         "SELECT * EXCLUDE (filename) FROM threads ORDER BY ref".to_owned(),
         "SELECT * EXCLUDE (filename) FROM messages ORDER BY ref, seq".to_owned(),
         "SELECT * FROM thread_history ORDER BY ref, seq".to_owned(),
-        // The implementation plan's names, and yaml_extract over YAML text (yaml_to_json).
+        // The reference design's names (docs/spec-conformance.md), and yaml_extract over YAML text
+        // (yaml_to_json).
         "SELECT * EXCLUDE (filename) FROM requests ORDER BY ref, seq".to_owned(),
         "SELECT * EXCLUDE (filename) FROM statuses ORDER BY ref, seq".to_owned(),
         "SELECT * EXCLUDE (filename) FROM claims ORDER BY ref, seq".to_owned(),

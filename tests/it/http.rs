@@ -964,7 +964,7 @@ fn the_plans_client_calls_work_with_a_link_token_as_the_bearer() {
     let token = token_of(&[]);
     let read_only = token_of(&["--actions", "read"]);
     let bearer = |t: &str| format!("Bearer {t}");
-    // GET /mess/{ref}, as the plan's page loads the request.
+    // GET /mess/{ref}, as the reference design's page loads the request.
     let (status, body) = server.send(
         "GET",
         &format!("/mess/{r}"),

@@ -1,6 +1,6 @@
-//! Links as the implementation plan describes them, beyond the page: tokens name their
-//! exchange (`iss`, `aud`) so another exchange refuses them even with the same secret, and a
-//! page hosted elsewhere may call the API from the origins in `http.cors_origins`.
+//! Links as the reference design describes them (docs/spec-conformance.md), beyond the page: tokens
+//! name their exchange (`iss`, `aud`) so another exchange refuses them even with the same secret,
+//! and a page hosted elsewhere may call the API from the origins in `http.cors_origins`.
 
 use crate::support::server::Server;
 use crate::support::{CONFIG, Home};

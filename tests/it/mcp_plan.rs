@@ -1,7 +1,7 @@
-//! The implementation plan's MCP surface, through rmcp's client against `mess mcp`: its input
-//! schemas (`mess_cancel` requires `re`), the protocol's booleans in `mess_reply`,
-//! `mess_status(re: "all")`, `mess_observe` / `mess_do` that return when complete (with progress
-//! heartbeats), and resources typed `application/x-yaml`.
+//! The reference design's MCP surface (docs/spec-conformance.md, "The reference design"), through
+//! rmcp's client against `mess mcp`: its input schemas (`mess_cancel` requires `re`), the
+//! protocol's booleans in `mess_reply`, `mess_status(re: "all")`, `mess_observe` / `mess_do` that
+//! return when complete (with progress heartbeats), and resources typed `application/x-yaml`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

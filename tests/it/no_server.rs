@@ -1,8 +1,8 @@
-//! Notices without `mess serve`: the background work runs in whichever long-lived process holds
-//! the home (`mess serve` or an agent host's `mess mcp`), the others take over when it exits,
-//! one-shot commands, `mess status` and MCP answers say when queued notices have nobody to
-//! send them, and `mess mcp` reads the plan's `~/.config/mess-mcp/config.yaml` and can serve
-//! the HTTP API and the human page (`--http`, `http.enabled`).
+//! Notices without `mess serve`: the background work runs in whichever long-lived process holds the
+//! home (`mess serve` or an agent host's `mess mcp`), the others take over when it exits, one-shot
+//! commands, `mess status` and MCP answers say when queued notices have nobody to send them, and
+//! `mess mcp` reads the reference design's `~/.config/mess-mcp/config.yaml` and can serve the HTTP
+//! API and the human page (`--http`, `http.enabled`).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -117,7 +117,7 @@ fn an_agent_hosts_mcp_session_sends_the_notices_and_a_server_takes_over_when_it_
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(hooks(&recorder.hits()), 0, "nothing runs yet");
 
-    // The plan's "no separate server needed": the agent host's session sends it.
+    // The reference design's "no separate server needed": the agent host's session sends it.
     let mut session = mcp_session(&home, &[]);
     let hits = recorder.wait_for(Duration::from_secs(15), |h| hooks(h) >= 1);
     assert_eq!(hooks(&hits), 1);

@@ -7,8 +7,8 @@ use std::process::Command;
 use crate::support::{Home, copy_dir};
 use tempfile::TempDir;
 
-/// A HOME whose `.mess` is a copy of the fixture home, plus the spec's alternative flat
-/// layout (`threads/` with links to every thread file) for the plan's queries that use it.
+/// A HOME whose `.mess` is a copy of the fixture home, plus the spec's alternative flat layout
+/// (`threads/` with links to every thread file) for the reference design's queries that use it.
 struct SpecHome {
     dir: TempDir,
 }
@@ -88,7 +88,7 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         h.csv("SELECT count(DISTINCT ref) FROM read_yaml_auto('~/.mess/*/*.messe-af.yaml')"),
         ["8"]
     );
-    // the MESS implementation plan, "Basic Queries with read_yaml_auto".
+    // the reference design (docs/spec-conformance.md), "Basic Queries with read_yaml_auto".
     assert_eq!(
         sorted(h.csv("SELECT ref, intent, created, priority\nFROM read_yaml_auto('~/.mess/state=received/*.messe-af.yaml')")),
         [
@@ -106,13 +106,14 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         sorted(h.csv("-- Executor stats from finished\nSELECT executor, COUNT(*) as completed\nFROM read_yaml_auto('~/.mess/state=finished/*.messe-af.yaml')\nGROUP BY executor;")),
         ["roomba-kitchen,1", "teague-phone,1"]
     );
-    // the MESS implementation plan, "Advanced: duckdb_yaml for Message Parsing", over the threads view.
+    // the reference design (docs/spec-conformance.md), "Advanced: duckdb_yaml for Message Parsing",
+    // over the threads view.
     let actors = h.csv("SELECT \n    ref,\n    yaml_extract(messages, '$[*].from') as actors,\n    yaml_extract(messages, '$[-1].MESS') as last_message\nFROM threads;");
     assert!(
         actors.contains(&r#"2026-01-31-002,"[""claude-agent"", ""exchange"", ""roomba-kitchen"", ""roomba-kitchen""]","[{""status"":{""re"":""2026-01-31-002"",""code"":""completed""}}]""#.to_owned()),
         "{actors:?}"
     );
-    // the plan's table names, as views over the same files.
+    // the reference design's table names, as views over the same files.
     assert_eq!(
         h.csv("SELECT count(*), count(DISTINCT ref), count(*) FILTER (status = 'pending') FROM requests"),
         ["8,8,3"]
@@ -146,7 +147,8 @@ fn the_spec_queries_run_unchanged_and_answer_as_expected() {
         h.csv("SELECT ref, intent, status, updated\nFROM read_yaml_auto('~/.mess/state=canceled/*.messe-af.yaml')\nWHERE status = 'failed';"),
         ["2026-01-31-003,vacuum the hall,failed,2026-01-31 10:45:00+00"]
     );
-    // the MESS implementation plan, "When You'd Add DuckDB" (the flat threads/ layout).
+    // the reference design (docs/spec-conformance.md), "When You'd Add DuckDB" (the flat threads/
+    // layout).
     assert_eq!(
         h.csv("SELECT count(DISTINCT ref) FROM read_yaml_auto('~/.mess/threads/*.yaml')"),
         ["8"]

@@ -1528,8 +1528,8 @@ fn the_plan_s_phase_1_test_flow_runs_through_mcp() {
 
     use crate::support::recorder::Recorder;
 
-    // The plan's Phase 1 config (agent_id, an executor notified on Slack), with Slack's API
-    // at a local recorder.
+    // The reference design's Phase 1 config (agent_id, an executor notified on Slack), with Slack's
+    // API at a local recorder.
     let slack = Recorder::start();
     let home = Home::with_config(&format!(
         "agent_id: claude-agent

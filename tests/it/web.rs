@@ -1,10 +1,10 @@
-//! The human executor page in real headless Chromium: open a link, see the request (its HTML
-//! shown as text), claim, ask a question, see the agent's reply arrive, complete with text and
-//! an uploaded photo; a page load alone changes nothing; a bad link gets a clear page. Then the
-//! plan's features one by one: context media, places and references, remote media loaded only
-//! on a tap; structured answers, notes, video, a place and a re-encoded photo; every waiting
-//! reason; `confirm_before` first; preferences and the system's theme; `exchange=`. Last, each
-//! status as a person reads it at a phone's and a desktop's width (relative times, sentences,
+//! The human executor page in real headless Chromium: open a link, see the request (its HTML shown
+//! as text), claim, ask a question, see the agent's reply arrive, complete with text and an
+//! uploaded photo; a page load alone changes nothing; a bad link gets a clear page. Then the
+//! reference design's features one by one: context media, places and references, remote media
+//! loaded only on a tap; structured answers, notes, video, a place and a re-encoded photo; every
+//! waiting reason; `confirm_before` first; preferences and the system's theme; `exchange=`. Last,
+//! each status as a person reads it at a phone's and a desktop's width (relative times, sentences,
 //! one next step in view), whose screenshots the docs embed (`MESS_BLESS=1` rewrites them).
 //! Screenshots of the main screens land in `<target tmp>/screenshots/`.
 

@@ -746,7 +746,8 @@ fn thread_files_give_one_row_per_thread_with_their_messages() {
             ],
         ]
     );
-    // The implementation plan's message query, with DuckDB's JSON paths: `messages` is JSON.
+    // The reference design's message query (docs/spec-conformance.md), with DuckDB's JSON paths:
+    // `messages` is JSON.
     assert_eq!(
         d.rows(&format!(
             "SELECT json_extract(messages, '$[*].from')::VARCHAR, json_extract(messages, '$[#-1].MESS[0].status.code')::VARCHAR FROM {all} ORDER BY ref"
