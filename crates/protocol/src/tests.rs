@@ -107,23 +107,28 @@ fn every_spec_example_parses_and_round_trips() {
     assert!(count >= 60, "only {count} example messages");
 }
 
+/// One of the spec's example thread files: its documents, its envelope and its messages.
+fn fixture_thread(name: &str) -> (Vec<Value>, Envelope, Vec<MessageDoc>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(format!("tests/fixtures/threads/{name}.messe-af.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let values: Vec<Value> = yaml::split_documents(&text)
+        .iter()
+        .map(|s| yaml::parse_document(&text[s.start..s.end], &Limits::DEFAULT).unwrap())
+        .collect();
+    let stored = Envelope::from_value(values[0].clone()).unwrap();
+    let docs: Vec<MessageDoc> = values[1..]
+        .iter()
+        .map(|v| MessageDoc::from_value(v.clone(), "").unwrap())
+        .collect();
+    (values, stored, docs)
+}
+
 #[test]
 fn spec_thread_files_parse_and_their_envelopes_match_their_messages() {
     for name in ["complete-example", "needs-input-example", "format-example"] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(format!("tests/fixtures/threads/{name}.messe-af.yaml"));
-        let text = std::fs::read_to_string(&path).unwrap();
-        let spans = yaml::split_documents(&text);
-        let values: Vec<Value> = spans
-            .iter()
-            .map(|s| yaml::parse_document(&text[s.start..s.end], &Limits::DEFAULT).unwrap())
-            .collect();
-        let stored = Envelope::from_value(values[0].clone()).unwrap();
-        let docs: Vec<MessageDoc> = values[1..]
-            .iter()
-            .map(|v| MessageDoc::from_value(v.clone(), "").unwrap())
-            .collect();
+        let (values, stored, docs) = fixture_thread(name);
         for (i, v) in values.iter().enumerate().skip(1) {
             round_trip(v.clone(), &format!("{name} document {}", i + 1));
         }
@@ -139,20 +144,7 @@ fn spec_thread_files_parse_and_their_envelopes_match_their_messages() {
 
 #[test]
 fn an_exchange_entry_written_late_is_the_same_state_and_a_lost_one_is_named() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join("tests/fixtures/threads/complete-example.messe-af.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let spans = yaml::split_documents(&text);
-    let values: Vec<Value> = spans
-        .iter()
-        .map(|s| yaml::parse_document(&text[s.start..s.end], &Limits::DEFAULT).unwrap())
-        .collect();
-    let mut stored = Envelope::from_value(values[0].clone()).unwrap();
-    let docs: Vec<MessageDoc> = values[1..]
-        .iter()
-        .map(|v| MessageDoc::from_value(v.clone(), "").unwrap())
-        .collect();
+    let (_, mut stored, docs) = fixture_thread("complete-example");
     // A routing pass took its clock before a message arrived and wrote after it: its entry
     // comes last in the file though it is earlier than the message.
     let first = stored.history[0].at;
