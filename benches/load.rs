@@ -28,8 +28,10 @@ mod common;
 mod scale;
 
 use common::{
-    MESS, ack_ref, lifecycle, ms, option, peak_rss_kib, percentile, post, serve, terminate,
+    MESS, ack_ref, cpu_time, lifecycle, ms, option, own_cpu_time, peak_rss_kib, percentile, post,
+    serve, terminate,
 };
+use mess::store::disk_probe::{self, DiskProbe};
 
 /// No run goes on longer than this, whatever the counts.
 const TIME_LIMIT: Duration = Duration::from_secs(120);
@@ -50,6 +52,9 @@ fn main() {
     };
     let dir = tempfile::TempDir::new().unwrap();
     let home = dir.path();
+    // The disk's own limit, measured in the same run on the same folder: what every figure
+    // below is a share of.
+    let disk = disk_probe::probe(home, o.clients, Duration::from_secs(4)).unwrap();
     let t = Instant::now();
     let keys = common::seeded_home(home, o.threads, o.clients);
     println!(
@@ -67,7 +72,7 @@ fn main() {
         .build()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    let (healthz, lifecycles) = runtime.block_on(load(&base, &keys, o.lifecycles));
+    let (healthz, lifecycles) = runtime.block_on(load(&base, &keys, o.lifecycles, server.id()));
     let burst = runtime.block_on(routing_burst(home, &base, &keys, 10));
     let peak = peak_rss_kib(server.id());
     terminate(&server);
@@ -81,7 +86,7 @@ fn main() {
     {
         println!("server: {line}");
     }
-    report(&healthz, &lifecycles, peak);
+    report(&disk, &healthz, &lifecycles, peak);
     println!("{burst}");
     runtime.block_on(mcp_status(home, &lifecycles));
 
@@ -115,18 +120,32 @@ struct Lifecycle {
 struct Run {
     done: Vec<Lifecycle>,
     wall: Duration,
+    /// CPU the server used during the run.
+    server_cpu: Duration,
+    /// CPU the clients (this process) used during the run.
+    client_cpu: Duration,
+}
+
+impl Run {
+    fn messages(&self) -> usize {
+        self.done.len() * 4
+    }
+
+    fn per_message(&self, cpu: Duration) -> String {
+        ms(cpu / self.messages().max(1) as u32)
+    }
 }
 
 /// The baseline (every client does `GET /healthz` as often as it will do lifecycle steps),
 /// then the lifecycles.
-async fn load(base: &str, keys: &[(String, String)], lifecycles: usize) -> (Run, Run) {
+async fn load(base: &str, keys: &[(String, String)], lifecycles: usize, server: u32) -> (Run, Run) {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(keys.len())
         .build()
         .unwrap();
     let deadline = Instant::now() + TIME_LIMIT;
 
-    let started = Instant::now();
+    let (started, server_cpu, client_cpu) = (Instant::now(), cpu_time(server), own_cpu_time());
     let mut tasks = Vec::new();
     for _ in keys {
         let (client, url) = (client.clone(), format!("{base}/healthz"));
@@ -159,9 +178,11 @@ async fn load(base: &str, keys: &[(String, String)], lifecycles: usize) -> (Run,
     let baseline = Run {
         done: baseline,
         wall: started.elapsed(),
+        server_cpu: cpu_time(server) - server_cpu,
+        client_cpu: own_cpu_time() - client_cpu,
     };
 
-    let started = Instant::now();
+    let (started, server_cpu, client_cpu) = (Instant::now(), cpu_time(server), own_cpu_time());
     let mut tasks = Vec::new();
     for (i, (agent, executor)) in keys.iter().enumerate() {
         let (client, url) = (client.clone(), format!("{base}/mess"));
@@ -194,11 +215,13 @@ async fn load(base: &str, keys: &[(String, String)], lifecycles: usize) -> (Run,
         Run {
             done,
             wall: started.elapsed(),
+            server_cpu: cpu_time(server) - server_cpu,
+            client_cpu: own_cpu_time() - client_cpu,
         },
     )
 }
 
-fn report(baseline: &Run, run: &Run, peak_kib: u64) {
+fn report(disk: &DiskProbe, baseline: &Run, run: &Run, peak_kib: u64) {
     let per_step = |r: &Run, s: usize| {
         let mut v: Vec<Duration> = r.done.iter().map(|l| l.steps[s]).collect();
         v.sort();
@@ -207,14 +230,23 @@ fn report(baseline: &Run, run: &Run, peak_kib: u64) {
     let mut base: Vec<Duration> = (0..4).flat_map(|s| per_step(baseline, s)).collect();
     base.sort();
     let (b50, b99) = (percentile(&base, 0.5), percentile(&base, 0.99));
-    let messages = run.done.len() * 4;
+    let messages = run.messages();
     let rate = messages as f64 / run.wall.as_secs_f64();
-    let base_rate = (baseline.done.len() * 4) as f64 / baseline.wall.as_secs_f64();
+    let base_rate = baseline.messages() as f64 / baseline.wall.as_secs_f64();
     println!();
     println!(
-        "baseline GET /healthz: {base_rate:.0} requests/s, p50 {}, p99 {}",
+        "baseline, the disk: flush p50 {}, p99 {}; durable atomic replaces {:.0}/s with 1 writer, {:.0}/s with {}",
+        ms(disk.flush_p50),
+        ms(disk.flush_p99),
+        disk.replaces_one,
+        disk.replaces_many,
+        disk.writers
+    );
+    println!(
+        "baseline GET /healthz: {base_rate:.0} requests/s, p50 {}, p99 {}; server CPU {} per request",
         ms(b50),
-        ms(b99)
+        ms(b99),
+        baseline.per_message(baseline.server_cpu)
     );
     println!(
         "lifecycles: {} ({messages} messages) in {:.2} s = {rate:.0} messages/s ({:.0} lifecycles/s), {:.2}x the /healthz rate",
@@ -222,6 +254,18 @@ fn report(baseline: &Run, run: &Run, peak_kib: u64) {
         run.wall.as_secs_f64(),
         run.done.len() as f64 / run.wall.as_secs_f64(),
         rate / base_rate
+    );
+    println!(
+        "  = {:.2}x the disk's durable-replace rate with {} writers ({:.2}x its one-writer rate)",
+        rate / disk.replaces_many,
+        disk.writers,
+        rate / disk.replaces_one
+    );
+    println!(
+        "  CPU per message: server {} ({:.0}% of one core), clients {}",
+        run.per_message(run.server_cpu),
+        run.server_cpu.as_secs_f64() / run.wall.as_secs_f64() * 100.0,
+        run.per_message(run.client_cpu)
     );
     println!(
         "{:<10} {:>10} {:>10} {:>10} {:>12}",

@@ -84,6 +84,26 @@ pub(crate) fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) a process has used so far, from `/proc/PID/stat` (all its threads;
+/// Linux counts it in USER_HZ ticks, 100 per second on every architecture mess runs on).
+pub(crate) fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// CPU time of this process (the benchmark's clients) so far.
+pub(crate) fn own_cpu_time() -> Duration {
+    cpu_time(std::process::id())
+}
+
 /// The `p` quantile of sorted durations.
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

@@ -8,6 +8,7 @@ mod complete;
 mod config;
 mod db;
 mod demo;
+mod doctor;
 mod export;
 mod fsck;
 mod import;
@@ -133,6 +134,9 @@ enum Command {
     /// Print the key that signs webhooks when dispatch.webhook.secret is unset (generated into
     /// .mess/ on first use), for receivers to check the x-mess-signature header with
     WebhookSecret(webhook_secret::WebhookSecretArgs),
+    /// Check what this machine gives the exchange: disk flush speed and durable-write rate
+    /// (the ceiling on acknowledged messages), home, config, listen address, database
+    Doctor(doctor::DoctorArgs),
     /// Run user SQL for an exchange over stdin/stdout (started by the exchange itself)
     #[command(hide = true)]
     QueryWorker(query_worker::QueryWorkerArgs),
@@ -398,7 +402,12 @@ fn run_command(args: Args) -> Result<(), CliError> {
     };
     // A long-running process does the home's internal work on its own worker; a one-shot
     // command finishes what it queued (and what an earlier one left) before it exits.
-    let one_shot = cx.remote.is_none() && !matches!(command, Command::Serve(_) | Command::Mcp(_));
+    // `mess doctor` leaves the home as it found it.
+    let one_shot = cx.remote.is_none()
+        && !matches!(
+            command,
+            Command::Serve(_) | Command::Mcp(_) | Command::Doctor(_)
+        );
     let outcome = dispatch(&cx, command);
     if one_shot {
         match cx.exchange.outbox().finish_internal_work() {
@@ -441,6 +450,7 @@ fn dispatch(cx: &Context, command: Command) -> Result<(), CliError> {
         Command::Link(a) => link::run(cx, a),
         Command::Mail(a) => mail::run(cx, a),
         Command::WebhookSecret(a) => webhook_secret::run(cx, a),
+        Command::Doctor(a) => doctor::run(cx, a),
         Command::QueryWorker(a) => query_worker::run(a),
     }
 }
@@ -548,6 +558,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Link(_) => "link",
         Command::Mail(_) => "mail",
         Command::WebhookSecret(_) => "webhook-secret",
+        Command::Doctor(_) => "doctor",
         Command::QueryWorker(_) => "query-worker",
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod archive;
 mod contract;
+pub mod disk_probe;
 pub mod error;
 mod files;
 pub mod fsck;
