@@ -29,7 +29,7 @@ mod scale;
 
 use common::{
     MESS, ack_ref, cpu_time, lifecycle, ms, option, own_cpu_time, peak_rss_kib, percentile, post,
-    serve, terminate,
+    serve, serve_binary, terminate,
 };
 use mess::store::disk_probe::{self, DiskProbe};
 
@@ -51,12 +51,23 @@ fn main() {
         threads: option(&args, "--threads", 10_000),
     };
     let dir = tempfile::TempDir::new().unwrap();
-    let home = dir.path();
+    let home = &dir.path().join("home");
+    std::fs::create_dir(home).unwrap();
     // The disk's own limit, measured in the same run on the same folder: what every figure
     // below is a share of.
     let disk = disk_probe::probe(home, o.clients, Duration::from_secs(4)).unwrap();
     let t = Instant::now();
     let keys = common::seeded_home(home, o.threads, o.clients);
+    // Each build compared below starts from a copy of the home as seeded.
+    let baselines: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--baseline")
+        .map(|w| w[1].clone())
+        .collect();
+    let pristine = dir.path().join("pristine");
+    if !baselines.is_empty() {
+        copy_home(home, &pristine);
+    }
     println!(
         "mess load benchmark: {} clients x {} lifecycles against `mess serve` on a home of {} threads (seeded in {:.1} s); 2-core figures in the README",
         o.clients,
@@ -89,6 +100,23 @@ fn main() {
     report(&disk, &healthz, &lifecycles, peak);
     println!("{burst}");
     runtime.block_on(mcp_status(home, &lifecycles));
+
+    if !baselines.is_empty() {
+        let mut builds = vec![("this build".to_owned(), MESS.to_owned())];
+        for b in &baselines {
+            let name = Path::new(b)
+                .file_name()
+                .map_or(b.clone(), |n| n.to_string_lossy().into_owned());
+            builds.push((name, b.clone()));
+        }
+        runtime.block_on(compare(
+            &pristine,
+            &builds,
+            &keys,
+            o.lifecycles,
+            option(&args, "--rounds", 2),
+        ));
+    }
 
     let sizes: Vec<usize> = args
         .iter()
@@ -400,4 +428,82 @@ async fn mcp_status(home: &Path, run: &Run) {
         percentile(&status, 0.5).as_secs_f64() / percentile(&list, 0.5).as_secs_f64().max(1e-9)
     );
     client.cancel().await.unwrap();
+}
+
+/// Copies a home (every file, modes kept) so several runs can start from the same one.
+fn copy_home(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cp -a {from:?} {to:?}");
+}
+
+/// The same lifecycles against several builds of mess in one run (`--baseline PATH`, an older
+/// commit's binary from `benches/build-baseline`), each on a fresh copy of the seeded home,
+/// alternating builds `rounds` times so a drift of the machine falls on all of them.
+async fn compare(
+    pristine: &Path,
+    builds: &[(String, String)],
+    keys: &[(String, String)],
+    lifecycles: usize,
+    rounds: usize,
+) {
+    let mut results: Vec<Vec<(f64, Duration, Duration)>> = vec![Vec::new(); builds.len()];
+    let scratch = pristine.with_file_name("compared");
+    for _ in 0..rounds.max(1) {
+        for (i, (_, binary)) in builds.iter().enumerate() {
+            copy_home(pristine, &scratch);
+            let (server, port) = serve_binary(binary, &scratch, None);
+            let (_, run) = load(
+                &format!("http://127.0.0.1:{port}"),
+                keys,
+                lifecycles,
+                server.id(),
+            )
+            .await;
+            terminate(&server);
+            let mut server = server;
+            let _ = server.wait();
+            let mut all: Vec<Duration> = run.done.iter().flat_map(|l| l.steps).collect();
+            all.sort();
+            results[i].push((
+                run.messages() as f64 / run.wall.as_secs_f64(),
+                run.server_cpu / run.messages().max(1) as u32,
+                percentile(&all, 0.99),
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!();
+    println!(
+        "builds compared in this run ({} rounds, alternating, each on a copy of the same seeded home):",
+        rounds.max(1)
+    );
+    println!(
+        "{:<22} {:>14} {:>20} {:>10} {:>16}",
+        "build", "messages/s", "server CPU/message", "p99", "vs this build"
+    );
+    let mut own = 0.0;
+    for (i, (name, _)) in builds.iter().enumerate() {
+        let rate = median(&mut results[i].iter().map(|r| r.0).collect());
+        let cpu = median(&mut results[i].iter().map(|r| r.1.as_secs_f64()).collect());
+        let p99 = median(&mut results[i].iter().map(|r| r.2.as_secs_f64()).collect());
+        if i == 0 {
+            own = rate;
+        }
+        println!(
+            "{name:<22} {rate:>14.0} {:>17.2} ms {:>7.1} ms {:>15.2}x",
+            cpu * 1e3,
+            p99 * 1e3,
+            rate / own.max(1e-9)
+        );
+    }
 }

@@ -41,8 +41,13 @@ pub(crate) fn serve(home: &Path) -> (Child, u16) {
 
 /// [`serve`], on the database `url` when one is given (tier 1).
 pub(crate) fn serve_on(home: &Path, url: Option<&str>) -> (Child, u16) {
+    serve_binary(MESS, home, url)
+}
+
+/// [`serve_on`] with another build of mess (an older commit's, for a comparison in one run).
+pub(crate) fn serve_binary(binary: &str, home: &Path, url: Option<&str>) -> (Child, u16) {
     let log = std::fs::File::create(home.join("serve.log")).unwrap();
-    let mut cmd = Command::new(MESS);
+    let mut cmd = Command::new(binary);
     if let Some(url) = url {
         cmd.env("MESS_DATABASE_URL", url);
     }
