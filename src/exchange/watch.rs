@@ -265,6 +265,9 @@ impl Changes<'_> {
         let Some(thread) = ref_of_file(name) else {
             return;
         };
+        if self.ex.store().is_own_write(path) {
+            return;
+        }
         let Ok((envelope, _)) = self.ex.store().envelope(&thread) else {
             return;
         };

@@ -64,6 +64,8 @@ pub struct Store {
     observer: Option<Observer>,
     editing: Option<EditHook>,
     backend: Backend,
+    /// This process's own thread writes (files backend), shared by every clone.
+    written: Arc<files::Written>,
 }
 
 /// The two backends of the store, each in its own folder.
@@ -157,6 +159,7 @@ impl Store {
             observer: None,
             editing: None,
             backend: Backend::Files,
+            written: Arc::default(),
         }
     }
 
@@ -167,6 +170,7 @@ impl Store {
             observer: None,
             editing: None,
             backend: Backend::Postgres(Box::new(database)),
+            written: Arc::default(),
         }
     }
 
@@ -178,6 +182,7 @@ impl Store {
             observer: None,
             editing: None,
             backend: self.backend.clone(),
+            written: Arc::default(),
         }
     }
 
@@ -196,6 +201,7 @@ impl Store {
         files::Files {
             layout: &self.layout,
             observer: self.observer.as_ref(),
+            written: &self.written,
         }
     }
 
@@ -211,6 +217,12 @@ impl Store {
     /// mirror's follower once the file is written).
     pub fn announce(&self, envelope: &Envelope) {
         self.changed(envelope);
+    }
+
+    /// True when the thread file at `path` is still the one this process last wrote there:
+    /// a change it announced already (see [`files::Written`]).
+    pub(crate) fn is_own_write(&self, path: &Path) -> bool {
+        self.written.is_own(path)
     }
 
     /// The same store, telling `observer` about every thread it writes from now on.

@@ -46,6 +46,7 @@ impl Files<'_> {
             }
             other => other,
         })?;
+        self.written.note(&path);
         self.changed(envelope);
         Ok(path)
     }
@@ -193,6 +194,7 @@ impl Files<'_> {
         let text = current.compose(&edit.envelope, &edit.append);
         fsio::ensure_dir(&self.layout.dir(&target))?;
         fsio::write_atomic(&path, text.as_bytes())?;
+        self.written.note(&path);
         for copy in copies {
             if copy.path != path {
                 fsio::remove_durable(&copy.path)?;
