@@ -141,6 +141,8 @@ impl Changes<'_> {
                 )
                 .map_err(|e| watch_error(&e))?;
         }
+        // Watching first: a name that appears during the look is reported by the watch.
+        self.ex.store().follow_names();
         self.follow_queue()?;
         Ok(HomeWatch {
             _watcher: Some(watcher),
@@ -258,6 +260,7 @@ impl Changes<'_> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             return;
         };
+        self.ex.store().saw_name(name);
         // Temp files of interrupted or ongoing writes are hidden; only finished files count.
         if name.starts_with('.') {
             return;

@@ -62,9 +62,12 @@ pub(crate) fn put(
     for (key, thread) in entries {
         let path = dir.join(entry_name(*key));
         if matches!(key, Key::Last | Key::LastWork) {
-            let _guard = lock::acquire(&layout.locks_dir(), "index-last.lock")?;
+            // The entry is the sender's own, so its lock is too (striped): senders do not wait
+            // for each other's flushes.
+            let _guard = lock::acquire(&layout.locks_dir(), &lock::index_lock_name(sender))?;
             let current = fsio::read_optional(&path)?.and_then(|t| ThreadRef::parse(t.trim()).ok());
-            if current.is_some_and(|c| newer(&c, thread)) {
+            // Already there (an offer recorded it before the claim), or newer: nothing to write.
+            if current.is_some_and(|c| &c == *thread || newer(&c, thread)) {
                 continue;
             }
             fsio::write_atomic(&path, format!("{thread}\n").as_bytes())?;

@@ -66,6 +66,11 @@ pub(crate) fn sender_lock_name(sender: &str) -> String {
     format!("sender-{:02}.lock", fnv1a(sender.as_bytes()) % STRIPES)
 }
 
+/// The lock file name guarding `sender`'s forward-only index entries (`last`, `work-last`).
+pub(crate) fn index_lock_name(sender: &str) -> String {
+    format!("index-{:02}.lock", fnv1a(sender.as_bytes()) % STRIPES)
+}
+
 /// FNV-1a: stable across processes and releases, unlike std's randomly seeded hasher.
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;

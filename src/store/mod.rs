@@ -64,8 +64,8 @@ pub struct Store {
     observer: Option<Observer>,
     editing: Option<EditHook>,
     backend: Backend,
-    /// This process's own thread writes (files backend), shared by every clone.
-    written: Arc<files::Written>,
+    /// What this process knows of the home's files (files backend), shared by every clone.
+    known: Arc<files::Known>,
 }
 
 /// The two backends of the store, each in its own folder.
@@ -159,7 +159,7 @@ impl Store {
             observer: None,
             editing: None,
             backend: Backend::Files,
-            written: Arc::default(),
+            known: Arc::default(),
         }
     }
 
@@ -170,7 +170,7 @@ impl Store {
             observer: None,
             editing: None,
             backend: Backend::Postgres(Box::new(database)),
-            written: Arc::default(),
+            known: Arc::default(),
         }
     }
 
@@ -182,7 +182,7 @@ impl Store {
             observer: None,
             editing: None,
             backend: self.backend.clone(),
-            written: Arc::default(),
+            known: Arc::default(),
         }
     }
 
@@ -201,7 +201,7 @@ impl Store {
         files::Files {
             layout: &self.layout,
             observer: self.observer.as_ref(),
-            written: &self.written,
+            known: &self.known,
         }
     }
 
@@ -220,9 +220,23 @@ impl Store {
     }
 
     /// True when the thread file at `path` is still the one this process last wrote there:
-    /// a change it announced already (see [`files::Written`]).
+    /// a change it announced already (see [`files::Known`]).
     pub(crate) fn is_own_write(&self, path: &Path) -> bool {
-        self.written.is_own(path)
+        self.known.is_own(path)
+    }
+
+    /// Starts following the names of the home's thread files: the caller reports each name
+    /// that appears ([`Store::saw_name`]), and lookups stop trying the short `.messe-af`
+    /// suffix while no file has it. For a process that watches the home.
+    pub(crate) fn follow_names(&self) {
+        if matches!(self.backend, Backend::Files) {
+            self.known.look_over_suffixes(&self.layout);
+        }
+    }
+
+    /// A thread file name appeared in the home (see [`Store::follow_names`]).
+    pub(crate) fn saw_name(&self, name: &str) {
+        self.known.saw_name(name);
     }
 
     /// The same store, telling `observer` about every thread it writes from now on.
