@@ -10,7 +10,8 @@
 //! once settled, and during the drain of a burst of 10,000 requests.
 //!
 //! Run with `cargo bench --bench load` (`-- --clients 16 --lifecycles 100 --threads 10000
-//! --scale-lifecycles 40 --sizes 0,10000,100000 --burst 10000`; `--sizes none` skips it).
+//! --routing-burst 1000 --scale-lifecycles 40 --sizes 0,10000,100000 --burst 10000`; `--sizes
+//! none` skips the scale section; `--baseline PATH` adds older builds, see [`compare`]).
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
@@ -84,7 +85,14 @@ fn main() {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let (healthz, lifecycles) = runtime.block_on(load(&base, &keys, o.lifecycles, server.id()));
-    let burst = runtime.block_on(routing_burst(home, &base, &keys, 10));
+    // A burst of requests nobody claims (1,000 by default), spread over the clients.
+    let burst_size = option(&args, "--routing-burst", 1000);
+    let burst = runtime.block_on(routing_burst(
+        home,
+        &base,
+        &keys,
+        burst_size.div_ceil(o.clients.max(1)),
+    ));
     let peak = peak_rss_kib(server.id());
     terminate(&server);
     let _ = server.wait();

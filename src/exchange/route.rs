@@ -10,8 +10,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::RouteWanted;
 use crate::db::error::DbError;
+use crate::db::{RouteWanted, Routed};
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, lifecycle, plan};
 use crate::protocol::config::Prefer;
@@ -102,6 +102,39 @@ fn waits_for_routing(env: &Envelope, now: Timestamp) -> bool {
 /// Routing time a burst of passes may take back to back before the router rests.
 const BURST: Duration = Duration::from_millis(250);
 
+/// Routing decisions a pass records at once.
+const RECORDING_LANES: usize = 8;
+
+/// What recording one routing decision did.
+enum Recorded {
+    /// The thread was offered to its executors.
+    Offered,
+    /// Routing found no executor: the thread waits.
+    NoExecutor,
+    /// The thread no longer waited for routing (claimed, canceled or routed meanwhile).
+    Moved,
+}
+
+/// The most routing time owed: a burst after a long busy spell waits at most
+/// `2 * (OWED_AT_MOST - BURST)` for its pass.
+const OWED_AT_MOST: Duration = Duration::from_secs(1);
+
+/// CPU time the calling thread has used (the routing pass runs on one blocking thread; what
+/// DuckDB's own workers spend on its statement is not in it).
+fn thread_cpu() -> Duration {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD).map_or(
+        Duration::ZERO,
+        |usage| {
+            let (user, system) = (usage.user_time(), usage.system_time());
+            let micros = |t: nix::sys::time::TimeVal| {
+                u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000
+                    + u64::try_from(t.tv_usec()).unwrap_or(0)
+            };
+            Duration::from_micros(micros(user) + micros(system))
+        },
+    )
+}
+
 /// Runs the router until `stop`: a pass over every pending thread at start and every
 /// `retry`, and in between a pass over the threads each batch of changes names. Changes that
 /// arrive during a pass wait for the next one, so under load each pass routes many threads;
@@ -136,17 +169,24 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                 };
                 full = false;
                 let worker = ex.clone();
-                let started = Instant::now();
                 let escalate = matches!(scope, PassScope::All);
+                let mut spent = Duration::ZERO;
                 match tokio::task::spawn_blocking(move || {
-                    let pass = worker.routing().route_waiting(scope)?;
-                    if escalate {
-                        worker.routing().escalate_due()?;
-                    }
-                    Ok::<_, Error>(pass)
+                    let started = thread_cpu();
+                    let pass = worker.routing().route_waiting(scope);
+                    let pass = pass.and_then(|pass| {
+                        if escalate {
+                            worker.routing().escalate_due()?;
+                        }
+                        Ok::<_, Error>(pass)
+                    });
+                    (pass, thread_cpu().saturating_sub(started))
                 })
                 .await
-                {
+                .map(|(pass, cpu)| {
+                    spent = cpu;
+                    pass
+                }) {
                     Ok(Ok(pass)) => {
                         if let Some(at) = pass.next_start {
                             let ahead = (at - ex.now()).to_std().unwrap_or(Duration::ZERO);
@@ -167,7 +207,9 @@ pub fn run(ex: Exchange, stop: CancellationToken, retry: Duration) -> tokio::tas
                     Err(e) => tracing::error!(error = %e, "routing pass panicked"),
                 }
                 let now = Instant::now();
-                owed = owed.saturating_sub((now - settled) / 2) + started.elapsed();
+                // The CPU the pass used, not its wall time: on a busy machine a pass waits for a
+                // core, and counting that wait starved routing for seconds after a load.
+                owed = (owed.saturating_sub((now - settled) / 2) + spent).min(OWED_AT_MOST);
                 settled = now;
                 rested = now + owed.saturating_sub(BURST) * 2;
             }
@@ -303,44 +345,91 @@ impl Routing<'_> {
                 one_by_one
             }
         };
-        for (w, routed) in wanted.iter().zip(decisions) {
-            let Ok(thread) = ThreadRef::parse(&w.thread) else {
-                continue;
-            };
-            if routed.is_empty() {
-                pass.waiting.push(thread);
-                continue;
-            }
-            // The notices are written with the decision (before it on files, in its
-            // transaction in a database), so no routed thread goes untold; one queued before
-            // under the same id is not queued again.
-            let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
-            let deliveries = self.ex.outbox().notices(&thread, &executors, "new", now)?;
-            let recorded = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
-                if !waits_for_routing(&t.envelope, now) {
-                    return Ok((None, false));
-                }
-                let mut envelope = t.envelope.clone();
-                lifecycle::record_routed(&mut envelope, &routed, now);
-                Ok((
-                    Some(Edit {
-                        envelope,
-                        append: Vec::new(),
-                        deliveries: deliveries.clone(),
-                    }),
-                    true,
-                ))
+        let decided: Vec<(ThreadRef, Vec<Routed>)> = wanted
+            .iter()
+            .zip(decisions)
+            .filter_map(|(w, routed)| Some((ThreadRef::parse(&w.thread).ok()?, routed)))
+            .collect();
+        // Each decision is its own durable write; several run at once, so their flushes
+        // overlap (a disk completes many concurrent flushes in about the time of one) and a
+        // burst of requests is offered within a fraction of a second.
+        let lanes = decided.len().clamp(1, RECORDING_LANES);
+        let recorded: Vec<Vec<(ThreadRef, Result<Recorded, Error>)>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..lanes)
+                    .map(|lane| {
+                        let decided = &decided;
+                        scope.spawn(move || {
+                            decided
+                                .iter()
+                                .skip(lane)
+                                .step_by(lanes)
+                                .map(|(thread, routed)| {
+                                    (thread.clone(), self.record_decision(thread, routed, now))
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_default())
+                    .collect()
             });
-            match recorded {
-                Ok(true) => {
-                    self.ex.outbox().wake_deliveries();
-                    pass.routed.push(thread);
-                }
-                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
-                Err(e) => return Err(e),
+        let mut failed = None;
+        for (thread, outcome) in recorded.into_iter().flatten() {
+            match outcome {
+                Ok(Recorded::Offered) => pass.routed.push(thread),
+                Ok(Recorded::NoExecutor) => pass.waiting.push(thread),
+                Ok(Recorded::Moved) | Err(Error::Store(StoreError::NotFound { .. })) => {}
+                Err(e) => failed = failed.or(Some(e)),
             }
         }
+        if !pass.routed.is_empty() {
+            self.ex.outbox().wake_deliveries();
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
         Ok(pass)
+    }
+
+    /// Records one routing decision on its thread, with its notices, unless the thread was
+    /// claimed, canceled or routed meanwhile.
+    fn record_decision(
+        &self,
+        thread: &ThreadRef,
+        routed: &[Routed],
+        now: Timestamp,
+    ) -> Result<Recorded, Error> {
+        if routed.is_empty() {
+            return Ok(Recorded::NoExecutor);
+        }
+        // The notices are written with the decision (before it on files, in its transaction
+        // in a database), so no routed thread goes untold; one queued before under the same
+        // id is not queued again.
+        let executors: Vec<String> = routed.iter().map(|r| r.executor.clone()).collect();
+        let deliveries = self.ex.outbox().notices(thread, &executors, "new", now)?;
+        let recorded = self.ex.store().modify(thread, |t| -> Result<_, Error> {
+            if !waits_for_routing(&t.envelope, now) {
+                return Ok((None, false));
+            }
+            let mut envelope = t.envelope.clone();
+            lifecycle::record_routed(&mut envelope, routed, now);
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: Vec::new(),
+                    deliveries: deliveries.clone(),
+                }),
+                true,
+            ))
+        })?;
+        Ok(if recorded {
+            Recorded::Offered
+        } else {
+            Recorded::Moved
+        })
     }
 
     /// Offers every pending thread that was routed more than `dispatch.escalate_after` ago and
