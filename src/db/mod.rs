@@ -289,11 +289,8 @@ impl Db {
         count: usize,
     ) -> Result<Vec<Vec<Routed>>, DbError> {
         let mut routed = vec![Vec::new(); count];
-        // Binding the routing macros costs tens of milliseconds, more than running them: the
-        // statement is prepared once per connection and kept (DuckDB binds it again by itself
-        // when a snapshot refresh replaced the tables it reads).
         let mut stmt = con
-            .prepare_cached(
+            .prepare(
                 "SELECT i, executor, reason FROM route_batch(from_json(?::JSON, \
                  '[{\"ref\":\"VARCHAR\",\"requires\":[\"VARCHAR\"],\"precision\":\"VARCHAR\",\"urgency\":\"VARCHAR\",\
                  \"location\":\"JSON\",\"environment\":[\"VARCHAR\"]}]'), \

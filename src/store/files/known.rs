@@ -1,9 +1,12 @@
 //! What this process knows of the home's thread files without asking the disk again: which
-//! files it wrote itself (so the home watch skips its own changes), where each thread it has
-//! seen lives (so an unlocked read looks there first), and, once the home watch runs, whether
-//! any thread file carries MESSE-AF's short `.messe-af` suffix (while none does, a lookup tries
-//! one name per folder instead of two). Every answer is checked against the disk before use:
-//! what is known only decides where to look first.
+//! files it wrote itself (so the home watch skips its own changes) and, once the home watch
+//! runs, whether any thread file carries MESSE-AF's short `.messe-af` suffix (while none does,
+//! a lookup tries one name per folder instead of two).
+//!
+//! Where a thread was last seen is deliberately not kept: another process moves a thread by
+//! writing its new copy before removing the old one, so a read that looked only where the
+//! thread was last seen could act on the old copy and never look again (tried; the
+//! cross-process tests caught it). Every lookup still tries every folder.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;
@@ -11,13 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
-use crate::store::layout::{Layout, Location, THREAD_SUFFIX, THREAD_SUFFIXES};
+use crate::store::layout::{Layout, THREAD_SUFFIX, THREAD_SUFFIXES};
 
-/// Entries each map keeps before it starts over (a forgotten one costs a full lookup).
+/// Files remembered before the record starts over (a forgotten one is at worst read again).
 const WRITTEN_KEPT: usize = 4096;
-const LOCATED_KEPT: usize = 65_536;
 
 /// The short suffix: not known whether a file has it (every lookup tries it), none has, some has.
 const SHORT_UNKNOWN: u8 = 0;
@@ -28,7 +29,6 @@ const SHORT_PRESENT: u8 = 2;
 #[derive(Debug, Default)]
 pub(crate) struct Known {
     written: Mutex<HashMap<PathBuf, Stamp>>,
-    located: Mutex<HashMap<ThreadRef, Location>>,
     short_suffix: AtomicU8,
 }
 
@@ -60,9 +60,8 @@ fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Known {
-    /// Records that this process just wrote the file of `thread` at `path`, in `location`.
-    pub(crate) fn wrote(&self, thread: &ThreadRef, location: &Location, path: &Path) {
-        self.located(thread, location);
+    /// Records that this process just wrote the thread file at `path`.
+    pub(crate) fn wrote(&self, path: &Path) {
         let Some(stamp) = Stamp::of(path) else { return };
         let mut written = guard(&self.written);
         if written.len() >= WRITTEN_KEPT {
@@ -77,23 +76,6 @@ impl Known {
             return false;
         };
         Stamp::of(path) == Some(want)
-    }
-
-    /// Records where the file of `thread` was found.
-    pub(crate) fn located(&self, thread: &ThreadRef, location: &Location) {
-        let mut located = guard(&self.located);
-        if located.get(thread) == Some(location) {
-            return;
-        }
-        if located.len() >= LOCATED_KEPT {
-            located.clear();
-        }
-        located.insert(thread.clone(), location.clone());
-    }
-
-    /// Where the file of `thread` was last seen.
-    pub(crate) fn location(&self, thread: &ThreadRef) -> Option<Location> {
-        guard(&self.located).get(thread).cloned()
     }
 
     /// The suffixes a thread file may have in this home: both until the home was looked over
@@ -141,25 +123,19 @@ impl Known {
 #[cfg(test)]
 mod tests {
     use super::Known;
-    use crate::protocol::ids::ThreadRef;
     use crate::protocol::status::State;
-    use crate::store::layout::{Layout, Location, THREAD_SUFFIXES};
+    use crate::store::layout::{Layout, THREAD_SUFFIXES};
     use std::io::Write as _;
 
     #[test]
     fn a_file_is_own_until_another_writer_appends_to_it_or_replaces_it() {
         let dir = tempfile::TempDir::new().unwrap();
         let path = dir.path().join("2026-11-28-001.messe-af.yaml");
-        let (known, thread) = (
-            Known::default(),
-            ThreadRef::parse("2026-11-28-001").unwrap(),
-        );
-        let location = Location::State(State::Received);
+        let known = Known::default();
         std::fs::write(&path, "MESS: []\n").unwrap();
         assert!(!known.is_own(&path), "never noted");
-        known.wrote(&thread, &location, &path);
+        known.wrote(&path);
         assert!(known.is_own(&path));
-        assert_eq!(known.location(&thread), Some(location.clone()));
         // The MESSE-AF recipe: `cat >>` onto the file in place.
         std::fs::OpenOptions::new()
             .append(true)
@@ -168,7 +144,7 @@ mod tests {
             .write_all(b"---\nMESS: []\n")
             .unwrap();
         assert!(!known.is_own(&path), "an append is another writer's change");
-        known.wrote(&thread, &location, &path);
+        known.wrote(&path);
         // A replace by rename: same length, another inode.
         let other = dir.path().join("other");
         std::fs::write(&other, std::fs::read(&path).unwrap()).unwrap();

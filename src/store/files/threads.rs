@@ -46,7 +46,7 @@ impl Files<'_> {
             }
             other => other,
         })?;
-        self.known.wrote(&envelope.thread_ref, &location, &path);
+        self.known.wrote(&path);
         self.changed(envelope);
         Ok(path)
     }
@@ -69,9 +69,6 @@ impl Files<'_> {
                 }
             }
         }
-        if let [(location, _)] = found.as_slice() {
-            self.known.located(thread, location);
-        }
         Ok(found)
     }
 
@@ -82,23 +79,6 @@ impl Files<'_> {
             Location::State(_) => self.known.suffixes(),
             Location::Archive(_) => &layout::THREAD_SUFFIXES,
         }
-    }
-
-    /// [`Files::find`] for a read without the thread's lock: where the thread was last seen
-    /// first, and the full lookup only when it is not there. A read that races a move may see
-    /// the copy being replaced, which it could have read a moment earlier anyway; a second
-    /// copy left by a crash is found by every locked lookup (each write), which removes it.
-    fn find_unlocked(&self, thread: &ThreadRef) -> Result<Vec<(Location, PathBuf)>, StoreError> {
-        if let Some(location) = self.known.location(thread) {
-            let dir = self.layout.dir(&location);
-            for suffix in self.suffixes(&location) {
-                let path = dir.join(format!("{}{suffix}", thread.as_str()));
-                if path.is_file() {
-                    return Ok(vec![(location, path)]);
-                }
-            }
-        }
-        self.find(thread)
     }
 
     fn archive_months_for(&self, thread: &ThreadRef) -> Result<Vec<String>, StoreError> {
@@ -129,11 +109,7 @@ impl Files<'_> {
     }
 
     fn read_as_is(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
-        match self
-            .read_found(self.find_unlocked(thread)?)?
-            .into_iter()
-            .next()
-        {
+        match self.read_found(self.find(thread)?)?.into_iter().next() {
             Some(t) => Ok(t),
             None => {
                 // A move in the other direction (archive back to a folder) can hide the file
@@ -174,7 +150,7 @@ impl Files<'_> {
     /// Reads only the envelope of a thread, without loading its messages (unless the file
     /// changed behind mess's back: then it is healed first).
     pub(crate) fn envelope(&self, thread: &ThreadRef) -> Result<(Envelope, Location), StoreError> {
-        let found = self.find_unlocked(thread)?;
+        let found = self.find(thread)?;
         if found.len() == 1 {
             let (location, path) = &found[0];
             if let Some((env, Freshness::Current)) = read_envelope_checked(path)? {
@@ -233,7 +209,7 @@ impl Files<'_> {
         let text = current.compose(&edit.envelope, &edit.append);
         fsio::ensure_dir(&self.layout.dir(&target))?;
         fsio::write_atomic(&path, text.as_bytes())?;
-        self.known.wrote(thread, &target, &path);
+        self.known.wrote(&path);
         for copy in copies {
             if copy.path != path {
                 fsio::remove_durable(&copy.path)?;
