@@ -1,5 +1,5 @@
 //! The disk probe: what this disk allows a store that acknowledges only what is on disk. It
-//! times the durable write every thread file goes through ([`fsio::write_atomic`]: a temp file
+//! times the durable write every thread file goes through (`fsio::write_atomic`: a temp file
 //! written and flushed, renamed over the target, the folder flushed) with one writer and with
 //! many, and a bare flush of a small write. `mess doctor` prints it; the load benchmark divides
 //! its throughput by it, so a figure says how close mess comes to the hardware it ran on.
