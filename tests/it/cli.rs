@@ -811,3 +811,45 @@ fn status_jobs_and_fsck_show_the_outbox_by_kind_of_job() {
     assert_eq!(json["jobs"]["notice"]["failed"], 1, "{json}");
     assert_eq!(json["unreadable"], 1, "{json}");
 }
+
+#[test]
+fn doctor_measures_the_disk_names_a_missing_home_and_leaves_the_home_as_it_was() {
+    fn listing(dir: &std::path::Path) -> Vec<String> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            names.push(path.display().to_string());
+            if path.is_dir() {
+                names.extend(listing(&path));
+            }
+        }
+        names.sort();
+        names
+    }
+    let home = Home::with_config("");
+    let out = home.run(&["doctor", "--seconds", "1"]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("no exchange here yet (`mess init` makes one)"),
+        "{said}"
+    );
+
+    home.ok(&["init"]);
+    let before = listing(home.path());
+    let said = home.ok(&["doctor", "--seconds", "1", "--writers", "4"]);
+    let rates: Vec<f64> = said
+        .lines()
+        .find(|l| l.contains("durable atomic replaces"))
+        .unwrap_or_else(|| panic!("{said}"))
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    // "N/s with 1 writer, M/s with 4": both rates measured, and the writer counts.
+    assert_eq!(rates.len(), 4, "{said}");
+    assert!(rates[0] > 0.0 && rates[2] > 0.0, "{said}");
+    assert_eq!((rates[1], rates[3]), (1.0, 4.0), "{said}");
+    assert!(said.contains("ceiling: about"), "{said}");
+    assert!(said.contains("database  none"), "{said}");
+    assert_eq!(listing(home.path()), before, "the probe's files are gone");
+}
