@@ -109,7 +109,7 @@ impl Files<'_> {
     }
 
     fn read_as_is(&self, thread: &ThreadRef) -> Result<ThreadFile, StoreError> {
-        match self.read_found(self.find(thread)?)?.into_iter().next() {
+        match self.read_copies(thread)?.into_iter().next() {
             Some(t) => Ok(t),
             None => {
                 // A move in the other direction (archive back to a folder) can hide the file
@@ -128,12 +128,8 @@ impl Files<'_> {
 
     /// Reads every copy of a thread, the best first: most documents, then latest `updated`.
     pub(crate) fn read_copies(&self, thread: &ThreadRef) -> Result<Vec<ThreadFile>, StoreError> {
-        self.read_found(self.find(thread)?)
-    }
-
-    fn read_found(&self, found: Vec<(Location, PathBuf)>) -> Result<Vec<ThreadFile>, StoreError> {
         let mut copies = Vec::new();
-        for (location, path) in found {
+        for (location, path) in self.find(thread)? {
             match fsio::read_optional(&path)? {
                 Some(text) => copies.push(ThreadFile::parse(&path, location, text)?),
                 None => continue,
