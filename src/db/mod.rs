@@ -127,7 +127,18 @@ pub(crate) fn open_instance(
     home: &Path,
     confine: Option<&yaml_scan::Confinement>,
 ) -> Result<Connection, DbError> {
-    let con = Connection::open_in_memory().map_err(|e| DbError::duckdb("opening DuckDB", e))?;
+    // A query worker's instance (the confined one) starts with one thread and one thread for
+    // I/O tasks: DuckDB starts 4 I/O threads per core at open (8 here), each with an 8 MiB
+    // stack that counts against the worker's memory ceiling (64 MiB of a 256 MiB ceiling),
+    // and the worker reads no remote files.
+    let opened = match confine {
+        Some(_) => duckdb::Config::default()
+            .threads(1)
+            .and_then(|c| c.with("async_threads", "1"))
+            .and_then(Connection::open_in_memory_with_flags),
+        None => Connection::open_in_memory(),
+    };
+    let con = opened.map_err(|e| DbError::duckdb("opening DuckDB", e))?;
     // A missing extension must fail at once, not try to download.
     con.execute_batch(
         "SET autoinstall_known_extensions = false; SET autoload_known_extensions = false;",

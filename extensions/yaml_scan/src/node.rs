@@ -130,7 +130,7 @@ fn json_string(out: &mut String, s: &str) {
 const MAX_INTERNED_KEYS: usize = 100_000;
 
 /// Interns mapping keys process-wide: thread files repeat the same few dozen keys.
-fn intern(key: &str) -> Key {
+pub(crate) fn intern(key: &str) -> Key {
     static KEYS: OnceLock<Mutex<HashSet<Key>>> = OnceLock::new();
     let set = KEYS.get_or_init(|| Mutex::new(HashSet::new()));
     let mut guard = match set.lock() {

@@ -19,7 +19,7 @@ pub(crate) enum Doc {
 }
 
 /// The documents of one file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ParsedFile {
     /// Documents in file order; the position is the `document_index`.
     pub(crate) docs: Vec<Doc>,

@@ -2,7 +2,7 @@
 //! the cache, the union schema, and Arrow batches for any slice of rows and columns.
 
 use std::cell::Cell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ use crate::build::build;
 use crate::cache::{self, Stamp};
 use crate::glob;
 use crate::node::{Key, Node};
+use crate::packed::Packed;
 use crate::parse::{self, Doc, ParsedFile};
 use crate::types::{self, FileTypes, Ty, Union};
 
@@ -120,6 +121,12 @@ impl Source {
     fn is_data(&self) -> bool {
         matches!(self, Source::Data(_) | Source::Front(_) | Source::Both(_))
     }
+
+    /// Whether filling the column needs the file's documents of the bind (`messages` reads
+    /// the whole file on its own).
+    fn reads_documents(&self) -> bool {
+        self.is_data() || matches!(self, Source::Documents)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -132,11 +139,57 @@ struct Column {
 
 #[derive(Debug)]
 struct File {
-    /// The path read, for parsing the rest of a thread file when its messages are asked for.
-    path: PathBuf,
-    shown: String,
-    hive: Vec<(String, String)>,
-    parsed: Arc<ParsedFile>,
+    /// The path read, for reading it again (the rest of a thread file when its messages are
+    /// asked for, or a parse the scan did not hold).
+    path: Arc<Path>,
+    /// Its `key=value` folders, shared by the files of one folder.
+    hive: Arc<[(String, String)]>,
+    /// Its parse, packed, unless the scan reads it again when it emits its rows.
+    packed: Option<Arc<Packed>>,
+}
+
+/// The parses of the files a batch of rows comes from, unpacked for the batch.
+struct Opened {
+    /// The file index of `files[0]`.
+    first: u32,
+    files: Vec<Option<ParsedFile>>,
+}
+
+impl Opened {
+    fn get(&self, file: u32) -> Option<&ParsedFile> {
+        self.files
+            .get(file.checked_sub(self.first)? as usize)?
+            .as_ref()
+    }
+}
+
+/// The rows of a scan: one per file (`thread`, `list`), counted rather than listed, or listed.
+#[derive(Debug)]
+enum Rows {
+    PerFile(usize),
+    Listed(Vec<Row>),
+}
+
+impl Rows {
+    fn len(&self) -> usize {
+        match self {
+            Rows::PerFile(n) => *n,
+            Rows::Listed(rows) => rows.len(),
+        }
+    }
+
+    fn slice(&self, start: usize, end: usize) -> std::borrow::Cow<'_, [Row]> {
+        match self {
+            Rows::PerFile(_) => (start..end)
+                .map(|i| Row {
+                    file: i as u32,
+                    doc: 0,
+                    elem: u32::MAX,
+                })
+                .collect(),
+            Rows::Listed(rows) => std::borrow::Cow::Borrowed(&rows[start..end]),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -172,8 +225,23 @@ pub fn defining<T>(f: impl FnOnce() -> T) -> T {
 pub struct Plan {
     columns: Vec<Column>,
     files: Vec<File>,
-    rows: Vec<Row>,
+    rows: Rows,
+    /// The confinement root, stripped from the paths a scan shows.
+    root: Option<PathBuf>,
+    /// Whether a file read again while scanning needs every document (else the first).
+    need_all: bool,
+    /// The cache's budget when the scan was bound (parse workers and DuckDB's threads use
+    /// the binding thread's).
+    budget: usize,
 }
+
+/// Files bound at a time: their parses not kept by the cache are dropped once their types
+/// and rows are known, so binding a home larger than the cache's budget holds this many at
+/// most.
+const BIND_CHUNK: usize = 4096;
+
+/// Bytes of packed parses a scan holds beyond what the cache keeps.
+const SCAN_HOLDS: usize = 8 * 1024 * 1024;
 
 impl Plan {
     /// Expands `patterns`, parses (or reuses) every file and infers the schema. With `root`
@@ -203,8 +271,8 @@ impl Plan {
         only: Option<&HashSet<PathBuf>>,
         open: &[String],
     ) -> Result<Plan, String> {
-        let mut paths: Vec<PathBuf> = Vec::new();
-        let mut seen = HashSet::new();
+        let mut paths: Vec<Arc<Path>> = Vec::new();
+        let mut seen: HashSet<Arc<Path>> = HashSet::new();
         let defining = DEFINING.with(Cell::get);
         let root = match root {
             Some(r) => Some(
@@ -236,6 +304,7 @@ impl Plan {
                 ));
             }
             for p in matched {
+                let p: Arc<Path> = Arc::from(p);
                 if seen.insert(p.clone()) {
                     paths.push(p);
                 }
@@ -254,33 +323,50 @@ impl Plan {
         // thread scan parses only envelopes, and a query that never reads `messages` (a count,
         // a status listing) never parses the rest of a file.
         let need_all = !matches!(mode, Mode::First | Mode::Thread);
-        let parsed = load(&paths, need_all, opts.ignore_errors)?;
+        let budget = cache::budget();
+        let mut shaper = Shaper::new(mode, opts);
+        let mut files = Vec::with_capacity(paths.len());
+        let mut folders: HashMap<&Path, Arc<[(String, String)]>> = HashMap::new();
+        let mut held = 0usize;
+        for chunk in paths.chunks(BIND_CHUNK) {
+            for (path, loaded) in load(chunk, need_all, opts.ignore_errors, budget)? {
+                let packed = loaded.packed;
+                if !opts.ignore_errors
+                    && let Some((i, why)) = broken(&packed, need_all)
+                {
+                    return Err(format!("{}: document {}: {why}", path.display(), i + 1));
+                }
+                let folder = path.parent().unwrap_or(Path::new(""));
+                let hive = folders
+                    .entry(folder)
+                    .or_insert_with(|| hive_parts(path).into())
+                    .clone();
+                if shaper.needs_documents() {
+                    shaper.absorb(files.len() as u32, &packed.types, &packed.unpack());
+                } else {
+                    shaper.absorb(files.len() as u32, &packed.types, &ParsedFile::default());
+                }
+                // A parse the cache did not keep because the file was written moments ago
+                // stays with the scan while the scan's own share allows, so a busy home's
+                // newest files are not parsed twice; other files the cache did not keep (its
+                // budget spent) are read again when the scan emits their rows.
+                let keep = loaded.kept || (loaded.fresh && held + packed.footprint() <= SCAN_HOLDS);
+                if !loaded.kept && keep {
+                    held += packed.footprint();
+                }
+                files.push(File {
+                    packed: keep.then_some(packed),
+                    path: path.clone(),
+                    hive,
+                });
+            }
+        }
+        drop(folders);
         let dirs: HashSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
         cache::prune(&dirs, &seen);
+        drop(dirs);
+        drop(seen);
 
-        let mut files = Vec::with_capacity(parsed.len());
-        for (path, parsed) in parsed {
-            if !opts.ignore_errors
-                && let Some((i, why)) = parsed.docs.iter().enumerate().find_map(|(i, d)| match d {
-                    Doc::Broken(why) if need_all || i == 0 => Some((i, why)),
-                    _ => None,
-                })
-            {
-                return Err(format!("{}: document {}: {why}", path.display(), i + 1));
-            }
-            // A confined scan names files relative to its root: the root is the server's
-            // business, and the relative path is what the caller can use.
-            let shown = match &root {
-                Some(root) => path.strip_prefix(root).unwrap_or(&path).to_string_lossy(),
-                None => path.to_string_lossy(),
-            };
-            files.push(File {
-                path: path.clone(),
-                shown: shown.into_owned(),
-                hive: hive_parts(&path),
-                parsed,
-            });
-        }
         // With no file, the `key=value` folders the patterns name give the hive columns, so
         // `WHERE state = 'canceled'` over an empty folder binds and answers nothing.
         let pattern_hive: Vec<Vec<(String, String)>> = if files.is_empty() {
@@ -291,10 +377,16 @@ impl Plan {
         } else {
             Vec::new()
         };
-        let hive_sources: Vec<&Vec<(String, String)>> = if files.is_empty() {
-            pattern_hive.iter().collect()
+        let hive_sources: Vec<&[(String, String)]> = if files.is_empty() {
+            pattern_hive.iter().map(Vec::as_slice).collect()
         } else {
-            files.iter().map(|f| &f.hive).collect()
+            let mut distinct: Vec<&[(String, String)]> = Vec::new();
+            for f in &files {
+                if !distinct.iter().any(|h| std::ptr::eq(*h, &*f.hive)) {
+                    distinct.push(&f.hive);
+                }
+            }
+            distinct
         };
         let hive_on = opts
             .hive
@@ -309,8 +401,8 @@ impl Plan {
                 }
             }
         }
-        let (mut columns, rows) = shape(&files, opts, mode, &hive_keys)?;
-        if columns.is_empty() && rows.is_empty() && (files.is_empty() || opts.allow_empty) {
+        let (mut columns, rows) = shaper.finish(opts, &hive_keys)?;
+        if columns.is_empty() && rows.len() == 0 && (files.is_empty() || opts.allow_empty) {
             columns.push(Column {
                 name: "filename".to_owned(),
                 ty: Ty::Text,
@@ -327,6 +419,9 @@ impl Plan {
             columns,
             files,
             rows,
+            root,
+            need_all,
+            budget,
         })
     }
 
@@ -345,35 +440,70 @@ impl Plan {
 
     /// True when the scan has no rows.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.rows.len() == 0
     }
 
     /// The rows `start..end` of the columns `projection` (indexes into [`Plan::schema`]).
+    /// Rows of a file the scan did not hold and that vanished since the bind (moved by a
+    /// concurrent write) are left out when a column from the documents is asked for.
     pub fn batch(
         &self,
         start: usize,
         end: usize,
         projection: &[usize],
     ) -> Result<RecordBatch, String> {
-        let rows = &self.rows[start..end];
+        let listed = self.rows.slice(start, end);
+        let mut rows = &listed[..];
+        let reads_documents = projection
+            .iter()
+            .any(|&c| self.columns[c].source.reads_documents());
+        let opened = self.open(if reads_documents { rows } else { &[] });
+        let kept: Vec<Row>;
+        if reads_documents && rows.iter().any(|r| opened.get(r.file).is_none()) {
+            kept = rows
+                .iter()
+                .filter(|r| opened.get(r.file).is_some())
+                .copied()
+                .collect();
+            rows = &kept;
+        }
         let mut fields = Vec::with_capacity(projection.len());
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(projection.len());
         for &c in projection {
             let col = &self.columns[c];
             fields.push(Field::new(&col.name, col.arrow.clone(), true));
-            arrays.push(self.column(col, rows));
+            arrays.push(self.column(col, rows, &opened));
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
         RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)
             .map_err(|e| e.to_string())
     }
 
-    fn node(&self, row: &Row) -> Option<&Node> {
-        let doc = match self.files[row.file as usize]
-            .parsed
-            .docs
-            .get(row.doc as usize)?
-        {
+    /// Unpacks (or reads again) the files `rows` come from; rows are in file order.
+    fn open(&self, rows: &[Row]) -> Opened {
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            return Opened {
+                first: 0,
+                files: Vec::new(),
+            };
+        };
+        let files = (first.file..=last.file)
+            .map(|i| {
+                let file = &self.files[i as usize];
+                match &file.packed {
+                    Some(packed) => Some(packed.unpack()),
+                    None => reread(&file.path, self.need_all, self.budget),
+                }
+            })
+            .collect();
+        Opened {
+            first: first.file,
+            files,
+        }
+    }
+
+    fn node<'a>(&self, opened: &'a Opened, row: &Row) -> Option<&'a Node> {
+        let doc = match opened.get(row.file)?.docs.get(row.doc as usize)? {
             Doc::Value(n) => n,
             _ => return None,
         };
@@ -385,20 +515,30 @@ impl Plan {
     }
 
     /// The value of `key` in the first document of the row's file.
-    fn front(&self, row: &Row, key: &str) -> Option<&Node> {
-        match self.files[row.file as usize].parsed.docs.first() {
+    fn front<'a>(&self, opened: &'a Opened, row: &Row, key: &str) -> Option<&'a Node> {
+        match opened.get(row.file)?.docs.first() {
             Some(Doc::Value(n)) => n.get(key),
             _ => None,
         }
     }
 
-    fn column(&self, col: &Column, rows: &[Row]) -> ArrayRef {
+    /// The path as the scan shows it: relative to the root of a confined scan.
+    fn shown(&self, file: &File) -> String {
+        match &self.root {
+            Some(root) => file.path.strip_prefix(root).unwrap_or(&file.path),
+            None => &file.path,
+        }
+        .to_string_lossy()
+        .into_owned()
+    }
+
+    fn column(&self, col: &Column, rows: &[Row], opened: &Opened) -> ArrayRef {
         match &col.source {
             Source::Data(key) => {
                 let values: Vec<Option<&Node>> = rows
                     .iter()
                     .map(|r| {
-                        self.node(r).and_then(|n| match n {
+                        self.node(opened, r).and_then(|n| match n {
                             // An unexpanded top-level sequence is its own `json` column.
                             Node::List(_) if &**key == "json" => Some(n),
                             _ => n.get(key),
@@ -408,16 +548,17 @@ impl Plan {
                 build(&col.ty, &values)
             }
             Source::Front(key) => {
-                let values: Vec<Option<&Node>> = rows.iter().map(|r| self.front(r, key)).collect();
+                let values: Vec<Option<&Node>> =
+                    rows.iter().map(|r| self.front(opened, r, key)).collect();
                 build(&col.ty, &values)
             }
             Source::Both(key) => {
                 let values: Vec<Option<&Node>> = rows
                     .iter()
                     .map(|r| {
-                        self.node(r)
+                        self.node(opened, r)
                             .and_then(|n| n.get(key))
-                            .or_else(|| self.front(r, key))
+                            .or_else(|| self.front(opened, r, key))
                     })
                     .collect();
                 build(&col.ty, &values)
@@ -436,7 +577,7 @@ impl Plan {
             Source::Filename => {
                 let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 48);
                 for r in rows {
-                    b.append_value(&self.files[r.file as usize].shown);
+                    b.append_value(self.shown(&self.files[r.file as usize]));
                 }
                 Arc::new(b.finish())
             }
@@ -452,7 +593,17 @@ impl Plan {
                 // bind read only the envelopes); a file that cannot be read gives null.
                 let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 256);
                 for r in rows {
-                    match full_parse(&self.files[r.file as usize]) {
+                    let file = &self.files[r.file as usize];
+                    let opened_file = opened.get(r.file);
+                    let whole;
+                    let parsed = match opened_file.filter(|p| p.complete) {
+                        Some(p) => Some(p),
+                        None => {
+                            whole = full_parse(file, self.budget);
+                            whole.as_ref()
+                        }
+                    };
+                    match parsed {
                         Some(parsed) => {
                             let docs: Vec<Node> = parsed
                                 .docs
@@ -477,7 +628,7 @@ impl Plan {
                 let mut offsets = vec![0i32];
                 let mut children: Vec<Option<&Node>> = Vec::new();
                 for r in rows {
-                    for d in self.files[r.file as usize].parsed.docs.iter() {
+                    for d in opened.get(r.file).map_or(&[][..], |p| &p.docs[..]) {
                         if let Doc::Value(n @ Node::Map(_)) = d {
                             children.push(Some(n));
                         }
@@ -537,7 +688,7 @@ fn confine_pattern(pattern: &str, root: &Path, open: &[String]) -> Result<String
 
 /// Checks every matched file against the root after links are resolved, without naming files
 /// outside it (the error must not become a way to list other folders).
-fn confine(paths: &[PathBuf], root: &Path, open: &[String]) -> Result<(), String> {
+fn confine(paths: &[Arc<Path>], root: &Path, open: &[String]) -> Result<(), String> {
     for p in paths {
         let real = p
             .canonicalize()
@@ -558,20 +709,35 @@ fn confine(paths: &[PathBuf], root: &Path, open: &[String]) -> Result<(), String
     Ok(())
 }
 
-/// A file's position in the scan and its parse.
+/// A file's parse, packed, and whether the cache kept it.
+struct Loaded {
+    packed: Arc<Packed>,
+    kept: bool,
+    /// Not kept because the file changed moments ago (see `cache::SETTLE`).
+    fresh: bool,
+}
+
+/// A file's position in its chunk and its parse.
 /// `Ok(None)`: the file vanished after the glob listed it (moved by a concurrent write).
-type Loaded = (usize, Result<Option<Arc<ParsedFile>>, String>);
+type Attempt = (usize, Result<Option<Loaded>, String>);
 
 /// Parses every file (through the cache), in parallel for the ones not cached.
 fn load(
-    paths: &[PathBuf],
+    paths: &[Arc<Path>],
     need_all: bool,
     ignore_errors: bool,
-) -> Result<Vec<(PathBuf, Arc<ParsedFile>)>, String> {
-    let mut slots: Vec<Option<Arc<ParsedFile>>> = Vec::with_capacity(paths.len());
+    budget: usize,
+) -> Result<Vec<(&Arc<Path>, Loaded)>, String> {
+    let mut slots: Vec<Option<Loaded>> = Vec::with_capacity(paths.len());
     let mut misses = Vec::new();
     for (i, p) in paths.iter().enumerate() {
-        let hit = Stamp::of(p).and_then(|s| cache::get(p, s, need_all));
+        let hit = Stamp::of(p)
+            .and_then(|s| cache::get(p, s, need_all))
+            .map(|packed| Loaded {
+                packed,
+                kept: true,
+                fresh: false,
+            });
         if hit.is_none() {
             misses.push(i);
         }
@@ -581,13 +747,13 @@ fn load(
         .map_or(1, |n| n.get())
         .min(misses.len().max(1));
     let chunk = misses.len().div_ceil(workers).max(1);
-    let results: Vec<Vec<Loaded>> = std::thread::scope(|s| {
+    let results: Vec<Vec<Attempt>> = std::thread::scope(|s| {
         let handles: Vec<_> = misses
             .chunks(chunk)
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|&i| (i, parse_guarded(&paths[i], need_all)))
+                        .map(|&i| (i, parse_guarded(&paths[i], need_all, budget)))
                         .collect::<Vec<_>>()
                 })
             })
@@ -612,16 +778,20 @@ fn load(
     Ok(paths
         .iter()
         .zip(slots)
-        .filter_map(|(p, f)| f.map(|f| (p.clone(), f)))
+        .filter_map(|(p, f)| f.map(|f| (p, f)))
         .collect())
 }
 
 /// [`read_and_parse`], with a panic in the parser turned into that file's error: an
 /// unexpected input must fail its query (or be skipped by `ignore_errors`), never silently
 /// drop the files parsed beside it.
-fn parse_guarded(path: &Path, need_all: bool) -> Result<Option<Arc<ParsedFile>>, String> {
+fn parse_guarded(
+    path: &Arc<Path>,
+    need_all: bool,
+    budget: usize,
+) -> Result<Option<Loaded>, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        read_and_parse(path, need_all)
+        read_and_parse(path, need_all, budget)
     }))
     .unwrap_or_else(|_| {
         Err(format!(
@@ -631,7 +801,11 @@ fn parse_guarded(path: &Path, need_all: bool) -> Result<Option<Arc<ParsedFile>>,
     })
 }
 
-fn read_and_parse(path: &Path, need_all: bool) -> Result<Option<Arc<ParsedFile>>, String> {
+fn read_and_parse(
+    path: &Arc<Path>,
+    need_all: bool,
+    budget: usize,
+) -> Result<Option<Loaded>, String> {
     // The stamp is taken before reading: a write that lands in between changes the stamp the
     // next query sees, so a stale parse is never served twice.
     let stamp = match Stamp::read(path) {
@@ -646,20 +820,43 @@ fn read_and_parse(path: &Path, need_all: bool) -> Result<Option<Arc<ParsedFile>>
     };
     let text =
         String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
-    let parsed = Arc::new(parse::parse_file(&text, !need_all));
-    cache::put(path.to_owned(), stamp, parsed.clone());
-    Ok(Some(parsed))
+    let packed = Arc::new(Packed::pack(&parse::parse_file(&text, !need_all)));
+    let kept = cache::put(path, stamp, packed.clone(), budget);
+    Ok(Some(Loaded {
+        packed,
+        kept,
+        fresh: !kept && !stamp.settled(),
+    }))
 }
 
-/// Every document of `file`: its bind-time parse when complete, else the cache's or a new one.
-fn full_parse(file: &File) -> Option<Arc<ParsedFile>> {
-    if file.parsed.complete {
-        return Some(file.parsed.clone());
+/// The file's documents read again while scanning (its parse was not kept at bind: the
+/// cache's budget was spent); `None` when it vanished or no longer parses.
+fn reread(path: &Arc<Path>, need_all: bool, budget: usize) -> Option<ParsedFile> {
+    if let Some(hit) = Stamp::of(path).and_then(|s| cache::get(path, s, need_all)) {
+        return Some(hit.unpack());
     }
-    if let Some(hit) = Stamp::of(&file.path).and_then(|s| cache::get(&file.path, s, true)) {
-        return Some(hit);
+    parse_guarded(path, need_all, budget)
+        .ok()
+        .flatten()
+        .map(|l| l.packed.unpack())
+}
+
+/// Every document of `file`: its packed parse when complete, else the cache's or a new one.
+fn full_parse(file: &File, budget: usize) -> Option<ParsedFile> {
+    if let Some(packed) = file.packed.as_ref().filter(|p| p.complete) {
+        return Some(packed.unpack());
     }
-    parse_guarded(&file.path, true).ok().flatten()
+    reread(&file.path, true, budget)
+}
+
+/// The first document that does not parse and the reason, when it counts (`need_all`, or it
+/// is the first document).
+fn broken(packed: &Packed, need_all: bool) -> Option<(usize, String)> {
+    packed
+        .broken
+        .as_ref()
+        .filter(|(i, _)| need_all || *i == 0)
+        .map(|(i, why)| (*i as usize, why.to_string()))
 }
 
 /// The `key=value` folders of a path, outermost first.
@@ -695,7 +892,7 @@ fn rows_of(doc: &Doc, expand: bool) -> Vec<(u32, &Node)> {
     }
 }
 
-fn file_types(file: &ParsedFile) -> &FileTypes {
+pub(crate) fn file_types(file: &ParsedFile) -> &FileTypes {
     file.types.get_or_init(|| {
         let (mut all, mut first, mut rest) = (Ty::Null, Ty::Null, Ty::Null);
         for (i, doc) in file.docs.iter().enumerate() {
@@ -720,7 +917,7 @@ fn file_types(file: &ParsedFile) -> &FileTypes {
 /// The mode a scan without `multi_document` uses: `thread` when it reads MESSE-AF thread
 /// files only (judged by the files' names, or by the patterns' when nothing matched), where a
 /// row per document would count every thread once per message; `rows` otherwise.
-fn default_mode(patterns: &[String], paths: &[PathBuf]) -> Mode {
+fn default_mode(patterns: &[String], paths: &[Arc<Path>]) -> Mode {
     let threads = if paths.is_empty() {
         !patterns.is_empty() && patterns.iter().all(|p| is_thread_name(p))
     } else {
@@ -761,198 +958,228 @@ fn envelope_template() -> Vec<(Key, Ty)> {
     ]
 }
 
-/// The columns and rows of a scan.
-fn shape(
-    files: &[File],
-    opts: &Options,
+/// The rows of a scan and the union of its files' types, gathered file by file.
+struct Shaper {
     mode: Mode,
-    hive_keys: &[String],
-) -> Result<(Vec<Column>, Vec<Row>), String> {
-    let mut columns = Vec::new();
-    let mut rows = Vec::new();
-    let data_columns = |ty: &Ty, source: fn(Key) -> Source, columns: &mut Vec<Column>| {
-        if matches!(ty, Ty::Json) {
-            // Rows are mappings, so their type is JSON only when they are too wide.
-            return Err(format!(
-                "read_yaml_auto: the documents have more than {} distinct top-level keys; a table that wide is refused",
-                types::MAX_STRUCT_FIELDS
-            ));
+    expand: bool,
+    /// Rows of unexpanded documents (`rows`, `first` without `expand_root_sequence`).
+    ty: Ty,
+    /// Shared file types (`rows`, `first`, `list`).
+    shared: Union,
+    /// Document 1's types (`frontmatter`, `thread`).
+    front: Union,
+    /// Documents 2..'s types (`frontmatter`).
+    rest: Union,
+    rows: Vec<Row>,
+    /// Files absorbed (`thread`, `list`: a row each).
+    files: usize,
+}
+
+impl Shaper {
+    fn new(mode: Mode, opts: &Options) -> Shaper {
+        Shaper {
+            mode,
+            expand: opts.expand_root_sequence,
+            ty: Ty::Null,
+            shared: Union::default(),
+            front: Union::default(),
+            rest: Union::default(),
+            rows: Vec::new(),
+            files: 0,
         }
-        if let Ty::Struct(fields) = ty {
-            for (k, t) in fields {
-                if hive_keys.iter().any(|h| h.eq_ignore_ascii_case(k))
-                    || columns.iter().any(|c: &Column| c.name == **k)
-                {
-                    continue;
-                }
-                columns.push(Column {
-                    name: k.to_string(),
-                    ty: t.clone(),
-                    arrow: t.arrow(),
-                    source: source(k.clone()),
-                });
-            }
-        }
-        Ok(())
-    };
-    match mode {
-        Mode::Rows | Mode::First => {
-            let mut ty = Ty::Null;
-            let mut shared = Union::default();
-            for (fi, f) in files.iter().enumerate() {
-                let docs = if mode == Mode::First {
-                    &f.parsed.docs[..f.parsed.docs.len().min(1)]
+    }
+
+    /// Whether [`Shaper::absorb`] needs the file's documents (else its types are enough).
+    fn needs_documents(&self) -> bool {
+        matches!(self.mode, Mode::Rows | Mode::First | Mode::Frontmatter)
+    }
+
+    /// Adds the rows of file `fi`.
+    fn absorb(&mut self, fi: u32, types: &FileTypes, parsed: &ParsedFile) {
+        match self.mode {
+            Mode::Rows | Mode::First => {
+                let docs = if self.mode == Mode::First {
+                    &parsed.docs[..parsed.docs.len().min(1)]
                 } else {
-                    &f.parsed.docs[..]
+                    &parsed.docs[..]
                 };
-                if opts.expand_root_sequence {
-                    let t = file_types(&f.parsed);
-                    shared.absorb(if mode == Mode::First {
-                        &t.first
+                if self.expand {
+                    self.shared.absorb(if self.mode == Mode::First {
+                        &types.first
                     } else {
-                        &t.all
+                        &types.all
                     });
                 }
                 for (di, doc) in docs.iter().enumerate() {
-                    for (ei, node) in rows_of(doc, opts.expand_root_sequence) {
-                        if !opts.expand_root_sequence {
-                            ty.absorb(&row_type(node));
+                    for (ei, node) in rows_of(doc, self.expand) {
+                        if !self.expand {
+                            self.ty.absorb(&row_type(node));
                         }
-                        rows.push(Row {
-                            file: fi as u32,
+                        self.rows.push(Row {
+                            file: fi,
                             doc: di as u32,
                             elem: ei,
                         });
                     }
                 }
             }
-            ty.absorb(&shared.finish());
-            data_columns(&ty, Source::Data, &mut columns)?;
-        }
-        Mode::Frontmatter => {
-            let (mut front, mut rest) = (Union::default(), Union::default());
-            for (fi, f) in files.iter().enumerate() {
-                let t = file_types(&f.parsed);
-                front.absorb(&t.first);
-                rest.absorb(&t.rest);
-                for (di, doc) in f.parsed.docs.iter().enumerate().skip(1) {
-                    for (ei, _) in rows_of(doc, opts.expand_root_sequence) {
-                        rows.push(Row {
-                            file: fi as u32,
+            Mode::Frontmatter => {
+                self.front.absorb(&types.first);
+                self.rest.absorb(&types.rest);
+                for (di, doc) in parsed.docs.iter().enumerate().skip(1) {
+                    for (ei, _) in rows_of(doc, self.expand) {
+                        self.rows.push(Row {
+                            file: fi,
                             doc: di as u32,
                             elem: ei,
                         });
                     }
                 }
             }
-            let mut doc_cols = Vec::new();
-            data_columns(&rest.finish(), Source::Data, &mut doc_cols)?;
-            data_columns(&front.finish(), Source::Front, &mut columns)?;
-            // A key in both places takes, row by row, the document's value where the document
-            // has the key and the front matter's elsewhere.
-            for col in &mut columns {
-                if let (Some(at), Source::Front(key)) = (
-                    doc_cols.iter().position(|d| d.name == col.name),
-                    &col.source,
-                ) {
-                    let own = doc_cols.remove(at);
-                    col.ty.absorb(&own.ty);
-                    col.arrow = col.ty.arrow();
-                    col.source = Source::Both(key.clone());
+            Mode::Thread | Mode::List => {
+                if self.mode == Mode::Thread {
+                    self.front.absorb(&types.first);
+                } else {
+                    self.shared.absorb(&types.all);
+                }
+                self.files = fi as usize + 1;
+            }
+        }
+    }
+
+    /// The columns and rows of the scan.
+    fn finish(self, opts: &Options, hive_keys: &[String]) -> Result<(Vec<Column>, Rows), String> {
+        let mut columns = Vec::new();
+        let rows = match self.mode {
+            Mode::Thread | Mode::List => Rows::PerFile(self.files),
+            _ => {
+                let mut rows = self.rows;
+                rows.shrink_to_fit();
+                Rows::Listed(rows)
+            }
+        };
+        let data_columns = |ty: &Ty, source: fn(Key) -> Source, columns: &mut Vec<Column>| {
+            if matches!(ty, Ty::Json) {
+                // Rows are mappings, so their type is JSON only when they are too wide.
+                return Err(format!(
+                    "read_yaml_auto: the documents have more than {} distinct top-level keys; a table that wide is refused",
+                    types::MAX_STRUCT_FIELDS
+                ));
+            }
+            if let Ty::Struct(fields) = ty {
+                for (k, t) in fields {
+                    if hive_keys.iter().any(|h| h.eq_ignore_ascii_case(k))
+                        || columns.iter().any(|c: &Column| c.name == **k)
+                    {
+                        continue;
+                    }
+                    columns.push(Column {
+                        name: k.to_string(),
+                        ty: t.clone(),
+                        arrow: t.arrow(),
+                        source: source(k.clone()),
+                    });
                 }
             }
-            columns.extend(doc_cols);
-        }
-        Mode::Thread => {
-            let mut front = Union::default();
-            for (fi, f) in files.iter().enumerate() {
-                let t = file_types(&f.parsed);
-                front.absorb(&t.first);
-                rows.push(Row {
-                    file: fi as u32,
-                    doc: 0,
-                    elem: u32::MAX,
+            Ok(())
+        };
+        match self.mode {
+            Mode::Rows | Mode::First => {
+                let mut ty = self.ty;
+                ty.absorb(&self.shared.finish());
+                data_columns(&ty, Source::Data, &mut columns)?;
+            }
+            Mode::Frontmatter => {
+                let mut doc_cols = Vec::new();
+                data_columns(&self.rest.finish(), Source::Data, &mut doc_cols)?;
+                data_columns(&self.front.finish(), Source::Front, &mut columns)?;
+                // A key in both places takes, row by row, the document's value where the
+                // document has the key and the front matter's elsewhere.
+                for col in &mut columns {
+                    if let (Some(at), Source::Front(key)) = (
+                        doc_cols.iter().position(|d| d.name == col.name),
+                        &col.source,
+                    ) {
+                        let own = doc_cols.remove(at);
+                        col.ty.absorb(&own.ty);
+                        col.arrow = col.ty.arrow();
+                        col.source = Source::Both(key.clone());
+                    }
+                }
+                columns.extend(doc_cols);
+            }
+            Mode::Thread => {
+                let mut envelope = match self.front.finish() {
+                    Ty::Struct(fields) => fields,
+                    Ty::Json => {
+                        return data_columns(&Ty::Json, Source::Data, &mut columns)
+                            .map(|_| (columns, rows));
+                    }
+                    _ => Vec::new(),
+                };
+                for (k, t) in envelope_template() {
+                    if !envelope
+                        .iter()
+                        .any(|(have, _)| have.eq_ignore_ascii_case(&k))
+                    {
+                        envelope.push((k, t));
+                    }
+                }
+                data_columns(&Ty::Struct(envelope), Source::Data, &mut columns)?;
+                columns.push(Column {
+                    name: "messages".to_owned(),
+                    arrow: Ty::Json.arrow(),
+                    ty: Ty::Json,
+                    source: Source::Messages,
                 });
             }
-            let mut envelope = match front.finish() {
-                Ty::Struct(fields) => fields,
-                Ty::Json => {
-                    return data_columns(&Ty::Json, Source::Data, &mut columns)
-                        .map(|_| (columns, rows));
-                }
-                _ => Vec::new(),
-            };
-            for (k, t) in envelope_template() {
-                if !envelope
-                    .iter()
-                    .any(|(have, _)| have.eq_ignore_ascii_case(&k))
-                {
-                    envelope.push((k, t));
-                }
-            }
-            data_columns(&Ty::Struct(envelope), Source::Data, &mut columns)?;
-            columns.push(Column {
-                name: "messages".to_owned(),
-                arrow: Ty::Json.arrow(),
-                ty: Ty::Json,
-                source: Source::Messages,
-            });
-        }
-        Mode::List => {
-            let mut shared = Union::default();
-            for (fi, f) in files.iter().enumerate() {
-                shared.absorb(&file_types(&f.parsed).all);
-                rows.push(Row {
-                    file: fi as u32,
-                    doc: 0,
-                    elem: u32::MAX,
+            Mode::List => {
+                let ty = self.shared.finish();
+                let list = Ty::List(Box::new(if matches!(ty, Ty::Null) { Ty::Json } else { ty }));
+                columns.push(Column {
+                    name: "documents".to_owned(),
+                    arrow: list.arrow(),
+                    ty: list,
+                    source: Source::Documents,
                 });
             }
-            let ty = shared.finish();
-            let list = Ty::List(Box::new(if matches!(ty, Ty::Null) { Ty::Json } else { ty }));
+        }
+        for key in hive_keys {
             columns.push(Column {
-                name: "documents".to_owned(),
-                arrow: list.arrow(),
-                ty: list,
-                source: Source::Documents,
+                name: key.clone(),
+                ty: Ty::Text,
+                arrow: DataType::Utf8,
+                source: Source::Hive(key.clone()),
             });
         }
+        if opts.filename {
+            columns.push(Column {
+                name: "filename".to_owned(),
+                ty: Ty::Text,
+                arrow: DataType::Utf8,
+                source: Source::Filename,
+            });
+        }
+        if opts.document_index && !matches!(self.mode, Mode::List | Mode::Thread) {
+            columns.push(Column {
+                name: "document_index".to_owned(),
+                ty: Ty::Int,
+                arrow: DataType::Int64,
+                source: Source::DocumentIndex,
+            });
+        }
+        // DuckDB compares column names ignoring case: a data column whose name an added column
+        // (filename, document_index) or an earlier data column takes is renamed with `_1`, ...
+        let mut taken: HashSet<String> = columns
+            .iter()
+            .filter(|c| !c.source.is_data())
+            .map(|c| c.name.to_ascii_lowercase())
+            .collect();
+        for col in columns.iter_mut().filter(|c| c.source.is_data()) {
+            col.name = types::unique_name(&col.name, &mut taken);
+        }
+        Ok((columns, rows))
     }
-    for key in hive_keys {
-        columns.push(Column {
-            name: key.clone(),
-            ty: Ty::Text,
-            arrow: DataType::Utf8,
-            source: Source::Hive(key.clone()),
-        });
-    }
-    if opts.filename {
-        columns.push(Column {
-            name: "filename".to_owned(),
-            ty: Ty::Text,
-            arrow: DataType::Utf8,
-            source: Source::Filename,
-        });
-    }
-    if opts.document_index && !matches!(mode, Mode::List | Mode::Thread) {
-        columns.push(Column {
-            name: "document_index".to_owned(),
-            ty: Ty::Int,
-            arrow: DataType::Int64,
-            source: Source::DocumentIndex,
-        });
-    }
-    // DuckDB compares column names ignoring case: a data column whose name an added column
-    // (filename, document_index) or an earlier data column takes is renamed with `_1`, ...
-    let mut taken: HashSet<String> = columns
-        .iter()
-        .filter(|c| !c.source.is_data())
-        .map(|c| c.name.to_ascii_lowercase())
-        .collect();
-    for col in columns.iter_mut().filter(|c| c.source.is_data()) {
-        col.name = types::unique_name(&col.name, &mut taken);
-    }
-    Ok((columns, rows))
 }
 
 /// With `expand_root_sequence := false`, a top-level sequence is one row whose only column is

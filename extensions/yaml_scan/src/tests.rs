@@ -881,3 +881,95 @@ fn yaml_to_json_reads_documents_and_turns_bad_text_into_null() {
         [vec![None], vec![None], vec![Some(r#"{"k":"v"}"#.to_owned())]]
     );
 }
+
+#[test]
+fn a_packed_file_unpacks_to_the_same_documents() {
+    let text = "a: ~\nb: true\nc: false\nd: -42\ne: 2.5\nf: \"tëxt: with \\\"quotes\\\"\"\ng: 2026-11-28\nh: 2026-11-28T07:34:40.509Z\ni: 2026-11-28 07:34:40\nj: [1, [2, {k: v}], {}]\nl: {m: {n: [x]}}\n184467440737095516150: big key\n---\n# only a comment\n---\n[unclosed\n---\n- {x: 1}\n- 7\n";
+    let parsed = crate::parse::parse_file(text, false);
+    let unpacked = crate::packed::Packed::pack(&parsed).unpack();
+    assert_eq!(format!("{:?}", unpacked.docs), format!("{:?}", parsed.docs));
+    assert!(unpacked.complete);
+    let first = crate::parse::parse_file(text, true);
+    let packed = crate::packed::Packed::pack(&first);
+    assert!(
+        !packed.unpack().complete,
+        "an envelope-only parse stays one"
+    );
+    assert_eq!(
+        crate::packed::Packed::pack(&parsed).broken.map(|(i, _)| i),
+        Some(2),
+        "the first broken document is remembered"
+    );
+}
+
+/// A home of thread files read with a budget of `budget` bytes on this thread.
+fn with_budget<T>(budget: usize, f: impl FnOnce() -> T) -> T {
+    crate::cache::TEST_BUDGET.with(|b| b.set(Some(budget)));
+    let out = f();
+    crate::cache::TEST_BUDGET.with(|b| b.set(None));
+    out
+}
+
+#[test]
+fn past_its_budget_the_cache_keeps_nothing_more_and_every_answer_stays_the_same() {
+    let d = db();
+    let mut files = Vec::new();
+    for i in 0..40 {
+        let state = ["received", "executing", "finished"][i % 3];
+        let f = d.file(
+            &format!("h/state={state}/2026-11-28-{i:03}.messe-af.yaml"),
+            &format!(
+                "ref: 2026-11-28-{i:03}\nstatus: pending\nhistory:\n  - action: created\n    at: 2026-11-28T07:00:00Z\n    by: agent-{}\n---\nfrom: agent\nMESS:\n  - request:\n      intent: thing {i}\n---\nfrom: exchange\nMESS:\n  - ack:\n      ref: 2026-11-28-{i:03}\n",
+                i % 4
+            ),
+        );
+        age(&f);
+        files.push(f);
+    }
+    let pattern = d.path("h/state=*/*.messe-af.yaml");
+    let queries = [
+        format!(
+            "SELECT ref, status, state, history, messages FROM read_yaml_auto('{pattern}') ORDER BY ref"
+        ),
+        format!(
+            "SELECT ref, \"from\", document_index, \"MESS\" FROM read_yaml_auto('{pattern}', multi_document := 'frontmatter', document_index := true) ORDER BY ref, document_index"
+        ),
+        format!("SELECT * FROM read_yaml_auto('{pattern}', multi_document := 'rows') ORDER BY ALL"),
+        format!(
+            "SELECT state, count(*) FROM read_yaml_auto('{pattern}') GROUP BY state ORDER BY state"
+        ),
+    ];
+    // Each round starts cold for these files (a new modification time), without emptying the
+    // cache the tests beside this one use.
+    let answers = |budget: usize| {
+        for f in &files {
+            age(f);
+        }
+        with_budget(budget, || {
+            queries
+                .iter()
+                .map(|q| (d.rows(q), d.rows(q)))
+                .collect::<Vec<_>>()
+        })
+    };
+    let unbounded = answers(usize::MAX);
+    assert!(files.iter().all(|f| crate::cache::holds(Path::new(f))));
+    let none = answers(0);
+    assert_eq!(none, unbounded, "with no budget every file is read again");
+    assert!(files.iter().all(|f| !crate::cache::holds(Path::new(f))));
+    let some = answers(8 * 1024);
+    assert_eq!(some, unbounded, "with a budget for a few files");
+    let held = files
+        .iter()
+        .filter(|f| crate::cache::holds(Path::new(f)))
+        .count();
+    assert!(
+        held > 0 && held < files.len(),
+        "{held} of {} files kept",
+        files.len()
+    );
+    for (cold, warm) in &unbounded {
+        assert_eq!(cold, warm);
+        assert!(!cold.is_empty());
+    }
+}

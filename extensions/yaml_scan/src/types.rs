@@ -1,7 +1,7 @@
 //! Schema inference: the union type of values seen in a column, across every row of every file
 //! (no sampling), and its Arrow form.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use duckdb::arrow::datatypes::{DataType, Field, Fields, TimeUnit};
@@ -183,13 +183,15 @@ pub(crate) fn intern(ty: Ty) -> Arc<Ty> {
 #[derive(Default)]
 pub(crate) struct Union {
     ty: Option<Ty>,
-    seen: HashSet<*const Ty>,
+    /// The types absorbed, held so that an address seen stays theirs while the union lives.
+    seen: HashMap<*const Ty, Arc<Ty>>,
 }
 
 impl Union {
     /// Widens the union to hold `ty`.
     pub(crate) fn absorb(&mut self, ty: &Arc<Ty>) {
-        if self.seen.insert(Arc::as_ptr(ty)) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.seen.entry(Arc::as_ptr(ty)) {
+            slot.insert(ty.clone());
             self.ty.get_or_insert(Ty::Null).absorb(ty);
         }
     }
