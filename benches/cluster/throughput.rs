@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::Outcome;
-use crate::common::{lifecycle, ms, percentile};
+use crate::common::{cpu_time, lifecycle, ms, percentile};
 use crate::nodes::{Cluster, mess, serve};
 
 /// Each lifecycle step's latencies, and how long the whole run took.
@@ -110,7 +110,10 @@ pub(crate) async fn run(
     let urls = cluster.mess_urls();
     // Warm both up, then measure.
     lifecycles(&urls, &keys1, 2).await;
+    let (pg_before, nodes_before) = (cpu_named("postgres"), cpu_named("mess"));
     let tier1 = lifecycles(&urls, &keys1, per_client).await;
+    let pg_cpu = cpu_named("postgres").saturating_sub(pg_before);
+    let nodes_cpu = cpu_named("mess").saturating_sub(nodes_before);
 
     let dir = tempfile::TempDir::new().unwrap();
     std::fs::write(dir.path().join("config.yaml"), config).unwrap();
@@ -148,10 +151,38 @@ pub(crate) async fn run(
             tier1.line(&format!("tier 1, {} nodes round-robin", urls.len())),
             tier0.line("tier 0, one node"),
             format!(
+                "   tier 1 CPU per message: PostgreSQL {:.2} ms, the {} nodes {:.2} ms (PostgreSQL's share {:.0}%)",
+                per_message(pg_cpu, tier1.messages()),
+                urls.len(),
+                per_message(nodes_cpu, tier1.messages()),
+                100.0 * pg_cpu.as_secs_f64() / (pg_cpu + nodes_cpu).as_secs_f64().max(1e-9)
+            ),
+            format!(
                 "   tier 1 / tier 0: {:.2}x the rate; p99 {} (target: >= 500 messages/s, p99 per step <= 100 ms)",
                 tier1.rate() / tier0.rate(),
                 ms(p99)
             ),
         ],
     }
+}
+
+/// CPU used so far by the running processes named `name` (PostgreSQL's backends and
+/// background processes, or the `mess` nodes); a process that ended takes its share with it,
+/// so the measured span must not start or stop any.
+fn cpu_named(name: &str) -> Duration {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Duration::ZERO;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+        })
+        .map(cpu_time)
+        .sum()
+}
+
+fn per_message(cpu: Duration, messages: usize) -> f64 {
+    cpu.as_secs_f64() * 1000.0 / messages.max(1) as f64
 }

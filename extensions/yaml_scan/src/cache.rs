@@ -141,18 +141,27 @@ pub(crate) fn get(path: &Path, stamp: Stamp, need_all: bool) -> Option<Arc<Packe
 pub(crate) fn put(path: &Arc<Path>, stamp: Stamp, file: Arc<Packed>, budget: usize) -> bool {
     PARSED.fetch_add(1, Ordering::Relaxed);
     let mut guard = lock();
-    guard.remove(path);
     if !stamp.settled() {
+        guard.remove(path);
         return false;
     }
-    if guard.entries.len() >= MAX_ENTRIES {
-        guard.clear();
-    }
+    // A whole file replaces the same file's envelope only if it fits; else the envelope stays.
+    let (same, old_bytes) = guard
+        .entries
+        .get(path)
+        .map_or((false, 0), |e| (e.stamp == stamp, e.file.footprint()));
     // First come, first kept: evicting would make two queries in a row over a home larger
     // than the budget parse everything twice, where keeping the first files warm saves that
     // share of every query.
-    if guard.bytes + file.footprint() > budget {
+    if guard.bytes - old_bytes + file.footprint() > budget {
+        if !same {
+            guard.remove(path);
+        }
         return false;
+    }
+    guard.remove(path);
+    if guard.entries.len() >= MAX_ENTRIES {
+        guard.clear();
     }
     guard.bytes += file.footprint();
     guard.entries.insert(path.clone(), Entry { stamp, file });

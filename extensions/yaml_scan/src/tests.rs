@@ -505,8 +505,19 @@ fn age(path: &str) {
         .unwrap();
 }
 
+/// Held by the tests that look into the process-wide cache (one of them empties it), so they
+/// do not see each other's doings.
+static CACHE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn cache_tests() -> std::sync::MutexGuard<'static, ()> {
+    CACHE_TESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn the_cache_always_matches_a_cold_read() {
+    let _serial = cache_tests();
     let d = db();
     let one = d.file("h/state=received/1.yaml", "id: 1\nstatus: pending\n");
     let two = d.file("h/state=received/2.yaml", "id: 2\nstatus: pending\n");
@@ -912,6 +923,7 @@ fn with_budget<T>(budget: usize, f: impl FnOnce() -> T) -> T {
 
 #[test]
 fn past_its_budget_the_cache_keeps_nothing_more_and_every_answer_stays_the_same() {
+    let _serial = cache_tests();
     let d = db();
     let mut files = Vec::new();
     for i in 0..40 {
