@@ -369,7 +369,7 @@ fn suggestions_over_http_are_carried_out_and_a_race_with_a_claim_has_one_winner(
         }
     }
     assert_eq!(merges + claims, 12);
-    drop(server);
+    server.stop();
     home.ok(&["fsck"]);
 }
 
@@ -473,6 +473,6 @@ fn merge_split_alternative_and_defer_over_http_carry_out_what_was_accepted() {
     accept("sug:d");
     let (_, json) = server.get(&format!("/threads/{milk}"), &agent);
     assert!(json.contains("2099-01-02T10:00:00Z"), "{json}");
-    drop(server);
+    server.stop();
     home.ok(&["fsck"]);
 }

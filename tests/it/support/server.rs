@@ -148,6 +148,16 @@ impl Server {
         self.child.id()
     }
 
+    /// Stops the server the way an operator does (SIGTERM) and waits for it: writes in flight,
+    /// the background pass's too, finish first. Dropping it instead kills it mid-write, which
+    /// is a crash: what a check of the files finds then is a crash's leftovers.
+    pub(crate) fn stop(mut self) {
+        assert!(
+            self.terminate(std::time::Duration::from_secs(30)),
+            "the server did not stop within 30 s of SIGTERM"
+        );
+    }
+
     /// Sends SIGTERM and waits up to `within` for the process to exit; whether it did.
     pub(crate) fn terminate(&mut self, within: std::time::Duration) -> bool {
         let _ = std::process::Command::new("kill")
