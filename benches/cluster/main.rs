@@ -1,11 +1,13 @@
 //! Cluster benchmark (tier 1): three `mess serve` nodes on one private PostgreSQL (started by
 //! the benchmark on loopback, every write durable), measured from outside over HTTP:
 //! G1 exactly-once claims, G2 throughput beside one tier-0 node, G3 failover after a SIGKILL,
-//! G4 events across nodes, G5 import, mirror and export byte for byte. Each prints its numbers
+//! G4 events across nodes, G5 import, mirror and export byte for byte, G6 a job queue's shape
+//! (a steady depth of waiting work, workers claiming and completing) beside one tier-0 node. Each prints its numbers
 //! and whether it met its target; the process fails when one did not.
 //!
 //! Run with `cargo bench --bench cluster` (`-- --requests 2000 --clients 16 --lifecycles 100
-//! --seconds 20 --changes 200 --threads 1000`); `-- --only g2` (or `g1,g4`) runs some of them.
+//! --seconds 20 --changes 200 --threads 1000 --depth 500 --queue-seconds 180`); `-- --only g2`
+//! (or `g1,g4`) runs some of them.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
@@ -23,6 +25,7 @@ mod events;
 mod exactly_once;
 mod failover;
 mod nodes;
+mod queue;
 mod roundtrip;
 mod throughput;
 
@@ -106,6 +109,8 @@ fn main() {
     let seconds = option(&args, "--seconds", 20) as u64;
     let changes = option(&args, "--changes", 200);
     let threads = option(&args, "--threads", 1_000);
+    let depth = option(&args, "--depth", 500);
+    let queue_seconds = option(&args, "--queue-seconds", 180) as u64;
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -136,6 +141,10 @@ fn main() {
         if wanted("g2") {
             let g2 = throughput::run(&cluster, &config, clients, per_client).await;
             record(&mut outcomes, "G2", g2);
+        }
+        if wanted("g6") {
+            let g6 = queue::run(&cluster, &config, clients, depth, queue_seconds).await;
+            record(&mut outcomes, "G6", g6);
         }
         if wanted("g4") {
             record(&mut outcomes, "G4", events::run(&cluster, changes).await);

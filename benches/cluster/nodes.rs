@@ -28,6 +28,7 @@ pub(crate) fn config(clients: usize, webhook: &str) -> String {
             "  bench-{i}:\n    capabilities: [bench-task-{i}]\n"
         ));
     }
+    c.push_str(&crate::queue::executors(clients));
     c.push_str(&format!(
         "  courier:\n    capabilities: [deliver-note]\n    notify:\n      webhook: {webhook}/courier\n"
     ));

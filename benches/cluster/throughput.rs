@@ -169,7 +169,7 @@ pub(crate) async fn run(
 /// CPU used so far by the running processes named `name` (PostgreSQL's backends and
 /// background processes, or the `mess` nodes); a process that ended takes its share with it,
 /// so the measured span must not start or stop any.
-fn cpu_named(name: &str) -> Duration {
+pub(crate) fn cpu_named(name: &str) -> Duration {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Duration::ZERO;
     };
@@ -183,6 +183,6 @@ fn cpu_named(name: &str) -> Duration {
         .sum()
 }
 
-fn per_message(cpu: Duration, messages: usize) -> f64 {
+pub(crate) fn per_message(cpu: Duration, messages: usize) -> f64 {
     cpu.as_secs_f64() * 1000.0 / messages.max(1) as f64
 }

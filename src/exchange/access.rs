@@ -192,7 +192,12 @@ impl Access<'_> {
         who: &str,
         filter: &ThreadFilter,
     ) -> Result<Vec<Envelope>, Error> {
-        let folders = filter.states.clone().unwrap_or_else(|| State::ALL.to_vec());
+        let mut folders = filter.states.clone().unwrap_or_else(|| State::ALL.to_vec());
+        // A status lives in one folder: reading the others would find nothing it matches (a
+        // queue's workers asking for waiting work read only `received`).
+        if let Some(status) = filter.status {
+            folders.retain(|f| *f == status.state());
+        }
         Ok(self
             .threads_for(who, &folders)?
             .into_iter()

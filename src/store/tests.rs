@@ -640,3 +640,38 @@ fn two_files_for_one_ref_are_an_fsck_finding() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_listing_sees_an_envelope_edited_by_hand_and_a_broken_one_each_time() {
+    let (_dir, store) = home();
+    let thread = new_thread(&store, "2026-01-31-001");
+    let file = path(&store, State::Received, "2026-01-31-001");
+    let intents = |store: &Store| -> (Vec<String>, usize) {
+        let (listed, errors) = store.list(&[State::Received], false);
+        (
+            listed.into_iter().map(|(env, _, _)| env.intent).collect(),
+            errors.len(),
+        )
+    };
+    // Listed twice: the second answer (from envelopes parsed before) is the same.
+    assert_eq!(intents(&store), (vec!["check the fridge".to_owned()], 0));
+    assert_eq!(intents(&store), (vec!["check the fridge".to_owned()], 0));
+    // The envelope's text changed by hand: the listing parses the new text.
+    let text = fs::read_to_string(&file).unwrap();
+    fs::write(
+        &file,
+        text.replacen("check the fridge", "check the freezer", 1),
+    )
+    .unwrap();
+    assert_eq!(intents(&store), (vec!["check the freezer".to_owned()], 0));
+    // Back to the first text: the first envelope again, not the last one parsed.
+    fs::write(&file, &text).unwrap();
+    assert_eq!(intents(&store), (vec!["check the fridge".to_owned()], 0));
+    // A broken envelope is an error at every listing, never an envelope kept from before.
+    let broken = text.replacen("status: pending", "status: [pending", 1);
+    assert_ne!(broken, text);
+    fs::write(&file, &broken).unwrap();
+    assert_eq!(intents(&store), (vec![], 1));
+    assert_eq!(intents(&store), (vec![], 1));
+    assert_eq!(store.envelope(&thread).map(|(e, _)| e.intent).ok(), None);
+}

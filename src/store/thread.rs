@@ -37,9 +37,7 @@ impl ThreadFile {
                 ProtocolError::invalid("envelope", "the file is empty"),
             ));
         };
-        let value = yaml::parse_document(&text[first.start..first.end], &Limits::DEFAULT)
-            .map_err(|e| StoreError::malformed(path, e.into()))?;
-        let envelope = Envelope::from_value(value).map_err(|e| StoreError::malformed(path, e))?;
+        let envelope = parse_envelope(path, &text[first.start..first.end])?;
         Ok(ThreadFile {
             path: path.to_owned(),
             location,
@@ -239,4 +237,80 @@ pub(crate) fn pieces(text: &str) -> (&str, Vec<&str>) {
         docs.push(&text[span.start..end]);
     }
     (&text[..head_end], docs)
+}
+
+/// The envelope whose YAML text is `text` (of the file at `path`, for errors). Parsed once per
+/// text in this process: a listing reads every waiting thread's envelope each time (a queue's
+/// workers list many times a second), and nearly all of them are the text already parsed the
+/// last time; YAML parsing was most of a listing's CPU.
+pub(crate) fn parse_envelope(path: &Path, text: &str) -> Result<Envelope, StoreError> {
+    parsed_envelopes::get_or_parse(text, |text| {
+        let value = yaml::parse_document(text, &Limits::DEFAULT)
+            .map_err(|e| StoreError::malformed(path, e.into()))?;
+        Envelope::from_value(value).map_err(|e| StoreError::malformed(path, e))
+    })
+}
+
+/// Envelopes already parsed, by their text. The key is the text's length and a keyed hash of
+/// it (a per-process random key, so a sender cannot craft a text that collides with another
+/// thread's); only good envelopes are kept, so a broken file is judged again each time.
+/// Two generations bound it: once the newer holds [`GENERATION`] envelopes it becomes the
+/// older and the older is dropped, so texts no longer read (threads rewritten since, or
+/// moved) age out, and at most twice that many are kept (about 10 MiB).
+mod parsed_envelopes {
+    use std::collections::HashMap;
+    use std::hash::{BuildHasher as _, RandomState};
+    use std::sync::{Mutex, OnceLock};
+
+    use crate::protocol::envelope::Envelope;
+
+    const GENERATION: usize = 8192;
+
+    type Key = (u64, usize);
+
+    #[derive(Default)]
+    struct Generations {
+        newer: HashMap<Key, Envelope>,
+        older: HashMap<Key, Envelope>,
+    }
+
+    impl Generations {
+        fn keep(&mut self, key: Key, envelope: Envelope) {
+            if self.newer.len() >= GENERATION {
+                self.older = std::mem::take(&mut self.newer);
+            }
+            self.newer.insert(key, envelope);
+        }
+    }
+
+    static PARSED: OnceLock<(RandomState, Mutex<Generations>)> = OnceLock::new();
+
+    pub(super) fn get_or_parse<E>(
+        text: &str,
+        parse: impl FnOnce(&str) -> Result<Envelope, E>,
+    ) -> Result<Envelope, E> {
+        let (hasher, generations) = PARSED.get_or_init(Default::default);
+        let key = (hasher.hash_one(text), text.len());
+        {
+            let mut g = match generations.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if let Some(envelope) = g.newer.get(&key) {
+                return Ok(envelope.clone());
+            }
+            if let Some(envelope) = g.older.remove(&key) {
+                let out = envelope.clone();
+                g.keep(key, envelope);
+                return Ok(out);
+            }
+        }
+        let envelope = parse(text)?;
+        let mut g = match generations.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        g.keep(key, envelope.clone());
+        Ok(envelope)
+    }
 }

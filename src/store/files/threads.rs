@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::status::State;
-use crate::protocol::yaml::{self, Limits};
+use crate::protocol::yaml;
 use crate::store::Edit;
 use crate::store::error::StoreError;
 use crate::store::files::Files;
@@ -434,9 +434,5 @@ fn read_envelope_checked(path: &Path) -> Result<Option<(Envelope, Freshness)>, S
             );
         }
     };
-    let value = yaml::parse_document(&envelope_text, &Limits::DEFAULT)
-        .map_err(|e| StoreError::malformed(path, e.into()))?;
-    Envelope::from_value(value)
-        .map(|env| Some((env, fresh)))
-        .map_err(|e| StoreError::malformed(path, e))
+    thread::parse_envelope(path, &envelope_text).map(|env| Some((env, fresh)))
 }
