@@ -7,7 +7,7 @@
 //! the store.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,10 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Index {
     order: BTreeSet<Key>,
+    /// The pending threads held until a time (`not_before`), by their place: a rank counts
+    /// the places ahead and takes away those still held, instead of looking every thread
+    /// ahead up (13,000 lookups a create on a 100,000-thread home).
+    held: BTreeMap<Key, Timestamp>,
     deadlines: BTreeSet<(Timestamp, ThreadRef)>,
     open: HashMap<ThreadRef, Entry>,
 }
@@ -77,6 +81,7 @@ impl Index {
         if let Some(old) = self.open.remove(thread) {
             if let Some(key) = old.key {
                 self.order.remove(&key);
+                self.held.remove(&key);
             }
             if let Some(at) = old.deadline {
                 self.deadlines.remove(&(at, thread.clone()));
@@ -102,6 +107,9 @@ impl Index {
         };
         if let Some(key) = &entry.key {
             self.order.insert(key.clone());
+            if let Some(at) = entry.not_before {
+                self.held.insert(key.clone(), at);
+            }
         }
         if let Some(at) = entry.deadline {
             self.deadlines.insert((at, thread.clone()));
@@ -256,15 +264,14 @@ impl Queue {
 /// Where `env` stands among the waiting threads offered by `now`: threads held until later
 /// (`not_before`) are not ahead of anyone.
 fn rank(index: &Index, env: &Envelope, now: Timestamp) -> i64 {
-    let ahead = index
-        .order
-        .range(..key_of(env))
-        .filter(|k| {
-            index
-                .open
-                .get(&k.2)
-                .is_none_or(|e| e.not_before.is_none_or(|t| t <= now))
-        })
+    let key = key_of(env);
+    let places = index.order.range(..&key).count();
+    let still_held = index
+        .held
+        .range(..&key)
+        .filter(|(_, at)| **at > now)
         .count();
-    i64::try_from(ahead).unwrap_or(i64::MAX).saturating_add(1)
+    i64::try_from(places - still_held)
+        .unwrap_or(i64::MAX)
+        .saturating_add(1)
 }

@@ -675,3 +675,64 @@ fn a_listing_sees_an_envelope_edited_by_hand_and_a_broken_one_each_time() {
     assert_eq!(intents(&store), (vec![], 1));
     assert_eq!(store.envelope(&thread).map(|(e, _)| e.intent).ok(), None);
 }
+
+#[test]
+fn index_entries_are_rewritten_in_place_and_a_read_racing_a_write_sees_one_whole_ref() {
+    use crate::store::index::{self, Key};
+    let (_dir, store) = home();
+    let layout = store.layout().clone();
+    let entry = layout.index_dir().join("claude-agent").join("last");
+    let at = |r: &str| ThreadRef::parse(r).unwrap();
+    // A file from before (the ref alone) still reads.
+    fs::create_dir_all(entry.parent().unwrap()).unwrap();
+    fs::write(&entry, "2026-01-31-007\n").unwrap();
+    assert_eq!(
+        index::get(&layout, "claude-agent", Key::Last).unwrap(),
+        Some(at("2026-01-31-007"))
+    );
+    // Refs of growing width, each overwriting the last in place.
+    for r in [
+        "2026-01-31-999",
+        "2026-01-31-1000",
+        "2026-01-31-12345",
+        "2026-01-31-1",
+    ] {
+        index::put_exact(&layout, "claude-agent", Key::Last, &at(r)).unwrap();
+        assert_eq!(
+            index::get(&layout, "claude-agent", Key::Last).unwrap(),
+            Some(at(r))
+        );
+    }
+    // A record whose check does not match its ref names nothing.
+    let text = fs::read_to_string(&entry).unwrap();
+    fs::write(&entry, text.replacen("2026-01-31-1 ", "2026-01-31-2 ", 1)).unwrap();
+    assert_eq!(
+        index::get(&layout, "claude-agent", Key::Last).unwrap(),
+        None
+    );
+
+    // One writer flips between two refs of different widths; readers only ever see one of them.
+    let (a, b) = (at("2026-01-31-099"), at("2026-01-31-1234"));
+    index::put_exact(&layout, "claude-agent", Key::Last, &a).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..400 {
+                let r = if i % 2 == 0 { &b } else { &a };
+                index::put_exact(&layout, "claude-agent", Key::Last, r).unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        for _ in 0..2 {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let seen = index::get(&layout, "claude-agent", Key::Last).unwrap();
+                    assert!(
+                        seen.as_ref().is_some_and(|r| *r == a || *r == b),
+                        "{seen:?}"
+                    );
+                }
+            });
+        }
+    });
+}

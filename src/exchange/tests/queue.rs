@@ -1,27 +1,27 @@
 //! Queue positions in acks: counted from the store by a process that does not follow the home,
 //! and from the in-memory queue by one that does, with the same answers as requests arrive,
-//! jump the queue (urgent) and leave it (claimed); and what the kept open threads tell the
-//! sweeper and the router.
+//! jump the queue (urgent), wait held (`not_before`) and leave it (claimed); and what the kept
+//! open threads tell the sweeper and the router.
 
 use chrono::TimeDelta;
 
 use crate::exchange::tests::{EXECUTORS, Fixture, fixture, indent};
 use crate::protocol::message::Payload;
 
-/// Sends a request; its ref and queue position.
-fn ask(f: &Fixture, body: &str) -> (String, i64) {
+/// Sends a request; its ref and queue position (none while it is held).
+fn ask(f: &Fixture, body: &str) -> (String, Option<i64>) {
     f.clock.advance(TimeDelta::seconds(1));
     let answer = f.ok(
         "claude-agent",
         &format!("MESS:\n  - request:\n{}", indent(body, 6)),
     );
     match answer.content().next().unwrap() {
-        Payload::Ack(a) => (a.thread_ref.clone().unwrap(), a.queue_position.unwrap()),
+        Payload::Ack(a) => (a.thread_ref.clone().unwrap(), a.queue_position),
         other => panic!("no ack: {other:?}"),
     }
 }
 
-fn positions(follow: bool) -> Vec<i64> {
+fn positions(follow: bool) -> Vec<Option<i64>> {
     let f = fixture(EXECUTORS);
     if follow {
         f.ex.queue.follow(|| crate::exchange::view::open(&f.ex));
@@ -30,6 +30,14 @@ fn positions(follow: bool) -> Vec<i64> {
     let (a, p) = ask(&f, "intent: vacuum the hall\nrequires: [vacuum-floor]");
     out.push(p);
     out.push(ask(&f, "intent: vacuum the stairs\nrequires: [vacuum-floor]").1);
+    // Held until next week: behind the two before it, and in nobody's way after.
+    out.push(
+        ask(
+            &f,
+            "intent: vacuum the roof\nrequires: [vacuum-floor]\nconstraints: {timing: {not_before: 2026-02-07T00:00:00Z}}",
+        )
+        .1,
+    );
     out.push(
         ask(
             &f,
@@ -52,9 +60,9 @@ fn positions(follow: bool) -> Vec<i64> {
 
 #[test]
 fn queue_positions_are_the_same_counted_or_kept() {
-    // hall 1; stairs 2; spill (urgent) 1; porch 4; hall claimed: attic after spill, stairs,
-    // porch is 4; car (urgent) after spill is 2.
-    let want = vec![1, 2, 1, 4, 4, 2];
+    // hall 1; stairs 2; roof held, in no place; spill (urgent) 1; porch 4 (the roof is not
+    // ahead); hall claimed: attic after spill, stairs, porch is 4; car (urgent) after spill 2.
+    let want = [Some(1), Some(2), None, Some(1), Some(4), Some(4), Some(2)].to_vec();
     assert_eq!(positions(false), want);
     assert_eq!(positions(true), want);
 }
