@@ -254,8 +254,8 @@ pub(crate) fn parse_envelope(path: &Path, text: &str) -> Result<Envelope, StoreE
 /// Envelopes already parsed, by their text. The key is the text's length and a keyed hash of
 /// it (a per-process random key, so a sender cannot craft a text that collides with another
 /// thread's); only good envelopes are kept, so a broken file is judged again each time.
-/// Two generations bound it: once the newer holds [`GENERATION`] envelopes it becomes the
-/// older and the older is dropped, so texts no longer read (threads rewritten since, or
+/// Two generations bound it: once the newer holds 8,192 envelopes it becomes the older and
+/// the older is dropped, so texts no longer read (threads rewritten since, or
 /// moved) age out, and at most twice that many are kept (about 10 MiB).
 mod parsed_envelopes {
     use std::collections::HashMap;
