@@ -11,6 +11,7 @@ mod crash;
 mod dispatch;
 mod docs;
 mod duckdb_cli;
+mod edge;
 mod http;
 mod inspector;
 mod links_plan;

@@ -33,7 +33,7 @@ fn rel(p: &Path) -> String {
 
 #[test]
 fn every_source_file_starts_with_a_module_doc() {
-    for dir in ["src", "crates", "tests", "benches", "extensions"] {
+    for dir in ["src", "crates", "tests", "benches", "extensions", "edge"] {
         for f in rust_files(&root().join(dir)) {
             if rel(&f).contains("/target/") {
                 continue;
@@ -208,7 +208,7 @@ fn banned_calls_stay_in_their_one_place() {
     let ignore = concat!("#[", "ignore");
     let external = concat!("#[", "ignore = \"drives ");
     let should_panic = concat!("#[", "should_panic");
-    for dir in ["src", "crates", "tests", "benches", "extensions"] {
+    for dir in ["src", "crates", "tests", "benches", "extensions", "edge"] {
         for f in rust_files(&root().join(dir)) {
             let text = std::fs::read_to_string(&f).unwrap();
             for line in code_only(&text).lines().filter(|l| l.contains(ignore)) {
@@ -358,6 +358,7 @@ fn every_crate_shares_the_workspace_lints() {
         "crates/protocol/Cargo.toml",
         "extensions/yaml_scan/Cargo.toml",
         "extensions/mess_yaml/Cargo.toml",
+        "edge/core/Cargo.toml",
     ] {
         let text = std::fs::read_to_string(root().join(m)).unwrap();
         assert!(
@@ -365,14 +366,17 @@ fn every_crate_shares_the_workspace_lints() {
             "{m} does not use the workspace lints"
         );
     }
-    // The extension is a workspace of its own (bundled and loadable DuckDB never meet), so it
-    // repeats the tables; they must stay equal.
-    let ext = std::fs::read_to_string(root().join("extensions/mess_yaml/Cargo.toml")).unwrap();
-    assert_eq!(
-        toml_section(&ext, "[workspace.lints"),
-        lints,
-        "extensions/mess_yaml/Cargo.toml's [workspace.lints] differ from Cargo.toml's"
-    );
+    // The extension (bundled and loadable DuckDB never meet) and the edge's WebAssembly crate
+    // (another compiler and target) are workspaces of their own, so they repeat the tables;
+    // they must stay equal.
+    for m in ["extensions/mess_yaml/Cargo.toml", "edge/core/Cargo.toml"] {
+        let text = std::fs::read_to_string(root().join(m)).unwrap();
+        assert_eq!(
+            toml_section(&text, "[workspace.lints"),
+            lints,
+            "{m}'s [workspace.lints] differ from Cargo.toml's"
+        );
+    }
 }
 
 #[test]

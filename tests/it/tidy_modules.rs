@@ -375,6 +375,7 @@ const TOP_LEVEL: &[&str] = &[
     "benches",
     "crates",
     "docs",
+    "edge",
     "extensions",
     "macros",
     "notebooks",
