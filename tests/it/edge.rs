@@ -9,6 +9,7 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::free_port;
 use mess::protocol::message::Message;
 use mess::protocol::yaml::{self, Limits};
 
@@ -31,14 +32,6 @@ impl Drop for Dev {
         let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// One HTTP/1.1 exchange with the Worker: the status and the body.

@@ -14,6 +14,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::transport::TokioChildProcess;
 
 use crate::support::Home;
+use crate::support::free_port;
 use crate::support::recorder::{Hit, Recorder};
 use crate::support::server::Server;
 
@@ -69,14 +70,6 @@ fn mcp_session(home: &Home, extra: &[&str]) -> Child {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `GET path` on 127.0.0.1:`port`, retried while the port does not answer yet; the status.

@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::free_port;
 use serde_json::{Value, json};
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -16,14 +17,6 @@ pub(crate) struct Browser {
     driver: Child,
     port: u16,
     session: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn call(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {

@@ -153,3 +153,13 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A port on 127.0.0.1 that nothing listens on right now, for a program the test starts.
+/// (`postgres.rs` keeps its own: the cluster benchmark includes that file alone.)
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
