@@ -1,10 +1,63 @@
-// The mess exchange as a Cloudflare Worker: the platform's side (HTTP, storage) in JavaScript,
-// the protocol in WebAssembly built from the same Rust crate as the native exchange.
+// The mess exchange as a Cloudflare Worker: the platform's side (HTTP, storage, R2) in
+// JavaScript, the exchange in WebAssembly built from the same Rust crate as the native one.
+// Every request that reads or writes the exchange goes to one Durable Object, which runs the
+// engine inside a storage transaction (so requests are applied one at a time, and a claim is
+// won once), then copies the thread files it wrote to R2 before it answers.
 import core from "./mess_edge_core.wasm";
 
-const exports = new WebAssembly.Instance(core, {}).exports;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+
+// The storage the engine's host calls reach while it answers one request (set per call: a
+// Durable Object runs one call at a time).
+let storage = null;
+let exports = null;
+
+function readText(ptr, len) {
+  return decoder.decode(new Uint8Array(exports.memory.buffer, ptr, len));
+}
+
+// Copies `text` into memory the module allocates, packed as (pointer << 32 | length); the
+// module takes it over.
+function giveText(text) {
+  const bytes = encoder.encode(text);
+  const at = exports.mess_alloc(bytes.length);
+  new Uint8Array(exports.memory.buffer, at, bytes.length).set(bytes);
+  return (BigInt(at) << 32n) | BigInt(bytes.length);
+}
+
+const ABSENT = 0xffffffffffffffffn;
+
+// The first string after `prefix` in byte order: prefixes end in an ASCII character.
+function after(prefix) {
+  return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+}
+
+const host = {
+  kv_get(kp, kl) {
+    const rows = storage.sql.exec("SELECT v FROM kv WHERE k = ?", readText(kp, kl)).toArray();
+    return rows.length ? giveText(rows[0].v) : ABSENT;
+  },
+  kv_put(kp, kl, vp, vl) {
+    storage.sql.exec(
+      "INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+      readText(kp, kl),
+      readText(vp, vl),
+    );
+  },
+  kv_delete(kp, kl) {
+    storage.sql.exec("DELETE FROM kv WHERE k = ?", readText(kp, kl));
+  },
+  kv_scan(pp, pl) {
+    const prefix = readText(pp, pl);
+    const rows = storage.sql
+      .exec("SELECT k, v FROM kv WHERE k >= ? AND k < ? ORDER BY k", prefix, after(prefix))
+      .toArray();
+    return giveText(JSON.stringify(rows.map((r) => [r.k, r.v])));
+  },
+};
+
+exports = new WebAssembly.Instance(core, { host }).exports;
 
 // Calls an export that takes UTF-8 text and answers packed (pointer << 32 | length) text.
 function call(name, text) {
@@ -14,13 +67,111 @@ function call(name, text) {
   const packed = exports[name](at, input.length);
   const ptr = Number(packed >> 32n);
   const len = Number(packed & 0xffffffffn);
-  const out = decoder.decode(new Uint8Array(exports.memory.buffer, ptr, len));
+  const out = readText(ptr, len);
   exports.mess_free(ptr, len);
   return out;
 }
 
-export default {
+function hex(bytes) {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// The exchange: its storage (table `kv`, the engine's; table `mirror`, the R2 writes still
+// owed), and the engine.
+export class Exchange {
+  constructor(ctx, env) {
+    this.ctx = ctx;
+    this.env = env;
+    this.mirroring = Promise.resolve();
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
+    // One row per R2 key: the newest text to put there, or NULL to delete it.
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS mirror (k TEXT PRIMARY KEY, text TEXT)");
+  }
+
   async fetch(request) {
+    const url = new URL(request.url);
+    const input = {
+      method: request.method,
+      path: url.pathname,
+      query: url.search.replace(/^\?/, ""),
+      authorization: request.headers.get("authorization"),
+      accept: request.headers.get("accept"),
+      content_type: request.headers.get("content-type"),
+      body: request.method === "GET" ? "" : await request.text(),
+      now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
+      operator_key: this.env.MESS_OPERATOR_KEY || null,
+      entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
+    };
+    let output;
+    try {
+      output = this.ctx.storage.transactionSync(() => {
+        storage = this.ctx.storage;
+        try {
+          const out = JSON.parse(call("mess_handle", JSON.stringify(input)));
+          for (const key of out.r2_delete) {
+            storage.sql.exec(
+              "INSERT INTO mirror (k, text) VALUES (?, NULL) ON CONFLICT (k) DO UPDATE SET text = NULL",
+              key,
+            );
+          }
+          for (const [key, text] of out.r2_put) {
+            storage.sql.exec(
+              "INSERT INTO mirror (k, text) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET text = excluded.text",
+              key,
+              text,
+            );
+          }
+          return out;
+        } finally {
+          storage = null;
+        }
+      });
+    } catch (e) {
+      // A trap in the engine: the transaction rolled back, nothing was written.
+      console.error("engine failure", e && e.stack ? e.stack : e);
+      return Response.json(
+        { error: { code: "internal", message: "the exchange failed; nothing was written" } },
+        { status: 500 },
+      );
+    }
+    // R2 writes are made one flush at a time, newest text per key, so a slow put can never
+    // leave an older file in R2 than a later request wrote; the answer waits for its own.
+    this.mirroring = this.mirroring.then(() => this.flush());
+    try {
+      await this.mirroring;
+    } catch (e) {
+      this.mirroring = Promise.resolve();
+      console.error("R2 mirror failed; retried on the next request", e);
+    }
+    return new Response(output.body, {
+      status: output.status,
+      headers: { "content-type": output.content_type },
+    });
+  }
+
+  // Makes R2 hold what the mirror table says, and clears each row it carried out.
+  async flush() {
+    const rows = this.ctx.storage.sql.exec("SELECT k, text FROM mirror ORDER BY k").toArray();
+    for (const row of rows) {
+      if (row.text === null) {
+        await this.env.THREADS.delete(row.k);
+      } else {
+        await this.env.THREADS.put(row.k, row.text, {
+          httpMetadata: { contentType: "application/yaml; charset=utf-8" },
+        });
+      }
+      // Only if no newer text arrived meanwhile.
+      this.ctx.storage.sql.exec(
+        "DELETE FROM mirror WHERE k = ? AND text IS ?",
+        row.k,
+        row.text,
+      );
+    }
+  }
+}
+
+export default {
+  async fetch(request, env) {
     const url = new URL(request.url);
     if (url.pathname === "/healthz") {
       return Response.json({ status: "ok", edge: true });
@@ -32,6 +183,45 @@ export default {
         headers: { "content-type": "text/plain; charset=utf-8" },
       });
     }
-    return Response.json({ error: { code: "not_found", message: `no route ${url.pathname}` } }, { status: 404 });
+    // R2 as a home: the thread files under their folders, for the operator.
+    if (url.pathname === "/export" && request.method === "GET") {
+      return exportHome(request, env);
+    }
+    const exchange = env.EXCHANGE.get(env.EXCHANGE.idFromName("exchange"));
+    return exchange.fetch(request);
   },
 };
+
+// `GET /export` with the operator key: every thread file in R2 as one listing of
+// `{key, text}` entries (JSON lines), which `mess` can write out as a home.
+async function exportHome(request, env) {
+  const key = (request.headers.get("authorization") || "").replace(/^Bearer /, "");
+  const operator = env.MESS_OPERATOR_KEY || "";
+  if (!operator || operator.length < 16 || !(await sameSecret(key, operator))) {
+    return Response.json(
+      { error: { code: "unauthorized", message: "GET /export takes the operator key" } },
+      { status: 401 },
+    );
+  }
+  const lines = [];
+  let cursor;
+  do {
+    const page = await env.THREADS.list({ cursor });
+    for (const object of page.objects) {
+      const body = await env.THREADS.get(object.key);
+      if (body) lines.push(JSON.stringify({ key: object.key, text: await body.text() }));
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return new Response(lines.join("\n") + (lines.length ? "\n" : ""), {
+    headers: { "content-type": "application/x-ndjson" },
+  });
+}
+
+async function sameSecret(a, b) {
+  const digest = async (s) => new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(s)));
+  const [x, y] = [await digest(a), await digest(b)];
+  let diff = 0;
+  for (let i = 0; i < x.length; i++) diff |= x[i] ^ y[i];
+  return diff === 0;
+}

@@ -18,38 +18,7 @@ use crate::protocol::status::Status;
 use crate::store::Store;
 use crate::store::keys::{KeyRecord, KeysStamp};
 
-/// What a principal is to the exchange.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Sends requests, replies and cancels.
-    Agent,
-    /// Claims and carries out requests.
-    Executor,
-}
-
-impl Role {
-    /// The role's name, as stored and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Executor => "executor",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<Role> {
-        match s {
-            "agent" => Some(Role::Agent),
-            "executor" => Some(Role::Executor),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::protocol::rules::Role;
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]

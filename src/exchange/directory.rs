@@ -448,6 +448,19 @@ impl Directory {
     }
 }
 
+impl crate::protocol::access::Roster for Directory {
+    fn is_executor(&self, id: &str) -> bool {
+        self.executor(id).is_some()
+    }
+
+    fn missing(&self, id: &str, requires: &[String]) -> Vec<String> {
+        match self.executor(id) {
+            Some(spec) => Directory::missing(self, spec, requires),
+            None => requires.to_vec(),
+        }
+    }
+}
+
 /// Renders an executor for query answers.
 pub fn executor_summary(e: &ExecutorSpec) -> Value {
     let mut m = Map::new();

@@ -140,7 +140,7 @@ impl Error {
     /// and tool, so the answer cannot tell the two apart.
     pub fn no_thread(reference: &str) -> Error {
         Error::NotFound {
-            message: format!("no thread {reference:?}"),
+            message: crate::protocol::resolve::no_thread(reference),
         }
     }
 }

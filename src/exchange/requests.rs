@@ -16,11 +16,7 @@ use crate::protocol::time::Timestamp;
 use crate::protocol::value::Map;
 use crate::store::IndexKey;
 
-/// One request of the message, with where it sits in the `MESS:` list.
-pub(crate) struct Incoming {
-    pub(crate) index: usize,
-    pub(crate) request: Request,
-}
+pub(crate) use crate::protocol::rules::Incoming;
 
 /// Where a `depends_on` entry points.
 #[derive(Debug, Clone)]
@@ -45,10 +41,12 @@ pub(crate) fn check(
     directory: &Directory,
     now: Timestamp,
 ) -> Result<Dependencies, Error> {
-    let mut siblings: HashMap<&str, usize> = HashMap::new();
+    crate::protocol::rules::check_new_requests(incoming, now)?;
+    let siblings: HashMap<&str, usize> = incoming
+        .iter()
+        .filter_map(|r| r.request.id.as_deref().map(|id| (id, r.index)))
+        .collect();
     for req in incoming {
-        req.request
-            .check_requires(&format!("MESS[{}].request", req.index))?;
         ex.peers()
             .check_chain(&req.request.extra, &format!("MESS[{}].request", req.index))?;
         if let Some(callback) = req.request.extra.get(crate::exchange::callbacks::FIELD) {
@@ -94,52 +92,6 @@ pub(crate) fn check(
                     "the message offers {offered} shells and {} holds {held} (the operator grants shells: mess shells grant {} N)",
                     sender.id, sender.id
                 ),
-            )
-            .into());
-        }
-    }
-    for req in incoming {
-        if let Some(at) = req.request.expires_at(now)
-            && at <= now
-        {
-            let field = if req.request.needed_by.is_some() {
-                "needed_by"
-            } else {
-                "constraints.timing.expires"
-            };
-            return Err(ProtocolError::invalid(
-                format!("MESS[{}].request.{field}", req.index),
-                format!(
-                    "{} has already passed",
-                    crate::protocol::time::format_timestamp(&at)
-                ),
-            )
-            .into());
-        }
-        if let Some(id) = &req.request.id {
-            let why = if id == "last" {
-                Some("`last` is reserved: it names your most recent request")
-            } else if ThreadRef::looks_assigned(id) {
-                Some(
-                    "it looks like an exchange ref (YYYY-MM-DD-NNN), which `re:` would take for one",
-                )
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                return Err(ProtocolError::invalid(
-                    format!("MESS[{}].request.id", req.index),
-                    format!("{id:?} cannot be a client id: {why}"),
-                )
-                .into());
-            }
-        }
-        if let Some(id) = &req.request.id
-            && let Some(first) = siblings.insert(id, req.index)
-        {
-            return Err(ProtocolError::invalid(
-                format!("MESS[{}].request.id", req.index),
-                format!("{id:?} is also the id of MESS[{first}]; ids in one message must differ"),
             )
             .into());
         }

@@ -31,69 +31,13 @@ impl Exchange {
     }
 }
 
-/// What a key's role lets it send: agents ask (request, reply, cancel), executors act
-/// (status, response, suggestion) and register only themselves; both may query. Routing rules
-/// change only locally (config.yaml, or `mess send` on the exchange's host), since they decide
-/// where everyone's requests go.
-fn check_role(role: Role, id: &str, message: &Message) -> Result<(), Error> {
-    for (index, payload) in message.payloads.iter().enumerate() {
-        let kind = payload.kind();
-        let allowed = match (role, payload) {
-            (_, Payload::Version(_) | Payload::Query(_) | Payload::Unknown { .. }) => true,
-            (
-                Role::Agent,
-                Payload::Request(_) | Payload::Reply(_) | Payload::Cancel(_) | Payload::Review(_),
-            ) => true,
-            (
-                Role::Executor,
-                Payload::Status(_) | Payload::Response(_) | Payload::Suggestion(_),
-            ) => true,
-            (Role::Executor, Payload::Config(c)) => {
-                if c.routing.is_some() {
-                    return Err(ProtocolError::forbidden(format!(
-                        "MESS[{index}].config.routing: routing rules change only in the exchange's config.yaml (or with `mess send` on its host), not with a key"
-                    ))
-                    .into());
-                }
-                match &c.executor {
-                    Some(e) if e.id != id => {
-                        return Err(ProtocolError::forbidden(format!(
-                            "MESS[{index}].config.executor.id: the key of {id} registers only {id}, not {:?}",
-                            e.id
-                        ))
-                        .into());
-                    }
-                    _ => true,
-                }
-            }
-            _ => false,
-        };
-        if !allowed {
-            let hint = match role {
-                Role::Agent => "agent keys send request, reply, cancel, review and query",
-                Role::Executor => {
-                    "executor keys send status, response, suggestion, query and their own config"
-                }
-            };
-            return Err(ProtocolError::forbidden(format!(
-                "MESS[{index}].{kind}: {id} holds an {role} key ({hint})"
-            ))
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// Most payloads in one message.
-pub(crate) const MAX_PAYLOADS: usize = 256;
-/// Most threads one `cancel` or `suggestion` names.
-pub(crate) const MAX_REFERENCES: usize = 256;
+pub(crate) use crate::protocol::rules::{MAX_PAYLOADS, MAX_REFERENCES, Sorted, check_role, sort};
 
 /// Submits one message from `sender`: everything in it is checked (its bounds, the sender's
 /// role, each payload against its thread) before anything is written, then configs, requests,
 /// the payloads directed at threads, and queries are carried out in that order.
 pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
-    check_bounds(ex, &message, sender)?;
+    crate::protocol::rules::check_bounds(&message, &sender.id, ex.settings.max_message_bytes)?;
     let now = ex.now();
     let version = message.version().map(str::to_owned);
     let Sorted {
@@ -153,126 +97,6 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
     Ok(Message::from_exchange(answer, version.as_deref()))
 }
 
-/// Refuses a message before any work: a sender with no id (or the exchange's own), more
-/// payloads or named threads than one message may ask about, or more text than the size limit.
-/// Every adapter passes here, so the limits hold for built messages (`mess complete --file`)
-/// as well as for YAML text.
-fn check_bounds(ex: &Exchange, message: &Message, sender: &Sender) -> Result<(), Error> {
-    if sender.id.trim().is_empty() || sender.id == crate::protocol::envelope::EXCHANGE {
-        return Err(ProtocolError::forbidden(format!(
-            "{:?} cannot send messages: pick an agent or executor id",
-            sender.id
-        ))
-        .into());
-    }
-    // The work a message asks for is bounded where it comes in, like its size: each payload
-    // and each thread a payload names costs lookups, writes or a listing.
-    if message.payloads.len() > MAX_PAYLOADS {
-        return Err(ProtocolError::invalid(
-            "MESS",
-            format!(
-                "{} payloads in one message; send at most {MAX_PAYLOADS} (split the rest into further messages)",
-                message.payloads.len()
-            ),
-        )
-        .into());
-    }
-    for (index, payload) in message.payloads.iter().enumerate() {
-        let re = match payload {
-            Payload::Cancel(c) => &c.re,
-            Payload::Suggestion(s) => &s.re,
-            Payload::Query(q) => match &q.filter.re {
-                Some(re) => re,
-                None => continue,
-            },
-            _ => continue,
-        };
-        if re.items().len() > MAX_REFERENCES {
-            return Err(ProtocolError::invalid(
-                format!("MESS[{index}].{}.re", payload.kind()),
-                format!(
-                    "names {} threads; at most {MAX_REFERENCES} in one payload",
-                    re.items().len()
-                ),
-            )
-            .into());
-        }
-    }
-    let value = message.to_value();
-    check_text(&value, "")?;
-    let size = emit::to_yaml(&value).len();
-    if size > ex.settings.max_message_bytes {
-        return Err(ProtocolError::TooLarge {
-            size,
-            limit: ex.settings.max_message_bytes,
-        }
-        .into());
-    }
-    Ok(())
-}
-
-/// A message's payloads by what the exchange does with them.
-struct Sorted {
-    requests: Vec<Incoming>,
-    /// Payloads about existing threads, with their place in the message.
-    directed: Vec<(usize, Payload)>,
-    configs: Vec<(usize, crate::protocol::config::ConfigMsg)>,
-    queries: Vec<crate::protocol::message::Query>,
-}
-
-/// Sorts `message`'s payloads; refuses acks (the exchange sends them) and a message with
-/// nothing to act on.
-fn sort(message: &Message) -> Result<Sorted, Error> {
-    let mut sorted = Sorted {
-        requests: Vec::new(),
-        directed: Vec::new(),
-        configs: Vec::new(),
-        queries: Vec::new(),
-    };
-    for (index, payload) in message.payloads.iter().enumerate() {
-        match payload {
-            Payload::Request(r) => sorted.requests.push(Incoming {
-                index,
-                request: r.clone(),
-            }),
-            Payload::Reply(_)
-            | Payload::Review(_)
-            | Payload::Cancel(_)
-            | Payload::Status(_)
-            | Payload::Response(_)
-            | Payload::Suggestion(_) => {
-                sorted.directed.push((index, payload.clone()));
-            }
-            Payload::Config(c) => sorted.configs.push((index, c.clone())),
-            Payload::Query(q) => sorted.queries.push(q.clone()),
-            Payload::Ack(_) => {
-                return Err(ProtocolError::invalid(
-                    format!("MESS[{index}].ack"),
-                    "acks are sent by the exchange, not to it",
-                )
-                .into());
-            }
-            Payload::Version(_) | Payload::Unknown { .. } => {}
-        }
-    }
-    if sorted.requests.is_empty()
-        && sorted.directed.is_empty()
-        && sorted.configs.is_empty()
-        && sorted.queries.is_empty()
-    {
-        let kinds: Vec<&str> = message.payloads.iter().map(Payload::kind).collect();
-        return Err(ProtocolError::invalid(
-            "MESS",
-            format!(
-                "nothing to act on (payloads: {}); send a request, reply, cancel, status, response, suggestion, query or config",
-                kinds.join(", ")
-            ),
-        )
-        .into());
-    }
-    Ok(sorted)
-}
-
 /// A group of directed payloads checked against its thread: the envelope and the
 /// dependencies' statuses it was checked on.
 type Checked = (plan::Group, Envelope, Vec<(String, Option<Status>)>);
@@ -298,7 +122,7 @@ fn check_directed(
         let deps = plan::dependency_statuses(ex, &env)?;
         let cx = Context {
             sender: &sender.id,
-            directory,
+            roster: directory,
             dependencies: &deps,
             now,
         };
@@ -339,7 +163,7 @@ fn apply_group(
     let (status, holder, echo) = ex.store().modify(&g.thread, |t| -> Result<_, Error> {
         let cx = Context {
             sender: &sender.id,
-            directory,
+            roster: directory,
             dependencies: deps,
             now,
         };
@@ -473,52 +297,6 @@ fn with_refs(echo: Payload, made: Vec<String>) -> Payload {
     }
 }
 
-/// Refuses control characters (NUL, escapes, ...) anywhere in a message's text, keys included:
-/// they have no place in MESS, would reach terminals and web pages, and some tools cut text at
-/// a NUL. Tabs and line breaks are text.
-fn check_text(value: &Value, path: &str) -> Result<(), Error> {
-    let bad = |s: &str| {
-        s.chars()
-            .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
-    };
-    match value {
-        Value::String(s) => match bad(s) {
-            Some(c) => Err(ProtocolError::invalid(
-                path,
-                format!(
-                    "control character U+{:04X} is not allowed in text",
-                    c as u32
-                ),
-            )
-            .into()),
-            None => Ok(()),
-        },
-        Value::Seq(items) => items
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, v)| check_text(v, &format!("{path}[{i}]"))),
-        Value::Map(m) => m.iter().try_for_each(|(k, v)| {
-            if let Some(c) = bad(k) {
-                return Err(ProtocolError::invalid(
-                    if path.is_empty() { "message" } else { path },
-                    format!(
-                        "control character U+{:04X} is not allowed in a key",
-                        c as u32
-                    ),
-                )
-                .into());
-            }
-            let inner = if path.is_empty() {
-                k.clone()
-            } else {
-                format!("{path}.{k}")
-            };
-            check_text(v, &inner)
-        }),
-        _ => Ok(()),
-    }
-}
-
 /// Memory all message parsing of one process may take at once.
 pub(super) const PARSE_BUDGET: usize = 384 * 1024 * 1024;
 
@@ -625,30 +403,7 @@ impl Intake<'_> {
 
     /// [`Intake::parse_text`] without taking room (the caller holds it).
     fn read_messages(&self, text: &str) -> Result<Vec<Message>, Error> {
-        let docs: Vec<_> = yaml::parse_documents(text, &Limits::message(text.len()))
-            .map_err(ProtocolError::from)?
-            .into_iter()
-            .filter(|d| !d.is_null())
-            .collect();
-        let several = docs.len() > 1;
-        let messages = docs
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| {
-                Message::from_value(d).map_err(|e| match e {
-                    // With several documents, the path says which one.
-                    ProtocolError::Invalid { path, problem } if several => ProtocolError::Invalid {
-                        path: format!("document {}: {path}", i + 1),
-                        problem,
-                    },
-                    other => other,
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if messages.is_empty() {
-            return Err(ProtocolError::invalid("MESS", "the input holds no message").into());
-        }
-        Ok(messages)
+        Ok(crate::protocol::read::messages(text)?)
     }
 
     /// Parses a JSON text (RFC 8259) holding exactly one MESS message, as the API reads bodies
@@ -661,16 +416,7 @@ impl Intake<'_> {
 
     /// [`Intake::parse_json`] without taking room (the caller holds it).
     fn read_json(&self, text: &str) -> Result<Message, Error> {
-        let malformed = |e: serde_json::Error| {
-            Error::from(ProtocolError::from(yaml::YamlError {
-                message: format!("invalid JSON: {e}"),
-            }))
-        };
-        let mut reader = serde_json::Deserializer::from_str(text);
-        let value =
-            yaml::value_from(&mut reader, &Limits::json_message(text.len())).map_err(malformed)?;
-        reader.end().map_err(malformed)?;
-        Ok(Message::from_value(value)?)
+        Ok(crate::protocol::read::json_message(text)?)
     }
 
     /// Parses YAML (or JSON) text holding exactly one MESS message, as the API takes one per
@@ -682,18 +428,7 @@ impl Intake<'_> {
 
     /// [`Intake::parse_one`] without taking room (the caller holds it).
     fn read_one(&self, text: &str) -> Result<Message, Error> {
-        let mut messages = self.read_messages(text)?;
-        if messages.len() != 1 {
-            return Err(ProtocolError::invalid(
-                "body",
-                format!(
-                    "send one MESS message per request (found {} documents)",
-                    messages.len()
-                ),
-            )
-            .into());
-        }
-        Ok(messages.remove(0))
+        Ok(crate::protocol::read::one_message(text)?)
     }
 
     /// Parses a request body holding one MESS message (strict JSON when `json`, else YAML) and

@@ -132,60 +132,17 @@ fn latest_status(messages: &[MessageDoc], status: Status) -> Option<StatusMsg> {
     })
 }
 
-/// The status payload echoed to a sender after a change: the thread's current status (in
-/// `env`) with the fields of the message that set it, looked for first in `recent` (the
-/// payloads just written) and then in the thread's earlier messages, newest first.
+/// The status payload echoed to a sender after a change (see [`crate::protocol::rules::status_echo`]).
 pub(crate) fn status_echo(
     env: &Envelope,
     recent: &[Payload],
     thread: &ThreadFile,
 ) -> Result<Payload, Error> {
-    let matching = |p: &Payload| match p {
-        Payload::Status(s) if s.code == env.status => Some(s.clone()),
-        _ => None,
-    };
-    let mut found = recent.iter().rev().find_map(matching);
-    if found.is_none() {
-        for doc in thread.messages_rev() {
-            if let Some(s) = doc?.message.payloads.iter().rev().find_map(matching) {
-                found = Some(s);
-                break;
-            }
-        }
-    }
-    let details = match found {
-        Some(s) => Some(s.details),
-        None => match env.status {
-            Status::Pending => Some(StatusDetails::Received {
-                queue_position: None,
-                exchange_id: None,
-            }),
-            Status::Claimed => Some(StatusDetails::Claimed {
-                eta: None,
-                estimate: None,
-            }),
-            Status::Completed => Some(StatusDetails::Completed),
-            Status::Cancelled => Some(StatusDetails::Cancelled { reason: None }),
-            _ => None,
-        },
-    };
-    Ok(match details {
-        Some(details) => {
-            let mut msg = StatusMsg::new(env.thread_ref.as_str(), details);
-            msg.executor.clone_from(&env.executor);
-            Payload::Status(msg)
-        }
-        // A status set without a status message (a hand-edited file): report the code alone.
-        None => {
-            let mut m = Map::new();
-            m.insert("re", Value::str(env.thread_ref.as_str()));
-            m.insert("code", Value::str(env.status.code()));
-            Payload::Unknown {
-                kind: "status".to_owned(),
-                body: Value::Map(m),
-            }
-        }
-    })
+    Ok(crate::protocol::rules::status_echo(
+        env,
+        recent,
+        thread.messages_rev(),
+    )?)
 }
 
 /// Checks a `config` message before anything is written: the executor id must be usable as a

@@ -14,25 +14,7 @@ use crate::store::fsio;
 use crate::store::layout::Layout;
 use crate::store::lock;
 
-/// What a sender's index entry names.
-#[derive(Debug, Clone, Copy)]
-pub enum Key<'a> {
-    /// The most recent request of the sender.
-    Last,
-    /// The most recent thread offered to (dispatched to) or claimed by an executor: what
-    /// `re: last` names when that executor holds no open thread.
-    LastWork,
-    /// The thread an executor most recently claimed or reported on: what `re: last` names
-    /// while it holds open work.
-    Held,
-    /// A requestor's client id of a thread an executor claimed: the id keeps naming that
-    /// thread for the executor after it ends.
-    WorkId(&'a str),
-    /// A client id of one of the sender's requests.
-    ClientId(&'a str),
-    /// The id of a suggestion made on one of the sender's threads.
-    Suggestion(&'a str),
-}
+pub use crate::protocol::resolve::IndexKey as Key;
 
 pub(crate) fn entry_name(key: Key<'_>) -> String {
     match key {

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod access;
 pub mod config;
 pub mod content;
 pub mod cron;
@@ -22,9 +23,13 @@ pub(crate) mod field;
 pub mod ids;
 pub mod machine;
 pub mod message;
+pub mod read;
 pub mod request;
+pub mod resolve;
 pub mod review;
+pub mod rules;
 pub mod status;
+pub mod thread_text;
 pub mod time;
 pub mod tz;
 pub mod value;

@@ -64,3 +64,90 @@ pub unsafe extern "C" fn mess_check(ptr: *mut u8, len: usize) -> u64 {
         Err(e) => format!("error: {e}"),
     })
 }
+
+pub mod failure;
+pub mod home;
+pub mod http;
+pub mod kv;
+pub mod route;
+pub mod submit;
+
+// The storage calls the Worker's JavaScript provides (module `host`), over the exchange's
+// Durable Object storage. A value comes back in memory from `mess_alloc`, packed as
+// (pointer << 32 | length), which the caller frees; `u64::MAX` means absent.
+#[cfg(target_arch = "wasm32")]
+#[link(wasm_import_module = "host")]
+unsafe extern "C" {
+    fn kv_get(key: *const u8, key_len: usize) -> u64;
+    fn kv_put(key: *const u8, key_len: usize, value: *const u8, value_len: usize);
+    fn kv_delete(key: *const u8, key_len: usize);
+    fn kv_scan(prefix: *const u8, prefix_len: usize) -> u64;
+}
+
+/// The Durable Object's storage, through the host calls.
+#[cfg(target_arch = "wasm32")]
+struct HostKv;
+
+#[cfg(target_arch = "wasm32")]
+fn take_packed(packed: u64) -> Option<String> {
+    if packed == u64::MAX {
+        return None;
+    }
+    let (ptr, len) = (
+        (packed >> 32) as usize as *mut u8,
+        (packed & 0xffff_ffff) as usize,
+    );
+    // SAFETY: the host wrote `len` bytes into memory it got from `mess_alloc(len)` and hands
+    // that allocation over.
+    let bytes = unsafe { Vec::from_raw_parts(ptr, len, len) };
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(target_arch = "wasm32")]
+impl kv::Kv for HostKv {
+    fn get(&self, key: &str) -> Option<String> {
+        // SAFETY: the host reads `key` during the call only.
+        take_packed(unsafe { kv_get(key.as_ptr(), key.len()) })
+    }
+
+    fn put(&mut self, key: &str, value: &str) {
+        // SAFETY: the host reads both during the call only.
+        unsafe { kv_put(key.as_ptr(), key.len(), value.as_ptr(), value.len()) }
+    }
+
+    fn delete(&mut self, key: &str) {
+        // SAFETY: the host reads `key` during the call only.
+        unsafe { kv_delete(key.as_ptr(), key.len()) }
+    }
+
+    fn scan(&self, prefix: &str) -> Vec<(String, String)> {
+        // SAFETY: the host reads `prefix` during the call only.
+        let text = take_packed(unsafe { kv_scan(prefix.as_ptr(), prefix.len()) });
+        text.and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Answers one HTTP request (an [`http::Input`] as JSON) with an [`http::Output`] as JSON,
+/// reading and writing the exchange's storage through the host calls.
+///
+/// # Safety
+/// As [`mess_check`].
+#[cfg(target_arch = "wasm32")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mess_handle(ptr: *mut u8, len: usize) -> u64 {
+    // SAFETY: the caller wrote `len` bytes into an allocation of that capacity and gives it up.
+    let input = unsafe { Vec::from_raw_parts(ptr, len, len) };
+    let output = match serde_json::from_slice::<http::Input>(&input) {
+        Ok(input) => http::handle(&mut HostKv, &input),
+        Err(e) => http::Output {
+            status: 500,
+            content_type: "application/json".to_owned(),
+            body: failure::Failure::new(500, "internal", format!("the Worker's request: {e}"))
+                .body(),
+            r2_put: Vec::new(),
+            r2_delete: Vec::new(),
+        },
+    };
+    answer(serde_json::to_string(&output).unwrap_or_default())
+}

@@ -1,0 +1,316 @@
+//! The Worker's HTTP API, as the native `mess serve` answers it: `POST /mess`,
+//! `GET /threads/{ref}` (and `?format=messe-af`), `GET /mess/{ref}`, and the operator's
+//! `POST /keys`. The JavaScript passes each request in as JSON and sends back what this
+//! answers; storage is the Durable Object's, through [`Kv`].
+
+use mess_protocol::access;
+use mess_protocol::emit;
+use mess_protocol::error::ProtocolError;
+use mess_protocol::ids::ThreadRef;
+use mess_protocol::read;
+use mess_protocol::resolve;
+use mess_protocol::rules::Role;
+use mess_protocol::time::{self, Timestamp};
+use mess_protocol::value::{Map, Value};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::failure::Failure;
+use crate::home::{Home, Mirror, envelope_of};
+use crate::kv::Kv;
+use crate::submit::{self, Caller, MAX_MESSAGE_BYTES};
+
+/// One HTTP request, as the Worker hands it over.
+#[derive(Debug, Deserialize)]
+pub struct Input {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The path (`/mess`).
+    pub path: String,
+    /// The query string without `?`.
+    #[serde(default)]
+    pub query: String,
+    /// The `Authorization` header.
+    #[serde(default)]
+    pub authorization: Option<String>,
+    /// The `Accept` header.
+    #[serde(default)]
+    pub accept: Option<String>,
+    /// The `Content-Type` header.
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// The body, as text.
+    #[serde(default)]
+    pub body: String,
+    /// The exchange's time for this request (RFC 3339).
+    pub now: String,
+    /// The operator's key (the Worker's `MESS_OPERATOR_KEY` secret), if set.
+    #[serde(default)]
+    pub operator_key: Option<String>,
+    /// 32 random bytes as hex, for keys minted by this request.
+    #[serde(default)]
+    pub entropy: String,
+}
+
+/// The answer, and what R2 must now hold.
+#[derive(Debug, Serialize)]
+pub struct Output {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `Content-Type`.
+    pub content_type: String,
+    /// The body.
+    pub body: String,
+    /// Thread files to put into R2: (key, text).
+    pub r2_put: Vec<(String, String)>,
+    /// R2 keys to delete.
+    pub r2_delete: Vec<String>,
+}
+
+const JSON: &str = "application/json";
+const YAML: &str = "application/yaml; charset=utf-8";
+
+fn is_yaml(v: &str) -> bool {
+    let v = v.to_ascii_lowercase();
+    v.contains("yaml")
+}
+
+/// Answers one request against `kv`.
+pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
+    let mut home = Home::new(kv);
+    let answered = route(&mut home, input);
+    let Mirror { put, delete } = std::mem::take(&mut home.mirror);
+    match answered {
+        Ok((status, content_type, body)) => Output {
+            status,
+            content_type: content_type.to_owned(),
+            body,
+            r2_put: put,
+            r2_delete: delete,
+        },
+        // A failed request writes nothing: the Durable Object rolls its transaction back.
+        Err(f) => Output {
+            status: f.status,
+            content_type: JSON.to_owned(),
+            body: f.body(),
+            r2_put: Vec::new(),
+            r2_delete: Vec::new(),
+        },
+    }
+}
+
+type Answer = (u16, &'static str, String);
+
+fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
+    let now = time::parse_timestamp(&input.now)
+        .map_err(|e| Failure::new(500, "internal", format!("the Worker's clock: {e}")))?;
+    let path = input.path.as_str();
+    match (input.method.as_str(), path) {
+        ("POST", "/keys") => mint_key(home, input),
+        ("POST", "/mess") => post_mess(home, input, now),
+        ("GET", p) if p.starts_with("/threads/") => {
+            read_thread(home, input, &p["/threads/".len()..], true)
+        }
+        ("GET", p) if p.starts_with("/mess/") => {
+            read_thread(home, input, &p["/mess/".len()..], false)
+        }
+        _ => Err(Failure::not_found(format!(
+            "no route {} {path} on the Worker build of mess",
+            input.method
+        ))),
+    }
+}
+
+fn bearer(input: &Input) -> Result<&str, Failure> {
+    let header = input.authorization.as_deref().ok_or_else(|| {
+        Failure::unauthorized("an API key is required (Authorization: Bearer <key>; POST /keys with the operator key makes one)")
+    })?;
+    header
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| Failure::unauthorized("the Authorization header must be `Bearer <key>`"))
+}
+
+fn hash(key: &str) -> String {
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+fn caller(home: &Home<'_>, input: &Input) -> Result<Caller, Failure> {
+    let key = bearer(input)?;
+    let (role, id) = home
+        .key_holder(&hash(key))
+        .ok_or_else(|| Failure::unauthorized("unknown API key"))?;
+    let role = Role::parse(&role).ok_or_else(|| Failure::unauthorized("unknown API key"))?;
+    Ok(Caller { id, role })
+}
+
+/// `POST /keys` with the operator key: `{kind: agent|executor, id}` mints a key for that
+/// principal; only its hash is kept.
+fn mint_key(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
+    let key = bearer(input)?;
+    let operator = input
+        .operator_key
+        .as_deref()
+        .filter(|k| k.len() >= 16)
+        .ok_or_else(|| {
+            Failure::unauthorized(
+                "this Worker has no operator key (set the MESS_OPERATOR_KEY secret)",
+            )
+        })?;
+    if !same_secret(key, operator) {
+        return Err(Failure::unauthorized("POST /keys takes the operator key"));
+    }
+    let body: serde_json::Value = serde_json::from_str(&input.body)
+        .map_err(|e| Failure::new(400, "malformed", format!("invalid JSON: {e}")))?;
+    let kind = body
+        .get("kind")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let role = Role::parse(kind).ok_or_else(|| {
+        Failure::from(ProtocolError::invalid(
+            "kind",
+            format!("{kind:?}: expected agent or executor"),
+        ))
+    })?;
+    let id = body.get("id").and_then(|v| v.as_str()).unwrap_or_default();
+    if id.is_empty()
+        || id == mess_protocol::envelope::EXCHANGE
+        || id == "operator"
+        || ThreadRef::parse(id).is_err()
+    {
+        return Err(ProtocolError::invalid(
+            "id",
+            format!("{id:?} is not a usable principal id (letters, digits, '.', '_', ':', '-')"),
+        )
+        .into());
+    }
+    if input.entropy.len() < 64 || !input.entropy.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Failure::new(
+            500,
+            "internal",
+            "the Worker passed no randomness",
+        ));
+    }
+    let minted = format!("mess_{}", &input.entropy[..64]);
+    home.put_key(&hash(&minted), role.as_str(), id);
+    Ok((
+        200,
+        JSON,
+        serde_json::json!({"key": minted, "kind": role.as_str(), "id": id}).to_string(),
+    ))
+}
+
+/// The format the caller wants: what `Accept` names, else what it sent.
+fn wants_yaml(input: &Input) -> bool {
+    match input.accept.as_deref() {
+        Some(a) if is_yaml(a) => true,
+        Some(a) if a.contains("json") => false,
+        _ => input.content_type.as_deref().is_some_and(is_yaml),
+    }
+}
+
+fn render(input: &Input, value: &Value) -> Result<Answer, Failure> {
+    if wants_yaml(input) {
+        return Ok((200, YAML, emit::to_yaml(value)));
+    }
+    serde_json::to_string(value)
+        .map(|text| (200, JSON, text))
+        .map_err(|e| Failure::new(500, "internal", format!("writing JSON: {e}")))
+}
+
+/// `POST /mess`: one MESS message (JSON when sent as JSON, else YAML) as the key's principal.
+fn post_mess(home: &mut Home<'_>, input: &Input, now: Timestamp) -> Result<Answer, Failure> {
+    let caller = caller(home, input)?;
+    let text = &input.body;
+    if text.len() > MAX_MESSAGE_BYTES {
+        return Err(ProtocolError::TooLarge {
+            size: text.len(),
+            limit: MAX_MESSAGE_BYTES,
+        }
+        .into());
+    }
+    let json = input.content_type.as_deref().is_some_and(|v| {
+        let v = v
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        v == "application/json" || v.ends_with("+json")
+    });
+    let message = if json {
+        read::json_message(text)?
+    } else {
+        read::one_message(text)?
+    };
+    let reply = submit::submit(home, &message, &caller, now)?;
+    render(input, &reply.to_value())
+}
+
+/// `GET /threads/{ref}` (and `GET /mess/{ref}`): the envelope and messages of a thread the
+/// caller may see; with `?format=messe-af` (on `/threads`), the thread file itself.
+fn read_thread(
+    home: &mut Home<'_>,
+    input: &Input,
+    reference: &str,
+    formats: bool,
+) -> Result<Answer, Failure> {
+    let caller = caller(home, input)?;
+    let format = input
+        .query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("format="))
+        .filter(|_| formats);
+    if let Some(other) = format.filter(|f| *f != "messe-af") {
+        return Err(Failure::new(
+            422,
+            "invalid",
+            format!(
+                "format: unknown format {other:?} (messe-af, or none for the envelope and messages)"
+            ),
+        ));
+    }
+    let thread = resolve::resolve(&*home, reference, &caller.id)?;
+    let roster = home.roster();
+    let Some((_, text)) = home.read(&thread) else {
+        return Err(Failure::not_found(resolve::no_thread(reference)));
+    };
+    let envelope = envelope_of(&text)?;
+    if !access::may_see(&caller.id, &envelope, &roster) {
+        return Err(Failure::not_found(resolve::no_thread(reference)));
+    }
+    if format.is_some() {
+        return Ok((200, YAML, text));
+    }
+    let mut messages = Vec::new();
+    for (i, raw) in mess_protocol::thread_text::pieces(&text)
+        .1
+        .iter()
+        .enumerate()
+    {
+        let path = format!("document {}", i + 2);
+        let value = mess_protocol::yaml::parse_document(raw, &mess_protocol::yaml::Limits::DEFAULT)
+            .map_err(|e| Failure::from(ProtocolError::invalid(&path, e.message)))?;
+        if value.is_null() {
+            continue;
+        }
+        messages.push(mess_protocol::envelope::MessageDoc::from_value(value, &path)?.to_value());
+    }
+    let mut out = Map::new();
+    out.insert("envelope", envelope.to_value());
+    out.insert("messages", Value::Seq(messages));
+    render(input, &Value::Map(out))
+}

@@ -1,0 +1,549 @@
+//! Submitting one MESS message at the edge, in the native exchange's order: every payload is
+//! checked first (bounds, the key's role, each request, each payload against its thread), then
+//! configs, requests and the payloads directed at threads are carried out. The rules, the
+//! reference resolution, the envelope and the file text all come from `mess-protocol`, as in
+//! the native exchange; what this file holds is the order of the steps and the edge's storage.
+//! What the Worker build cannot do yet (dependencies, deadlines, shells, callbacks, notices,
+//! accepting suggestions, queries) is refused by name before anything is written.
+
+use std::collections::HashMap;
+
+use mess_protocol::config::ConfigMsg;
+use mess_protocol::content::ContentEntry;
+use mess_protocol::emit;
+use mess_protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
+use mess_protocol::error::ProtocolError;
+use mess_protocol::ids::{Re, ThreadRef};
+use mess_protocol::message::{Ack, AckEntry, Message, Payload, Response};
+use mess_protocol::resolve::{self, Group, IndexKey, Threads};
+use mess_protocol::rules::{self, Context, Incoming, Role, Sorted};
+use mess_protocol::status::{State, Status};
+use mess_protocol::thread_text;
+use mess_protocol::time::Timestamp;
+use mess_protocol::value::{Map, Value};
+use mess_protocol::yaml::{self, Limits};
+
+use crate::failure::Failure;
+use crate::home::{EdgeRoster, Home, envelope_of};
+use crate::route;
+
+/// Most bytes of one message (the native exchange's default `max_message_bytes`).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Most bytes of one thread file (the native default `max_thread_bytes`).
+pub const MAX_THREAD_BYTES: usize = 64 * 1024 * 1024;
+/// The channel the Worker's messages arrive by.
+const CHANNEL: &str = "http";
+
+/// A key's principal.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The agent or executor id.
+    pub id: String,
+    /// The key's role.
+    pub role: Role,
+}
+
+/// Submits `message` from `caller` at `now`; answers the exchange's reply.
+pub fn submit(
+    home: &mut Home<'_>,
+    message: &Message,
+    caller: &Caller,
+    now: Timestamp,
+) -> Result<Message, Failure> {
+    rules::check_bounds(message, &caller.id, MAX_MESSAGE_BYTES)?;
+    let version = message.version().map(str::to_owned);
+    let Sorted {
+        requests,
+        directed,
+        configs,
+        queries,
+    } = rules::sort(message)?;
+    rules::check_role(caller.role, &caller.id, message)?;
+    let sender = resolve::Sender {
+        id: &caller.id,
+        role: Some(caller.role),
+    };
+
+    let mut roster = home.roster();
+    let groups = resolve::group(&*home, &directed, &sender, &roster)?;
+    for g in &groups {
+        let Some(env) = home.envelope(&g.thread)? else {
+            return Err(Failure::not_found(resolve::no_thread(g.thread.as_str())));
+        };
+        check_group_here(&env, g, caller, &roster, now)?;
+    }
+    check_requests(&requests, now)?;
+    for (index, config) in &configs {
+        check_config(home, config, *index, caller)?;
+    }
+    if !queries.is_empty() {
+        let index = message
+            .payloads
+            .iter()
+            .position(|p| matches!(p, Payload::Query(_)))
+            .unwrap_or(0);
+        return Err(Failure::not_at_edge(
+            &format!("MESS[{index}].query"),
+            "a query",
+        ));
+    }
+
+    let mut answer = Vec::new();
+    for (_, config) in &configs {
+        answer.push(apply_config(home, config, caller));
+    }
+    if !configs.is_empty() {
+        roster = home.roster();
+    }
+    if !requests.is_empty() {
+        answer.push(create(
+            home,
+            &requests,
+            version.as_deref(),
+            &message.extra,
+            caller,
+            &roster,
+            now,
+        )?);
+    }
+    for g in &groups {
+        answer.push(apply_group(
+            home,
+            g,
+            version.as_deref(),
+            caller,
+            &roster,
+            now,
+        )?);
+    }
+    Ok(Message::from_exchange(answer, version.as_deref()))
+}
+
+/// The checks of one group against its thread, plus what the edge does not do: accepting a
+/// suggestion (which carries it out) is refused.
+fn check_group_here(
+    env: &Envelope,
+    g: &Group,
+    caller: &Caller,
+    roster: &EdgeRoster,
+    now: Timestamp,
+) -> Result<Envelope, Failure> {
+    if caller.id == env.requestor
+        && g.payloads
+            .iter()
+            .any(|p| matches!(p, Payload::Reply(r) if r.accept == Some(true)))
+    {
+        return Err(Failure::not_at_edge(
+            "reply.accept",
+            "accepting a suggestion",
+        ));
+    }
+    let cx = Context {
+        sender: &caller.id,
+        roster,
+        dependencies: &[],
+        now,
+    };
+    Ok(rules::check_group(env, &g.payloads, &cx)?)
+}
+
+/// The native checks of new requests, and a refusal by name of what the edge cannot carry out.
+fn check_requests(incoming: &[Incoming], now: Timestamp) -> Result<(), Failure> {
+    rules::check_new_requests(incoming, now)?;
+    for req in incoming {
+        let path = format!("MESS[{}].request", req.index);
+        let r = &req.request;
+        if !r.depends_on().is_empty() {
+            return Err(Failure::not_at_edge(
+                &format!("{path}.constraints.depends_on"),
+                "a dependency between requests",
+            ));
+        }
+        if r.needed_by.is_some() || r.constraints.as_ref().is_some_and(|c| c.timing.is_some()) {
+            return Err(Failure::not_at_edge(
+                &format!("{path}.needed_by"),
+                "a deadline or start time (needed_by, constraints.timing)",
+            ));
+        }
+        if r.compensation.is_some() {
+            return Err(Failure::not_at_edge(
+                &format!("{path}.compensation"),
+                "compensation (the shells ledger)",
+            ));
+        }
+        for field in ["callback", "escalate", "offered_to"] {
+            if r.extra.contains_key(field) {
+                return Err(Failure::not_at_edge(&format!("{path}.{field}"), field));
+            }
+        }
+        if let Some(i) = r.requires.iter().position(|c| c.meta.is_some()) {
+            return Err(Failure::not_at_edge(
+                &format!("{path}.requires[{i}]"),
+                "capability metadata",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The native checks of an executor registration, and a refusal by name of the fields the
+/// edge's routing cannot honour (schedules, places, environments, capability metadata) or
+/// whose channels it cannot reach.
+fn check_config(
+    home: &Home<'_>,
+    config: &ConfigMsg,
+    index: usize,
+    caller: &Caller,
+) -> Result<(), Failure> {
+    let Some(exec) = &config.executor else {
+        return Ok(());
+    };
+    let base = format!("MESS[{index}].config.executor");
+    exec.check(&base)?;
+    let path = format!("{base}.id");
+    if exec.id == "operator" || exec.id.starts_with("escrow:") {
+        return Err(ProtocolError::invalid(
+            path,
+            format!("{:?} names an account of the shells ledger", exec.id),
+        )
+        .into());
+    }
+    if ThreadRef::parse(&exec.id).is_err() {
+        return Err(ProtocolError::invalid(
+            path,
+            format!(
+                "{:?} is not a usable executor id (letters, digits, '.', '_', ':', '-')",
+                exec.id
+            ),
+        )
+        .into());
+    }
+    if exec.availability.as_deref() == Some("schedule") || exec.schedule.is_some() {
+        return Err(Failure::not_at_edge(
+            &format!("{base}.schedule"),
+            "an availability schedule",
+        ));
+    }
+    if !exec.access.is_empty() || exec.location.is_some() {
+        return Err(Failure::not_at_edge(&format!("{base}.location"), "places"));
+    }
+    if !exec.environment.is_empty() {
+        return Err(Failure::not_at_edge(
+            &format!("{base}.environment"),
+            "environments",
+        ));
+    }
+    if let Some(i) = exec.capabilities.iter().position(|c| c.meta.is_some()) {
+        return Err(Failure::not_at_edge(
+            &format!("{base}.capabilities[{i}]"),
+            "capability metadata",
+        ));
+    }
+    for field in ["notify", "exchange", "mcp"] {
+        if exec.extra.contains_key(field) {
+            return Err(Failure::not_at_edge(&format!("{base}.{field}"), field));
+        }
+    }
+    let by = home.registration(&exec.id).and_then(|v| {
+        v.as_map()
+            .and_then(|m| m.get("registered_by"))
+            .and_then(Value::scalar_text)
+    });
+    if let Some(by) = by
+        && by != caller.id
+        && exec.id != caller.id
+    {
+        return Err(ProtocolError::forbidden(format!(
+            "cannot change executor {}: it was registered by {by}; only {by} or {} may change it",
+            exec.id, exec.id
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// Stores an executor registration, recording its first registrant as its owner.
+fn apply_config(home: &mut Home<'_>, config: &ConfigMsg, caller: &Caller) -> Payload {
+    let mut done = Map::new();
+    if let Some(exec) = &config.executor {
+        let owner = home
+            .registration(&exec.id)
+            .and_then(|v| {
+                v.as_map()
+                    .and_then(|m| m.get("registered_by"))
+                    .and_then(Value::scalar_text)
+            })
+            .unwrap_or_else(|| caller.id.clone());
+        let mut value = exec.to_value();
+        if let Value::Map(m) = &mut value {
+            m.insert("registered_by", Value::str(owner));
+            m.insert("registered_with", Value::str("key"));
+        }
+        home.put_registration(&exec.id, &value);
+        done.insert("registered", Value::str(&exec.id));
+    }
+    Payload::Response(Response {
+        re: Re::One("last".to_owned()),
+        content: vec![ContentEntry::Structured(Value::Map(done))],
+        executor: None,
+        completed_at: None,
+        notes: None,
+        extra: Map::new(),
+    })
+}
+
+/// Creates the threads of `incoming` (a re-sent client id finds its open thread instead) and
+/// answers the ack.
+fn create(
+    home: &mut Home<'_>,
+    incoming: &[Incoming],
+    version: Option<&str>,
+    extra: &Map,
+    caller: &Caller,
+    roster: &EdgeRoster,
+    now: Timestamp,
+) -> Result<Payload, Failure> {
+    let mut assigned: HashMap<usize, ThreadRef> = HashMap::new();
+    for req in incoming {
+        if let Some(id) = &req.request.id
+            && let Some(r) = home.lookup(&caller.id, IndexKey::ClientId(id))?
+            && let Some(env) = home.envelope(&r)?
+            && !env.status.is_terminal()
+        {
+            assigned.insert(req.index, r);
+        }
+    }
+    let fresh: Vec<&Incoming> = incoming
+        .iter()
+        .filter(|r| !assigned.contains_key(&r.index))
+        .collect();
+    let refs = if fresh.is_empty() {
+        Vec::new()
+    } else {
+        home.allocate_refs(now.date_naive(), fresh.len())
+    };
+    for (req, r) in fresh.iter().zip(refs) {
+        assigned.insert(req.index, r);
+    }
+    for req in &fresh {
+        let thread = assigned[&req.index].clone();
+        create_one(home, req, &thread, version, extra, caller, roster, now);
+    }
+    Ok(Payload::Ack(ack_for(home, incoming, &assigned, now)?))
+}
+
+/// Writes the thread of one request: routed to the executors able to take it, with the
+/// request and the exchange's ack, and the sender's names for it.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the values are the use case's state"
+)]
+fn create_one(
+    home: &mut Home<'_>,
+    req: &Incoming,
+    thread: &ThreadRef,
+    version: Option<&str>,
+    extra: &Map,
+    caller: &Caller,
+    roster: &EdgeRoster,
+    now: Timestamp,
+) {
+    let mut payloads = Vec::new();
+    if let Some(v) = version {
+        payloads.push(Payload::Version(v.to_owned()));
+    }
+    payloads.push(Payload::Request(req.request.clone()));
+    let doc = MessageDoc {
+        from: caller.id.clone(),
+        received: now,
+        channel: Some(CHANNEL.to_owned()),
+        message: Message {
+            payloads,
+            extra: extra.clone(),
+        },
+        extra: Map::new(),
+    };
+    let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, Vec::new());
+    if envelope.depends_on.is_empty() && !envelope.too_early(now) {
+        let routed = route::route(&envelope.requires, roster, &home.active_claims());
+        if !routed.is_empty() {
+            let note = routed
+                .iter()
+                .map(|r| format!("{}: {}", r.executor, r.reason))
+                .collect::<Vec<_>>()
+                .join("; ");
+            envelope.record(
+                "dispatched",
+                now,
+                EXCHANGE,
+                Some(format!("routed to {note}")),
+            );
+            // What `re: last` names for each executor offered it (the native exchange writes
+            // this as it delivers the notice).
+            for r in &routed {
+                home.remember(&r.executor, &[(IndexKey::LastWork, thread)]);
+            }
+        }
+    }
+    let ack = MessageDoc {
+        from: EXCHANGE.to_owned(),
+        received: now,
+        channel: None,
+        message: Message::new(vec![Payload::Ack(Ack {
+            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
+            thread_ref: Some(thread.to_string()),
+            requests: Vec::new(),
+            received_at: None,
+            queue_position: None,
+            extra: Map::new(),
+        })]),
+        extra: Map::new(),
+    };
+    let mut entries = vec![(IndexKey::Last, thread)];
+    if let Some(id) = &req.request.id {
+        entries.push((IndexKey::ClientId(id), thread));
+    }
+    home.remember(&caller.id, &entries);
+    let text = thread_text::new_thread_text(&envelope, &[doc, ack]);
+    home.write(&envelope, text);
+}
+
+/// The ack answered for `incoming`: one request hears its ref and, waiting for an executor,
+/// where it stands in the queue; several hear each one's ref.
+fn ack_for(
+    home: &Home<'_>,
+    incoming: &[Incoming],
+    assigned: &HashMap<usize, ThreadRef>,
+    now: Timestamp,
+) -> Result<Ack, Failure> {
+    if let [req] = incoming {
+        let thread = &assigned[&req.index];
+        let queue_position = match home.envelope(thread)? {
+            Some(env) => queue_position(home, &env, now),
+            None => None,
+        };
+        return Ok(Ack {
+            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
+            thread_ref: Some(thread.to_string()),
+            requests: Vec::new(),
+            received_at: Some(now),
+            queue_position,
+            extra: Map::new(),
+        });
+    }
+    Ok(Ack {
+        re: None,
+        thread_ref: None,
+        requests: incoming
+            .iter()
+            .map(|r| AckEntry {
+                id: r.request.id.clone(),
+                thread_ref: assigned[&r.index].to_string(),
+            })
+            .collect(),
+        received_at: Some(now),
+        queue_position: None,
+        extra: Map::new(),
+    })
+}
+
+/// Where a waiting thread stands among those offered by `now` (1 = next), in the native
+/// queue order; `None` for a thread not waiting or still held.
+pub fn queue_position(home: &Home<'_>, env: &Envelope, now: Timestamp) -> Option<i64> {
+    if env.status != Status::Pending || env.too_early(now) {
+        return None;
+    }
+    let ahead = home
+        .open_envelopes(&[State::Received])
+        .iter()
+        .filter(|e| e.status == Status::Pending && !e.too_early(now))
+        .filter(|e| e.queue_key() < env.queue_key())
+        .count();
+    Some(i64::try_from(ahead).unwrap_or(i64::MAX).saturating_add(1))
+}
+
+/// The message documents of a thread's text, newest first.
+fn messages_rev(text: &str) -> Vec<Result<MessageDoc, Failure>> {
+    let (_, docs) = thread_text::pieces(text);
+    docs.iter()
+        .enumerate()
+        .rev()
+        .filter_map(|(i, raw)| {
+            let path = format!("document {}", i + 2);
+            match yaml::parse_document(raw, &Limits::DEFAULT) {
+                Err(e) => Some(Err(Failure::from(ProtocolError::invalid(path, e.message)))),
+                Ok(v) if v.is_null() => None,
+                Ok(v) => Some(MessageDoc::from_value(v, &path).map_err(Failure::from)),
+            }
+        })
+        .collect()
+}
+
+/// Writes one group of payloads to its thread and answers the status echo.
+fn apply_group(
+    home: &mut Home<'_>,
+    g: &Group,
+    version: Option<&str>,
+    caller: &Caller,
+    roster: &EdgeRoster,
+    now: Timestamp,
+) -> Result<Payload, Failure> {
+    let Some((_, text)) = home.read(&g.thread) else {
+        return Err(Failure::not_found(resolve::no_thread(g.thread.as_str())));
+    };
+    let before = envelope_of(&text)?;
+    check_group_here(&before, g, caller, roster, now)?;
+    let mut payloads = Vec::new();
+    if let Some(v) = version {
+        payloads.push(Payload::Version(v.to_owned()));
+    }
+    payloads.extend(g.payloads.iter().cloned());
+    let doc = MessageDoc {
+        from: caller.id.clone(),
+        received: now,
+        channel: Some(CHANNEL.to_owned()),
+        message: Message::new(payloads),
+        extra: Map::new(),
+    };
+    let grown = text.len() + emit::to_yaml(&doc.to_value()).len();
+    if grown > MAX_THREAD_BYTES {
+        return Err(Failure::new(
+            413,
+            "too_large",
+            format!(
+                "{} would grow to {grown} bytes, past the {MAX_THREAD_BYTES} bytes a thread may hold; start a new request",
+                g.thread
+            ),
+        ));
+    }
+    let mut envelope = before.clone();
+    envelope.apply(&doc);
+    let echo = rules::status_echo(&envelope, &g.payloads, messages_rev(&text).into_iter())?;
+    let new_text = thread_text::rewrite_text(&text, &envelope, &[doc]);
+    home.write(&envelope, new_text);
+
+    if envelope.executor.as_deref() == Some(caller.id.as_str()) && caller.id != before.requestor {
+        let mut entries = Vec::new();
+        if before.status == Status::Pending {
+            entries.push((IndexKey::LastWork, &g.thread));
+            if let Some(id) = before.client_id.as_deref() {
+                entries.push((IndexKey::WorkId(id), &g.thread));
+            }
+        }
+        if home.lookup(&caller.id, IndexKey::Held)?.as_ref() != Some(&g.thread) {
+            entries.push((IndexKey::Held, &g.thread));
+        }
+        home.remember(&caller.id, &entries);
+    }
+    for p in &g.payloads {
+        if let Payload::Suggestion(s) = p
+            && let Some(id) = &s.id
+            && home
+                .lookup(&before.requestor, IndexKey::Suggestion(id))?
+                .is_none()
+        {
+            home.remember(&before.requestor, &[(IndexKey::Suggestion(id), &g.thread)]);
+        }
+    }
+    Ok(echo)
+}
