@@ -31,25 +31,9 @@ impl Exchange {
 }
 
 pub use crate::protocol::access::{
-    OFFERED_TO, link_reads, may_act_now, may_address, may_depend_on, may_see, party, quick_verdict,
+    OFFERED_TO, ThreadFilter, link_reads, may_act_now, may_address, may_depend_on, may_see, party, quick_verdict,
 };
 
-/// Which of the threads a caller may see a listing returns (`GET /threads`).
-#[derive(Debug, Clone)]
-pub struct ThreadFilter {
-    /// Only this status.
-    pub status: Option<Status>,
-    /// Only these folders (all when `None`).
-    pub states: Option<Vec<State>>,
-    /// Only threads claimed by this executor.
-    pub executor: Option<String>,
-    /// Only threads of this requestor.
-    pub requestor: Option<String>,
-    /// Only threads requiring this capability.
-    pub capability: Option<String>,
-    /// At most this many.
-    pub limit: usize,
-}
 
 /// Whether an executor's notices may be written into `mailbox` (its `notify: {mail: ...}`): an
 /// entry the operator chose may name any mailbox; one a key holder registered only the
@@ -115,7 +99,7 @@ impl Access<'_> {
             .map(|(env, _)| env)
             .filter(|env| may_see(who, env, &directory))
             .collect();
-        out.sort_by(super::listing_order);
+        out.sort_by(crate::protocol::access::listing_order);
         Ok(out)
     }
 
@@ -126,29 +110,11 @@ impl Access<'_> {
         who: &str,
         filter: &ThreadFilter,
     ) -> Result<Vec<Envelope>, Error> {
-        let mut folders = filter.states.clone().unwrap_or_else(|| State::ALL.to_vec());
-        // A status lives in one folder: reading the others would find nothing it matches (a
-        // queue's workers asking for waiting work read only `received`).
-        if let Some(status) = filter.status {
-            folders.retain(|f| *f == status.state());
-        }
+        let folders = filter.folders();
         Ok(self
             .threads_for(who, &folders)?
             .into_iter()
-            .filter(|e| filter.status.is_none_or(|s| e.status == s))
-            .filter(|e| {
-                filter
-                    .executor
-                    .as_deref()
-                    .is_none_or(|x| e.executor.as_deref() == Some(x))
-            })
-            .filter(|e| filter.requestor.as_deref().is_none_or(|r| e.requestor == r))
-            .filter(|e| {
-                filter
-                    .capability
-                    .as_deref()
-                    .is_none_or(|c| e.requires.iter().any(|r| r == c))
-            })
+            .filter(|e| filter.matches(e))
             .take(filter.limit)
             .collect())
     }

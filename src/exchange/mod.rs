@@ -228,20 +228,7 @@ pub struct Exchange {
     queue: Arc<queue::Queue>,
 }
 
-/// The order of every thread listing: work waiting for an executor first, in queue order
-/// (urgent first, then the oldest), then the rest, most recently changed first.
-pub(crate) fn listing_order(a: &Envelope, b: &Envelope) -> std::cmp::Ordering {
-    let waiting = |e: &Envelope| e.status == Status::Pending;
-    match (waiting(a), waiting(b)) {
-        (true, true) => a.queue_key().cmp(&b.queue_key()),
-        (true, false) => std::cmp::Ordering::Less,
-        (false, true) => std::cmp::Ordering::Greater,
-        (false, false) => b
-            .updated
-            .cmp(&a.updated)
-            .then(b.thread_ref.cmp(&a.thread_ref)),
-    }
-}
+pub(crate) use crate::protocol::access::listing_order;
 
 /// The directory as read, and the stamp of the registry files it was read from.
 type CachedDirectory = (

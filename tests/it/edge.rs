@@ -36,12 +36,27 @@ impl Drop for Dev {
 
 /// One HTTP/1.1 exchange with the Worker: the status and the body.
 fn http(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    http_with(port, method, path, &[], body)
+}
+
+/// [`http`] with extra request headers.
+fn http_with(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .ok()?;
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).ok()?;
@@ -147,4 +162,406 @@ fn the_worker_builds_serves_on_loopback_and_checks_messages_as_the_native_exchan
     let (code, _) = http(port, "GET", "/nowhere", "").unwrap();
     assert_eq!(code, 404);
     drop(dev);
+}
+
+/// A Worker started by `edge/dev` on a free port, with its operator key.
+struct Worker {
+    _dev: Dev,
+    port: u16,
+    operator: String,
+    _state: tempfile::TempDir,
+}
+
+impl Worker {
+    /// Starts `edge/dev` with fresh local storage (and a clock standing at `clock`).
+    fn start(clock: Option<&str>) -> Worker {
+        let port = free_port();
+        let state = tempfile::TempDir::new().unwrap();
+        let mut command = Command::new(crate::tidy::root().join("edge/dev"));
+        command.args(["--port", &port.to_string(), "--state"]);
+        command.arg(state.path());
+        if let Some(clock) = clock {
+            command.args(["--clock", clock]);
+        }
+        let mut child = command
+            .env_remove("MESS_OPERATOR_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let dev = Dev(child);
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+        let operator = first
+            .trim()
+            .strip_prefix("operator key: ")
+            .unwrap_or_else(|| panic!("edge/dev's first line: {first:?}"))
+            .to_owned();
+        // The rest is wrangler's log: drained, so it never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let until = Instant::now() + Duration::from_secs(600);
+        while http(port, "GET", "/healthz", "").is_none() {
+            assert!(
+                Instant::now() < until,
+                "edge/dev did not answer within 600 s"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Worker {
+            _dev: dev,
+            port,
+            operator,
+            _state: state,
+        }
+    }
+
+    /// Mints a key for `id` (`agent` or `executor`) with the operator key.
+    fn key(&self, kind: &str, id: &str) -> String {
+        let bearer = format!("Bearer {}", self.operator);
+        let (code, body) = http_with(
+            self.port,
+            "POST",
+            "/keys",
+            &[("authorization", &bearer)],
+            &format!(r#"{{"kind":"{kind}","id":"{id}"}}"#),
+        )
+        .unwrap();
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["key"].as_str().unwrap().to_owned()
+    }
+
+    /// `POST /mess` with `key`: (status, body).
+    fn post(&self, key: &str, text: &str, json: bool) -> (u16, String) {
+        let bearer = format!("Bearer {key}");
+        let content_type = if json {
+            "application/json"
+        } else {
+            "application/yaml"
+        };
+        http_with(
+            self.port,
+            "POST",
+            "/mess",
+            &[
+                ("authorization", &bearer),
+                ("content-type", content_type),
+                ("accept", "application/json"),
+            ],
+            text,
+        )
+        .unwrap()
+    }
+}
+
+/// The native exchange in this process, on a clock standing still: what `POST /mess` answers.
+struct Native {
+    home: tempfile::TempDir,
+    ex: mess::exchange::Exchange,
+}
+
+impl Native {
+    fn new(clock: &str) -> Native {
+        let home = tempfile::TempDir::new().unwrap();
+        let now = mess::protocol::time::parse_timestamp(clock).unwrap().to_utc();
+        let ex = mess::exchange::Exchange::new(
+            mess::store::Store::open(home.path()),
+            mess::exchange::Settings::defaults(),
+            std::sync::Arc::new(mess::exchange::clock::FixedClock::new(now)),
+        );
+        Native { home, ex }
+    }
+
+    /// What `POST /mess` answers `who` (holding a key of `role`) for `text`: status and body.
+    fn post(&self, who: &str, role: &str, text: &str, json: bool) -> (u16, String) {
+        use mess::exchange::error::ErrorKind;
+        let sender = mess::exchange::Sender {
+            id: who.to_owned(),
+            channel: "http".to_owned(),
+            role: mess::protocol::rules::Role::parse(role),
+            callback: None,
+        };
+        let intake = self.ex.intake();
+        match intake.take_body(text, json, |m| Ok(intake.submit(m, &sender)?.to_value())) {
+            Ok(v) => (200, serde_json::to_string(&v).unwrap()),
+            Err(e) => {
+                let (status, code) = match e.kind() {
+                    ErrorKind::Malformed => (400, "malformed"),
+                    ErrorKind::Invalid => (422, "invalid"),
+                    ErrorKind::Unauthorized => (401, "unauthorized"),
+                    ErrorKind::Forbidden => (403, "forbidden"),
+                    ErrorKind::NotFound => (404, "not_found"),
+                    ErrorKind::Conflict => (409, "conflict"),
+                    ErrorKind::TooLarge => (413, "too_large"),
+                    other => panic!("{other:?}: {e}"),
+                };
+                let body = serde_json::json!({"error": {"code": code, "message": e.to_string()}});
+                (status, body.to_string())
+            }
+        }
+    }
+
+    /// The thread files of the home: (path under the home, text).
+    fn files(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(self.home.path()).unwrap() {
+            let dir = entry.unwrap().path();
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.starts_with("state=") {
+                continue;
+            }
+            for file in std::fs::read_dir(&dir).unwrap() {
+                let path = file.unwrap().path();
+                let file_name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if file_name.ends_with(".messe-af.yaml") {
+                    out.push((
+                        format!("{name}/{file_name}"),
+                        std::fs::read_to_string(&path).unwrap(),
+                    ));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// The instant both exchanges stand at in the comparison.
+const CLOCK: &str = "2026-11-28T09:30:00Z";
+
+#[test]
+#[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
+fn a_conversation_gets_the_same_answers_and_the_same_files_from_the_worker_as_from_mess_serve() {
+    let worker = Worker::start(Some(CLOCK));
+    let native = Native::new(CLOCK);
+    let keys: Vec<(&str, &str, String)> = [
+        ("agent", "alice"),
+        ("agent", "bob"),
+        ("executor", "robo"),
+        ("executor", "rosie"),
+        ("executor", "ollie"),
+    ]
+    .into_iter()
+    .map(|(kind, id)| (kind, id, worker.key(kind, id)))
+    .collect();
+    let key_of = |who: &str| {
+        keys.iter()
+            .find(|(_, id, _)| *id == who)
+            .map(|(kind, _, key)| (*kind, key.clone()))
+            .unwrap()
+    };
+    let day = &CLOCK[..10];
+    let script: Vec<(&str, String, u16)> = vec![
+        // Registrations: two able to vacuum, one on demand.
+        ("robo", "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [vacuum-floor, take-photo]\n".into(), 200),
+        ("rosie", "MESS:\n  - config:\n      executor:\n        id: rosie\n        capabilities: [vacuum-floor]\n".into(), 200),
+        ("ollie", "MESS:\n  - config:\n      executor:\n        id: ollie\n        availability: on_demand\n        capabilities: [take-photo, order-groceries]\n".into(), 200),
+        // A key registers only itself.
+        ("rosie", "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [vacuum-floor]\n".into(), 403),
+        // Requests: one, two at once, a re-sent client id, one nobody but ollie can take.
+        ("alice", "MESS:\n  - v: 1.0.0\n  - request:\n      id: vac-1\n      intent: vacuum the kitchen\n      requires: [vacuum-floor]\n      priority: high\n".into(), 200),
+        ("alice", "MESS:\n  - request:\n      id: photo-1\n      intent: what is in the fridge?\n      requires: [take-photo]\n      response_hint: [image]\n  - request:\n      intent: water the plants\n".into(), 200),
+        ("alice", "MESS:\n  - v: 1.0.0\n  - request:\n      id: vac-1\n      intent: vacuum the kitchen\n      requires: [vacuum-floor]\n      priority: high\n".into(), 200),
+        ("bob", r#"{"MESS":[{"v":"1.1.0"},{"request":{"intent":"order onions","requires":["order-groceries"],"confirm_before":true}}]}"#.into(), 200),
+        // Claims: by client id, the race's loser, someone lacking the capability.
+        ("robo", "MESS:\n  - status: {re: vac-1, code: claimed, eta: 10m}\n".into(), 200),
+        ("rosie", format!("MESS:\n  - status: {{re: {day}-001, code: claimed}}\n"), 409),
+        ("rosie", format!("MESS:\n  - status: {{re: {day}-002, code: claimed}}\n"), 404),
+        // Work, a question and its answer, the result, a review.
+        ("robo", "MESS:\n  - status: {re: last, code: in_progress, progress: 40}\n".into(), 200),
+        ("robo", "MESS:\n  - status:\n      re: last\n      code: needs_input\n      questions: [\"Also the hallway?\"]\n".into(), 200),
+        ("alice", "MESS:\n  - reply:\n      re: vac-1\n      answers: [\"yes, the hallway too\"]\n".into(), 200),
+        ("robo", "MESS:\n  - response:\n      re: last\n      content:\n        - text: kitchen and hallway vacuumed\n".into(), 200),
+        ("alice", "MESS:\n  - review:\n      re: vac-1\n      rating: 5\n      comment: spotless\n".into(), 200),
+        // A photo claimed and failed; a cancel; a suggestion.
+        ("robo", format!("MESS:\n  - status: {{re: {day}-002, code: claimed}}\n")  , 200),
+        ("robo", format!("MESS:\n  - status:\n      re: {day}-002\n      code: failed\n      reason: the fridge door is locked\n"), 200),
+        ("alice", format!("MESS:\n  - cancel:\n      re: {day}-003\n      reason: it rained\n"), 200),
+        ("ollie", format!("MESS:\n  - suggestion:\n      re: {day}-004\n      id: sug-1\n      summary: buy shallots instead\n"), 200),
+        // Confirmation before acting.
+        ("ollie", format!("MESS:\n  - status: {{re: {day}-004, code: claimed}}\n"), 200),
+        ("ollie", format!("MESS:\n  - status:\n      re: {day}-004\n      code: needs_confirmation\n      action: pay 3 EUR for onions\n"), 200),
+        ("bob", format!("MESS:\n  - reply: {{re: {day}-004, confirm: true}}\n"), 200),
+        ("ollie", format!("MESS:\n  - status: {{re: {day}-004, code: completed}}\n"), 200),
+        // Refusals: roles, strangers, bad input.
+        ("alice", format!("MESS:\n  - status: {{re: {day}-001, code: completed}}\n"), 403),
+        ("bob", "MESS:\n  - cancel: {re: vac-1}\n".into(), 404),
+        ("bob", format!("MESS:\n  - review: {{re: {day}-001, rating: 1}}\n"), 404),
+        ("alice", "MESS:\n  - request:\n      requires: [vacuum-floor]\n".into(), 422),
+        ("alice", "MESS: [".into(), 400),
+        ("alice", r#"{"MESS": [}"#.into(), 400),
+        ("alice", "MESS:\n  - ack: {re: last}\n".into(), 422),
+        ("robo", format!("MESS:\n  - status: {{re: {day}-001, code: sideways}}\n"), 422),
+    ];
+    for (who, text, status) in &script {
+        let (kind, key) = key_of(who);
+        let json = text.starts_with('{');
+        let from_worker = worker.post(&key, text, json);
+        let from_native = native.post(who, kind, text, json);
+        assert_eq!(
+            from_worker, from_native,
+            "{who} sent:\n{text}\nthe Worker answered the first, the native exchange the second"
+        );
+        assert_eq!(from_worker.0, *status, "{who} sent:\n{text}\n{from_worker:?}");
+    }
+
+    // The files: the Worker's R2, exported, against the native home, byte for byte.
+    let bearer = format!("Bearer {}", worker.operator);
+    let (code, export) =
+        http_with(worker.port, "GET", "/export", &[("authorization", &bearer)], "").unwrap();
+    assert_eq!(code, 200, "{export}");
+    let mut exported: Vec<(String, String)> = export
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["key"].as_str().unwrap().to_owned(),
+                v["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    exported.sort();
+    let files = native.files();
+    assert_eq!(
+        exported.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        files.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()
+    );
+    for ((key, text), (_, want)) in exported.iter().zip(&files) {
+        assert_eq!(text, want, "{key} differs");
+    }
+    assert_eq!(files.len(), 5, "{files:?}");
+
+    // One thread file as the API reads it back, in both forms.
+    let (_, alice) = key_of("alice");
+    let bearer = format!("Bearer {alice}");
+    let (code, text) = http_with(
+        worker.port,
+        "GET",
+        &format!("/threads/{day}-001?format=messe-af"),
+        &[("authorization", &bearer)],
+        "",
+    )
+    .unwrap();
+    assert_eq!(code, 200);
+    let want = files
+        .iter()
+        .find(|(k, _)| k.ends_with(&format!("{day}-001.messe-af.yaml")))
+        .map(|(_, t)| t.clone())
+        .unwrap();
+    assert_eq!(text, want);
+    let (code, body) = http_with(
+        worker.port,
+        "GET",
+        "/threads/vac-1",
+        &[("authorization", &bearer)],
+        "",
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["envelope"]["status"], "completed", "{body}");
+    assert_eq!(
+        v["messages"].as_array().unwrap().len(),
+        want.matches("\n---\n").count(),
+        "{body}"
+    );
+    // Another agent's thread answers as one that does not exist.
+    let (_, bob) = key_of("bob");
+    let bearer = format!("Bearer {bob}");
+    let (code, body) = http_with(
+        worker.port,
+        "GET",
+        &format!("/threads/{day}-001"),
+        &[("authorization", &bearer)],
+        "",
+    )
+    .unwrap();
+    assert_eq!((code, body.contains("no thread")), (404, true), "{body}");
+    // Keys: only the operator mints them, and unknown keys are refused.
+    let (code, _) = http_with(
+        worker.port,
+        "POST",
+        "/keys",
+        &[("authorization", &bearer)],
+        r#"{"kind":"agent","id":"mallory"}"#,
+    )
+    .unwrap();
+    assert_eq!(code, 401);
+    let (code, _) = worker.post("mess_0000", "MESS:\n  - request: {intent: x}\n", false);
+    assert_eq!(code, 401);
+}
+
+#[test]
+#[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
+fn six_executors_racing_for_one_thread_see_exactly_one_claim_won() {
+    let worker = Worker::start(None);
+    let agent = worker.key("agent", "alice");
+    let executors: Vec<(String, String)> = (1..=6)
+        .map(|i| {
+            let id = format!("mop-{i}");
+            let key = worker.key("executor", &id);
+            let (code, body) = worker.post(
+                &key,
+                &format!("MESS:\n  - config:\n      executor:\n        id: {id}\n        capabilities: [mop-floor]\n"),
+                false,
+            );
+            assert_eq!(code, 200, "{body}");
+            (id, key)
+        })
+        .collect();
+    for round in 0..3 {
+        let (code, body) = worker.post(
+            &agent,
+            &format!("MESS:\n  - request: {{intent: mop the hall {round}, requires: [mop-floor]}}\n"),
+            false,
+        );
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let thread = v["MESS"][0]["ack"]["ref"].as_str().unwrap().to_owned();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(executors.len()));
+        let answers: Vec<(String, u16)> = std::thread::scope(|s| {
+            let handles: Vec<_> = executors
+                .iter()
+                .map(|(id, key)| {
+                    let barrier = barrier.clone();
+                    let thread = thread.clone();
+                    let worker = &worker;
+                    s.spawn(move || {
+                        barrier.wait();
+                        let (code, _) = worker.post(
+                            key,
+                            &format!("MESS:\n  - status: {{re: {thread}, code: claimed}}\n"),
+                            false,
+                        );
+                        (id.clone(), code)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<&String> = answers
+            .iter()
+            .filter(|(_, c)| *c == 200)
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(won.len(), 1, "round {round}: {answers:?}");
+        assert!(
+            answers.iter().all(|(_, c)| *c == 200 || *c == 409),
+            "{answers:?}"
+        );
+        let bearer = format!("Bearer {agent}");
+        let (_, text) = http_with(
+            worker.port,
+            "GET",
+            &format!("/threads/{thread}?format=messe-af"),
+            &[("authorization", &bearer)],
+            "",
+        )
+        .unwrap();
+        assert_eq!(text.matches("code: claimed").count(), 1, "{text}");
+        assert!(text.contains(&format!("executor: {}", won[0])), "{text}");
+    }
 }

@@ -3,7 +3,7 @@
 //! the native exchange's `access` module adds what needs its store (links, mail, listings).
 
 use crate::envelope::Envelope;
-use crate::status::Status;
+use crate::status::{State, Status};
 use crate::value::Value;
 
 /// What the access rules and the thread rules need to know of the executors in effect.
@@ -81,4 +81,62 @@ pub fn link_reads(executor: &str, env: &Envelope) -> bool {
     env.executor
         .as_deref()
         .is_none_or(|taker| taker == executor)
+}
+
+/// The order of every thread listing: work waiting for an executor first, in queue order
+/// (urgent first, then the oldest), then the rest, most recently changed first.
+pub fn listing_order(a: &Envelope, b: &Envelope) -> std::cmp::Ordering {
+    let waiting = |e: &Envelope| e.status == Status::Pending;
+    match (waiting(a), waiting(b)) {
+        (true, true) => a.queue_key().cmp(&b.queue_key()),
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        (false, false) => b
+            .updated
+            .cmp(&a.updated)
+            .then(b.thread_ref.cmp(&a.thread_ref)),
+    }
+}
+
+/// Which of the threads a caller may see a listing returns (`GET /threads`).
+#[derive(Debug, Clone, Default)]
+pub struct ThreadFilter {
+    /// Only this status.
+    pub status: Option<Status>,
+    /// Only these folders (all when `None`).
+    pub states: Option<Vec<State>>,
+    /// Only threads claimed by this executor.
+    pub executor: Option<String>,
+    /// Only threads of this requestor.
+    pub requestor: Option<String>,
+    /// Only threads requiring this capability.
+    pub capability: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl ThreadFilter {
+    /// The folders a listing reads: those asked for, and of them only the one a wanted
+    /// status lives in (a queue's workers asking for waiting work read only `received`).
+    pub fn folders(&self) -> Vec<State> {
+        let mut folders = self.states.clone().unwrap_or_else(|| State::ALL.to_vec());
+        if let Some(status) = self.status {
+            folders.retain(|f| *f == status.state());
+        }
+        folders
+    }
+
+    /// Whether `e` passes the filters (the caller checks who may see it).
+    pub fn matches(&self, e: &Envelope) -> bool {
+        self.status.is_none_or(|s| e.status == s)
+            && self
+                .executor
+                .as_deref()
+                .is_none_or(|x| e.executor.as_deref() == Some(x))
+            && self.requestor.as_deref().is_none_or(|r| e.requestor == r)
+            && self
+                .capability
+                .as_deref()
+                .is_none_or(|c| e.requires.iter().any(|r| r == c))
+    }
 }

@@ -216,6 +216,37 @@ impl<'a> Home<'a> {
         out
     }
 
+    /// The envelopes of every thread in `states`: the open ones from their entries, the
+    /// others from their files.
+    pub fn envelopes(&self, states: &[State]) -> Vec<Envelope> {
+        let open: Vec<State> = states
+            .iter()
+            .copied()
+            .filter(|s| matches!(s, State::Received | State::Executing))
+            .collect();
+        let mut out = self.open_envelopes(&open);
+        if states
+            .iter()
+            .any(|s| matches!(s, State::Finished | State::Canceled))
+        {
+            for (_, stored) in self.kv.scan(THREAD) {
+                let Some((folder, text)) = stored.split_once('\n') else {
+                    continue;
+                };
+                if state_named(folder).is_some_and(|s| !open.contains(&s) && states.contains(&s))
+                    && !matches!(
+                        state_named(folder),
+                        Some(State::Received | State::Executing)
+                    )
+                    && let Ok(env) = envelope_of(text)
+                {
+                    out.push(env);
+                }
+            }
+        }
+        out
+    }
+
     /// Threads in `executing` held by each executor (the load routing ranks by).
     pub fn active_claims(&self) -> BTreeMap<String, usize> {
         let mut load = BTreeMap::new();

@@ -108,6 +108,7 @@ fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
     match (input.method.as_str(), path) {
         ("POST", "/keys") => mint_key(home, input),
         ("POST", "/mess") => post_mess(home, input, now),
+        ("GET", "/threads") => list_threads(home, input),
         ("GET", p) if p.starts_with("/threads/") => {
             read_thread(home, input, &p["/threads/".len()..], true)
         }
@@ -312,5 +313,110 @@ fn read_thread(
     let mut out = Map::new();
     out.insert("envelope", envelope.to_value());
     out.insert("messages", Value::Seq(messages));
+    render(input, &Value::Map(out))
+}
+
+/// Most threads one listing returns.
+const MAX_LIMIT: usize = 1000;
+
+/// The value of `name` in a query string, percent-decoded.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+pub(crate) fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        // Both digits are checked as ASCII first, so the slice never cuts a character.
+        let hex = (bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && bytes[i + 1].is_ascii_hexdigit()
+            && bytes[i + 2].is_ascii_hexdigit())
+        .then(|| u8::from_str_radix(&s[i + 1..i + 3], 16).ok())
+        .flatten();
+        match (bytes[i], hex) {
+            (_, Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', None) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, None) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `GET /threads?status=&state=&executor=&requestor=&capability=&limit=`: the envelopes the
+/// caller may see, in listing order.
+fn list_threads(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
+    let caller = caller(home, input)?;
+    let q = &input.query;
+    let status = match query_param(q, "status") {
+        Some(s) => Some(mess_protocol::status::Status::parse(&s).ok_or_else(|| {
+            Failure::new(422, "invalid", format!("status: unknown status {s:?}"))
+        })?),
+        None => None,
+    };
+    let states = match query_param(q, "state") {
+        Some(s) => Some(vec![
+            mess_protocol::status::State::ALL
+                .into_iter()
+                .find(|x| x.as_str() == s)
+                .ok_or_else(|| {
+                    Failure::new(
+                        422,
+                        "invalid",
+                        format!(
+                            "state: unknown state {s:?} (received, executing, finished, canceled)"
+                        ),
+                    )
+                })?,
+        ]),
+        None => None,
+    };
+    let limit = match query_param(q, "limit") {
+        Some(l) => l.parse::<usize>().map_err(|e| {
+            Failure::new(
+                400,
+                "malformed",
+                format!("Failed to deserialize query string: limit: {e}"),
+            )
+        })?,
+        None => 100,
+    };
+    let filter = access::ThreadFilter {
+        status,
+        states,
+        executor: query_param(q, "executor"),
+        requestor: query_param(q, "requestor"),
+        capability: query_param(q, "capability"),
+        limit: limit.min(MAX_LIMIT),
+    };
+    let roster = home.roster();
+    let mut envelopes: Vec<_> = home
+        .envelopes(&filter.folders())
+        .into_iter()
+        .filter(|e| access::may_see(&caller.id, e, &roster))
+        .collect();
+    envelopes.sort_by(access::listing_order);
+    let items: Vec<Value> = envelopes
+        .iter()
+        .filter(|e| filter.matches(e))
+        .take(filter.limit)
+        .map(|e| e.to_value())
+        .collect();
+    let mut out = Map::new();
+    out.insert("threads", Value::Seq(items));
     render(input, &Value::Map(out))
 }

@@ -151,3 +151,6 @@ pub unsafe extern "C" fn mess_handle(ptr: *mut u8, len: usize) -> u64 {
     };
     answer(serde_json::to_string(&output).unwrap_or_default())
 }
+
+#[cfg(test)]
+mod tests;
