@@ -155,7 +155,11 @@ fn the_protocol_crate_depends_on_no_runtime_database_file_or_network_crate() {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('['))
         .collect();
-    assert_eq!(direct, ["chrono", "serde", "serde_yaml", "thiserror"]);
+    // serde_json reads bodies sent as JSON strictly (`read::json_message`).
+    assert_eq!(
+        direct,
+        ["chrono", "serde", "serde_json", "serde_yaml", "thiserror"]
+    );
     // And what they pull in (its dev-dependencies are the tests' own): nothing that brings an
     // async runtime, a database, sockets or files of its own, so the crate builds for any target.
     let all = locked_dependencies(&direct);
