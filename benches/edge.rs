@@ -30,7 +30,11 @@ fn root() -> PathBuf {
 fn group_cpu(group: u32) -> Duration {
     let mut total = Duration::ZERO;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -86,14 +90,21 @@ fn start_edge(state: &Path) -> (Dev, Duration) {
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     out.read_line(&mut first).unwrap();
-    let operator = first.trim().strip_prefix("operator key: ").unwrap().to_owned();
+    let operator = first
+        .trim()
+        .strip_prefix("operator key: ")
+        .unwrap()
+        .to_owned();
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let url = format!("http://127.0.0.1:{port}/healthz");
     loop {
         if probe::healthy(&url).unwrap_or(false) {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(300), "edge/dev did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "edge/dev did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let took = started.elapsed();
@@ -116,7 +127,10 @@ mod probe {
         let (host, path) = rest.split_once('/').unwrap();
         let mut s = std::net::TcpStream::connect(host)?;
         s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-        write!(s, "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
+        write!(
+            s,
+            "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )?;
         let mut buf = [0u8; 12];
         s.read_exact(&mut buf)?;
         Ok(buf.ends_with(b"200"))
@@ -194,7 +208,13 @@ fn report(name: &str, run: &Run) {
         .steps
         .iter()
         .zip(names)
-        .map(|(s, n)| format!("{n} p50 {} p99 {}", ms(percentile(s, 0.5)), ms(percentile(s, 0.99))))
+        .map(|(s, n)| {
+            format!(
+                "{n} p50 {} p99 {}",
+                ms(percentile(s, 0.5)),
+                ms(percentile(s, 0.99))
+            )
+        })
         .collect();
     println!(
         "{name:<12} {:>7.0} messages/s, server CPU {} per message; {}",
@@ -216,7 +236,9 @@ fn main() {
         .unwrap();
     assert!(built.status.success(), "edge/build failed");
     let dist = PathBuf::from(String::from_utf8(built.stdout).unwrap().trim());
-    let wasm = std::fs::metadata(dist.join("mess_edge_core.wasm")).unwrap().len();
+    let wasm = std::fs::metadata(dist.join("mess_edge_core.wasm"))
+        .unwrap()
+        .len();
     let js = std::fs::metadata(dist.join("index.js")).unwrap().len();
     let gzipped = Command::new("sh")
         .arg("-c")
@@ -227,7 +249,11 @@ fn main() {
         ))
         .output()
         .unwrap();
-    let gzipped: u64 = String::from_utf8(gzipped.stdout).unwrap().trim().parse().unwrap();
+    let gzipped: u64 = String::from_utf8(gzipped.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     println!(
         "mess edge benchmark: {clients} clients x {lifecycles} lifecycles, the Worker (wrangler dev, local) against mess serve, 2 cores"
     );
@@ -249,14 +275,20 @@ fn main() {
     std::fs::create_dir(&home).unwrap();
     let mut config = String::from("executors:\n");
     for i in 0..clients {
-        config.push_str(&format!("  bench-{i}:\n    capabilities: [bench-task-{i}]\n"));
+        config.push_str(&format!(
+            "  bench-{i}:\n    capabilities: [bench-task-{i}]\n"
+        ));
     }
     std::fs::write(home.join("config.yaml"), config).unwrap();
     let native_keys: Vec<(String, String)> = (0..clients)
         .map(|i| {
             (
-                mess(&home, &["token", "agent", &format!("bench-agent-{i}")]).trim().to_owned(),
-                mess(&home, &["token", "executor", &format!("bench-{i}")]).trim().to_owned(),
+                mess(&home, &["token", "agent", &format!("bench-agent-{i}")])
+                    .trim()
+                    .to_owned(),
+                mess(&home, &["token", "executor", &format!("bench-{i}")])
+                    .trim()
+                    .to_owned(),
             )
         })
         .collect();

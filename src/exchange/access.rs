@@ -6,12 +6,12 @@
 //! like something that does not exist.
 
 use crate::exchange::auth::Role;
-use crate::exchange::directory::{Directory, Origin};
+use crate::exchange::directory::Origin;
 use crate::exchange::{Error, Exchange, Sender};
 use crate::links::{Action, Grant};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::ids::ThreadRef;
-use crate::protocol::status::{State, Status};
+use crate::protocol::status::State;
 use crate::protocol::value::Value;
 use crate::store::thread::ThreadFile;
 
@@ -31,9 +31,9 @@ impl Exchange {
 }
 
 pub use crate::protocol::access::{
-    OFFERED_TO, ThreadFilter, link_reads, may_act_now, may_address, may_depend_on, may_see, party, quick_verdict,
+    OFFERED_TO, ThreadFilter, link_reads, may_act_now, may_address, may_depend_on, may_see, party,
+    quick_verdict,
 };
-
 
 /// Whether an executor's notices may be written into `mailbox` (its `notify: {mail: ...}`): an
 /// entry the operator chose may name any mailbox; one a key holder registered only the

@@ -1,7 +1,6 @@
 //! Who is calling: API keys for agents and executors (shown once, stored as SHA-256 hashes,
 //! compared in constant time) and presigned links for one executor on one thread.
 
-use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

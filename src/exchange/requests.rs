@@ -11,7 +11,6 @@ use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Ack, AckEntry, Message, Payload};
-use crate::protocol::request::Request;
 use crate::protocol::time::Timestamp;
 use crate::protocol::value::Map;
 use crate::store::IndexKey;

@@ -1,11 +1,10 @@
 //! Submitting one MESS message: config first, then requests, then the payloads directed at
 //! existing threads (checked all together before any is written), then queries.
 
-use crate::exchange::auth::Role;
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
 use crate::exchange::plan::{self, Context};
-use crate::exchange::requests::{self, Incoming};
+use crate::exchange::requests;
 use crate::exchange::{Exchange, Sender, lifecycle, suggestions, view};
 use crate::notify::ClaimantEvent;
 use crate::protocol::emit;
@@ -15,7 +14,6 @@ use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
 use crate::protocol::time::Timestamp;
 use crate::protocol::value::{Map, Value};
-use crate::protocol::yaml::{self, Limits};
 use crate::store::{Edit, HeadMemo, IndexKey};
 
 /// The door every message comes in by: reading (bounded by the parse gate) and submitting.
@@ -31,7 +29,7 @@ impl Exchange {
     }
 }
 
-pub(crate) use crate::protocol::rules::{MAX_PAYLOADS, MAX_REFERENCES, Sorted, check_role, sort};
+use crate::protocol::rules::{Sorted, check_role, sort};
 
 /// Submits one message from `sender`: everything in it is checked (its bounds, the sender's
 /// role, each payload against its thread) before anything is written, then configs, requests,

@@ -12,7 +12,7 @@ use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Payload, Query, QueryKind, Response};
-use crate::protocol::status::{State, Status, StatusDetails, StatusMsg};
+use crate::protocol::status::{State, Status, StatusMsg};
 use crate::protocol::time;
 use crate::protocol::value::{Map, Value};
 use crate::store::layout::Location;

@@ -15,6 +15,18 @@ pub trait Roster {
     fn missing(&self, id: &str, requires: &[String]) -> Vec<String>;
 }
 
+// A roster shared between threads is still a roster (the native exchange keeps its directory
+// in an `Arc`).
+impl<T: Roster + ?Sized> Roster for std::sync::Arc<T> {
+    fn is_executor(&self, id: &str) -> bool {
+        (**self).is_executor(id)
+    }
+
+    fn missing(&self, id: &str, requires: &[String]) -> Vec<String> {
+        (**self).missing(id, requires)
+    }
+}
+
 /// The envelope field that names the one executor a thread is offered to (a delegation
 /// accepted by its requestor); nobody else may take it.
 pub const OFFERED_TO: &str = "offered_to";
