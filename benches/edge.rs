@@ -202,6 +202,39 @@ async fn drive(
     }
 }
 
+/// `/healthz` asked `n` times by `clients` clients at once: requests/s and server CPU per
+/// request, what the platform costs before any exchange work.
+async fn healthz(
+    url: &str,
+    clients: usize,
+    n: usize,
+    cpu: impl Fn() -> Duration,
+) -> (f64, Duration) {
+    let client = reqwest::Client::new();
+    let cpu_before = cpu();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let client = client.clone();
+        let url = format!("{url}/healthz");
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..n / clients {
+                let r = client.get(&url).send().await.unwrap();
+                assert!(r.status().is_success());
+                r.bytes().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let done = (n / clients * clients) as u32;
+    (
+        f64::from(done) / started.elapsed().as_secs_f64(),
+        (cpu() - cpu_before) / done,
+    )
+}
+
 fn report(name: &str, run: &Run) {
     let names = ["request", "claim", "progress", "complete"];
     let steps: Vec<String> = run
@@ -265,6 +298,7 @@ fn main() {
         gzipped / 1024
     );
 
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -341,8 +375,30 @@ fn main() {
         lifecycles,
         || cpu_time(pid),
     ));
+    let (edge_hz, edge_hz_cpu) = runtime.block_on(healthz(
+        &format!("http://127.0.0.1:{}", dev.port),
+        clients,
+        2000,
+        || group_cpu(group),
+    ));
+    let (native_hz, native_hz_cpu) = runtime.block_on(healthz(
+        &format!("http://127.0.0.1:{port}"),
+        clients,
+        2000,
+        || cpu_time(pid),
+    ));
+    println!(
+        "/healthz (the platform alone): Worker {edge_hz:.0}/s at {} CPU each, mess serve {native_hz:.0}/s at {} CPU each",
+        ms(edge_hz_cpu),
+        ms(native_hz_cpu)
+    );
     report("Worker", &edge);
     report("mess serve", &native);
+    println!(
+        "Worker: {:.2}x its own /healthz rate; mess serve: {:.2}x its own",
+        edge.messages_per_s / edge_hz,
+        native.messages_per_s / native_hz
+    );
     println!(
         "Worker / mess serve: {:.2}x the messages/s, {:.2}x the server CPU per message, {:.2}x the p99 of a claim",
         edge.messages_per_s / native.messages_per_s,
