@@ -27,6 +27,7 @@ pub mod read;
 pub mod request;
 pub mod resolve;
 pub mod review;
+pub mod route;
 pub mod rules;
 pub mod status;
 pub mod thread_text;

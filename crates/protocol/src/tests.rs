@@ -834,3 +834,23 @@ fn executor_entries_name_the_field_of_a_bad_zone_or_area() {
         assert!(e.starts_with(want), "{body}: {e}");
     }
 }
+
+#[test]
+fn the_capability_rule_gives_the_known_answers() {
+    use crate::route::{Candidate, KNOWN_ANSWERS, by_capability, dispatched_note};
+    for (executors, requires, want) in KNOWN_ANSWERS {
+        let candidates: Vec<Candidate<'_>> = executors
+            .iter()
+            .map(|(id, caps, on_demand, load)| Candidate {
+                id,
+                capabilities: caps.to_vec(),
+                on_demand: *on_demand,
+                load: *load,
+            })
+            .collect();
+        let requires: Vec<String> = requires.iter().map(|r| (*r).to_owned()).collect();
+        let routed = by_capability(&requires, &candidates);
+        let got = (!routed.is_empty()).then(|| dispatched_note(&routed));
+        assert_eq!(got.as_deref(), *want, "{executors:?} {requires:?}");
+    }
+}

@@ -69,7 +69,6 @@ pub mod failure;
 pub mod home;
 pub mod http;
 pub mod kv;
-pub mod route;
 pub mod submit;
 
 // The storage calls the Worker's JavaScript provides (module `host`), over the exchange's

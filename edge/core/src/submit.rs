@@ -16,6 +16,7 @@ use mess_protocol::error::ProtocolError;
 use mess_protocol::ids::{Re, ThreadRef};
 use mess_protocol::message::{Ack, AckEntry, Message, Payload, Response};
 use mess_protocol::resolve::{self, Group, IndexKey, Threads};
+use mess_protocol::route;
 use mess_protocol::rules::{self, Context, Incoming, Role, Sorted};
 use mess_protocol::status::{State, Status};
 use mess_protocol::thread_text;
@@ -25,7 +26,6 @@ use mess_protocol::yaml::{self, Limits};
 
 use crate::failure::Failure;
 use crate::home::{EdgeRoster, Home, envelope_of};
-use crate::route;
 
 /// Most bytes of one message (the native exchange's default `max_message_bytes`).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -365,18 +365,24 @@ fn create_one(
     };
     let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, Vec::new());
     if envelope.depends_on.is_empty() && !envelope.too_early(now) {
-        let routed = route::route(&envelope.requires, roster, &home.active_claims());
+        let load = home.active_claims();
+        let candidates: Vec<route::Candidate<'_>> = roster
+            .executors
+            .iter()
+            .map(|(id, spec)| route::Candidate {
+                id,
+                capabilities: spec.capability_ids(),
+                on_demand: spec.availability.as_deref() == Some("on_demand"),
+                load: load.get(id).copied().unwrap_or(0),
+            })
+            .collect();
+        let routed = route::by_capability(&envelope.requires, &candidates);
         if !routed.is_empty() {
-            let note = routed
-                .iter()
-                .map(|r| format!("{}: {}", r.executor, r.reason))
-                .collect::<Vec<_>>()
-                .join("; ");
             envelope.record(
                 "dispatched",
                 now,
                 EXCHANGE,
-                Some(format!("routed to {note}")),
+                Some(route::dispatched_note(&routed)),
             );
             // What `re: last` names for each executor offered it (the native exchange writes
             // this as it delivers the notice).

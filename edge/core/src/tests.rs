@@ -1,5 +1,7 @@
 //! The engine over an in-memory map: what the Worker does, without the Worker.
 
+#![allow(clippy::unwrap_used)]
+
 use crate::http::{Input, Output, handle};
 use crate::kv::MemKv;
 

@@ -370,3 +370,38 @@ executors:
         Some("routed to always: holds x")
     );
 }
+
+/// The known answers of the capability rule (`protocol::route`, which the Worker build routes
+/// with) give the same notes through the exchange's SQL routing.
+#[test]
+fn the_sql_router_gives_the_capability_rules_known_answers() {
+    for (executors, requires, want) in crate::protocol::route::KNOWN_ANSWERS {
+        let mut config = String::from("executors:\n");
+        for (id, caps, on_demand, _) in *executors {
+            config.push_str(&format!(
+                "  {id}:\n    capabilities: [{}]\n",
+                caps.join(", ")
+            ));
+            if *on_demand {
+                config.push_str("    availability: on_demand\n");
+            }
+        }
+        let f = fixture(if executors.is_empty() { "" } else { &config });
+        // Each executor's load: threads it claimed (requests anyone may take).
+        for (id, _, _, load) in *executors {
+            for n in 0..*load {
+                let r = f.request("claude-agent", &format!("intent: load {n} of {id}"));
+                f.status(id, &r, "code: claimed").unwrap();
+            }
+        }
+        let r = f.request(
+            "claude-agent",
+            &format!("intent: the case\nrequires: [{}]", requires.join(", ")),
+        );
+        assert_eq!(
+            dispatched_note(&f, &r).as_deref(),
+            *want,
+            "{executors:?} requiring {requires:?}"
+        );
+    }
+}
