@@ -678,3 +678,130 @@ fn the_remote_cli_drives_the_worker_and_its_files_pulled_out_form_a_home_mess_re
     let shown_here = local.ok(&["show", &r]);
     assert_eq!(shown_here, shown, "mess show on the pulled home");
 }
+
+/// The text of an MCP tool's answer.
+fn tool_text(r: &rmcp::model::CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+#[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
+fn mcp_tools_act_on_the_worker_named_in_exchanges() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    let worker = Worker::start(None);
+    let agent = worker.key("agent", "claude-agent");
+    let robot = worker.key("executor", "roomba");
+    let (code, body) = worker.post(
+        &robot,
+        "MESS:\n  - config:\n      executor: {id: roomba, capabilities: [vacuum-floor]}\n",
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    let laptop = crate::support::Home::with_config(&format!(
+        "exchanges:\n  edge:\n    type: remote\n    url: http://127.0.0.1:{}\n    api_key: ${{EDGE_KEY}}\n",
+        worker.port
+    ));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mess"));
+        cmd.arg("mcp")
+            .env("MESS_HOME", laptop.path())
+            .env("MESS_AGENT_ID", "claude-agent")
+            .env("EDGE_KEY", &agent);
+        let client = ()
+            .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap();
+        let call = |name: &'static str, a: serde_json::Value| {
+            let client = &client;
+            async move {
+                client
+                    .call_tool(
+                        CallToolRequestParams::new(name)
+                            .with_arguments(a.as_object().cloned().unwrap_or_default()),
+                    )
+                    .await
+                    .unwrap()
+            }
+        };
+        let r = call(
+            "mess_do",
+            serde_json::json!({"intent": "vacuum the kitchen", "requires": ["vacuum-floor"], "exchange": "edge"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(false), "{}", tool_text(&r));
+        let s = r.structured_content.clone().unwrap();
+        assert_eq!(s["exchange"], "edge", "{s}");
+        let thread = s["MESS"]
+            .as_array()
+            .and_then(|ps| ps.iter().find_map(|p| p["ack"]["ref"].as_str()))
+            .unwrap()
+            .to_owned();
+
+        // The robot works it on the Worker; the agent's status there shows the answer.
+        for body in [
+            format!("MESS:\n  - status: {{re: {thread}, code: claimed}}\n"),
+            format!(
+                "MESS:\n  - status:\n      re: {thread}\n      code: needs_input\n      questions:\n        - field: rooms\n          question: which rooms?\n"
+            ),
+        ] {
+            let (code, answer) = worker.post(&robot, &body, false);
+            assert_eq!(code, 200, "{answer}");
+        }
+        let answered = call(
+            "mess_answer",
+            serde_json::json!({"ref": thread, "answer": "the kitchen only", "exchange": "edge"}),
+        )
+        .await;
+        assert_eq!(answered.is_error, Some(false), "{}", tool_text(&answered));
+        let (code, answer) = worker.post(
+            &robot,
+            &format!("MESS:\n  - response: {{re: {thread}, content: [kitchen done]}}\n"),
+            false,
+        );
+        assert_eq!(code, 200, "{answer}");
+        let done = call(
+            "mess_status",
+            serde_json::json!({"re": thread, "exchange": "edge"}),
+        )
+        .await;
+        assert_eq!(done.is_error, Some(false), "{}", tool_text(&done));
+        assert!(tool_text(&done).contains("kitchen done"), "{}", tool_text(&done));
+
+        // A second request, listed among the open ones and cancelled there.
+        let r = call(
+            "mess_do",
+            serde_json::json!({"intent": "water the plants", "exchange": "edge"}),
+        )
+        .await;
+        let plants = r.structured_content.clone().unwrap()["MESS"]
+            .as_array()
+            .and_then(|ps| ps.iter().find_map(|p| p["ack"]["ref"].as_str()))
+            .unwrap()
+            .to_owned();
+        let open = call("mess_status", serde_json::json!({"exchange": "edge"})).await;
+        assert!(tool_text(&open).contains("water the plants"), "{}", tool_text(&open));
+        let c = call(
+            "mess_cancel",
+            serde_json::json!({"re": plants, "reason": "it rained", "exchange": "edge"}),
+        )
+        .await;
+        assert_eq!(c.is_error, Some(false), "{}", tool_text(&c));
+        let bearer = format!("Bearer {agent}");
+        let (_, file) = http_with(
+            worker.port,
+            "GET",
+            &format!("/threads/{plants}?format=messe-af"),
+            &[("authorization", &bearer)],
+            "",
+        )
+        .unwrap();
+        assert!(file.contains("status: cancelled"), "{file}");
+        client.cancel().await.unwrap();
+    });
+}
