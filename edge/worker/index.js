@@ -28,6 +28,9 @@ function giveText(text) {
 
 const ABSENT = 0xffffffffffffffffn;
 
+// Event streams one principal may hold open at once (as the native exchange).
+const MAX_STREAMS = 16;
+
 // The first string after `prefix` in byte order: prefixes end in an ASCII character.
 function after(prefix) {
   return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
@@ -83,6 +86,8 @@ export class Exchange {
     this.ctx = ctx;
     this.env = env;
     this.mirroring = Promise.resolve();
+    // Open event streams (`GET /events`): each with its principal and its writer.
+    this.watchers = new Set();
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     // One row per R2 key: the newest text to put there, or NULL to delete it.
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS mirror (k TEXT PRIMARY KEY, text TEXT)");
@@ -101,6 +106,7 @@ export class Exchange {
       now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
       operator_key: this.env.MESS_OPERATOR_KEY || null,
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
+      watchers: [...new Set([...this.watchers].map((w) => w.id))],
     };
     let output;
     try {
@@ -134,6 +140,10 @@ export class Exchange {
         { status: 500 },
       );
     }
+    if (input.path === "/events" && input.method === "GET" && output.status === 200) {
+      return this.watch(JSON.parse(output.body).watch);
+    }
+    this.tell(output.changes || []);
     // R2 writes are made one flush at a time, newest text per key, so a slow put can never
     // leave an older file in R2 than a later request wrote; the answer waits for its own.
     this.mirroring = this.mirroring.then(() => this.flush());
@@ -147,6 +157,42 @@ export class Exchange {
       status: output.status,
       headers: { "content-type": output.content_type },
     });
+  }
+
+  // An event stream for principal `id`: one `thread` event per change it may see, as the
+  // native exchange sends them, and a keep-alive comment every 15 s. At most 16 per principal.
+  watch(id) {
+    const held = [...this.watchers].filter((w) => w.id === id).length;
+    if (held >= MAX_STREAMS) {
+      return Response.json(
+        { error: { code: "busy", message: `at most ${MAX_STREAMS} event streams at once; close one first` } },
+        { status: 429, headers: { "retry-after": "1" } },
+      );
+    }
+    const { readable, writable } = new TransformStream();
+    const watcher = { id, writer: writable.getWriter() };
+    const drop = () => {
+      clearInterval(watcher.timer);
+      this.watchers.delete(watcher);
+      watcher.writer.close().catch(() => {});
+    };
+    watcher.send = (text) => watcher.writer.write(encoder.encode(text)).catch(drop);
+    watcher.timer = setInterval(() => watcher.send(": keep-alive\n\n"), 15000);
+    this.watchers.add(watcher);
+    watcher.send(": connected\n\n");
+    return new Response(readable, {
+      headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
+    });
+  }
+
+  // Tells each watcher of the changes it may see.
+  tell(changes) {
+    for (const change of changes) {
+      const data = JSON.stringify({ ref: change.ref, status: change.status, updated: change.updated });
+      for (const watcher of this.watchers) {
+        if (change.to.includes(watcher.id)) watcher.send(`event: thread\ndata: ${data}\n\n`);
+      }
+    }
   }
 
   // Makes R2 hold what the mirror table says, and clears each row it carried out.

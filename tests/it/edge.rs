@@ -805,3 +805,69 @@ fn mcp_tools_act_on_the_worker_named_in_exchanges() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+#[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
+fn a_native_exchange_forwards_to_the_worker_and_the_answer_comes_back() {
+    use crate::support::server::Server;
+    let worker = Worker::start(None);
+    let house_key = worker.key("agent", "house");
+    let grocer = worker.key("executor", "grocer");
+    let (code, body) = worker.post(
+        &grocer,
+        "MESS:\n  - config:\n      executor: {id: grocer, capabilities: [buy-groceries]}\n",
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    let house = crate::support::Home::with_config(&format!(
+        "agent_id: claude-agent\nexecutors:\n  edge:\n    capabilities: [buy-groceries]\n    exchange:\n      url: http://127.0.0.1:{}\n      api_key: ${{EDGE_KEY}}\n",
+        worker.port
+    ));
+    let _server = Server::start_with(&house, &[("EDGE_KEY", &house_key)]);
+    let said = house.with_stdin(
+        &["send", "-"],
+        "MESS:\n  - request:\n      intent: buy onions\n      requires: [buy-groceries]\n",
+    );
+    assert!(said.status.success(), "{said:?}");
+    let text = String::from_utf8_lossy(&said.stdout).into_owned();
+    let at_house = text
+        .split(|c: char| c.is_whitespace() || c == '"')
+        .find(|w| w.starts_with("20") && w.len() == 14)
+        .unwrap_or_else(|| panic!("no ref in {text}"))
+        .to_owned();
+    let until = |what: &str, check: &dyn Fn(&str) -> bool| {
+        let start = Instant::now();
+        loop {
+            let file = house.ok(&["show", &at_house, "--as", "claude-agent"]);
+            if check(&file) {
+                return file;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{what}: not after 30 s:\n{file}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let file = until("forwarded to the Worker", &|f| f.contains("delegated_to:"));
+    let after = &file[file.find("delegated_to:").unwrap()..];
+    let at_edge = after
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("ref:"))
+        .unwrap()
+        .trim()
+        .trim_matches('"')
+        .to_owned();
+    // The grocer at the edge takes it and answers; the answer comes back into the house.
+    for body in [
+        format!("MESS:\n  - status: {{re: {at_edge}, code: claimed}}\n"),
+        format!("MESS:\n  - response: {{re: {at_edge}, content: [onions bought]}}\n"),
+    ] {
+        let (code, answer) = worker.post(&grocer, &body, false);
+        assert_eq!(code, 200, "{answer}");
+    }
+    let done = until("the answer came back", &|f| {
+        f.contains("onions bought") && f.contains("status: completed")
+    });
+    assert!(done.contains("executor: edge"), "{done}");
+}

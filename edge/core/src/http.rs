@@ -50,6 +50,24 @@ pub struct Input {
     /// 32 random bytes as hex, for keys minted by this request.
     #[serde(default)]
     pub entropy: String,
+    /// The principals holding an event stream open (`GET /events`): each change is told to
+    /// those who may see it.
+    #[serde(default)]
+    pub watchers: Vec<String>,
+}
+
+/// A thread this request changed, and which watchers may hear of it.
+#[derive(Debug, Serialize)]
+pub struct Change {
+    /// The thread's ref.
+    #[serde(rename = "ref")]
+    pub thread: String,
+    /// Its status now.
+    pub status: String,
+    /// When it changed (RFC 3339).
+    pub updated: String,
+    /// The watchers that may see it.
+    pub to: Vec<String>,
 }
 
 /// The answer, and what R2 must now hold.
@@ -65,6 +83,8 @@ pub struct Output {
     pub r2_put: Vec<(String, String)>,
     /// R2 keys to delete.
     pub r2_delete: Vec<String>,
+    /// The threads changed, for the event streams.
+    pub changes: Vec<Change>,
 }
 
 const JSON: &str = "application/json";
@@ -85,6 +105,7 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
             status,
             content_type: content_type.to_owned(),
             body,
+            changes: changes(&home, &put, &input.watchers),
             r2_put: put,
             r2_delete: delete,
         },
@@ -95,8 +116,31 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
             body: f.body(),
             r2_put: Vec::new(),
             r2_delete: Vec::new(),
+            changes: Vec::new(),
         },
     }
+}
+
+/// The threads written (their new files), each with the watchers that may see it as it is now.
+fn changes(home: &Home<'_>, written: &[(String, String)], watchers: &[String]) -> Vec<Change> {
+    let roster = (!watchers.is_empty()).then(|| home.roster());
+    written
+        .iter()
+        .filter_map(|(_, text)| envelope_of(text).ok())
+        .map(|env| Change {
+            thread: env.thread_ref.to_string(),
+            status: env.status.as_str().to_owned(),
+            updated: time::format_timestamp(&env.updated),
+            to: match &roster {
+                Some(roster) => watchers
+                    .iter()
+                    .filter(|w| access::may_see(w, &env, roster))
+                    .cloned()
+                    .collect(),
+                None => Vec::new(),
+            },
+        })
+        .collect()
 }
 
 type Answer = (u16, &'static str, String);
@@ -109,6 +153,16 @@ fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
         ("POST", "/keys") => mint_key(home, input),
         ("POST", "/mess") => post_mess(home, input, now),
         ("GET", "/threads") => list_threads(home, input),
+        // The stream itself is the Durable Object's: here the key is checked, and its
+        // principal named.
+        ("GET", "/events") => {
+            let caller = caller(home, input)?;
+            Ok((
+                200,
+                JSON,
+                serde_json::json!({"watch": caller.id}).to_string(),
+            ))
+        }
         ("GET", p) if p.starts_with("/threads/") => {
             read_thread(home, input, &p["/threads/".len()..], true)
         }

@@ -146,6 +146,7 @@ pub unsafe extern "C" fn mess_handle(ptr: *mut u8, len: usize) -> u64 {
                 .body(),
             r2_put: Vec::new(),
             r2_delete: Vec::new(),
+            changes: Vec::new(),
         },
     };
     answer(serde_json::to_string(&output).unwrap_or_default())

@@ -23,6 +23,7 @@ fn input(method: &str, path: &str, key: Option<&str>, body: &str) -> Input {
         now: NOW.to_owned(),
         operator_key: Some(OPERATOR.to_owned()),
         entropy: "ab".repeat(32),
+        watchers: Vec::new(),
     }
 }
 
@@ -167,4 +168,38 @@ fn query_parameters_are_percent_decoded() {
     );
     assert_eq!(crate::http::percent_decode("%4"), "%4");
     assert_eq!(crate::http::percent_decode("€%"), "€%");
+}
+
+#[test]
+fn each_change_is_told_to_the_watchers_who_may_see_it() {
+    let mut kv = MemKv::default();
+    let alice = key(&mut kv, "agent", "alice", "1");
+    let robo = key(&mut kv, "executor", "robo", "2");
+    let out = post(
+        &mut kv,
+        &robo,
+        "MESS:\n  - config:\n      executor: {id: robo, capabilities: [vacuum-floor]}\n",
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    let mut i = input(
+        "POST",
+        "/mess",
+        Some(&alice),
+        "MESS:\n  - request: {intent: vacuum, requires: [vacuum-floor]}\n",
+    );
+    i.watchers = vec!["alice".into(), "robo".into(), "eve".into()];
+    let out = handle(&mut kv, &i);
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert_eq!(out.changes.len(), 1);
+    assert_eq!(out.changes[0].status, "pending");
+    assert_eq!(out.changes[0].to, vec!["alice", "robo"]);
+    let mut i = input("GET", "/events", Some(&alice), "");
+    i.watchers = vec!["alice".into()];
+    let out = handle(&mut kv, &i);
+    assert_eq!(
+        (out.status, out.body.as_str()),
+        (200, r#"{"watch":"alice"}"#)
+    );
+    let out = handle(&mut kv, &input("GET", "/events", Some("mess_nobody"), ""));
+    assert_eq!(out.status, 401);
 }
