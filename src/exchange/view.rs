@@ -10,7 +10,6 @@ use crate::protocol::config::ConfigMsg;
 use crate::protocol::content::{ContentEntry, unmet_hints};
 use crate::protocol::envelope::{Envelope, MessageDoc};
 use crate::protocol::error::ProtocolError;
-use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Payload, Query, QueryKind, Response};
 use crate::protocol::status::{State, Status, StatusMsg};
 use crate::protocol::time;
@@ -319,16 +318,8 @@ pub(crate) fn apply_config(
     Ok(structured_response(Value::Map(done)))
 }
 
-fn structured_response(data: Value) -> Payload {
-    Payload::Response(Response {
-        re: crate::protocol::ids::Re::One("last".to_owned()),
-        content: vec![ContentEntry::Structured(data)],
-        executor: None,
-        completed_at: None,
-        notes: None,
-        extra: Map::new(),
-    })
-}
+use crate::protocol::answer::structured_response;
+pub use crate::protocol::answer::thread_summary;
 
 /// Most `ref:` entries of one thread resolved for a reader (each costs a read).
 const MAX_REFERENCES: usize = 32;
@@ -357,7 +348,6 @@ pub(crate) fn answer_query(
                     })?);
                 }
             }
-            let open_only = !all && f.re.is_none() && f.status.is_empty();
             if listed.is_none() {
                 let (items, _) = ex.list(&State::ALL, true)?;
                 *listed = Some(
@@ -368,54 +358,17 @@ pub(crate) fn answer_query(
                         .collect(),
                 );
             }
-            let mut chosen: Vec<&Envelope> = listed
-                .iter()
-                .flatten()
-                // Open as `mess status` and `mess://pending` mean it: waiting or being worked
-                // on (partial work was delivered, so it is not listed).
-                .filter(|e| {
-                    !open_only || matches!(e.status.state(), State::Received | State::Executing)
-                })
-                .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
-                .filter(|e| f.status.is_empty() || f.status.contains(&e.status))
-                .filter(|e| {
-                    f.executor
-                        .as_ref()
-                        .is_none_or(|x| e.executor.as_ref() == Some(x))
-                })
-                .filter(|e| f.since.is_none_or(|t| e.updated >= t))
-                .collect();
-            let positions = if chosen.iter().any(|e| e.status == Status::Pending) {
+            let mine = listed.as_deref().unwrap_or_default();
+            let waiting = if mine.iter().any(|e| e.status == Status::Pending) {
                 let (waiting, _) = ex.store().list(&[State::Received], false);
-                let waiting: Vec<Envelope> = waiting.into_iter().map(|(e, _, _)| e).collect();
-                queue_positions(&waiting, ex.now())
+                waiting.into_iter().map(|(e, _, _)| e).collect()
             } else {
-                Default::default()
+                Vec::new()
             };
-            // Waiting work first, in queue order; then the rest, most recently changed first.
-            chosen.sort_by(|a, b| {
-                match (positions.get(&a.thread_ref), positions.get(&b.thread_ref)) {
-                    (Some(x), Some(y)) => x.cmp(y),
-                    (Some(_), None) => std::cmp::Ordering::Less,
-                    (None, Some(_)) => std::cmp::Ordering::Greater,
-                    (None, None) => b.updated.cmp(&a.updated),
-                }
-            });
-            let threads: Vec<Value> = chosen
-                .into_iter()
-                .map(|e| {
-                    let mut v = thread_summary(e);
-                    if let Value::Map(m) = &mut v {
-                        if let Some(p) = positions.get(&e.thread_ref) {
-                            m.insert("queue_position", Value::Int(*p));
-                        } else if let Some(until) = held_until(ex, e) {
-                            m.insert("held_until", Value::str(time::format_timestamp(&until)));
-                        }
-                    }
-                    v
-                })
-                .collect();
-            data.insert("threads", Value::Seq(threads));
+            data.insert(
+                "threads",
+                crate::protocol::answer::status_threads(f, &only, mine, &waiting, ex.now()),
+            );
         }
         QueryKind::Capabilities => {
             data.insert("capabilities", capabilities(dir, &q.filter.tags));
@@ -505,9 +458,7 @@ pub fn queue_position(ex: &Exchange, env: &Envelope) -> Option<i64> {
 /// When a pending request is held until, while its `not_before` is ahead: nobody is offered
 /// it before.
 pub fn held_until(ex: &Exchange, env: &Envelope) -> Option<time::Timestamp> {
-    (env.status == Status::Pending && env.too_early(ex.now()))
-        .then_some(env.not_before)
-        .flatten()
+    crate::protocol::answer::held_until(env, ex.now())
 }
 
 /// `view` (a status view) with where the thread waits: `held_until` and a `waiting_because`
@@ -550,41 +501,6 @@ pub(crate) fn pending(ex: &Exchange) -> Vec<Envelope> {
         .map(|(e, _, _)| e)
         .filter(|e| e.status == Status::Pending)
         .collect()
-}
-
-/// The queue position of every waiting thread among `listed` offered by `now` (see
-/// [`queue_position`]).
-fn queue_positions(
-    listed: &[Envelope],
-    now: time::Timestamp,
-) -> std::collections::HashMap<ThreadRef, i64> {
-    let mut waiting: Vec<&Envelope> = listed
-        .iter()
-        .filter(|e| e.status == Status::Pending && !e.too_early(now))
-        .collect();
-    waiting.sort_by(|a, b| a.queue_key().cmp(&b.queue_key()));
-    waiting
-        .into_iter()
-        .enumerate()
-        .map(|(i, e)| (e.thread_ref.clone(), i as i64 + 1))
-        .collect()
-}
-
-/// The fields of a thread that listings show.
-pub fn thread_summary(e: &Envelope) -> Value {
-    let mut m = Map::new();
-    m.insert("ref", Value::str(e.thread_ref.as_str()));
-    if let Some(id) = &e.client_id {
-        m.insert("client_id", Value::str(id));
-    }
-    m.insert("status", Value::str(e.status.as_str()));
-    m.insert("intent", Value::str(&e.intent));
-    if let Some(x) = &e.executor {
-        m.insert("executor", Value::str(x));
-    }
-    m.insert("requestor", Value::str(&e.requestor));
-    m.insert("updated", Value::str(time::format_timestamp(&e.updated)));
-    Value::Map(m)
 }
 
 impl Access<'_> {

@@ -388,6 +388,12 @@ fn a_conversation_gets_the_same_answers_and_the_same_files_from_the_worker_as_fr
         ("ollie", format!("MESS:\n  - status:\n      re: {day}-004\n      code: needs_confirmation\n      action: pay 3 EUR for onions\n"), 200),
         ("bob", format!("MESS:\n  - reply: {{re: {day}-004, confirm: true}}\n"), 200),
         ("ollie", format!("MESS:\n  - status: {{re: {day}-004, code: completed}}\n"), 200),
+        // Status queries: the open ones, every one, one by client id, by status; another's.
+        ("alice", "MESS:\n  - query: {type: status}\n".into(), 200),
+        ("alice", "MESS:\n  - query:\n      type: status\n      filter: {re: all}\n".into(), 200),
+        ("alice", "MESS:\n  - query:\n      type: status\n      filter: {re: vac-1}\n  - query:\n      type: status\n      filter: {status: [failed, cancelled]}\n".into(), 200),
+        ("bob", "MESS:\n  - query: {type: status}\n".into(), 200),
+        ("bob", format!("MESS:\n  - query:\n      type: status\n      filter: {{re: {day}-001}}\n"), 404),
         // Refusals: roles, strangers, bad input.
         ("alice", format!("MESS:\n  - status: {{re: {day}-001, code: completed}}\n"), 403),
         ("bob", "MESS:\n  - cancel: {re: vac-1}\n".into(), 404),

@@ -13,6 +13,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod access;
+pub mod answer;
 pub mod config;
 pub mod content;
 pub mod cron;

@@ -4,17 +4,19 @@
 //! reference resolution, the envelope and the file text all come from `mess-protocol`, as in
 //! the native exchange; what this file holds is the order of the steps and the edge's storage.
 //! What the Worker build cannot do yet (dependencies, deadlines, shells, callbacks, notices,
-//! accepting suggestions, queries) is refused by name before anything is written.
+//! accepting suggestions, capability and executor queries) is refused by name before anything
+//! is written.
 
 use std::collections::HashMap;
 
+use mess_protocol::access;
+use mess_protocol::answer;
 use mess_protocol::config::ConfigMsg;
-use mess_protocol::content::ContentEntry;
 use mess_protocol::emit;
 use mess_protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use mess_protocol::error::ProtocolError;
-use mess_protocol::ids::{Re, ThreadRef};
-use mess_protocol::message::{Ack, AckEntry, Message, Payload, Response};
+use mess_protocol::ids::ThreadRef;
+use mess_protocol::message::{Ack, AckEntry, Message, Payload, Query, QueryKind};
 use mess_protocol::resolve::{self, Group, IndexKey, Threads};
 use mess_protocol::route;
 use mess_protocol::rules::{self, Context, Incoming, Role, Sorted};
@@ -76,18 +78,16 @@ pub fn submit(
     for (index, config) in &configs {
         check_config(home, config, *index, caller)?;
     }
-    if !queries.is_empty() {
-        let index = message
-            .payloads
-            .iter()
-            .position(|p| matches!(p, Payload::Query(_)))
-            .unwrap_or(0);
-        return Err(Failure::not_at_edge(
-            &format!("MESS[{index}].query"),
-            "a query",
-        ));
+    for (i, p) in message.payloads.iter().enumerate() {
+        if let Payload::Query(q) = p
+            && q.kind != QueryKind::Status
+        {
+            return Err(Failure::not_at_edge(
+                &format!("MESS[{i}].query.type"),
+                "a capabilities or executors query",
+            ));
+        }
     }
-
     let mut answer = Vec::new();
     for (_, config) in &configs {
         answer.push(apply_config(home, config, caller));
@@ -115,6 +115,11 @@ pub fn submit(
             &roster,
             now,
         )?);
+    }
+    // Status queries read the sender's threads once for the whole message.
+    let mut mine: Option<Vec<Envelope>> = None;
+    for q in &queries {
+        answer.push(status_query(home, q, &sender, &roster, &mut mine, now)?);
     }
     Ok(Message::from_exchange(answer, version.as_deref()))
 }
@@ -282,14 +287,50 @@ fn apply_config(home: &mut Home<'_>, config: &ConfigMsg, caller: &Caller) -> Pay
         home.put_registration(&exec.id, &value);
         done.insert("registered", Value::str(&exec.id));
     }
-    Payload::Response(Response {
-        re: Re::One("last".to_owned()),
-        content: vec![ContentEntry::Structured(Value::Map(done))],
-        executor: None,
-        completed_at: None,
-        notes: None,
-        extra: Map::new(),
-    })
+    answer::structured_response(Value::Map(done))
+}
+
+/// Answers a status query as the native exchange does: the sender's threads it asks for.
+fn status_query(
+    home: &Home<'_>,
+    q: &Query,
+    sender: &resolve::Sender<'_>,
+    roster: &EdgeRoster,
+    mine: &mut Option<Vec<Envelope>>,
+    now: Timestamp,
+) -> Result<Payload, Failure> {
+    let f = &q.filter;
+    let all = f.re.as_ref().is_some_and(|re| re.items().contains(&"all"));
+    let mut only = Vec::new();
+    if let Some(re) = f.re.as_ref().filter(|_| !all) {
+        for item in re.items() {
+            // A thread the sender is no party to answers like one that does not exist.
+            only.push(resolve::resolve_for(
+                home,
+                item,
+                sender,
+                roster,
+                |who, env, _| access::party(who, env),
+            )?);
+        }
+    }
+    let listed = mine.get_or_insert_with(|| {
+        home.envelopes(&State::ALL)
+            .into_iter()
+            .filter(|e| access::party(sender.id, e))
+            .collect()
+    });
+    let waiting = if listed.iter().any(|e| e.status == Status::Pending) {
+        home.open_envelopes(&[State::Received])
+    } else {
+        Vec::new()
+    };
+    let mut data = Map::new();
+    data.insert(
+        "threads",
+        answer::status_threads(f, &only, listed, &waiting, now),
+    );
+    Ok(answer::structured_response(Value::Map(data)))
 }
 
 /// Creates the threads of `incoming` (a re-sent client id finds its open thread instead) and

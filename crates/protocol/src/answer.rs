@@ -1,0 +1,131 @@
+//! What an exchange answers about threads: the summary a listing shows, queue positions, and a
+//! status `query`'s list. Every build answers from these, over the envelopes it reads.
+
+use std::collections::HashMap;
+
+use crate::content::ContentEntry;
+use crate::envelope::Envelope;
+use crate::ids::{Re, ThreadRef};
+use crate::message::{Payload, QueryFilter, Response};
+use crate::status::{State, Status};
+use crate::time::{self, Timestamp};
+use crate::value::{Map, Value};
+
+/// The fields of a thread that listings show.
+pub fn thread_summary(e: &Envelope) -> Value {
+    let mut m = Map::new();
+    m.insert("ref", Value::str(e.thread_ref.as_str()));
+    if let Some(id) = &e.client_id {
+        m.insert("client_id", Value::str(id));
+    }
+    m.insert("status", Value::str(e.status.as_str()));
+    m.insert("intent", Value::str(&e.intent));
+    if let Some(x) = &e.executor {
+        m.insert("executor", Value::str(x));
+    }
+    m.insert("requestor", Value::str(&e.requestor));
+    m.insert("updated", Value::str(time::format_timestamp(&e.updated)));
+    Value::Map(m)
+}
+
+/// The queue position (1 = next) of every waiting thread among `listed` offered by `now`, in
+/// the queue's order (urgent first, then the oldest, then by ref).
+pub fn queue_positions(listed: &[Envelope], now: Timestamp) -> HashMap<ThreadRef, i64> {
+    let mut waiting: Vec<&Envelope> = listed
+        .iter()
+        .filter(|e| e.status == Status::Pending && !e.too_early(now))
+        .collect();
+    waiting.sort_by(|a, b| a.queue_key().cmp(&b.queue_key()));
+    waiting
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| (e.thread_ref.clone(), i as i64 + 1))
+        .collect()
+}
+
+/// When a pending request is held until, while its `not_before` is ahead of `now`: nobody is
+/// offered it before.
+pub fn held_until(env: &Envelope, now: Timestamp) -> Option<Timestamp> {
+    (env.status == Status::Pending && env.too_early(now))
+        .then_some(env.not_before)
+        .flatten()
+}
+
+/// The `threads` of a status query's answer: of `mine` (every thread the sender is a party
+/// to), those `filter` asks for (`only`: the threads its `re` named; without `re` or `status`,
+/// the open ones), waiting work first in queue order (positions among `waiting`, the pending
+/// threads), then the rest, most recently changed first.
+pub fn status_threads(
+    filter: &QueryFilter,
+    only: &[ThreadRef],
+    mine: &[Envelope],
+    waiting: &[Envelope],
+    now: Timestamp,
+) -> Value {
+    let all = filter
+        .re
+        .as_ref()
+        .is_some_and(|re| re.items().contains(&"all"));
+    let open_only = !all && filter.re.is_none() && filter.status.is_empty();
+    let mut chosen: Vec<&Envelope> = mine
+        .iter()
+        // Open as `mess status` and `mess://pending` mean it: waiting or being worked on
+        // (partial work was delivered, so it is not listed).
+        .filter(|e| !open_only || matches!(e.status.state(), State::Received | State::Executing))
+        .filter(|e| only.is_empty() || only.contains(&e.thread_ref))
+        .filter(|e| filter.status.is_empty() || filter.status.contains(&e.status))
+        .filter(|e| {
+            filter
+                .executor
+                .as_ref()
+                .is_none_or(|x| e.executor.as_ref() == Some(x))
+        })
+        .filter(|e| filter.since.is_none_or(|t| e.updated >= t))
+        .collect();
+    let positions = if chosen.iter().any(|e| e.status == Status::Pending) {
+        queue_positions(waiting, now)
+    } else {
+        HashMap::new()
+    };
+    chosen.sort_by(
+        |a, b| match (positions.get(&a.thread_ref), positions.get(&b.thread_ref)) {
+            (Some(x), Some(y)) => x.cmp(y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            // Ties in the listing order, whatever order the envelopes came in.
+            (None, None) => b
+                .updated
+                .cmp(&a.updated)
+                .then_with(|| crate::access::listing_order(a, b)),
+        },
+    );
+    Value::Seq(
+        chosen
+            .into_iter()
+            .map(|e| {
+                let mut v = thread_summary(e);
+                if let Value::Map(m) = &mut v {
+                    if let Some(p) = positions.get(&e.thread_ref) {
+                        m.insert("queue_position", Value::Int(*p));
+                    } else if let Some(until) = held_until(e, now) {
+                        m.insert("held_until", Value::str(time::format_timestamp(&until)));
+                    }
+                }
+                v
+            })
+            .collect(),
+    )
+}
+
+/// The exchange's answer to a `config` or a `query`: a response whose content is structured
+/// data.
+pub fn structured_response(data: Value) -> Payload {
+    Payload::Response(Response {
+        re: Re::One("last".to_owned()),
+        content: vec![ContentEntry::Structured(data)],
+        executor: None,
+        completed_at: None,
+        notes: None,
+        extra: Map::new(),
+    })
+}
