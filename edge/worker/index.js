@@ -31,6 +31,46 @@ const ABSENT = 0xffffffffffffffffn;
 // Event streams one principal may hold open at once (as the native exchange).
 const MAX_STREAMS = 16;
 
+// The largest body taken (the native exchange's `max_message_bytes`): checked against
+// Content-Length first, then counted while the body streams in, so nothing larger is held.
+const MAX_BODY = 16 * 1024 * 1024;
+
+class TooLarge extends Error {}
+
+function tooLarge() {
+  return Response.json(
+    { error: { code: "too_large", message: `the body is larger than the limit of ${MAX_BODY} bytes` } },
+    { status: 413 },
+  );
+}
+
+// The body as text, refused past MAX_BODY bytes without reading the rest.
+async function boundedText(request) {
+  const declared = Number(request.headers.get("content-length") || "0");
+  if (declared > MAX_BODY) throw new TooLarge();
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > MAX_BODY) {
+      await reader.cancel();
+      throw new TooLarge();
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.length;
+  }
+  return decoder.decode(all);
+}
+
 // The first string after `prefix` in byte order: prefixes end in an ASCII character.
 function after(prefix) {
   return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
@@ -95,6 +135,15 @@ export class Exchange {
 
   async fetch(request) {
     const url = new URL(request.url);
+    let body = "";
+    if (request.method !== "GET") {
+      try {
+        body = await boundedText(request);
+      } catch (e) {
+        if (e instanceof TooLarge) return tooLarge();
+        throw e;
+      }
+    }
     const input = {
       method: request.method,
       path: url.pathname,
@@ -102,7 +151,7 @@ export class Exchange {
       authorization: request.headers.get("authorization"),
       accept: request.headers.get("accept"),
       content_type: request.headers.get("content-type"),
-      body: request.method === "GET" ? "" : await request.text(),
+      body,
       now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
       operator_key: this.env.MESS_OPERATOR_KEY || null,
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
@@ -223,7 +272,14 @@ export default {
       return Response.json({ status: "ok", edge: true });
     }
     if (url.pathname === "/check" && request.method === "POST") {
-      const answer = call("mess_check", await request.text());
+      let text;
+      try {
+        text = await boundedText(request);
+      } catch (e) {
+        if (e instanceof TooLarge) return tooLarge();
+        throw e;
+      }
+      const answer = call("mess_check", text);
       return new Response(answer + "\n", {
         status: answer.startsWith("ok") ? 200 : 422,
         headers: { "content-type": "text/plain; charset=utf-8" },
