@@ -78,7 +78,13 @@ fn start_edge(state: &Path) -> (Dev, Duration) {
     let port = free_port();
     let started = Instant::now();
     let mut child = Command::new(root().join("edge/dev"))
-        .args(["--port", &port.to_string(), "--state"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--inspector-port",
+            &free_port().to_string(),
+            "--state",
+        ])
         .arg(state)
         .env_remove("MESS_OPERATOR_KEY")
         .stdin(Stdio::null())

@@ -47,6 +47,18 @@ fn http_with(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Option<(u16, String)> {
+    http_declaring(port, method, path, headers, body.len(), body)
+}
+
+/// [`http_with`] declaring a `Content-Length` of `declared` bytes, whatever `body` holds.
+fn http_declaring(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    declared: usize,
+    body: &str,
+) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -56,12 +68,9 @@ fn http_with(
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n{body}",
-        body.len()
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{extra}Content-Length: {declared}\r\n\r\n{body}"
     );
-    // A server may answer (413) and stop reading before the whole body is sent: the answer
-    // is read all the same.
-    let _ = stream.write_all(request.as_bytes());
+    stream.write_all(request.as_bytes()).ok()?;
     // workerd keeps the connection open after its answer: read the head, then as many bytes as
     // it says the body has.
     let mut raw = Vec::new();
@@ -74,18 +83,27 @@ fn http_with(
         raw.extend_from_slice(&chunk[..n]);
         let text = String::from_utf8_lossy(&raw);
         if let Some((head, _)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (name, value) = l.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse().ok())?
+            let header = |name: &str| {
+                head.lines().find_map(|l| {
+                    let (n, value) = l.split_once(':')?;
+                    n.eq_ignore_ascii_case(name)
+                        .then(|| value.trim().to_owned())
                 })
-                .unwrap_or(0);
+            };
+            // No length: a chunked body (`None`), read to its last chunk.
+            let length = match header("content-length") {
+                Some(v) => Some(v.parse::<usize>().ok()?),
+                None if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) => None,
+                None => Some(0),
+            };
             break (head.len() + 4, length);
         }
     };
-    while raw.len() < head_len + length {
+    let complete = |raw: &[u8]| match length {
+        Some(length) => raw.len() >= head_len + length,
+        None => raw.ends_with(b"0\r\n\r\n"),
+    };
+    while !complete(&raw) {
         let n = stream.read(&mut chunk).ok()?;
         if n == 0 {
             break;
@@ -94,7 +112,22 @@ fn http_with(
     }
     let text = String::from_utf8_lossy(&raw).into_owned();
     let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, text[head_len..].to_owned()))
+    let body = &text[head_len..];
+    if length.is_some() {
+        return Some((status, body.to_owned()));
+    }
+    // Chunks: a hexadecimal size line, that many bytes, a line break; size 0 ends.
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).ok()?;
+        if size == 0 {
+            break;
+        }
+        out.push_str(after.get(..size)?);
+        rest = after.get(size + 2..)?;
+    }
+    Some((status, out))
 }
 
 /// What the native exchange's validation says of `text`, in the Worker's words.
@@ -118,8 +151,14 @@ fn native_check(text: &str) -> String {
 #[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
 fn the_worker_builds_serves_on_loopback_and_checks_messages_as_the_native_exchange_does() {
     let port = free_port();
+    let inspector = free_port();
     let dev = Dev(Command::new(crate::tidy::root().join("edge/dev"))
-        .args(["--port", &port.to_string()])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--inspector-port",
+            &inspector.to_string(),
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -180,7 +219,15 @@ impl Worker {
         let port = free_port();
         let state = tempfile::TempDir::new().unwrap();
         let mut command = Command::new(crate::tidy::root().join("edge/dev"));
-        command.args(["--port", &port.to_string(), "--state"]);
+        // The inspector on a free port of its own: `port + 1` may be another run's.
+        let inspector = free_port();
+        command.args([
+            "--port",
+            &port.to_string(),
+            "--inspector-port",
+            &inspector.to_string(),
+            "--state",
+        ]);
         command.arg(state.path());
         if let Some(clock) = clock {
             command.args(["--clock", clock]);
@@ -589,12 +636,21 @@ fn six_executors_racing_for_one_thread_see_exactly_one_claim_won() {
         assert_eq!(text.matches("code: claimed").count(), 1, "{text}");
         assert!(text.contains(&format!("executor: {}", won[0])), "{text}");
     }
-    // A body past the 16 MiB limit is refused as the native exchange refuses it.
-    let big = format!(
-        "MESS:\n  - request:\n      intent: {}\n",
-        "x".repeat(16 * 1024 * 1024)
-    );
-    let (code, body) = worker.post(&agent, &big, false);
+    // A body declared past the 16 MiB limit is refused as the native exchange refuses it,
+    // before it is read.
+    let bearer = format!("Bearer {agent}");
+    let (code, body) = http_declaring(
+        worker.port,
+        "POST",
+        "/mess",
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/yaml"),
+        ],
+        16 * 1024 * 1024 + 1,
+        "MESS:\n",
+    )
+    .unwrap();
     assert_eq!(code, 413, "{body}");
     assert!(
         body.contains("the body is larger than the limit of 16777216 bytes"),
