@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use crate::exchange::directory::{Directory, RouteInput};
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, Sender, access, lifecycle, plan, view};
-use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
+use crate::protocol::answer;
+use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::ids::ThreadRef;
-use crate::protocol::message::{Ack, AckEntry, Message, Payload};
+use crate::protocol::message::Payload;
 use crate::protocol::time::Timestamp;
 use crate::protocol::value::Map;
 use crate::store::IndexKey;
@@ -225,7 +226,15 @@ pub(crate) fn create(
             lifecycle::reconcile(ex, thread, now)?;
         }
     }
-    Ok(Payload::Ack(ack_for(ex, &incoming, &assigned, now)))
+    Ok(Payload::Ack(answer::ack_for(
+        &incoming,
+        &assigned,
+        now,
+        |thread| match ex.store().envelope(thread) {
+            Ok((env, _)) => view::queue_position(ex, &env),
+            Err(_) => None,
+        },
+    )))
 }
 
 /// The open threads the client ids of `incoming` already name (by the request's place in the
@@ -272,21 +281,14 @@ fn create_one(
 ) -> Result<bool, Error> {
     let store = ex.store();
     let sender = sent.sender;
-    let mut payloads = Vec::new();
-    if let Some(v) = sent.version {
-        payloads.push(Payload::Version(v.to_owned()));
-    }
-    payloads.push(Payload::Request(req.request.clone()));
-    let doc = MessageDoc {
-        from: sender.id.clone(),
-        received: now,
-        channel: Some(sender.channel.clone()),
-        message: Message {
-            payloads,
-            extra: sent.extra.clone(),
-        },
-        extra: Map::new(),
-    };
+    let doc = answer::message_doc(
+        &sender.id,
+        &sender.channel,
+        sent.version,
+        [Payload::Request(req.request.clone())],
+        sent.extra.clone(),
+        now,
+    );
     let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, depends_on);
     // The offered shells are held before the thread exists: a crash in between leaves an
     // escrow without a thread, never a thread whose shells were not held.
@@ -313,22 +315,7 @@ fn create_one(
     if envelope.depends_on.is_empty() && !envelope.too_early(now) {
         lifecycle::record_dispatch(ex, &mut envelope, &RouteInput::of(&req.request), now);
     }
-    let ack = MessageDoc {
-        from: EXCHANGE.to_owned(),
-        received: now,
-        channel: None,
-        // The file's documents follow the MESSE-AF example: the request names the version
-        // and the exchange's own documents imply it.
-        message: Message::new(vec![Payload::Ack(Ack {
-            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
-            thread_ref: Some(thread.to_string()),
-            requests: Vec::new(),
-            received_at: None,
-            queue_position: None,
-            extra: Map::new(),
-        })]),
-        extra: Map::new(),
-    };
+    let ack = answer::creation_ack_doc(&req.request, thread, now);
     // Index entries go first: if the process dies before the thread file exists, they point
     // at nothing and are ignored; the other order could lose an acknowledged client id.
     let mut entries = vec![(IndexKey::Last, thread)];
@@ -343,43 +330,4 @@ fn create_one(
     }
     store.create(&envelope, &[doc, ack])?;
     Ok(!envelope.depends_on.is_empty())
-}
-
-/// The ack answered for `incoming`: one request hears its ref and, waiting for an executor,
-/// where it stands in the queue; several hear each one's ref.
-fn ack_for(
-    ex: &Exchange,
-    incoming: &[Incoming],
-    assigned: &HashMap<usize, ThreadRef>,
-    now: Timestamp,
-) -> Ack {
-    if let [req] = incoming {
-        let thread = &assigned[&req.index];
-        let queue_position = match ex.store().envelope(thread) {
-            Ok((env, _)) => view::queue_position(ex, &env),
-            Err(_) => None,
-        };
-        return Ack {
-            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
-            thread_ref: Some(thread.to_string()),
-            requests: Vec::new(),
-            received_at: Some(now),
-            queue_position,
-            extra: Map::new(),
-        };
-    }
-    Ack {
-        re: None,
-        thread_ref: None,
-        requests: incoming
-            .iter()
-            .map(|r| AckEntry {
-                id: r.request.id.clone(),
-                thread_ref: assigned[&r.index].to_string(),
-            })
-            .collect(),
-        received_at: Some(now),
-        queue_position: None,
-        extra: Map::new(),
-    }
 }

@@ -8,7 +8,7 @@ use crate::exchange::requests;
 use crate::exchange::{Exchange, Sender, lifecycle, suggestions, view};
 use crate::notify::ClaimantEvent;
 use crate::protocol::emit;
-use crate::protocol::envelope::{Envelope, MessageDoc};
+use crate::protocol::envelope::Envelope;
 use crate::protocol::error::ProtocolError;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::status::Status;
@@ -166,18 +166,14 @@ fn apply_group(
             now,
         };
         plan::check_group(&t.envelope, &g.payloads, &cx)?;
-        let mut payloads = Vec::new();
-        if let Some(v) = version {
-            payloads.push(Payload::Version(v.to_owned()));
-        }
-        payloads.extend(g.payloads.iter().cloned());
-        let doc = MessageDoc {
-            from: sender.id.clone(),
-            received: now,
-            channel: Some(sender.channel.clone()),
-            message: Message::new(payloads),
-            extra: Map::new(),
-        };
+        let doc = crate::protocol::answer::message_doc(
+            &sender.id,
+            &sender.channel,
+            version,
+            g.payloads.iter().cloned(),
+            Map::new(),
+            now,
+        );
         // Every change rewrites the whole file: a thread grows only so far, or appending to
         // it would cost more each time without end.
         let grown = t.text().len() + emit::to_yaml(&doc.to_value()).len();

@@ -1,12 +1,15 @@
-//! What an exchange answers about threads: the summary a listing shows, queue positions, and a
-//! status `query`'s list. Every build answers from these, over the envelopes it reads.
+//! What an exchange answers and writes: the summary a listing shows, queue positions, a status
+//! `query`'s list, acks, and the documents it writes into threads. Every build answers from
+//! these, over the envelopes it reads.
 
 use std::collections::HashMap;
 
 use crate::content::ContentEntry;
-use crate::envelope::Envelope;
+use crate::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::ids::{Re, ThreadRef};
-use crate::message::{Payload, QueryFilter, Response};
+use crate::message::{Ack, AckEntry, Message, Payload, QueryFilter, Response};
+use crate::request::Request;
+use crate::rules::Incoming;
 use crate::status::{State, Status};
 use crate::time::{self, Timestamp};
 use crate::value::{Map, Value};
@@ -128,4 +131,87 @@ pub fn structured_response(data: Value) -> Payload {
         notes: None,
         extra: Map::new(),
     })
+}
+
+/// The document of a message as the exchange writes it into a thread: `payloads` from `from`,
+/// received `now` through `channel`, led by the version the message named.
+pub fn message_doc(
+    from: &str,
+    channel: &str,
+    version: Option<&str>,
+    payloads: impl IntoIterator<Item = Payload>,
+    extra: Map,
+    now: Timestamp,
+) -> MessageDoc {
+    let mut all: Vec<Payload> = version
+        .map(|v| Payload::Version(v.to_owned()))
+        .into_iter()
+        .collect();
+    all.extend(payloads);
+    MessageDoc {
+        from: from.to_owned(),
+        received: now,
+        channel: Some(channel.to_owned()),
+        message: Message {
+            payloads: all,
+            extra,
+        },
+        extra: Map::new(),
+    }
+}
+
+/// The exchange's ack written into a new thread after its request. The file's documents follow
+/// the MESSE-AF example: the request names the version and the exchange's own documents imply
+/// it.
+pub fn creation_ack_doc(request: &Request, thread: &ThreadRef, now: Timestamp) -> MessageDoc {
+    MessageDoc {
+        from: EXCHANGE.to_owned(),
+        received: now,
+        channel: None,
+        message: Message::new(vec![Payload::Ack(Ack {
+            re: Some(request.id.clone().unwrap_or_else(|| "last".to_owned())),
+            thread_ref: Some(thread.to_string()),
+            requests: Vec::new(),
+            received_at: None,
+            queue_position: None,
+            extra: Map::new(),
+        })]),
+        extra: Map::new(),
+    }
+}
+
+/// The ack answered for `incoming` (its threads in `assigned`, by place in the message): one
+/// request hears its ref and, waiting for an executor, where it stands in the queue
+/// (`position`); several hear each one's ref.
+pub fn ack_for(
+    incoming: &[Incoming],
+    assigned: &HashMap<usize, ThreadRef>,
+    now: Timestamp,
+    position: impl FnOnce(&ThreadRef) -> Option<i64>,
+) -> Ack {
+    if let [req] = incoming {
+        let thread = &assigned[&req.index];
+        return Ack {
+            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
+            thread_ref: Some(thread.to_string()),
+            requests: Vec::new(),
+            received_at: Some(now),
+            queue_position: position(thread),
+            extra: Map::new(),
+        };
+    }
+    Ack {
+        re: None,
+        thread_ref: None,
+        requests: incoming
+            .iter()
+            .map(|r| AckEntry {
+                id: r.request.id.clone(),
+                thread_ref: assigned[&r.index].to_string(),
+            })
+            .collect(),
+        received_at: Some(now),
+        queue_position: None,
+        extra: Map::new(),
+    }
 }

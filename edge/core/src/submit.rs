@@ -16,7 +16,7 @@ use mess_protocol::emit;
 use mess_protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use mess_protocol::error::ProtocolError;
 use mess_protocol::ids::ThreadRef;
-use mess_protocol::message::{Ack, AckEntry, Message, Payload, Query, QueryKind};
+use mess_protocol::message::{Message, Payload, Query, QueryKind};
 use mess_protocol::resolve::{self, Group, IndexKey, Threads};
 use mess_protocol::route;
 use mess_protocol::rules::{self, Context, Incoming, Role, Sorted};
@@ -370,7 +370,18 @@ fn create(
         let thread = assigned[&req.index].clone();
         create_one(home, req, &thread, version, extra, caller, roster, now);
     }
-    Ok(Payload::Ack(ack_for(home, incoming, &assigned, now)?))
+    let mut position = None;
+    if let [req] = incoming
+        && let Some(env) = home.envelope(&assigned[&req.index])?
+    {
+        position = queue_position(home, &env, now);
+    }
+    Ok(Payload::Ack(answer::ack_for(
+        incoming,
+        &assigned,
+        now,
+        |_| position,
+    )))
 }
 
 /// Writes the thread of one request: routed to the executors able to take it, with the
@@ -389,21 +400,14 @@ fn create_one(
     roster: &EdgeRoster,
     now: Timestamp,
 ) {
-    let mut payloads = Vec::new();
-    if let Some(v) = version {
-        payloads.push(Payload::Version(v.to_owned()));
-    }
-    payloads.push(Payload::Request(req.request.clone()));
-    let doc = MessageDoc {
-        from: caller.id.clone(),
-        received: now,
-        channel: Some(CHANNEL.to_owned()),
-        message: Message {
-            payloads,
-            extra: extra.clone(),
-        },
-        extra: Map::new(),
-    };
+    let doc = answer::message_doc(
+        &caller.id,
+        CHANNEL,
+        version,
+        [Payload::Request(req.request.clone())],
+        extra.clone(),
+        now,
+    );
     let mut envelope = Envelope::create(thread.clone(), &req.request, &doc, Vec::new());
     if envelope.depends_on.is_empty() && !envelope.too_early(now) {
         let load = home.active_claims();
@@ -432,20 +436,7 @@ fn create_one(
             }
         }
     }
-    let ack = MessageDoc {
-        from: EXCHANGE.to_owned(),
-        received: now,
-        channel: None,
-        message: Message::new(vec![Payload::Ack(Ack {
-            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
-            thread_ref: Some(thread.to_string()),
-            requests: Vec::new(),
-            received_at: None,
-            queue_position: None,
-            extra: Map::new(),
-        })]),
-        extra: Map::new(),
-    };
+    let ack = answer::creation_ack_doc(&req.request, thread, now);
     let mut entries = vec![(IndexKey::Last, thread)];
     if let Some(id) = &req.request.id {
         entries.push((IndexKey::ClientId(id), thread));
@@ -453,45 +444,6 @@ fn create_one(
     home.remember(&caller.id, &entries);
     let text = thread_text::new_thread_text(&envelope, &[doc, ack]);
     home.write(&envelope, text);
-}
-
-/// The ack answered for `incoming`: one request hears its ref and, waiting for an executor,
-/// where it stands in the queue; several hear each one's ref.
-fn ack_for(
-    home: &Home<'_>,
-    incoming: &[Incoming],
-    assigned: &HashMap<usize, ThreadRef>,
-    now: Timestamp,
-) -> Result<Ack, Failure> {
-    if let [req] = incoming {
-        let thread = &assigned[&req.index];
-        let queue_position = match home.envelope(thread)? {
-            Some(env) => queue_position(home, &env, now),
-            None => None,
-        };
-        return Ok(Ack {
-            re: Some(req.request.id.clone().unwrap_or_else(|| "last".to_owned())),
-            thread_ref: Some(thread.to_string()),
-            requests: Vec::new(),
-            received_at: Some(now),
-            queue_position,
-            extra: Map::new(),
-        });
-    }
-    Ok(Ack {
-        re: None,
-        thread_ref: None,
-        requests: incoming
-            .iter()
-            .map(|r| AckEntry {
-                id: r.request.id.clone(),
-                thread_ref: assigned[&r.index].to_string(),
-            })
-            .collect(),
-        received_at: Some(now),
-        queue_position: None,
-        extra: Map::new(),
-    })
 }
 
 /// Where a waiting thread stands among those offered by `now` (1 = next), in the native
@@ -540,18 +492,14 @@ fn apply_group(
     };
     let before = envelope_of(&text)?;
     check_group_here(&before, g, caller, roster, now)?;
-    let mut payloads = Vec::new();
-    if let Some(v) = version {
-        payloads.push(Payload::Version(v.to_owned()));
-    }
-    payloads.extend(g.payloads.iter().cloned());
-    let doc = MessageDoc {
-        from: caller.id.clone(),
-        received: now,
-        channel: Some(CHANNEL.to_owned()),
-        message: Message::new(payloads),
-        extra: Map::new(),
-    };
+    let doc = answer::message_doc(
+        &caller.id,
+        CHANNEL,
+        version,
+        g.payloads.iter().cloned(),
+        Map::new(),
+        now,
+    );
     let grown = text.len() + emit::to_yaml(&doc.to_value()).len();
     if grown > MAX_THREAD_BYTES {
         return Err(Failure::new(
