@@ -566,6 +566,9 @@ fn the_waiting_form_sends_each_reason_with_its_fields() {
             b.text("main")
         );
         assert_eq!(wait_status(b, "waiting"), "waiting");
+        // "Sent." follows the page's own redraw after the send; the change's event, arriving
+        // before or after it, redraws nothing more, so the next form opened stays open.
+        assert!(b.wait_text("#result", "Sent.").contains("Sent."));
     }
     // The top card says what for, and "Resume" picks the work up again.
     let said = b.text("#waiting-for");

@@ -978,12 +978,16 @@
   // A change while the executor may be halfway through a form: the history and the status
   // badge are redrawn in place, the forms (typed text, chosen files, a recording) stay; only a
   // new status or confirmation state, which changes the actions, redraws the page.
+  // The comparison is with the page as it is when the answer arrives, not when it was asked
+  // for: a send redraws the page meanwhile, and an answer no newer than what is shown (an
+  // event for the executor's own send) must not redraw it again and close an open form.
   function refresh() {
-    var before = thread && thread.envelope.status + '/' + thread.envelope.confirmation;
     return call('GET', thing).then(function (r) {
       if (!r.ok) return load();
       return r.json().then(function (t) {
-        if (!thread || t.envelope.status + '/' + t.envelope.confirmation !== before) { stopRecording(); render(t); return; }
+        if (thread && t.messages.length < thread.messages.length) return;
+        var shown = thread && thread.envelope.status + '/' + thread.envelope.confirmation;
+        if (!thread || t.envelope.status + '/' + t.envelope.confirmation !== shown) { stopRecording(); render(t); return; }
         thread = t;
         var old = document.getElementById('history');
         if (old) old.replaceWith(historyNode(t));
