@@ -5,7 +5,7 @@
 use crate::db::{ExecutorRow, RouteWanted, RoutingDirectory, RuleRow};
 use crate::protocol::config::{ExecutorSpec, Prefer, RoutingRule};
 use crate::protocol::request::{Precision, Request, Urgency};
-use crate::protocol::value::{Map, Value};
+use crate::protocol::value::Value;
 use crate::store::Store;
 
 /// Executors, rules and catalog as currently configured.
@@ -44,16 +44,7 @@ pub enum Origin {
     },
 }
 
-/// One capability of the catalog.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CatalogEntry {
-    /// The capability id.
-    pub id: String,
-    /// What it means.
-    pub description: Option<String>,
-    /// Tags for discovery.
-    pub tags: Vec<String>,
-}
+pub use crate::protocol::answer::CatalogEntry;
 
 /// What routing looks at in a request.
 #[derive(Debug, Clone, Default)]
@@ -461,26 +452,4 @@ impl crate::protocol::access::Roster for Directory {
     }
 }
 
-/// Renders an executor for query answers.
-pub fn executor_summary(e: &ExecutorSpec) -> Value {
-    let mut m = Map::new();
-    m.insert("id", Value::str(&e.id));
-    if let Some(n) = &e.name {
-        m.insert("name", Value::str(n));
-    }
-    m.insert(
-        "capabilities",
-        Value::Seq(e.capabilities.iter().map(|c| c.to_value()).collect()),
-    );
-    m.insert(
-        "availability",
-        Value::str(e.availability.as_deref().unwrap_or("always")),
-    );
-    if let Some(s) = &e.schedule {
-        m.insert("schedule", Value::str(s));
-    }
-    if let Some(zone) = &e.timezone {
-        m.insert("timezone", Value::str(zone));
-    }
-    Value::Map(m)
-}
+pub use crate::protocol::answer::executor_summary;

@@ -2,7 +2,7 @@
 //! questions or pending confirmation) and the answers to `query` and `config` messages.
 
 use crate::exchange::access::Access;
-use crate::exchange::directory::{self, Directory, Origin};
+use crate::exchange::directory::{Directory, Origin};
 use crate::exchange::error::Error;
 use crate::exchange::{Exchange, Sender, access, plan};
 use crate::notify::Channel;
@@ -371,77 +371,19 @@ pub(crate) fn answer_query(
             );
         }
         QueryKind::Capabilities => {
-            data.insert("capabilities", capabilities(dir, &q.filter.tags));
+            data.insert(
+                "capabilities",
+                crate::protocol::answer::capabilities(&dir.catalog, &dir.executors, &q.filter.tags),
+            );
         }
         QueryKind::Executors => {
-            data.insert("executors", executors(dir, q.filter.executor.as_deref()));
+            data.insert(
+                "executors",
+                crate::protocol::answer::executors(&dir.executors, q.filter.executor.as_deref()),
+            );
         }
     }
     Ok(structured_response(Value::Map(data)))
-}
-
-/// The capability catalog joined with what executors offer (catalog entries first, then ids
-/// only executors name), each with the executors holding it; with `tags`, only capabilities
-/// carrying one of them.
-pub fn capabilities(dir: &Directory, tags: &[String]) -> Value {
-    let mut caps: Vec<(String, Map)> = Vec::new();
-    for entry in &dir.catalog {
-        let mut m = Map::new();
-        m.insert("id", Value::str(&entry.id));
-        if let Some(d) = &entry.description {
-            m.insert("description", Value::str(d));
-        }
-        if !entry.tags.is_empty() {
-            m.insert(
-                "tags",
-                Value::Seq(entry.tags.iter().map(Value::str).collect()),
-            );
-        }
-        caps.push((entry.id.clone(), m));
-    }
-    for exec in &dir.executors {
-        for id in exec.capability_ids() {
-            let slot = match caps.iter().position(|(c, _)| c == id) {
-                Some(i) => i,
-                None => {
-                    let mut m = Map::new();
-                    m.insert("id", Value::str(id));
-                    caps.push((id.to_owned(), m));
-                    caps.len() - 1
-                }
-            };
-            let m = &mut caps[slot].1;
-            let mut list = match m.remove("executors") {
-                Some(Value::Seq(v)) => v,
-                _ => Vec::new(),
-            };
-            list.push(Value::str(&exec.id));
-            m.insert("executors", Value::Seq(list));
-        }
-    }
-    Value::Seq(
-        caps.into_iter()
-            .filter(|(_, m)| {
-                tags.is_empty()
-                    || m.get("tags").and_then(Value::as_seq).is_some_and(|t| {
-                        t.iter()
-                            .any(|x| x.as_str().is_some_and(|s| tags.iter().any(|w| w == s)))
-                    })
-            })
-            .map(|(_, m)| Value::Map(m))
-            .collect(),
-    )
-}
-
-/// The executors in effect (or the one named), summarised.
-pub fn executors(dir: &Directory, only: Option<&str>) -> Value {
-    Value::Seq(
-        dir.executors
-            .iter()
-            .filter(|e| only.is_none_or(|x| e.id == x))
-            .map(directory::executor_summary)
-            .collect(),
-    )
 }
 
 /// Where `env` stands among the threads waiting for an executor (1 is next, in

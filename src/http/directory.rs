@@ -7,7 +7,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 
-use crate::exchange::view;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::body::{self, Format};
@@ -22,7 +21,10 @@ pub(crate) async fn executors(
 ) -> Result<Response, ApiError> {
     let ex = state.exchange.clone();
     let list = state
-        .blocking(move || view::executors(&ex.directory(), None))
+        .blocking(move || {
+            let dir = ex.directory();
+            crate::protocol::answer::executors(&dir.executors, None)
+        })
         .await?;
     let mut out = Map::new();
     out.insert("executors", list);
@@ -51,7 +53,10 @@ pub(crate) async fn capabilities(
     let tags: Vec<String> = filter.tag.into_iter().collect();
     let ex = state.exchange.clone();
     let list = state
-        .blocking(move || view::capabilities(&ex.directory(), &tags))
+        .blocking(move || {
+            let dir = ex.directory();
+            crate::protocol::answer::capabilities(&dir.catalog, &dir.executors, &tags)
+        })
         .await?;
     let mut out = Map::new();
     out.insert("capabilities", list);

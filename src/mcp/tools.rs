@@ -11,7 +11,7 @@ use rmcp::{tool, tool_router};
 
 use crate::exchange::access::MailUse;
 use crate::exchange::error::Error;
-use crate::exchange::view::{self, ThreadView};
+use crate::exchange::view::ThreadView;
 use crate::exchange::{Exchange, Sender};
 use crate::mcp::MessMcp;
 use crate::mcp::args::{
@@ -461,7 +461,10 @@ impl MessMcp {
                     .into_iter()
                     .collect();
                 let mut out = Map::new();
-                out.insert("capabilities", view::capabilities(&ex.directory(), &tags));
+                out.insert("capabilities", {
+                    let dir = ex.directory();
+                    crate::protocol::answer::capabilities(&dir.catalog, &dir.executors, &tags)
+                });
                 Ok(Value::Map(out))
             })
             .await)

@@ -412,6 +412,9 @@ fn a_conversation_gets_the_same_answers_and_the_same_files_from_the_worker_as_fr
         ("ollie", "MESS:\n  - config:\n      executor:\n        id: ollie\n        availability: on_demand\n        capabilities: [take-photo, order-groceries]\n".into(), 200),
         // A key registers only itself.
         ("rosie", "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [vacuum-floor]\n".into(), 403),
+        // What is on offer: capabilities (one tag no executor's capability carries), executors.
+        ("alice", "MESS:\n  - query: {type: capabilities}\n  - query:\n      type: capabilities\n      filter: {tags: [kitchen]}\n".into(), 200),
+        ("bob", "MESS:\n  - query:\n      type: executors\n      filter: {executor: ollie}\n  - query: {type: executors}\n".into(), 200),
         // Requests: one, two at once, a re-sent client id, one nobody but ollie can take.
         ("alice", "MESS:\n  - v: 1.0.0\n  - request:\n      id: vac-1\n      intent: vacuum the kitchen\n      requires: [vacuum-floor]\n      priority: urgent\n".into(), 200),
         ("alice", "MESS:\n  - request:\n      id: photo-1\n      intent: what is in the fridge?\n      requires: [take-photo]\n      response_hint: [image]\n  - request:\n      intent: water the plants\n".into(), 200),

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::config::ExecutorSpec;
 use crate::content::ContentEntry;
 use crate::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::ids::{Re, ThreadRef};
@@ -214,4 +215,110 @@ pub fn ack_for(
         queue_position: None,
         extra: Map::new(),
     }
+}
+
+/// One capability of an exchange's catalog (the native exchange's `capabilities.yaml`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogEntry {
+    /// The capability id.
+    pub id: String,
+    /// What it means.
+    pub description: Option<String>,
+    /// Tags for discovery.
+    pub tags: Vec<String>,
+}
+
+/// The answer to a capabilities query: the catalog joined with what `executors` offer
+/// (catalog entries first, then ids only executors name), each with the executors holding it;
+/// with `tags`, only capabilities carrying one of them.
+pub fn capabilities<'a>(
+    catalog: &[CatalogEntry],
+    executors: impl IntoIterator<Item = &'a ExecutorSpec>,
+    tags: &[String],
+) -> Value {
+    let mut caps: Vec<(String, Map)> = Vec::new();
+    for entry in catalog {
+        let mut m = Map::new();
+        m.insert("id", Value::str(&entry.id));
+        if let Some(d) = &entry.description {
+            m.insert("description", Value::str(d));
+        }
+        if !entry.tags.is_empty() {
+            m.insert(
+                "tags",
+                Value::Seq(entry.tags.iter().map(Value::str).collect()),
+            );
+        }
+        caps.push((entry.id.clone(), m));
+    }
+    for exec in executors {
+        for id in exec.capability_ids() {
+            let slot = match caps.iter().position(|(c, _)| c == id) {
+                Some(i) => i,
+                None => {
+                    let mut m = Map::new();
+                    m.insert("id", Value::str(id));
+                    caps.push((id.to_owned(), m));
+                    caps.len() - 1
+                }
+            };
+            let m = &mut caps[slot].1;
+            let mut list = match m.remove("executors") {
+                Some(Value::Seq(v)) => v,
+                _ => Vec::new(),
+            };
+            list.push(Value::str(&exec.id));
+            m.insert("executors", Value::Seq(list));
+        }
+    }
+    Value::Seq(
+        caps.into_iter()
+            .filter(|(_, m)| {
+                tags.is_empty()
+                    || m.get("tags").and_then(Value::as_seq).is_some_and(|t| {
+                        t.iter()
+                            .any(|x| x.as_str().is_some_and(|s| tags.iter().any(|w| w == s)))
+                    })
+            })
+            .map(|(_, m)| Value::Map(m))
+            .collect(),
+    )
+}
+
+/// The answer to an executors query: the executors in effect (or the one named), summarised.
+pub fn executors<'a>(
+    executors: impl IntoIterator<Item = &'a ExecutorSpec>,
+    only: Option<&str>,
+) -> Value {
+    Value::Seq(
+        executors
+            .into_iter()
+            .filter(|e| only.is_none_or(|x| e.id == x))
+            .map(executor_summary)
+            .collect(),
+    )
+}
+
+/// An executor as query answers show it.
+pub fn executor_summary(e: &ExecutorSpec) -> Value {
+    let mut m = Map::new();
+    m.insert("id", Value::str(&e.id));
+    if let Some(n) = &e.name {
+        m.insert("name", Value::str(n));
+    }
+    m.insert(
+        "capabilities",
+        Value::Seq(e.capabilities.iter().map(|c| c.to_value()).collect()),
+    );
+    m.insert(
+        "availability",
+        Value::str(e.availability.as_deref().unwrap_or("always")),
+    );
+    if let Some(s) = &e.schedule {
+        m.insert("schedule", Value::str(s));
+    }
+    if let Some(zone) = &e.timezone {
+        m.insert("timezone", Value::str(zone));
+    }
+    Value::Map(m)
 }

@@ -4,8 +4,7 @@
 //! reference resolution, the envelope and the file text all come from `mess-protocol`, as in
 //! the native exchange; what this file holds is the order of the steps and the edge's storage.
 //! What the Worker build cannot do yet (dependencies, deadlines, shells, callbacks, notices,
-//! accepting suggestions, capability and executor queries) is refused by name before anything
-//! is written.
+//! accepting suggestions) is refused by name before anything is written.
 
 use std::collections::HashMap;
 
@@ -78,16 +77,6 @@ pub fn submit(
     for (index, config) in &configs {
         check_config(home, config, *index, caller)?;
     }
-    for (i, p) in message.payloads.iter().enumerate() {
-        if let Payload::Query(q) = p
-            && q.kind != QueryKind::Status
-        {
-            return Err(Failure::not_at_edge(
-                &format!("MESS[{i}].query.type"),
-                "a capabilities or executors query",
-            ));
-        }
-    }
     let mut answer = Vec::new();
     for (_, config) in &configs {
         answer.push(apply_config(home, config, caller));
@@ -119,7 +108,18 @@ pub fn submit(
     // Status queries read the sender's threads once for the whole message.
     let mut mine: Option<Vec<Envelope>> = None;
     for q in &queries {
-        answer.push(status_query(home, q, &sender, &roster, &mut mine, now)?);
+        answer.push(match q.kind {
+            QueryKind::Status => status_query(home, q, &sender, &roster, &mut mine, now)?,
+            // The edge has no catalog file: the capabilities are those its executors offer.
+            QueryKind::Capabilities => one_field(
+                "capabilities",
+                answer::capabilities(&[], roster.executors.values(), &q.filter.tags),
+            ),
+            QueryKind::Executors => one_field(
+                "executors",
+                answer::executors(roster.executors.values(), q.filter.executor.as_deref()),
+            ),
+        });
     }
     Ok(Message::from_exchange(answer, version.as_deref()))
 }
@@ -288,6 +288,13 @@ fn apply_config(home: &mut Home<'_>, config: &ConfigMsg, caller: &Caller) -> Pay
         done.insert("registered", Value::str(&exec.id));
     }
     answer::structured_response(Value::Map(done))
+}
+
+/// A structured response holding `value` under `name`.
+fn one_field(name: &str, value: Value) -> Payload {
+    let mut data = Map::new();
+    data.insert(name, value);
+    answer::structured_response(Value::Map(data))
 }
 
 /// Answers a status query as the native exchange does: the sender's threads it asks for.

@@ -138,7 +138,11 @@ fn a_refused_message_writes_nothing_and_answers_as_the_native_exchange() {
             422,
             "invalid",
         ),
-        ("MESS:\n  - query: {type: executors}\n", 422, "invalid"),
+        (
+            "MESS:\n  - request: {intent: x, callback: 'http://127.0.0.1:9/'}\n",
+            422,
+            "invalid",
+        ),
     ] {
         let out = post(&mut kv, &alice, body);
         assert_eq!(out.status, status, "{body}: {}", out.body);
