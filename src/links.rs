@@ -2,95 +2,9 @@
 //! until an expiry. Minting and checking only; the secret, the clock and the URL come from the
 //! caller (P4: no store, no axum).
 
-use std::fmt;
-
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use serde::{Deserialize, Serialize};
 
-/// What a link allows its executor to do on its thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// See the thread.
-    Read,
-    /// Claim it (`status: claimed`).
-    Claim,
-    /// Report progress, ask questions, hold, retry (the non-final statuses).
-    Update,
-    /// Deliver the result (`response`, `completed`, `partial`, `failed`).
-    Respond,
-    /// Decline it.
-    Decline,
-}
-
-impl Action {
-    /// Every action, the default for a new link.
-    pub const ALL: [Action; 5] = [
-        Action::Read,
-        Action::Claim,
-        Action::Update,
-        Action::Respond,
-        Action::Decline,
-    ];
-
-    /// The action's name, as on the command line and in the token.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Read => "read",
-            Action::Claim => "claim",
-            Action::Update => "update",
-            Action::Respond => "respond",
-            Action::Decline => "decline",
-        }
-    }
-
-    /// Parses a name of [`Action::as_str`].
-    pub fn parse(name: &str) -> Option<Action> {
-        Action::ALL.into_iter().find(|a| a.as_str() == name)
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a valid link grants.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Grant {
-    /// The thread.
-    #[serde(rename = "ref")]
-    pub thread: String,
-    /// The executor the link acts as.
-    #[serde(rename = "sub")]
-    pub executor: String,
-    /// What it may do.
-    #[serde(rename = "act")]
-    pub actions: Vec<Action>,
-    /// Expiry, seconds since the epoch.
-    pub exp: i64,
-    /// Issued at, seconds since the epoch.
-    pub iat: i64,
-    /// The channel the link was sent through (`slack`, `sms`, ...): answers that come
-    /// through the link carry it as their `channel`.
-    #[serde(rename = "ch", default, skip_serializing_if = "Option::is_none")]
-    pub via: Option<String>,
-    /// The exchange that issued it, as its executors reach it (its public URL): the page
-    /// talks to it when the link names no `exchange=`, and the exchange checks it is its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iss: Option<String>,
-    /// The exchange it is for (the home's exchange id): another exchange refuses it even when
-    /// both sign with the same secret.
-    pub aud: String,
-}
-
-impl Grant {
-    /// Whether the grant allows `action`.
-    pub fn allows(&self, action: Action) -> bool {
-        self.actions.contains(&action)
-    }
-}
+pub(crate) use crate::protocol::link::{Action, Grant};
 
 /// Why a link was refused. The messages are safe to show to whoever presented it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,6 +4,7 @@
 // engine inside a storage transaction (so requests are applied one at a time, and a claim is
 // won once), then copies the thread files it wrote to R2 before it answers.
 import core from "./mess_edge_core.wasm";
+import { PAGE, SCRIPT, STYLE } from "./page.js";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -154,6 +155,8 @@ export class Exchange {
       body,
       now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
       operator_key: this.env.MESS_OPERATOR_KEY || null,
+      link_secret: this.env.MESS_SECRET || null,
+      issuer: (this.env.MESS_PUBLIC_URL || url.origin).replace(/\/+$/, ""),
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
       watchers: [...new Set([...this.watchers].map((w) => w.id))],
     };
@@ -189,8 +192,9 @@ export class Exchange {
         { status: 500 },
       );
     }
-    if (input.path === "/events" && input.method === "GET" && output.status === 200) {
-      return this.watch(JSON.parse(output.body).watch);
+    if (input.method === "GET" && output.status === 200 && isStream(input.path)) {
+      const { watch, until } = JSON.parse(output.body);
+      return this.watch(watch, until);
     }
     this.tell(output.changes || []);
     // R2 writes are made one flush at a time, newest text per key, so a slow put can never
@@ -208,9 +212,11 @@ export class Exchange {
     });
   }
 
-  // An event stream for principal `id`: one `thread` event per change it may see, as the
-  // native exchange sends them, and a keep-alive comment every 15 s. At most 16 per principal.
-  watch(id) {
+  // An event stream for principal `id` (or a link's, `link:EXECUTOR:REF`, which ends when the
+  // link expires at `until`, seconds since the epoch): one `thread` event per change it may
+  // see, as the native exchange sends them, and a keep-alive comment every 15 s. At most 16 per
+  // principal.
+  watch(id, until) {
     const held = [...this.watchers].filter((w) => w.id === id).length;
     if (held >= MAX_STREAMS) {
       return Response.json(
@@ -222,11 +228,14 @@ export class Exchange {
     const watcher = { id, writer: writable.getWriter() };
     const drop = () => {
       clearInterval(watcher.timer);
+      clearTimeout(watcher.expiry);
       this.watchers.delete(watcher);
       watcher.writer.close().catch(() => {});
     };
     watcher.send = (text) => watcher.writer.write(encoder.encode(text)).catch(drop);
+    watcher.drop = drop;
     watcher.timer = setInterval(() => watcher.send(": keep-alive\n\n"), 15000);
+    if (until) watcher.expiry = setTimeout(drop, Math.max(0, until * 1000 - Date.now()));
     this.watchers.add(watcher);
     watcher.send(": connected\n\n");
     return new Response(readable, {
@@ -239,7 +248,10 @@ export class Exchange {
     for (const change of changes) {
       const data = JSON.stringify({ ref: change.ref, status: change.status, updated: change.updated });
       for (const watcher of this.watchers) {
-        if (change.to.includes(watcher.id)) watcher.send(`event: thread\ndata: ${data}\n\n`);
+        if (!change.to.includes(watcher.id)) continue;
+        watcher.send(`event: thread\ndata: ${data}\n\n`);
+        // A link whose executor may no longer read the thread hears this change last.
+        if ((change.end || []).includes(watcher.id)) watcher.send("").then(watcher.drop);
       }
     }
   }
@@ -265,11 +277,55 @@ export class Exchange {
   }
 }
 
+// The routes the Durable Object answers with an event stream once the engine has checked
+// the caller: `/events` (a key) and `/thread/{ref}/events` (a link).
+function isStream(path) {
+  return path === "/events" || (path.startsWith("/thread/") && path.endsWith("/events"));
+}
+
+// The human page's headers, as `mess serve` sends them: scripts and styles from this Worker
+// only, media from the page's own data or over https, requests to this Worker (and the
+// exchange an `exchange=` parameter names), no framing, no referrer, no caching.
+const POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; " +
+  "img-src 'self' data: blob: https:; media-src 'self' data: blob: https:; connect-src 'self'; " +
+  "form-action 'none'; base-uri 'none'; frame-ancestors 'none'";
+
+// The `scheme://host[:port]` of an http(s) URL, or null for anything else.
+function exchangeOrigin(url) {
+  const m = /^(https?):\/\/([A-Za-z0-9.\-:\[\]]+)(?:[/?#]|$)/i.exec(url || "");
+  return m ? `${m[1].toLowerCase()}://${m[2].toLowerCase()}` : null;
+}
+
+function pageAsset(type, body, policy) {
+  return new Response(body, {
+    headers: {
+      "content-type": type,
+      "content-security-policy": policy,
+      "referrer-policy": "no-referrer",
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+      "x-frame-options": "DENY",
+    },
+  });
+}
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     if (url.pathname === "/healthz") {
       return Response.json({ status: "ok", edge: true });
+    }
+    if (request.method === "GET" && url.pathname === "/respond") {
+      const origin = exchangeOrigin(url.searchParams.get("exchange"));
+      const policy = origin ? POLICY.replace("connect-src 'self'", `connect-src 'self' ${origin}`) : POLICY;
+      return pageAsset("text/html; charset=utf-8", PAGE, policy);
+    }
+    if (request.method === "GET" && url.pathname === "/respond/app.js") {
+      return pageAsset("text/javascript; charset=utf-8", SCRIPT, POLICY);
+    }
+    if (request.method === "GET" && url.pathname === "/respond/app.css") {
+      return pageAsset("text/css; charset=utf-8", STYLE, POLICY);
     }
     if (url.pathname === "/check" && request.method === "POST") {
       let text;

@@ -10,10 +10,8 @@ use subtle::ConstantTimeEq;
 use crate::exchange::{Error, Exchange, Sender};
 use crate::links::{self, Action, Grant, LinkError};
 use crate::protocol::error::ProtocolError;
-use crate::protocol::ids::Re;
 use crate::protocol::ids::ThreadRef;
-use crate::protocol::message::{Message, Payload};
-use crate::protocol::status::Status;
+use crate::protocol::message::Message;
 use crate::store::Store;
 use crate::store::keys::{KeyRecord, KeysStamp};
 
@@ -103,21 +101,6 @@ fn hex(bytes: &[u8]) -> String {
 
 fn key_hash(key: &str) -> String {
     hex(&Sha256::digest(key.as_bytes()))
-}
-
-/// The channel names a link may carry (the notification channels).
-const LINK_CHANNELS: [&str; 7] = [
-    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
-];
-
-/// The link action a status needs.
-fn action_of(code: Status) -> Action {
-    match code {
-        Status::Claimed => Action::Claim,
-        Status::Declined => Action::Decline,
-        Status::Completed | Status::Partial | Status::Failed => Action::Respond,
-        _ => Action::Update,
-    }
 }
 
 fn link_error(e: LinkError) -> Error {
@@ -320,31 +303,7 @@ impl Auth<'_> {
     /// link's executor. The exchange's own rules (eligibility, transitions) then apply as for
     /// any executor.
     pub fn submit_with_link(&self, message: Message, grant: &Grant) -> Result<Message, Error> {
-        for payload in &message.payloads {
-            let (re, action) = match payload {
-                Payload::Version(_) => continue,
-                Payload::Status(s) => (&s.re, action_of(s.code)),
-                Payload::Response(r) => (&r.re, Action::Respond),
-                other => {
-                    return Err(Error::Forbidden {
-                        message: format!(
-                            "a link may send only status and response payloads, not {}",
-                            other.kind()
-                        ),
-                    });
-                }
-            };
-            if !matches!(re, Re::One(r) if *r == grant.thread) {
-                return Err(Error::Forbidden {
-                    message: format!("a link acts only on {}", grant.thread),
-                });
-            }
-            if !grant.allows(action) {
-                return Err(Error::Forbidden {
-                    message: format!("this link does not allow {action}"),
-                });
-            }
-        }
+        grant.check_message(&message)?;
         self.ex.intake().submit(
             message,
             &Sender::principal(
@@ -354,11 +313,7 @@ impl Auth<'_> {
                     callback: None,
                 },
                 // Only names the exchange itself signed reach a thread file.
-                grant
-                    .via
-                    .as_deref()
-                    .filter(|v| LINK_CHANNELS.contains(v))
-                    .unwrap_or("link"),
+                grant.channel(),
             ),
         )
     }

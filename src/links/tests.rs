@@ -148,3 +148,25 @@ fn actions_have_stable_names() {
     }
     assert_eq!(Action::parse("admin"), None);
 }
+
+/// The Worker build signs links with its own HS256 code (`edge/core/src/link.rs`); its tests
+/// require this same token for this same grant, so each exchange reads the other's links.
+#[test]
+fn the_worker_build_signs_the_same_bytes() {
+    let grant = Grant {
+        thread: "2026-11-28-001".to_owned(),
+        executor: "robo".to_owned(),
+        actions: Action::ALL.to_vec(),
+        exp: 4_102_444_800,
+        iat: 1_795_000_000,
+        via: Some("slack".to_owned()),
+        iss: Some("https://mess.example".to_owned()),
+        aud: "edge-abababababababab".to_owned(),
+    };
+    let secret = b"link-secret-of-these-tests-32-bytes-at-least";
+    let token = mint(secret, &grant).unwrap();
+    assert_eq!(
+        token,
+        "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.eyJyZWYiOiIyMDI2LTExLTI4LTAwMSIsInN1YiI6InJvYm8iLCJhY3QiOlsicmVhZCIsImNsYWltIiwidXBkYXRlIiwicmVzcG9uZCIsImRlY2xpbmUiXSwiZXhwIjo0MTAyNDQ0ODAwLCJpYXQiOjE3OTUwMDAwMDAsImNoIjoic2xhY2siLCJpc3MiOiJodHRwczovL21lc3MuZXhhbXBsZSIsImF1ZCI6ImVkZ2UtYWJhYmFiYWJhYmFiYWJhYiJ9.cbQLozuYWcfN4H8SPIfl-RmbNvkLXl7hnn9rH9QCKg0"
+    );
+}

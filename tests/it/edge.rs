@@ -68,7 +68,7 @@ fn http_declaring(
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{extra}Content-Length: {declared}\r\n\r\n{body}"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n{extra}Content-Length: {declared}\r\n\r\n{body}"
     );
     stream.write_all(request.as_bytes()).ok()?;
     // workerd keeps the connection open after its answer: read the head, then as many bytes as
@@ -232,16 +232,20 @@ impl Worker {
         if let Some(clock) = clock {
             command.args(["--clock", clock]);
         }
+        // wrangler's log goes to a file, shown if the Worker never answers.
+        let log_path = state.path().join("dev.log");
+        let log = std::fs::File::create(&log_path).unwrap();
         let mut child = command
             .env_remove("MESS_OPERATOR_KEY")
+            .env_remove("MESS_SECRET")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log.try_clone().unwrap())
             .process_group(0)
             .spawn()
             .unwrap();
         let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let dev = Dev(child);
+        let mut dev = Dev(child);
         let mut first = String::new();
         std::io::BufRead::read_line(&mut out, &mut first).unwrap();
         let operator = first
@@ -249,14 +253,24 @@ impl Worker {
             .strip_prefix("operator key: ")
             .unwrap_or_else(|| panic!("edge/dev's first line: {first:?}"))
             .to_owned();
-        // The rest is wrangler's log: drained, so it never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        let until = Instant::now() + Duration::from_secs(600);
+        // The rest is wrangler's log: copied to the file, so it never blocks on a full pipe.
+        let mut sink = log;
+        std::thread::spawn(move || std::io::copy(&mut out, &mut sink));
+        let until = Instant::now() + Duration::from_secs(300);
         while http(port, "GET", "/healthz", "").is_none() {
-            assert!(
-                Instant::now() < until,
-                "edge/dev did not answer within 600 s"
-            );
+            let ended = dev.0.try_wait().ok().flatten();
+            if ended.is_some() || Instant::now() > until {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "edge/dev on port {port} {}; its log ends:\n{}",
+                    match ended {
+                        Some(status) => format!("exited ({status})"),
+                        None => "did not answer within 300 s".to_owned(),
+                    },
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(250));
         }
         Worker {
@@ -948,4 +962,130 @@ fn a_native_exchange_forwards_to_the_worker_and_the_answer_comes_back() {
         f.contains("onions bought") && f.contains("status: completed")
     });
     assert!(done.contains("executor: edge"), "{done}");
+}
+
+/// `POST /links` with the operator key: the page's address for `executor` on `thread`.
+fn worker_link(worker: &Worker, thread: &str, executor: &str) -> String {
+    let bearer = format!("Bearer {}", worker.operator);
+    let (code, body) = http_with(
+        worker.port,
+        "POST",
+        "/links",
+        &[("authorization", &bearer)],
+        &format!(r#"{{"ref":"{thread}","executor":"{executor}"}}"#),
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["url"].as_str().unwrap().to_owned()
+}
+
+/// The status a page shows, once it is `want` (or whatever it shows after 10 s).
+fn page_status(browser: &crate::support::browser::Browser, want: &str) -> String {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let code = browser
+            .run("var s = document.getElementById('status'); return s ? s.dataset.code || '' : ''");
+        let code = code.as_str().unwrap_or_default().to_owned();
+        if code == want || Instant::now() > until {
+            return code;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "drives wrangler (workerd), Debian's rustc-web and Chromium; .ci/test runs it"]
+fn an_executor_works_a_request_from_a_worker_link_in_a_real_browser() {
+    use crate::support::browser::Browser;
+    assert!(
+        Browser::available(),
+        "chromium and chromium-driver are needed"
+    );
+    let worker = Worker::start(None);
+    let alice = worker.key("agent", "alice");
+    let robo = worker.key("executor", "robo");
+    let (code, body) = worker.post(
+        &robo,
+        "MESS:\n  - config:\n      executor: {id: robo, capabilities: [take-photo]}\n",
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = worker.post(
+        &alice,
+        "MESS:\n  - request:\n      intent: \"what is in the <b>fridge</b>?\"\n      requires: [take-photo]\n",
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let r = v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
+    let page = worker_link(&worker, &r, "robo");
+    assert!(
+        page.starts_with(&format!(
+            "http://127.0.0.1:{}/respond?ref={r}&token=",
+            worker.port
+        )),
+        "{page}"
+    );
+    // The page's headers are the native ones.
+    let (code, _) = http(worker.port, "GET", "/respond/app.js", "").unwrap();
+    assert_eq!(code, 200);
+
+    let browser = Browser::start();
+    browser.open(&page);
+    assert_eq!(
+        browser.wait_text("#intent", "fridge"),
+        "what is in the <b>fridge</b>?",
+        "HTML is shown as text"
+    );
+    browser.click("#claim");
+    assert_eq!(page_status(&browser, "claimed"), "claimed");
+    // The agent's reply to a question arrives over the link's event stream.
+    browser.run("document.getElementById('question-form').open = true; return null");
+    browser.type_into("#question", "Which shelf?");
+    browser.click("#ask");
+    assert_eq!(page_status(&browser, "needs_input"), "needs_input");
+    let (code, body) = worker.post(
+        &alice,
+        &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{answer: the top shelf}}\n"),
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        browser
+            .wait_text("#history", "the top shelf")
+            .contains("the top shelf"),
+        "the reply shows without reloading: {}",
+        browser.text("main")
+    );
+    browser.type_into("#answer-text", "Milk, eggs and a lemon.");
+    browser.click("#complete-button");
+    assert_eq!(page_status(&browser, "completed"), "completed");
+    // What the page did is in the thread, as robo's, by the link.
+    let bearer = format!("Bearer {alice}");
+    let (code, file) = http_with(
+        worker.port,
+        "GET",
+        &format!("/threads/{r}?format=messe-af"),
+        &[("authorization", &bearer)],
+        "",
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{file}");
+    assert!(file.contains("status: completed"), "{file}");
+    assert!(file.contains("Milk, eggs and a lemon."), "{file}");
+    assert!(file.contains("channel: link"), "{file}");
+    assert!(file.contains("executor: robo"), "{file}");
+    // A forged link gets the page's clear answer, and a link to one thread opens no other.
+    browser.open(&format!(
+        "http://127.0.0.1:{}/respond?ref={r}&token=a.b.c",
+        worker.port
+    ));
+    assert!(
+        browser
+            .wait_text("main", "expired or is not valid")
+            .contains("The link has expired or is not valid"),
+        "{}",
+        browser.text("main")
+    );
 }

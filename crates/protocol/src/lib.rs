@@ -22,6 +22,7 @@ pub mod envelope;
 pub mod error;
 pub(crate) mod field;
 pub mod ids;
+pub mod link;
 pub mod machine;
 pub mod message;
 pub mod read;

@@ -33,6 +33,8 @@ const INDEX: &str = "i/";
 const KEY: &str = "k/";
 /// `x/ID`: an executor's registration, as YAML.
 const EXECUTOR: &str = "x/";
+/// `e/id`: this exchange's id, the audience of its presigned links (made with the first link).
+const EXCHANGE_ID: &str = "e/id";
 
 /// What R2 must hold after this request: thread files to put, and keys to delete (a thread
 /// that moved to another folder).
@@ -166,6 +168,21 @@ impl<'a> Home<'a> {
     pub fn put_key(&mut self, hash: &str, role: &str, id: &str) {
         self.kv
             .put(&format!("{KEY}{hash}"), &format!("{role} {id}"));
+    }
+
+    /// This exchange's id, once a link has been made.
+    pub fn exchange_id(&self) -> Option<String> {
+        self.kv.get(EXCHANGE_ID)
+    }
+
+    /// This exchange's id, made from `fresh` (random hex) the first time.
+    pub fn exchange_id_or_new(&mut self, fresh: &str) -> String {
+        if let Some(id) = self.exchange_id() {
+            return id;
+        }
+        let id = format!("edge-{}", &fresh[..fresh.len().min(16)]);
+        self.kv.put(EXCHANGE_ID, &id);
+        id
     }
 
     /// The stored registration of executor `id`.

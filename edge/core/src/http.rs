@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::failure::Failure;
 use crate::home::{Home, Mirror, envelope_of};
 use crate::kv::Kv;
+use crate::page;
 use crate::submit::{self, Caller, MAX_MESSAGE_BYTES};
 
 /// One HTTP request, as the Worker hands it over.
@@ -50,6 +51,13 @@ pub struct Input {
     /// 32 random bytes as hex, for keys minted by this request.
     #[serde(default)]
     pub entropy: String,
+    /// The link secret (the Worker's `MESS_SECRET`), if set.
+    #[serde(default)]
+    pub link_secret: Option<String>,
+    /// The exchange's public URL (`MESS_PUBLIC_URL`, else the request's origin): the issuer
+    /// of its links, and where they point.
+    #[serde(default)]
+    pub issuer: String,
     /// The principals holding an event stream open (`GET /events`): each change is told to
     /// those who may see it.
     #[serde(default)]
@@ -68,6 +76,8 @@ pub struct Change {
     pub updated: String,
     /// The watchers that may see it.
     pub to: Vec<String>,
+    /// The link watchers told of it for the last time: their executor may no longer read it.
+    pub end: Vec<String>,
 }
 
 /// The answer, and what R2 must now hold.
@@ -87,7 +97,7 @@ pub struct Output {
     pub changes: Vec<Change>,
 }
 
-const JSON: &str = "application/json";
+pub(crate) const JSON: &str = "application/json";
 const YAML: &str = "application/yaml; charset=utf-8";
 
 fn is_yaml(v: &str) -> bool {
@@ -127,23 +137,37 @@ fn changes(home: &Home<'_>, written: &[(String, String)], watchers: &[String]) -
     written
         .iter()
         .filter_map(|(_, text)| envelope_of(text).ok())
-        .map(|env| Change {
-            thread: env.thread_ref.to_string(),
-            status: env.status.as_str().to_owned(),
-            updated: time::format_timestamp(&env.updated),
-            to: match &roster {
-                Some(roster) => watchers
-                    .iter()
-                    .filter(|w| access::may_see(w, &env, roster))
-                    .cloned()
-                    .collect(),
-                None => Vec::new(),
-            },
+        .map(|env| {
+            let mut to = Vec::new();
+            let mut end = Vec::new();
+            for w in watchers {
+                // A link's stream (`link:EXECUTOR:REF`) hears of its own thread, and of the
+                // change that takes it out of the executor's reach, last.
+                if let Some((executor, thread)) =
+                    w.strip_prefix("link:").and_then(|l| l.rsplit_once(':'))
+                {
+                    if thread == env.thread_ref.as_str() {
+                        to.push(w.clone());
+                        if !access::link_reads(executor, &env) {
+                            end.push(w.clone());
+                        }
+                    }
+                } else if roster.as_ref().is_some_and(|r| access::may_see(w, &env, r)) {
+                    to.push(w.clone());
+                }
+            }
+            Change {
+                thread: env.thread_ref.to_string(),
+                status: env.status.as_str().to_owned(),
+                updated: time::format_timestamp(&env.updated),
+                to,
+                end,
+            }
         })
         .collect()
 }
 
-type Answer = (u16, &'static str, String);
+pub(crate) type Answer = (u16, &'static str, String);
 
 fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
     let now = time::parse_timestamp(&input.now)
@@ -151,6 +175,7 @@ fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
     let path = input.path.as_str();
     match (input.method.as_str(), path) {
         ("POST", "/keys") => mint_key(home, input),
+        ("POST", "/links") => page::mint(home, input, now),
         ("POST", "/mess") => post_mess(home, input, now),
         ("GET", "/threads") => list_threads(home, input),
         // The stream itself is the Durable Object's: here the key is checked, and its
@@ -163,12 +188,36 @@ fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
                 serde_json::json!({"watch": caller.id}).to_string(),
             ))
         }
+        ("GET", p) if p.starts_with("/thread/") && p.ends_with("/events") => {
+            let reference = &p["/thread/".len()..p.len() - "/events".len()];
+            page::watch(home, input, &page::token_param(input)?, reference, now)
+        }
+        ("GET", p) if p.starts_with("/thread/") => page::read(
+            home,
+            input,
+            &page::token_param(input)?,
+            &p["/thread/".len()..],
+            now,
+        ),
+        ("POST", p) if p.starts_with("/thread/") => {
+            let token = page::token_param(input)?;
+            let message = message_of(input)?;
+            page::post(
+                home,
+                input,
+                &token,
+                Some(&p["/thread/".len()..]),
+                &message,
+                now,
+            )
+        }
         ("GET", p) if p.starts_with("/threads/") => {
             read_thread(home, input, &p["/threads/".len()..], true)
         }
-        ("GET", p) if p.starts_with("/mess/") => {
-            read_thread(home, input, &p["/mess/".len()..], false)
-        }
+        ("GET", p) if p.starts_with("/mess/") => match link_token(input) {
+            Some(token) => page::read(home, input, token, &p["/mess/".len()..], now),
+            None => read_thread(home, input, &p["/mess/".len()..], false),
+        },
         _ => Err(Failure::not_found(format!(
             "no route {} {path} on the Worker build of mess",
             input.method
@@ -185,6 +234,12 @@ fn bearer(input: &Input) -> Result<&str, Failure> {
         .map(str::trim)
         .filter(|k| !k.is_empty())
         .ok_or_else(|| Failure::unauthorized("the Authorization header must be `Bearer <key>`"))
+}
+
+/// The bearer token when it is a presigned link's (a JWT: three dot-separated parts, which no
+/// API key has); the routes the page calls take either.
+fn link_token(input: &Input) -> Option<&str> {
+    bearer(input).ok().filter(|t| t.split('.').count() == 3)
 }
 
 fn hash(key: &str) -> String {
@@ -209,12 +264,15 @@ fn caller(home: &Home<'_>, input: &Input) -> Result<Caller, Failure> {
         .key_holder(&hash(key))
         .ok_or_else(|| Failure::unauthorized("unknown API key"))?;
     let role = Role::parse(&role).ok_or_else(|| Failure::unauthorized("unknown API key"))?;
-    Ok(Caller { id, role })
+    Ok(Caller {
+        id,
+        role,
+        channel: submit::HTTP.to_owned(),
+    })
 }
 
-/// `POST /keys` with the operator key: `{kind: agent|executor, id}` mints a key for that
-/// principal; only its hash is kept.
-fn mint_key(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
+/// Checks that `input` carries the operator key (for `route`).
+pub(crate) fn operator(input: &Input, route: &str) -> Result<(), Failure> {
     let key = bearer(input)?;
     let operator = input
         .operator_key
@@ -226,8 +284,17 @@ fn mint_key(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
             )
         })?;
     if !same_secret(key, operator) {
-        return Err(Failure::unauthorized("POST /keys takes the operator key"));
+        return Err(Failure::unauthorized(format!(
+            "{route} takes the operator key"
+        )));
     }
+    Ok(())
+}
+
+/// `POST /keys` with the operator key: `{kind: agent|executor, id}` mints a key for that
+/// principal; only its hash is kept.
+fn mint_key(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
+    operator(input, "POST /keys")?;
     let body: serde_json::Value = serde_json::from_str(&input.body)
         .map_err(|e| Failure::new(400, "malformed", format!("invalid JSON: {e}")))?;
     let kind = body
@@ -277,7 +344,7 @@ fn wants_yaml(input: &Input) -> bool {
     }
 }
 
-fn render(input: &Input, value: &Value) -> Result<Answer, Failure> {
+pub(crate) fn render(input: &Input, value: &Value) -> Result<Answer, Failure> {
     if wants_yaml(input) {
         return Ok((200, YAML, emit::to_yaml(value)));
     }
@@ -288,7 +355,18 @@ fn render(input: &Input, value: &Value) -> Result<Answer, Failure> {
 
 /// `POST /mess`: one MESS message (JSON when sent as JSON, else YAML) as the key's principal.
 fn post_mess(home: &mut Home<'_>, input: &Input, now: Timestamp) -> Result<Answer, Failure> {
+    if let Some(token) = link_token(input) {
+        let message = message_of(input)?;
+        return page::post(home, input, token, None, &message, now);
+    }
     let caller = caller(home, input)?;
+    let message = message_of(input)?;
+    let reply = submit::submit(home, &message, &caller, now)?;
+    render(input, &reply.to_value())
+}
+
+/// The MESS message of a request's body: JSON when sent as JSON, else YAML.
+fn message_of(input: &Input) -> Result<mess_protocol::message::Message, Failure> {
     let text = &input.body;
     if text.len() > MAX_MESSAGE_BYTES {
         return Err(ProtocolError::TooLarge {
@@ -306,13 +384,11 @@ fn post_mess(home: &mut Home<'_>, input: &Input, now: Timestamp) -> Result<Answe
             .to_ascii_lowercase();
         v == "application/json" || v.ends_with("+json")
     });
-    let message = if json {
+    Ok(if json {
         read::json_message(text)?
     } else {
         read::one_message(text)?
-    };
-    let reply = submit::submit(home, &message, &caller, now)?;
-    render(input, &reply.to_value())
+    })
 }
 
 /// `GET /threads/{ref}` (and `GET /mess/{ref}`): the envelope and messages of a thread the
@@ -350,8 +426,16 @@ fn read_thread(
     if format.is_some() {
         return Ok((200, YAML, text));
     }
+    let mut out = Map::new();
+    out.insert("envelope", envelope.to_value());
+    out.insert("messages", Value::Seq(messages_of(&text)?));
+    render(input, &Value::Map(out))
+}
+
+/// The message documents of a thread file's text, oldest first.
+pub(crate) fn messages_of(text: &str) -> Result<Vec<Value>, Failure> {
     let mut messages = Vec::new();
-    for (i, raw) in mess_protocol::thread_text::pieces(&text)
+    for (i, raw) in mess_protocol::thread_text::pieces(text)
         .1
         .iter()
         .enumerate()
@@ -364,17 +448,14 @@ fn read_thread(
         }
         messages.push(mess_protocol::envelope::MessageDoc::from_value(value, &path)?.to_value());
     }
-    let mut out = Map::new();
-    out.insert("envelope", envelope.to_value());
-    out.insert("messages", Value::Seq(messages));
-    render(input, &Value::Map(out))
+    Ok(messages)
 }
 
 /// Most threads one listing returns.
 const MAX_LIMIT: usize = 1000;
 
 /// The value of `name` in a query string, percent-decoded.
-fn query_param(query: &str, name: &str) -> Option<String> {
+pub(crate) fn query_param(query: &str, name: &str) -> Option<String> {
     query.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=')?;
         (k == name).then(|| percent_decode(v))

@@ -69,6 +69,8 @@ pub mod failure;
 pub mod home;
 pub mod http;
 pub mod kv;
+pub mod link;
+pub mod page;
 pub mod submit;
 
 // The storage calls the Worker's JavaScript provides (module `host`), over the exchange's

@@ -32,8 +32,8 @@ use crate::home::{EdgeRoster, Home, envelope_of};
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// Most bytes of one thread file (the native default `max_thread_bytes`).
 pub const MAX_THREAD_BYTES: usize = 64 * 1024 * 1024;
-/// The channel the Worker's messages arrive by.
-const CHANNEL: &str = "http";
+/// The channel messages sent with a key arrive by.
+pub const HTTP: &str = "http";
 
 /// A key's principal.
 #[derive(Debug, Clone)]
@@ -42,6 +42,8 @@ pub struct Caller {
     pub id: String,
     /// The key's role.
     pub role: Role,
+    /// The channel its messages arrive by (`http`; a link's channel for a presigned link).
+    pub channel: String,
 }
 
 /// Submits `message` from `caller` at `now`; answers the exchange's reply.
@@ -409,7 +411,7 @@ fn create_one(
 ) {
     let doc = answer::message_doc(
         &caller.id,
-        CHANNEL,
+        &caller.channel,
         version,
         [Payload::Request(req.request.clone())],
         extra.clone(),
@@ -501,7 +503,7 @@ fn apply_group(
     check_group_here(&before, g, caller, roster, now)?;
     let doc = answer::message_doc(
         &caller.id,
-        CHANNEL,
+        &caller.channel,
         version,
         g.payloads.iter().cloned(),
         Map::new(),

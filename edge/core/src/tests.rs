@@ -7,6 +7,7 @@ use crate::kv::MemKv;
 
 const OPERATOR: &str = "operator-key-of-these-tests";
 const NOW: &str = "2026-11-28T09:30:00Z";
+const SECRET: &str = "link-secret-of-these-tests-32-bytes-at-least";
 
 fn input(method: &str, path: &str, key: Option<&str>, body: &str) -> Input {
     Input {
@@ -23,6 +24,8 @@ fn input(method: &str, path: &str, key: Option<&str>, body: &str) -> Input {
         now: NOW.to_owned(),
         operator_key: Some(OPERATOR.to_owned()),
         entropy: "ab".repeat(32),
+        link_secret: Some(SECRET.to_owned()),
+        issuer: "http://127.0.0.1:8787".to_owned(),
         watchers: Vec::new(),
     }
 }
@@ -206,4 +209,254 @@ fn each_change_is_told_to_the_watchers_who_may_see_it() {
     );
     let out = handle(&mut kv, &input("GET", "/events", Some("mess_nobody"), ""));
     assert_eq!(out.status, 401);
+}
+
+/// A link for `executor` on `thread` (with `extra` JSON fields), minted by the operator.
+fn link(kv: &mut MemKv, thread: &str, executor: &str, extra: &str) -> String {
+    link_until(kv, thread, executor, extra, "2026-11-29T09:30:00Z")
+}
+
+/// [`link`], checking when it expires.
+fn link_until(kv: &mut MemKv, thread: &str, executor: &str, extra: &str, expires: &str) -> String {
+    let out = handle(
+        kv,
+        &input(
+            "POST",
+            "/links",
+            Some(OPERATOR),
+            &format!(r#"{{"ref":"{thread}","executor":"{executor}"{extra}}}"#),
+        ),
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    let v: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    let url = v["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&format!(
+            "http://127.0.0.1:8787/respond?ref={thread}&token="
+        )),
+        "{url}"
+    );
+    assert_eq!(v["expires"], expires, "24 hours by default");
+    v["token"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_link_reads_and_works_its_own_thread_only_and_only_as_far_as_it_allows() {
+    let mut kv = MemKv::default();
+    let alice = key(&mut kv, "agent", "alice", "1");
+    let robo = key(&mut kv, "executor", "robo", "2");
+    for (who, body) in [
+        (
+            &robo,
+            "MESS:\n  - config:\n      executor: {id: robo, capabilities: [mop]}\n",
+        ),
+        (
+            &alice,
+            "MESS:\n  - request: {intent: mop the hall, requires: [mop]}\n",
+        ),
+        (
+            &alice,
+            "MESS:\n  - request: {intent: mop the stairs, requires: [mop]}\n",
+        ),
+    ] {
+        assert_eq!(post(&mut kv, who, body).status, 200);
+    }
+    let one = "2026-11-28-001";
+    let token = link(&mut kv, one, "robo", "");
+    // Read, as the page does it: with the token as bearer, and as `?token=`.
+    let out = handle(
+        &mut kv,
+        &input("GET", &format!("/mess/{one}"), Some(&token), ""),
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    let v: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    assert_eq!(v["envelope"]["intent"], "mop the hall");
+    assert_eq!(v["link"]["executor"], "robo");
+    assert_eq!(v["link"]["actions"].as_array().unwrap().len(), 5);
+    let q = format!("/thread/{one}?token={token}");
+    assert_eq!(handle(&mut kv, &input("GET", &q, None, "")).status, 200);
+    // Another thread, by path or by payload, is refused.
+    let other = format!("/thread/2026-11-28-002?token={token}");
+    let out = handle(&mut kv, &input("GET", &other, None, ""));
+    assert_eq!(out.status, 403, "{}", out.body);
+    assert!(out.body.contains("another thread"), "{}", out.body);
+    let out = post(
+        &mut kv,
+        &token,
+        "MESS:\n  - status: {re: 2026-11-28-002, code: claimed}\n",
+    );
+    assert_eq!(out.status, 403, "{}", out.body);
+    // Only status and response payloads.
+    let out = post(
+        &mut kv,
+        &token,
+        &format!("MESS:\n  - cancel: {{re: {one}}}\n"),
+    );
+    assert_eq!(out.status, 403, "{}", out.body);
+    assert!(
+        out.body.contains("only status and response"),
+        "{}",
+        out.body
+    );
+    // The claim goes in as robo, by the link's channel.
+    let out = handle(
+        &mut kv,
+        &input(
+            "POST",
+            &q,
+            None,
+            &format!("MESS:\n  - status: {{re: {one}, code: claimed}}\n"),
+        ),
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    let file = &out.r2_put[0].1;
+    assert!(file.contains("executor: robo"), "{file}");
+    assert!(file.contains("channel: link"), "{file}");
+    // A link that may only read cannot answer; another executor's link stops reading once
+    // robo holds the thread, as if it did not exist.
+    let reader = link(&mut kv, one, "robo", r#","actions":["read"]"#);
+    let out = post(
+        &mut kv,
+        &reader,
+        &format!("MESS:\n  - response: {{re: {one}, content: [{{text: done}}]}}\n"),
+    );
+    assert_eq!(out.status, 403, "{}", out.body);
+    assert!(out.body.contains("does not allow respond"), "{}", out.body);
+    let rosie = link(&mut kv, one, "rosie", "");
+    let out = handle(
+        &mut kv,
+        &input("GET", &format!("/mess/{one}"), Some(&rosie), ""),
+    );
+    assert_eq!(out.status, 404, "{}", out.body);
+    // The thread's stream names the link, and the change that takes the thread out of a
+    // link's reach is its last.
+    let out = handle(
+        &mut kv,
+        &input(
+            "GET",
+            &format!("/thread/{one}/events?token={token}"),
+            None,
+            "",
+        ),
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert!(
+        out.body.contains(&format!("link:robo:{one}")),
+        "{}",
+        out.body
+    );
+    let mut i = input(
+        "POST",
+        "/mess",
+        Some(&token),
+        &format!("MESS:\n  - status: {{re: {one}, code: in_progress}}\n"),
+    );
+    i.watchers = vec![
+        format!("link:robo:{one}"),
+        format!("link:rosie:{one}"),
+        "link:robo:2026-11-28-002".to_owned(),
+    ];
+    let out = handle(&mut kv, &i);
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert_eq!(
+        out.changes[0].to,
+        vec![format!("link:robo:{one}"), format!("link:rosie:{one}")]
+    );
+    assert_eq!(out.changes[0].end, vec![format!("link:rosie:{one}")]);
+}
+
+#[test]
+fn tampered_expired_foreign_and_unsigned_links_are_refused() {
+    let mut kv = MemKv::default();
+    let alice = key(&mut kv, "agent", "alice", "1");
+    assert_eq!(
+        post(&mut kv, &alice, "MESS:\n  - request: {intent: x}\n").status,
+        200
+    );
+    let one = "2026-11-28-001";
+    let token = link_until(
+        &mut kv,
+        one,
+        "robo",
+        r#","ttl":"1m""#,
+        "2026-11-28T09:31:00Z",
+    );
+    let read = |kv: &mut MemKv, token: &str, now: &str, issuer: &str| {
+        let mut i = input("GET", &format!("/mess/{one}"), Some(token), "");
+        i.now = now.to_owned();
+        i.issuer = issuer.to_owned();
+        handle(kv, &i).status
+    };
+    let here = "http://127.0.0.1:8787";
+    assert_eq!(read(&mut kv, &token, NOW, here), 200);
+    assert_eq!(
+        read(&mut kv, &token, "2026-11-28T09:31:00Z", here),
+        401,
+        "expired"
+    );
+    assert_eq!(
+        read(&mut kv, &token, NOW, "https://elsewhere.example"),
+        401,
+        "issuer"
+    );
+    let mut parts: Vec<String> = token.split('.').map(str::to_owned).collect();
+    let flipped = if parts[2].starts_with('A') { "B" } else { "A" };
+    parts[2].replace_range(0..1, flipped);
+    assert_eq!(read(&mut kv, &parts.join("."), NOW, here), 401, "signature");
+    // `alg: none` with no signature.
+    use base64::Engine;
+    let none = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#);
+    let parts: Vec<&str> = token.split('.').collect();
+    assert_eq!(
+        read(&mut kv, &format!("{none}.{}.", parts[1]), NOW, here),
+        401
+    );
+    // Without a secret, links are refused as misconfigured rather than signed weakly.
+    let mut i = input(
+        "POST",
+        "/links",
+        Some(OPERATOR),
+        &format!(r#"{{"ref":"{one}","executor":"robo"}}"#),
+    );
+    i.link_secret = None;
+    let out = handle(&mut kv, &i);
+    assert_eq!(out.status, 500, "{}", out.body);
+    assert!(out.body.contains("MESS_SECRET"), "{}", out.body);
+    // An agent key makes no links.
+    let mut i = input(
+        "POST",
+        "/links",
+        Some(&alice),
+        &format!(r#"{{"ref":"{one}","executor":"robo"}}"#),
+    );
+    i.link_secret = Some(SECRET.to_owned());
+    assert_eq!(handle(&mut kv, &i).status, 401);
+}
+
+/// The token the native exchange's `jsonwebtoken` signs for [`GRANT`] with [`SECRET`]
+/// (`src/links/tests.rs` signs the same grant and requires these bytes): the two
+/// implementations of HS256 agree byte for byte, so each reads the other's links.
+pub(crate) const NATIVE_TOKEN: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.eyJyZWYiOiIyMDI2LTExLTI4LTAwMSIsInN1YiI6InJvYm8iLCJhY3QiOlsicmVhZCIsImNsYWltIiwidXBkYXRlIiwicmVzcG9uZCIsImRlY2xpbmUiXSwiZXhwIjo0MTAyNDQ0ODAwLCJpYXQiOjE3OTUwMDAwMDAsImNoIjoic2xhY2siLCJpc3MiOiJodHRwczovL21lc3MuZXhhbXBsZSIsImF1ZCI6ImVkZ2UtYWJhYmFiYWJhYmFiYWJhYiJ9.cbQLozuYWcfN4H8SPIfl-RmbNvkLXl7hnn9rH9QCKg0";
+
+#[test]
+fn a_link_signs_to_the_same_bytes_as_the_native_exchange_s() {
+    let grant = mess_protocol::link::Grant {
+        thread: "2026-11-28-001".to_owned(),
+        executor: "robo".to_owned(),
+        actions: mess_protocol::link::Action::ALL.to_vec(),
+        exp: 4_102_444_800,
+        iat: 1_795_000_000,
+        via: Some("slack".to_owned()),
+        iss: Some("https://mess.example".to_owned()),
+        aud: "edge-abababababababab".to_owned(),
+    };
+    let token = crate::link::mint(SECRET.as_bytes(), &grant).unwrap();
+    assert_eq!(token, NATIVE_TOKEN);
+    let expected = crate::link::Expected {
+        issuer: "https://mess.example",
+        audience: "edge-abababababababab",
+    };
+    let read =
+        crate::link::verify(SECRET.as_bytes(), &expected, NATIVE_TOKEN, 1_795_000_000).unwrap();
+    assert_eq!(read, grant);
 }
