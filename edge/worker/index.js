@@ -72,6 +72,32 @@ async function boundedText(request) {
   return decoder.decode(all);
 }
 
+// What a refused request's body may still deliver before it is cut off: a small body already
+// sent is read out (cutting it leaves wrangler's local proxy with a broken connection for the
+// next request), one larger or slower than this is given up unread.
+const DISCARD_AT_MOST = 64 * 1024;
+const DISCARD_WITHIN_MS = 200;
+
+async function discard(request) {
+  if (!request.body) return;
+  const reader = request.body.getReader();
+  const deadline = new Promise((done) => setTimeout(() => done({ late: true }), DISCARD_WITHIN_MS));
+  let size = 0;
+  try {
+    for (;;) {
+      const next = await Promise.race([reader.read(), deadline]);
+      if (next.done) return;
+      size += next.late ? 0 : next.value.length;
+      if (next.late || size > DISCARD_AT_MOST) {
+        await reader.cancel();
+        return;
+      }
+    }
+  } catch {
+    // A body that fails to arrive needs no more attention.
+  }
+}
+
 // The first string after `prefix` in byte order: prefixes end in an ASCII character.
 function after(prefix) {
   return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
@@ -136,15 +162,6 @@ export class Exchange {
 
   async fetch(request) {
     const url = new URL(request.url);
-    let body = "";
-    if (request.method !== "GET") {
-      try {
-        body = await boundedText(request);
-      } catch (e) {
-        if (e instanceof TooLarge) return tooLarge();
-        throw e;
-      }
-    }
     const input = {
       method: request.method,
       path: url.pathname,
@@ -152,7 +169,7 @@ export class Exchange {
       authorization: request.headers.get("authorization"),
       accept: request.headers.get("accept"),
       content_type: request.headers.get("content-type"),
-      body,
+      body: "",
       now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
       operator_key: this.env.MESS_OPERATOR_KEY || null,
       link_secret: this.env.MESS_SECRET || null,
@@ -160,6 +177,17 @@ export class Exchange {
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
       watchers: [...new Set([...this.watchers].map((w) => w.id))],
     };
+    if (request.headers.get(AUTHORIZE_ONLY)) {
+      return this.authorize(input) || new Response(null, { status: 204 });
+    }
+    if (request.method !== "GET") {
+      try {
+        input.body = await boundedText(request);
+      } catch (e) {
+        if (e instanceof TooLarge) return tooLarge();
+        throw e;
+      }
+    }
     let output;
     try {
       output = this.ctx.storage.transactionSync(() => {
@@ -210,6 +238,19 @@ export class Exchange {
       status: output.status,
       headers: { "content-type": output.content_type },
     });
+  }
+
+  // The refusal `input`'s caller gets, or null when the request may go on (reads only).
+  authorize(input) {
+    storage = this.ctx.storage;
+    let out;
+    try {
+      out = JSON.parse(call("mess_handle", JSON.stringify({ ...input, authorize_only: true })));
+    } finally {
+      storage = null;
+    }
+    if (out.status === 200) return null;
+    return new Response(out.body, { status: out.status, headers: { "content-type": out.content_type } });
   }
 
   // An event stream for principal `id` (or a link's, `link:EXECUTOR:REF`, which ends when the
@@ -276,6 +317,10 @@ export class Exchange {
     }
   }
 }
+
+// A call of the front Worker to the Durable Object that asks only whether the caller may go
+// on (204, or the refusal); it reads and writes nothing, whoever sends it.
+const AUTHORIZE_ONLY = "x-mess-authorize-only";
 
 // The routes the Durable Object answers with an event stream once the engine has checked
 // the caller: `/events` (a key) and `/thread/{ref}/events` (a link).
@@ -346,6 +391,19 @@ export default {
       return exportHome(request, env);
     }
     const exchange = env.EXCHANGE.get(env.EXCHANGE.idFromName("exchange"));
+    if (request.method !== "GET") {
+      // The caller first (a key, a link, the operator key), in a call without the body, as the
+      // native exchange checks it before it reads a byte: nobody without one makes the
+      // exchange take a body in. (Answering the body's own call unread would leave the
+      // runtime feeding a stream nobody reads.)
+      const headers = new Headers(request.headers);
+      headers.set(AUTHORIZE_ONLY, "1");
+      const verdict = await exchange.fetch(new Request(request.url, { method: request.method, headers }));
+      if (verdict.status !== 204) {
+        await discard(request);
+        return verdict;
+      }
+    }
     return exchange.fetch(request);
   },
 };

@@ -653,6 +653,23 @@ fn six_executors_racing_for_one_thread_see_exactly_one_claim_won() {
         assert_eq!(text.matches("code: claimed").count(), 1, "{text}");
         assert!(text.contains(&format!("executor: {}", won[0])), "{text}");
     }
+    // Without a valid key (or link), the answer comes before the body: the client has sent
+    // 6 of the 1 MB it declared, and hears 401 at once.
+    for bearer in ["Bearer mess_unknown", "Bearer a.b.c"] {
+        let (code, body) = http_declaring(
+            worker.port,
+            "POST",
+            "/mess",
+            &[
+                ("authorization", bearer),
+                ("content-type", "application/yaml"),
+            ],
+            1_000_000,
+            "MESS:\n",
+        )
+        .unwrap();
+        assert_eq!(code, 401, "{body}");
+    }
     // A body declared past the 16 MiB limit is refused as the native exchange refuses it,
     // before it is read.
     let bearer = format!("Bearer {agent}");
@@ -1040,6 +1057,9 @@ fn an_executor_works_a_request_from_a_worker_link_in_a_real_browser() {
     );
     browser.click("#claim");
     assert_eq!(page_status(&browser, "claimed"), "claimed");
+    // "Sent." follows the page's own redraw; the claim's event redraws nothing more after it,
+    // so the form opened next stays open.
+    assert!(browser.wait_text("#result", "Sent.").contains("Sent."));
     // The agent's reply to a question arrives over the link's event stream.
     browser.run("document.getElementById('question-form').open = true; return null");
     browser.type_into("#question", "Which shelf?");

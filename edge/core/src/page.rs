@@ -220,6 +220,22 @@ pub fn watch(
     ))
 }
 
+/// Checks a link for sending (on `thread`, when the route names one), before the message is
+/// read.
+pub fn check(
+    home: &Home<'_>,
+    input: &Input,
+    token: &str,
+    thread: Option<&str>,
+    now: Timestamp,
+) -> Result<(), Failure> {
+    match thread {
+        Some(reference) => verify_for(home, input, token, thread_of(reference)?.as_str(), now),
+        None => verify(home, input, token, now),
+    }
+    .map(|_| ())
+}
+
 /// Sends `message` through a link: each payload a status or a response about the link's
 /// thread, of an action it allows, sent as the link's executor; `thread` is the path's, when
 /// the route names one.
@@ -231,13 +247,8 @@ pub fn post(
     message: &Message,
     now: Timestamp,
 ) -> Result<Answer, Failure> {
-    let grant = match thread {
-        Some(reference) => {
-            let thread = thread_of(reference)?;
-            verify_for(home, input, token, thread.as_str(), now)?
-        }
-        None => verify(home, input, token, now)?,
-    };
+    check(home, input, token, thread, now)?;
+    let grant = verify(home, input, token, now)?;
     grant.check_message(message)?;
     let caller = Caller {
         id: grant.executor.clone(),

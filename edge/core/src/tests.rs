@@ -26,6 +26,7 @@ fn input(method: &str, path: &str, key: Option<&str>, body: &str) -> Input {
         entropy: "ab".repeat(32),
         link_secret: Some(SECRET.to_owned()),
         issuer: "http://127.0.0.1:8787".to_owned(),
+        authorize_only: false,
         watchers: Vec::new(),
     }
 }
@@ -459,4 +460,34 @@ fn a_link_signs_to_the_same_bytes_as_the_native_exchange_s() {
     let read =
         crate::link::verify(SECRET.as_bytes(), &expected, NATIVE_TOKEN, 1_795_000_000).unwrap();
     assert_eq!(read, grant);
+}
+
+#[test]
+fn the_caller_is_checked_before_the_body_is_read() {
+    let mut kv = MemKv::default();
+    let alice = key(&mut kv, "agent", "alice", "1");
+    assert_eq!(
+        post(&mut kv, &alice, "MESS:\n  - request: {intent: x}\n").status,
+        200
+    );
+    let token = link(&mut kv, "2026-11-28-001", "robo", "");
+    let check = |kv: &mut MemKv, path: &str, key: Option<&str>| {
+        let mut i = input("POST", path, key, "");
+        i.authorize_only = true;
+        let out = handle(kv, &i);
+        assert!(out.r2_put.is_empty());
+        out.status
+    };
+    assert_eq!(check(&mut kv, "/mess", Some(&alice)), 200);
+    assert_eq!(check(&mut kv, "/mess", Some(&token)), 200);
+    assert_eq!(check(&mut kv, "/mess", Some("mess_unknown")), 401);
+    assert_eq!(check(&mut kv, "/mess", None), 401);
+    assert_eq!(check(&mut kv, "/mess", Some("a.b.c")), 401);
+    assert_eq!(check(&mut kv, "/keys", Some(&alice)), 401);
+    assert_eq!(check(&mut kv, "/links", Some(OPERATOR)), 200);
+    let q = format!("/thread/2026-11-28-001?token={token}");
+    assert_eq!(check(&mut kv, &q, None), 200);
+    let q = format!("/thread/2026-11-28-002?token={token}");
+    assert_eq!(check(&mut kv, &q, None), 403);
+    assert_eq!(check(&mut kv, "/thread/2026-11-28-001", None), 401);
 }
