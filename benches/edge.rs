@@ -278,13 +278,18 @@ fn main() {
     let wasm = std::fs::metadata(dist.join("mess_edge_core.wasm"))
         .unwrap()
         .len();
-    let js = std::fs::metadata(dist.join("index.js")).unwrap().len();
+    // The Worker's script and the human page it serves (page.js).
+    let js = ["index.js", "page.js"]
+        .iter()
+        .map(|f| std::fs::metadata(dist.join(f)).unwrap().len())
+        .sum::<u64>();
     let gzipped = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "cat '{}' '{}' | gzip -9 | wc -c",
+            "cat '{}' '{}' '{}' | gzip -9 | wc -c",
             dist.join("mess_edge_core.wasm").display(),
-            dist.join("index.js").display()
+            dist.join("index.js").display(),
+            dist.join("page.js").display()
         ))
         .output()
         .unwrap();
