@@ -3,6 +3,7 @@
 // Every request that reads or writes the exchange goes to one Durable Object, which runs the
 // engine inside a storage transaction (so requests are applied one at a time, and a claim is
 // won once), then copies the thread files it wrote to R2 before it answers.
+import { DurableObject } from "cloudflare:workers";
 import core from "./mess_edge_core.wasm";
 import { PAGE, SCRIPT, STYLE } from "./page.js";
 
@@ -148,16 +149,55 @@ function hex(bytes) {
 
 // The exchange: its storage (table `kv`, the engine's; table `mirror`, the R2 writes still
 // owed), and the engine.
-export class Exchange {
+export class Exchange extends DurableObject {
   constructor(ctx, env) {
+    super(ctx, env);
     this.ctx = ctx;
     this.env = env;
     this.mirroring = Promise.resolve();
+    this.queueing = Promise.resolve();
     // Open event streams (`GET /events`): each with its principal and its writer.
     this.watchers = new Set();
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     // One row per R2 key: the newest text to put there, or NULL to delete it.
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS mirror (k TEXT PRIMARY KEY, text TEXT)");
+    // The notices owed and not yet handed to the Queue: one row per delivery id.
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS outbox (id TEXT PRIMARY KEY, job TEXT NOT NULL)");
+  }
+
+  // The webhook settings the engine reads.
+  webhookSettings() {
+    return {
+      webhook_secret: this.env.MESS_WEBHOOK_SECRET || null,
+      webhook_allow: (this.env.MESS_WEBHOOK_ALLOW || "").split(",").map((h) => h.trim()).filter(Boolean),
+    };
+  }
+
+  // Called by the Queue's consumer: the request one delivery sends now (`{send}`), or why it
+  // is dropped (`{drop}`).
+  notice(delivery) {
+    const now = this.env.MESS_FIXED_CLOCK ? Date.parse(this.env.MESS_FIXED_CLOCK) : Date.now();
+    storage = this.ctx.storage;
+    try {
+      return JSON.parse(
+        call("mess_notice", JSON.stringify({ delivery, at: Math.floor(now / 1000), ...this.webhookSettings() })),
+      );
+    } finally {
+      storage = null;
+    }
+  }
+
+  // Hands the outbox to the Queue, and clears what it took; what fails stays for the next
+  // request.
+  async enqueue() {
+    const rows = this.ctx.storage.sql.exec("SELECT id, job FROM outbox ORDER BY id").toArray();
+    if (!rows.length) return;
+    if (!this.env.NOTICES) {
+      console.error("notices are owed but the Worker has no NOTICES queue binding");
+      return;
+    }
+    await this.env.NOTICES.sendBatch(rows.map((r) => ({ body: JSON.parse(r.job) })));
+    for (const r of rows) this.ctx.storage.sql.exec("DELETE FROM outbox WHERE id = ?", r.id);
   }
 
   async fetch(request) {
@@ -173,6 +213,7 @@ export class Exchange {
       now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
       operator_key: this.env.MESS_OPERATOR_KEY || null,
       link_secret: this.env.MESS_SECRET || null,
+      ...this.webhookSettings(),
       issuer: (this.env.MESS_PUBLIC_URL || url.origin).replace(/\/+$/, ""),
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
       watchers: [...new Set([...this.watchers].map((w) => w.id))],
@@ -200,6 +241,13 @@ export class Exchange {
               key,
             );
           }
+          for (const job of out.notices || []) {
+            storage.sql.exec(
+              "INSERT INTO outbox (id, job) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+              job.id,
+              JSON.stringify(job),
+            );
+          }
           for (const [key, text] of out.r2_put) {
             storage.sql.exec(
               "INSERT INTO mirror (k, text) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET text = excluded.text",
@@ -225,6 +273,9 @@ export class Exchange {
       return this.watch(watch, until);
     }
     this.tell(output.changes || []);
+    this.queueing = this.queueing
+      .then(() => this.enqueue())
+      .catch((e) => console.error("handing notices to the Queue failed; retried on the next request", e));
     // R2 writes are made one flush at a time, newest text per key, so a slow put can never
     // leave an older file in R2 than a later request wrote; the answer waits for its own.
     this.mirroring = this.mirroring.then(() => this.flush());
@@ -355,7 +406,43 @@ function pageAsset(type, body, policy) {
   });
 }
 
+// How long a failed webhook waits before its next attempt: 2, 4, 8 ... seconds, at most 10
+// minutes (the Queue gives up after `max_retries` in wrangler.toml).
+function backoff(attempts) {
+  return Math.min(2 ** attempts, 600);
+}
+
+// The Queue's consumer: each notice prepared by the exchange at the moment it is sent, then
+// POSTed; a 2xx answer ends it, anything else (or no answer) retries it later. Redirects are
+// not followed: a webhook leads only where it was registered to.
+async function deliver(batch, env) {
+  const exchange = env.EXCHANGE.get(env.EXCHANGE.idFromName("exchange"));
+  for (const message of batch.messages) {
+    const prepared = await exchange.notice(message.body);
+    if (prepared.drop) {
+      console.warn(`notice ${message.body.id} dropped: ${prepared.drop}`);
+      message.ack();
+      continue;
+    }
+    const { url, headers, body } = prepared.send;
+    try {
+      const answer = await fetch(url, { method: "POST", headers, body, redirect: "manual" });
+      await answer.body?.cancel();
+      if (answer.status >= 200 && answer.status < 300) {
+        message.ack();
+      } else {
+        console.warn(`notice ${message.body.id}: HTTP ${answer.status}, attempt ${message.attempts}`);
+        message.retry({ delaySeconds: backoff(message.attempts) });
+      }
+    } catch (e) {
+      console.warn(`notice ${message.body.id}: ${e}, attempt ${message.attempts}`);
+      message.retry({ delaySeconds: backoff(message.attempts) });
+    }
+  }
+}
+
 export default {
+  queue: deliver,
   async fetch(request, env) {
     const url = new URL(request.url);
     if (url.pathname === "/healthz") {

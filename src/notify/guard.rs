@@ -6,7 +6,7 @@
 //! through `Resolver`, which drops every address the rule refuses, so DNS answers (a name
 //! that resolves to loopback, or to an address inside) cannot lead a notice inside.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -120,14 +120,6 @@ fn host_name(raw: &str) -> Option<String> {
     fine.then_some(name)
 }
 
-/// Names that mean this machine whatever DNS says (RFC 6761 and common hosts-file names).
-fn is_local_name(name: &str) -> bool {
-    matches!(
-        name,
-        "localhost" | "localhost.localdomain" | "ip6-localhost" | "ip6-loopback"
-    ) || name.ends_with(".localhost")
-}
-
 /// Checks a webhook URL's form, for every webhook: `http` or `https`, a host, and no spaces or
 /// control characters (the URL parser would drop a line break silently; here it is refused).
 pub fn webhook_url(raw: &str) -> Result<Url, String> {
@@ -149,51 +141,7 @@ pub fn webhook_url(raw: &str) -> Result<Url, String> {
     Ok(url)
 }
 
-/// Whether `ip` is a public unicast address: not loopback, private (RFC 1918, ULA), link-local,
-/// unspecified, multicast, shared (CGNAT), documentation, benchmarking or reserved, and not an
-/// IPv6 form that carries such an IPv4 address (mapped, compatible, NAT64, 6to4).
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => is_public_v6(v6),
-    }
-}
-
-fn is_public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, c, _] = ip.octets();
-    !(a == 0                                  // "this network", 0.0.0.0
-        || a == 10                            // private
-        || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
-        || a == 127                           // loopback
-        || (a == 169 && b == 254)             // link-local (cloud metadata)
-        || (a == 172 && (16..32).contains(&b)) // private
-        || (a == 192 && b == 0 && c == 0)     // IETF protocol assignments
-        || (a == 192 && b == 0 && c == 2)     // documentation
-        || (a == 192 && b == 88 && c == 99)   // 6to4 relay anycast
-        || (a == 192 && b == 168)             // private
-        || (a == 198 && (b == 18 || b == 19)) // benchmarking
-        || (a == 198 && b == 51 && c == 100)  // documentation
-        || (a == 203 && b == 0 && c == 113)   // documentation
-        || a >= 224) // multicast, reserved, broadcast
-}
-
-fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let s = ip.segments();
-    let embedded = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        // NAT64: reaches the IPv4 address it carries.
-        return is_public_v4(embedded(s[6], s[7]));
-    }
-    if s[0] == 0x2002 {
-        // 6to4: reaches the IPv4 address it carries.
-        return is_public_v4(embedded(s[1], s[2]));
-    }
-    // Only 2000::/3 is global unicast; within it, these are not public.
-    (s[0] & 0xe000) == 0x2000
-        && !(s[0] == 0x2001 && s[1] < 0x0200) // IETF assignments: Teredo, benchmarking, ORCHID
-        && !(s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        && !(s[0] == 0x3fff && s[1] < 0x1000) // documentation (3fff::/20)
-}
+pub use crate::protocol::net::{is_local_name, is_public};
 
 /// The resolver of the client that sends key-made webhooks: the system's answers, less every
 /// address the allow-list refuses; a name left with none fails to resolve.

@@ -25,6 +25,7 @@ pub mod ids;
 pub mod link;
 pub mod machine;
 pub mod message;
+pub mod net;
 pub mod read;
 pub mod request;
 pub mod resolve;

@@ -51,6 +51,10 @@ pub struct Home<'a> {
     kv: &'a mut dyn Kv,
     /// What R2 must be told.
     pub mirror: Mirror,
+    /// The notices this request owes (the Durable Object queues them once it commits).
+    pub notices: Vec<crate::notice::Delivery>,
+    /// The Worker's webhook settings.
+    pub webhooks: crate::notice::Webhooks,
 }
 
 /// The R2 key of thread `r` in `state`: the native home's relative path.
@@ -88,6 +92,8 @@ impl<'a> Home<'a> {
         Home {
             kv,
             mirror: Mirror::default(),
+            notices: Vec::new(),
+            webhooks: crate::notice::Webhooks::default(),
         }
     }
 

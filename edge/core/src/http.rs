@@ -58,6 +58,12 @@ pub struct Input {
     /// of its links, and where they point.
     #[serde(default)]
     pub issuer: String,
+    /// `MESS_WEBHOOK_SECRET`, if set.
+    #[serde(default)]
+    pub webhook_secret: Option<String>,
+    /// `MESS_WEBHOOK_ALLOW`, split at commas.
+    #[serde(default)]
+    pub webhook_allow: Vec<String>,
     /// Only check the caller, before the body is read (which it is not yet): the answer is
     /// 200 with no body, or the refusal the request will get.
     #[serde(default)]
@@ -99,6 +105,8 @@ pub struct Output {
     pub r2_delete: Vec<String>,
     /// The threads changed, for the event streams.
     pub changes: Vec<Change>,
+    /// The notices owed, for the outbox.
+    pub notices: Vec<crate::notice::Delivery>,
 }
 
 pub(crate) const JSON: &str = "application/json";
@@ -112,6 +120,10 @@ fn is_yaml(v: &str) -> bool {
 /// Answers one request against `kv`.
 pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
     let mut home = Home::new(kv);
+    home.webhooks = crate::notice::Webhooks {
+        secret: input.webhook_secret.clone().filter(|s| !s.is_empty()),
+        allow: input.webhook_allow.clone(),
+    };
     let answered = if input.authorize_only {
         authorize(&home, input).map(|()| (200, JSON, String::new()))
     } else {
@@ -124,6 +136,7 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
             content_type: content_type.to_owned(),
             body,
             changes: changes(&home, &put, &input.watchers),
+            notices: std::mem::take(&mut home.notices),
             r2_put: put,
             r2_delete: delete,
         },
@@ -135,6 +148,7 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
             r2_put: Vec::new(),
             r2_delete: Vec::new(),
             changes: Vec::new(),
+            notices: Vec::new(),
         },
     }
 }

@@ -70,6 +70,7 @@ pub mod home;
 pub mod http;
 pub mod kv;
 pub mod link;
+pub mod notice;
 pub mod page;
 pub mod submit;
 
@@ -149,9 +150,23 @@ pub unsafe extern "C" fn mess_handle(ptr: *mut u8, len: usize) -> u64 {
             r2_put: Vec::new(),
             r2_delete: Vec::new(),
             changes: Vec::new(),
+            notices: Vec::new(),
         },
     };
     answer(serde_json::to_string(&output).unwrap_or_default())
+}
+
+/// Prepares one queued notice (a [`notice::NoticeInput`] as JSON): answers
+/// `{"send": {url, headers, body}}`, or `{"drop": WHY}` when it is no longer to be sent.
+///
+/// # Safety
+/// As [`mess_check`].
+#[cfg(target_arch = "wasm32")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mess_notice(ptr: *mut u8, len: usize) -> u64 {
+    // SAFETY: the caller wrote `len` bytes into an allocation of that capacity and gives it up.
+    let input = unsafe { Vec::from_raw_parts(ptr, len, len) };
+    answer(notice::answer(&mut HostKv, &input))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use mess_protocol::access;
 use mess_protocol::answer;
-use mess_protocol::config::ConfigMsg;
+use mess_protocol::config::{ConfigMsg, ExecutorSpec};
 use mess_protocol::emit;
 use mess_protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use mess_protocol::error::ProtocolError;
@@ -27,6 +27,7 @@ use mess_protocol::yaml::{self, Limits};
 
 use crate::failure::Failure;
 use crate::home::{EdgeRoster, Home, envelope_of};
+use crate::notice;
 
 /// Most bytes of one message (the native exchange's default `max_message_bytes`).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -246,11 +247,12 @@ fn check_config(
             "capability metadata",
         ));
     }
-    for field in ["notify", "exchange", "mcp"] {
+    for field in ["exchange", "mcp"] {
         if exec.extra.contains_key(field) {
             return Err(Failure::not_at_edge(&format!("{base}.{field}"), field));
         }
     }
+    check_notify(home, exec, &base)?;
     let by = home.registration(&exec.id).and_then(|v| {
         v.as_map()
             .and_then(|m| m.get("registered_by"))
@@ -264,6 +266,43 @@ fn check_config(
             "cannot change executor {}: it was registered by {by}; only {by} or {} may change it",
             exec.id, exec.id
         ))
+        .into());
+    }
+    Ok(())
+}
+
+/// An executor's `notify:` at the edge: a webhook only (the other channels are refused by
+/// name), whose address a key may register, and which has a signing key to be sent with.
+fn check_notify(home: &Home<'_>, exec: &ExecutorSpec, base: &str) -> Result<(), Failure> {
+    let Some(notify) = exec.extra.get("notify") else {
+        return Ok(());
+    };
+    let path = format!("{base}.notify");
+    let Some(channels) = notify.as_map() else {
+        return Err(ProtocolError::invalid(path, "expected a map of channels").into());
+    };
+    for (name, _) in channels.iter() {
+        if name != "webhook" {
+            return Err(Failure::not_at_edge(
+                &format!("{path}.{name}"),
+                &format!("the {name} channel"),
+            ));
+        }
+    }
+    let field = format!("{path}.webhook");
+    let (url, own) = notice::webhook_of(exec).ok_or_else(|| {
+        Failure::from(ProtocolError::invalid(
+            &field,
+            "expected a URL, or {url, secret}",
+        ))
+    })?;
+    notice::check_url(&url, &home.webhooks.allow)
+        .map_err(|why| Failure::from(ProtocolError::invalid(&field, why)))?;
+    if own.is_none() && home.webhooks.secret.is_none() {
+        return Err(ProtocolError::invalid(
+            field,
+            "no signing key: give secret: beside the url (this Worker has no MESS_WEBHOOK_SECRET)",
+        )
         .into());
     }
     Ok(())
@@ -442,6 +481,15 @@ fn create_one(
             // this as it delivers the notice).
             for r in &routed {
                 home.remember(&r.executor, &[(IndexKey::LastWork, thread)]);
+                if roster
+                    .executors
+                    .get(&r.executor)
+                    .and_then(notice::webhook_of)
+                    .is_some()
+                {
+                    home.notices
+                        .push(notice::Delivery::new_request(thread, &r.executor));
+                }
             }
         }
     }

@@ -27,6 +27,8 @@ fn input(method: &str, path: &str, key: Option<&str>, body: &str) -> Input {
         link_secret: Some(SECRET.to_owned()),
         issuer: "http://127.0.0.1:8787".to_owned(),
         authorize_only: false,
+        webhook_secret: None,
+        webhook_allow: Vec::new(),
         watchers: Vec::new(),
     }
 }
@@ -490,4 +492,117 @@ fn the_caller_is_checked_before_the_body_is_read() {
     let q = format!("/thread/2026-11-28-002?token={token}");
     assert_eq!(check(&mut kv, &q, None), 403);
     assert_eq!(check(&mut kv, "/thread/2026-11-28-001", None), 401);
+}
+
+#[test]
+fn webhooks_sign_as_the_native_exchange_signs() {
+    // The native test's vector (`src/notify/tests.rs`): HMAC-SHA256 of
+    // "100.r.a.webhook.new.body" under "secret".
+    assert_eq!(
+        crate::notice::sign(b"secret", 100, "r.a.webhook.new", b"body"),
+        "sha256=1acbb62aca0357e2d6e97c2d8f26ddba553f24ffb30d247f81baa08b1aa38411"
+    );
+}
+
+#[test]
+fn a_routed_request_owes_a_signed_webhook_to_an_address_a_key_may_register() {
+    let mut kv = MemKv::default();
+    let alice = key(&mut kv, "agent", "alice", "1");
+    let robo = key(&mut kv, "executor", "robo", "2");
+    let register = |kv: &mut MemKv, notify: &str, allow: &[&str], secret: Option<&str>| {
+        let mut i = input(
+            "POST",
+            "/mess",
+            Some(&robo),
+            &format!(
+                "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [mop]\n        notify: {notify}\n"
+            ),
+        );
+        i.webhook_allow = allow.iter().map(|s| (*s).to_owned()).collect();
+        i.webhook_secret = secret.map(str::to_owned);
+        handle(kv, &i)
+    };
+    for (notify, why) in [
+        (
+            "{webhook: {url: 'http://127.0.0.1:9/h', secret: s}}",
+            "not a public address",
+        ),
+        (
+            "{webhook: {url: 'http://0x7f.1:9/h', secret: s}}",
+            "not a public address",
+        ),
+        (
+            "{webhook: {url: 'http://[::ffff:10.0.0.1]/h', secret: s}}",
+            "not a public address",
+        ),
+        (
+            "{webhook: {url: 'http://localhost:9/h', secret: s}}",
+            "names this machine",
+        ),
+        (
+            "{webhook: {url: 'ftp://example.org/h', secret: s}}",
+            "http or https",
+        ),
+        ("{webhook: 'https://hooks.example.org/h'}", "no signing key"),
+        ("{slack: '#ops'}", "the slack channel"),
+    ] {
+        let out = register(&mut kv, notify, &[], None);
+        assert_eq!(out.status, 422, "{notify}: {}", out.body);
+        assert!(out.body.contains(why), "{notify}: {}", out.body);
+    }
+    // The operator's list lets one in; the Worker's key signs when the entry brings none.
+    let out = register(
+        &mut kv,
+        "{webhook: 'http://127.0.0.1:9/h'}",
+        &["127.0.0.1"],
+        Some("whsec"),
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    let out = post(
+        &mut kv,
+        &alice,
+        "MESS:\n  - request: {intent: mop, requires: [mop]}\n",
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert_eq!(
+        out.notices,
+        vec![crate::notice::Delivery {
+            id: "2026-11-28-001.robo.webhook.new".into(),
+            thread: "2026-11-28-001".into(),
+            executor: "robo".into(),
+            event: "new".into(),
+        }]
+    );
+    let webhooks = crate::notice::Webhooks {
+        secret: Some("whsec".into()),
+        allow: vec!["127.0.0.1".into()],
+    };
+    let home = crate::home::Home::new(&mut kv);
+    let sent = crate::notice::prepare(&home, &out.notices[0], &webhooks, 1_795_000_000).unwrap();
+    assert_eq!(sent.url, "http://127.0.0.1:9/h");
+    assert!(sent.body.contains("intent: mop"), "{}", sent.body);
+    let header = |n: &str| {
+        sent.headers
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(
+        header("x-mess-signature"),
+        crate::notice::sign(
+            b"whsec",
+            1_795_000_000,
+            &out.notices[0].id,
+            sent.body.as_bytes()
+        )
+    );
+    assert_eq!(header("x-mess-event"), "new");
+    // Once the list no longer holds it, nothing is sent there.
+    let closed = crate::notice::Webhooks {
+        allow: Vec::new(),
+        ..webhooks
+    };
+    let refused = crate::notice::prepare(&home, &out.notices[0], &closed, 1_795_000_000);
+    assert!(refused.is_err_and(|why| why.contains("not a public address")));
 }
