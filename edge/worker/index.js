@@ -128,7 +128,20 @@ const host = {
   },
 };
 
-exports = new WebAssembly.Instance(core, { host }).exports;
+// A new instance of the engine: at the start, and after a trap (which leaves an instance's
+// memory and stack as they were when it stopped).
+function instantiate() {
+  exports = new WebAssembly.Instance(core, { host }).exports;
+}
+instantiate();
+
+// What a refused request's transaction throws to roll itself back, carrying the answer.
+class Refused extends Error {
+  constructor(output) {
+    super("refused");
+    this.output = output;
+  }
+}
 
 // Calls an export that takes UTF-8 text and answers packed (pointer << 32 | length) text.
 function call(name, text) {
@@ -196,8 +209,13 @@ export class Exchange extends DurableObject {
       console.error("notices are owed but the Worker has no NOTICES queue binding");
       return;
     }
-    await this.env.NOTICES.sendBatch(rows.map((r) => ({ body: JSON.parse(r.job) })));
-    for (const r of rows) this.ctx.storage.sql.exec("DELETE FROM outbox WHERE id = ?", r.id);
+    // A batch holds at most 100 messages (each job is a few hundred bytes, far within the
+    // batch's byte limit).
+    for (let at = 0; at < rows.length; at += 100) {
+      const chunk = rows.slice(at, at + 100);
+      await this.env.NOTICES.sendBatch(chunk.map((r) => ({ body: JSON.parse(r.job) })));
+      for (const r of chunk) this.ctx.storage.sql.exec("DELETE FROM outbox WHERE id = ?", r.id);
+    }
   }
 
   async fetch(request) {
@@ -218,7 +236,7 @@ export class Exchange extends DurableObject {
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
       watchers: [...new Set([...this.watchers].map((w) => w.id))],
     };
-    if (request.headers.get(AUTHORIZE_ONLY)) {
+    if (request.method !== "GET" && request.headers.get(AUTHORIZE_ONLY)) {
       return this.authorize(input) || new Response(null, { status: 204 });
     }
     if (request.method !== "GET") {
@@ -235,6 +253,8 @@ export class Exchange extends DurableObject {
         storage = this.ctx.storage;
         try {
           const out = JSON.parse(call("mess_handle", JSON.stringify(input)));
+          // A refusal writes nothing, even where the engine wrote before it refused.
+          if (out.status >= 400) throw new Refused(out);
           for (const key of out.r2_delete) {
             storage.sql.exec(
               "INSERT INTO mirror (k, text) VALUES (?, NULL) ON CONFLICT (k) DO UPDATE SET text = NULL",
@@ -261,8 +281,16 @@ export class Exchange extends DurableObject {
         }
       });
     } catch (e) {
-      // A trap in the engine: the transaction rolled back, nothing was written.
+      if (e instanceof Refused) {
+        return new Response(e.output.body, {
+          status: e.output.status,
+          headers: { "content-type": e.output.content_type },
+        });
+      }
+      // A trap in the engine: the transaction rolled back, nothing was written; the next call
+      // gets a fresh instance.
       console.error("engine failure", e && e.stack ? e.stack : e);
+      instantiate();
       return Response.json(
         { error: { code: "internal", message: "the exchange failed; nothing was written" } },
         { status: 500 },
@@ -327,7 +355,13 @@ export class Exchange extends DurableObject {
     watcher.send = (text) => watcher.writer.write(encoder.encode(text)).catch(drop);
     watcher.drop = drop;
     watcher.timer = setInterval(() => watcher.send(": keep-alive\n\n"), 15000);
-    if (until) watcher.expiry = setTimeout(drop, Math.max(0, until * 1000 - Date.now()));
+    // Timers take at most 2^31 - 1 ms (about 24 days): a longer link re-arms until it is due.
+    const expire = () => {
+      const left = until * 1000 - Date.now();
+      if (left <= 0) return drop();
+      watcher.expiry = setTimeout(expire, Math.min(left, 2 ** 31 - 1));
+    };
+    if (until) expire();
     this.watchers.add(watcher);
     watcher.send(": connected\n\n");
     return new Response(readable, {
@@ -490,6 +524,10 @@ export default {
         await discard(request);
         return verdict;
       }
+      // The request itself never carries the check's mark, whoever set it.
+      const forwarded = new Headers(request.headers);
+      forwarded.delete(AUTHORIZE_ONLY);
+      return exchange.fetch(new Request(request, { headers: forwarded }));
     }
     return exchange.fetch(request);
   },

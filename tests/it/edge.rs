@@ -682,6 +682,17 @@ fn six_executors_racing_for_one_thread_see_exactly_one_claim_won() {
         .unwrap();
         assert_eq!(code, 401, "{body}");
     }
+    // No other route takes a body, with a key or without: answered before it is read.
+    let (code, body) = http_declaring(
+        worker.port,
+        "POST",
+        "/threads",
+        &[("authorization", &format!("Bearer {agent}"))],
+        1_000_000,
+        "MESS:\n",
+    )
+    .unwrap();
+    assert_eq!(code, 404, "{body}");
     // A body declared past the 16 MiB limit is refused as the native exchange refuses it,
     // before it is read.
     let bearer = format!("Bearer {agent}");

@@ -140,7 +140,8 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
             r2_put: put,
             r2_delete: delete,
         },
-        // A failed request writes nothing: the Durable Object rolls its transaction back.
+        // A failed request writes nothing: the Durable Object rolls its transaction back
+        // (it throws inside it on any status of 400 or more).
         Err(f) => Output {
             status: f.status,
             content_type: JSON.to_owned(),
@@ -163,10 +164,11 @@ fn changes(home: &Home<'_>, written: &[(String, String)], watchers: &[String]) -
             let mut to = Vec::new();
             let mut end = Vec::new();
             for w in watchers {
-                // A link's stream (`link:EXECUTOR:REF`) hears of its own thread, and of the
-                // change that takes it out of the executor's reach, last.
+                // A link's stream (`link EXECUTOR REF`: spaces, which no principal id holds,
+                // so no key's stream reads as one) hears of its own thread, and of the change
+                // that takes it out of the executor's reach, last.
                 if let Some((executor, thread)) =
-                    w.strip_prefix("link:").and_then(|l| l.rsplit_once(':'))
+                    w.strip_prefix("link ").and_then(|l| l.split_once(' '))
                 {
                     if thread == env.thread_ref.as_str() {
                         to.push(w.clone());
@@ -206,8 +208,16 @@ fn authorize(home: &Home<'_>, input: &Input) -> Result<(), Failure> {
             let token = page::token_param(input)?;
             page::check(home, input, &token, Some(&p["/thread/".len()..]), now)
         }
-        _ => Ok(()),
+        ("GET", _) => Ok(()),
+        // No other route takes a body: refused before one is read.
+        (method, path) => Err(no_route(method, path)),
     }
+}
+
+fn no_route(method: &str, path: &str) -> Failure {
+    Failure::not_found(format!(
+        "no route {method} {path} on the Worker build of mess"
+    ))
 }
 
 pub(crate) type Answer = (u16, &'static str, String);
@@ -231,7 +241,11 @@ fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
                 serde_json::json!({"watch": caller.id}).to_string(),
             ))
         }
-        ("GET", p) if p.starts_with("/thread/") && p.ends_with("/events") => {
+        ("GET", p)
+            if p.strip_prefix("/thread/")
+                .and_then(|r| r.strip_suffix("/events"))
+                .is_some_and(|r| !r.is_empty()) =>
+        {
             let reference = &p["/thread/".len()..p.len() - "/events".len()];
             page::watch(home, input, &page::token_param(input)?, reference, now)
         }
@@ -261,10 +275,7 @@ fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
             Some(token) => page::read(home, input, token, &p["/mess/".len()..], now),
             None => read_thread(home, input, &p["/mess/".len()..], false),
         },
-        _ => Err(Failure::not_found(format!(
-            "no route {} {path} on the Worker build of mess",
-            input.method
-        ))),
+        _ => Err(no_route(&input.method, path)),
     }
 }
 

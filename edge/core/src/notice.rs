@@ -87,6 +87,11 @@ pub fn check_url(raw: &str, allow: &[String]) -> Result<url::Url, String> {
             url.scheme()
         ));
     }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "the URL holds a user name or password; give the key as secret: instead".to_owned(),
+        );
+    }
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
@@ -152,7 +157,7 @@ pub fn prepare(
         .ok_or_else(|| format!("executor {} is no longer registered", delivery.executor))?;
     let (url, own) = webhook_of(spec)
         .ok_or_else(|| format!("executor {} has no webhook any more", delivery.executor))?;
-    check_url(&url, &webhooks.allow)?;
+    let url = check_url(&url, &webhooks.allow)?;
     let secret = own
         .or_else(|| webhooks.secret.clone())
         .ok_or("no signing key (secret: beside the url, or the Worker's MESS_WEBHOOK_SECRET)")?;
@@ -160,9 +165,21 @@ pub fn prepare(
     let (_, body) = home
         .read(&thread)
         .ok_or_else(|| format!("no thread {}", delivery.thread))?;
+    // A new request's notice goes out only while the request still waits and the executor may
+    // still see it (as the native exchange drops it): once someone took it, a retry must not
+    // hand the thread to those who lost it.
+    let env = crate::home::envelope_of(&body).map_err(|f| f.body())?;
+    if env.status != mess_protocol::status::Status::Pending
+        || !mess_protocol::access::may_see(&delivery.executor, &env, &roster)
+    {
+        return Err(format!(
+            "{} no longer waits for {}",
+            delivery.thread, delivery.executor
+        ));
+    }
     let signature = sign(secret.as_bytes(), at, &delivery.id, body.as_bytes());
     Ok(Prepared {
-        url,
+        url: url.to_string(),
         headers: vec![
             ("content-type".into(), "application/yaml".into()),
             ("x-mess-signature".into(), signature),

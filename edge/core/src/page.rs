@@ -199,7 +199,7 @@ pub fn read(
     render(input, &Value::Map(out))
 }
 
-/// `GET /thread/{ref}/events?token=`: the stream's name (`link:EXECUTOR:REF`) and when the
+/// `GET /thread/{ref}/events?token=`: the stream's name (`link EXECUTOR REF`) and when the
 /// link stops working, for the Durable Object, which holds the stream.
 pub fn watch(
     home: &Home<'_>,
@@ -213,7 +213,7 @@ pub fn watch(
         200,
         JSON,
         serde_json::json!({
-            "watch": format!("link:{}:{}", grant.executor, grant.thread),
+            "watch": format!("link {} {}", grant.executor, grant.thread),
             "until": grant.exp,
         })
         .to_string(),

@@ -344,7 +344,7 @@ fn a_link_reads_and_works_its_own_thread_only_and_only_as_far_as_it_allows() {
     );
     assert_eq!(out.status, 200, "{}", out.body);
     assert!(
-        out.body.contains(&format!("link:robo:{one}")),
+        out.body.contains(&format!("link robo {one}")),
         "{}",
         out.body
     );
@@ -355,17 +355,17 @@ fn a_link_reads_and_works_its_own_thread_only_and_only_as_far_as_it_allows() {
         &format!("MESS:\n  - status: {{re: {one}, code: in_progress}}\n"),
     );
     i.watchers = vec![
-        format!("link:robo:{one}"),
-        format!("link:rosie:{one}"),
-        "link:robo:2026-11-28-002".to_owned(),
+        format!("link robo {one}"),
+        format!("link rosie {one}"),
+        "link robo 2026-11-28-002".to_owned(),
     ];
     let out = handle(&mut kv, &i);
     assert_eq!(out.status, 200, "{}", out.body);
     assert_eq!(
         out.changes[0].to,
-        vec![format!("link:robo:{one}"), format!("link:rosie:{one}")]
+        vec![format!("link robo {one}"), format!("link rosie {one}")]
     );
-    assert_eq!(out.changes[0].end, vec![format!("link:rosie:{one}")]);
+    assert_eq!(out.changes[0].end, vec![format!("link rosie {one}")]);
 }
 
 #[test]
@@ -492,6 +492,14 @@ fn the_caller_is_checked_before_the_body_is_read() {
     let q = format!("/thread/2026-11-28-002?token={token}");
     assert_eq!(check(&mut kv, &q, None), 403);
     assert_eq!(check(&mut kv, "/thread/2026-11-28-001", None), 401);
+    // No other route takes a body: refused before it is read, whoever asks.
+    assert_eq!(check(&mut kv, "/threads", Some(&alice)), 404);
+    assert_eq!(check(&mut kv, "/x", None), 404);
+    // A path that is almost a stream's is answered, not a trap.
+    let out = handle(&mut kv, &input("GET", "/thread/events", None, ""));
+    assert_eq!(out.status, 401, "{}", out.body);
+    let out = handle(&mut kv, &input("GET", "/thread//events?token=x", None, ""));
+    assert!(out.status == 401 || out.status == 422, "{}", out.body);
 }
 
 #[test]
@@ -598,6 +606,16 @@ fn a_routed_request_owes_a_signed_webhook_to_an_address_a_key_may_register() {
         )
     );
     assert_eq!(header("x-mess-event"), "new");
+    // Once someone holds the thread, the notice is dropped rather than sent late.
+    let claimed = post(
+        &mut kv,
+        &robo,
+        "MESS:\n  - status: {re: 2026-11-28-001, code: claimed}\n",
+    );
+    assert_eq!(claimed.status, 200, "{}", claimed.body);
+    let home = crate::home::Home::new(&mut kv);
+    let late = crate::notice::prepare(&home, &out.notices[0], &webhooks, 1_795_000_000);
+    assert!(late.is_err_and(|why| why.contains("no longer waits")));
     // Once the list no longer holds it, nothing is sent there.
     let closed = crate::notice::Webhooks {
         allow: Vec::new(),
