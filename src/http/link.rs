@@ -65,19 +65,7 @@ pub(crate) fn read_value(ex: &Exchange, token: &str, thread: &ThreadRef) -> Resu
             Value::str(crate::protocol::time::format_timestamp(&until)),
         );
     }
-    let mut link = Map::new();
-    link.insert("executor", Value::str(&grant.executor));
-    link.insert(
-        "actions",
-        Value::Seq(
-            grant
-                .actions
-                .iter()
-                .map(|a| Value::str(a.as_str()))
-                .collect(),
-        ),
-    );
-    out.insert("link", Value::Map(link));
+    out.insert("link", grant.view());
     out.insert(
         "messages",
         Value::Seq(file.messages()?.iter().map(|m| m.to_value()).collect()),

@@ -1020,20 +1020,6 @@ fn worker_link(worker: &Worker, thread: &str, executor: &str) -> String {
     v["url"].as_str().unwrap().to_owned()
 }
 
-/// The status a page shows, once it is `want` (or whatever it shows after 10 s).
-fn page_status(browser: &crate::support::browser::Browser, want: &str) -> String {
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let code = browser
-            .run("var s = document.getElementById('status'); return s ? s.dataset.code || '' : ''");
-        let code = code.as_str().unwrap_or_default().to_owned();
-        if code == want || Instant::now() > until {
-            return code;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 #[ignore = "drives wrangler (workerd), Debian's rustc-web and Chromium; .ci/test runs it"]
 fn an_executor_works_a_request_from_a_worker_link_in_a_real_browser() {
@@ -1079,7 +1065,7 @@ fn an_executor_works_a_request_from_a_worker_link_in_a_real_browser() {
         "HTML is shown as text"
     );
     browser.click("#claim");
-    assert_eq!(page_status(&browser, "claimed"), "claimed");
+    assert_eq!(crate::web::wait_status(&browser, "claimed"), "claimed");
     // "Sent." follows the page's own redraw; the claim's event redraws nothing more after it,
     // so the form opened next stays open.
     assert!(browser.wait_text("#result", "Sent.").contains("Sent."));
@@ -1087,7 +1073,10 @@ fn an_executor_works_a_request_from_a_worker_link_in_a_real_browser() {
     browser.run("document.getElementById('question-form').open = true; return null");
     browser.type_into("#question", "Which shelf?");
     browser.click("#ask");
-    assert_eq!(page_status(&browser, "needs_input"), "needs_input");
+    assert_eq!(
+        crate::web::wait_status(&browser, "needs_input"),
+        "needs_input"
+    );
     let (code, body) = worker.post(
         &alice,
         &format!("MESS:\n  - reply:\n      re: {r}\n      answers: {{answer: the top shelf}}\n"),
@@ -1103,7 +1092,7 @@ fn an_executor_works_a_request_from_a_worker_link_in_a_real_browser() {
     );
     browser.type_into("#answer-text", "Milk, eggs and a lemon.");
     browser.click("#complete-button");
-    assert_eq!(page_status(&browser, "completed"), "completed");
+    assert_eq!(crate::web::wait_status(&browser, "completed"), "completed");
     // What the page did is in the thread, as robo's, by the link.
     let bearer = format!("Bearer {alice}");
     let (code, file) = http_with(

@@ -242,7 +242,7 @@ fn payloads(home: &Home, r: &str, kind: &str) -> Vec<Value> {
 
 /// Waits up to 10 s for the page's status to be `want` (the protocol's word, kept in the
 /// badge's `data-code`; the badge itself says it in words); returns the last seen.
-fn wait_status(browser: &Browser, want: &str) -> String {
+pub(crate) fn wait_status(browser: &Browser, want: &str) -> String {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let code = browser

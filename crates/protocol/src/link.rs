@@ -112,6 +112,24 @@ impl Grant {
         self.actions.contains(&action)
     }
 
+    /// Who the link acts as and what it allows, as a link's read shows it (so a page offers
+    /// only what can work).
+    pub fn view(&self) -> crate::value::Value {
+        use crate::value::{Map, Value};
+        let mut m = Map::new();
+        m.insert("executor", Value::str(&self.executor));
+        m.insert(
+            "actions",
+            Value::Seq(
+                self.actions
+                    .iter()
+                    .map(|a| Value::str(a.as_str()))
+                    .collect(),
+            ),
+        );
+        Value::Map(m)
+    }
+
     /// The channel the messages sent through the link arrive by: the one it was sent through
     /// when that is one of [`LINK_CHANNELS`], else `link`.
     pub fn channel(&self) -> &str {

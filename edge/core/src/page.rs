@@ -180,21 +180,9 @@ pub fn read(
     now: Timestamp,
 ) -> Result<Answer, Failure> {
     let (grant, text) = for_reading(home, input, token, reference, now)?;
-    let mut link = Map::new();
-    link.insert("executor", Value::str(&grant.executor));
-    link.insert(
-        "actions",
-        Value::Seq(
-            grant
-                .actions
-                .iter()
-                .map(|a| Value::str(a.as_str()))
-                .collect(),
-        ),
-    );
     let mut out = Map::new();
     out.insert("envelope", envelope_of(&text)?.to_value());
-    out.insert("link", Value::Map(link));
+    out.insert("link", grant.view());
     out.insert("messages", Value::Seq(messages_of(&text)?));
     render(input, &Value::Map(out))
 }
