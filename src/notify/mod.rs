@@ -1,6 +1,8 @@
-//! Dispatch adapters: one file per channel (webhook, Slack, Telegram, SMS through Twilio, ntfy,
-//! email over SMTP). They receive finished values (a [`Notice`] and a [`Channel`]) and
-//! configuration, and never read the store or the read model (P4); every base URL comes from
+//! Dispatch: sends a finished [`Notice`] on a [`Channel`] with the configured settings, and
+//! never reads the store or the read model (P4). What Slack, Telegram, Twilio (SMS) and ntfy are
+//! sent, and what their answers mean, is `mess_protocol::notice` (the Worker build sends the
+//! same); this module sends it ([`Notifier::send_outbound`]), and has its own adapters for
+//! webhooks (signed, with the address guard) and email over SMTP. Every base URL comes from
 //! configuration, so tests point them at local servers. The `mail` channel is the exchange's:
 //! it writes a file into a mailbox.
 //!
@@ -11,15 +13,17 @@
 
 mod email;
 pub mod guard;
-mod ntfy;
-mod slack;
-mod sms;
-mod telegram;
 mod webhook;
 
 use std::time::Duration;
 
+use crate::protocol::notice::{self as protocol_notice, Auth, Body, Outbound};
 use crate::protocol::value::Value;
+
+pub use crate::protocol::notice::{
+    ClaimantEvent, Notice, NoticeKind, NotifyError, Sent, check_ntfy_topic, check_phone,
+    check_slack, check_telegram,
+};
 
 pub use guard::Allow;
 pub use webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
@@ -38,180 +42,6 @@ impl Secret {
     /// The secret, for the one place that sends it.
     pub fn expose(&self) -> &str {
         &self.0
-    }
-}
-
-/// What a notice is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoticeKind {
-    /// A request the executor may take.
-    New,
-    /// Someone else took it (updates the earlier message where the channel allows).
-    Taken {
-        /// Who took it.
-        by: String,
-    },
-    /// Nobody took it in time; the executor is asked as a fallback.
-    Escalated,
-    /// It ended before anyone took it (cancelled, expired, failed): the earlier message is
-    /// updated to say so.
-    Closed {
-        /// The status it ended with.
-        status: String,
-    },
-    /// Something the executor holding the thread must hear: the requestor answered its
-    /// questions, confirmed or refused, or cancelled; or the thread ended without it.
-    ForClaimant(ClaimantEvent),
-    /// For a requestor's callback: its thread changed (a new status, or a message from
-    /// someone else).
-    Changed {
-        /// The status it has now.
-        status: String,
-    },
-}
-
-/// What happened on a thread its claimant is told about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimantEvent {
-    /// The requestor answered the claimant's questions.
-    Answered,
-    /// The requestor confirmed: the work may go ahead.
-    Confirmed,
-    /// The requestor refused the confirmation.
-    Refused,
-    /// The requestor cancelled the request.
-    Cancelled,
-    /// The thread expired or failed while the claimant held it.
-    Ended,
-    /// The requestor reviewed the finished work.
-    Reviewed,
-    /// The requestor asked for the work again (a review with `request_redo`).
-    Redo,
-}
-
-impl ClaimantEvent {
-    /// The event's name in delivery kinds and webhook headers.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimantEvent::Answered => "answered",
-            ClaimantEvent::Confirmed => "confirmed",
-            ClaimantEvent::Refused => "refused",
-            ClaimantEvent::Cancelled => "cancelled",
-            ClaimantEvent::Ended => "ended",
-            ClaimantEvent::Reviewed => "reviewed",
-            ClaimantEvent::Redo => "redo",
-        }
-    }
-
-    /// The event a delivery kind names.
-    pub fn parse(kind: &str) -> Option<ClaimantEvent> {
-        [
-            ClaimantEvent::Answered,
-            ClaimantEvent::Confirmed,
-            ClaimantEvent::Refused,
-            ClaimantEvent::Cancelled,
-            ClaimantEvent::Ended,
-            ClaimantEvent::Reviewed,
-            ClaimantEvent::Redo,
-        ]
-        .into_iter()
-        .find(|e| e.as_str() == kind)
-    }
-}
-
-impl NoticeKind {
-    /// Whether it updates an earlier message rather than asking for work (no link, no button).
-    pub fn is_update(&self) -> bool {
-        matches!(self, NoticeKind::Taken { .. } | NoticeKind::Closed { .. })
-    }
-
-    /// The kind's name in delivery ids and webhook headers.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            NoticeKind::New => "new",
-            NoticeKind::Taken { .. } => "taken",
-            NoticeKind::Closed { .. } => "closed",
-            NoticeKind::Escalated => "escalated",
-            NoticeKind::ForClaimant(e) => e.as_str(),
-            NoticeKind::Changed { .. } => "changed",
-        }
-    }
-}
-
-/// One notice to one executor, with everything a channel needs to render it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Notice {
-    /// The delivery id (receivers use it to drop repeats).
-    pub delivery: String,
-    /// What it is about.
-    pub kind: NoticeKind,
-    /// The thread's ref.
-    pub thread: String,
-    /// The request's intent.
-    pub intent: String,
-    /// `background`, `normal`, `elevated` or `urgent`.
-    pub priority: String,
-    /// When it is needed by (RFC 3339), if anyone said.
-    pub needed_by: Option<String>,
-    /// The capabilities it requires.
-    pub requires: Vec<String>,
-    /// A presigned link to the human web page for this executor and thread.
-    pub link: Option<String>,
-    /// The whole thread file (webhooks post it).
-    pub thread_yaml: String,
-    /// The provider ref of the earlier message this notice updates.
-    pub previous: Option<String>,
-    /// When this attempt is made (Unix seconds, from the exchange's clock): webhooks sign it.
-    pub at: i64,
-}
-
-impl Notice {
-    /// A one-line headline.
-    pub fn headline(&self) -> String {
-        match &self.kind {
-            NoticeKind::New => format!("MESS request: {}", self.intent),
-            NoticeKind::Taken { by } => format!("Taken by {by}: {}", self.intent),
-            NoticeKind::Escalated => format!("Still waiting for someone: {}", self.intent),
-            NoticeKind::Closed { status } => {
-                format!("No longer needed ({status}): {}", self.intent)
-            }
-            NoticeKind::ForClaimant(e) => match e {
-                ClaimantEvent::Answered => format!("Your questions were answered: {}", self.intent),
-                ClaimantEvent::Confirmed => format!("Confirmed, go ahead: {}", self.intent),
-                ClaimantEvent::Refused => format!("Confirmation refused: {}", self.intent),
-                ClaimantEvent::Cancelled => format!("Cancelled by the requestor: {}", self.intent),
-                ClaimantEvent::Ended => format!("Ended while you held it: {}", self.intent),
-                ClaimantEvent::Reviewed => format!("Your work was reviewed: {}", self.intent),
-                ClaimantEvent::Redo => format!("Please do it again: {}", self.intent),
-            },
-            NoticeKind::Changed { status } => format!("Now {status}: {}", self.intent),
-        }
-    }
-
-    /// The details under the headline, one per line (no link).
-    pub fn details(&self) -> Vec<String> {
-        let mut lines = vec![format!("{} · priority {}", self.thread, self.priority)];
-        if let Some(by) = &self.needed_by {
-            lines.push(format!("needed by {by}"));
-        }
-        if !self.requires.is_empty() {
-            lines.push(format!("requires {}", self.requires.join(", ")));
-        }
-        lines
-    }
-
-    /// Headline, details and link as plain text (SMS, email, ntfy).
-    pub fn plain_text(&self) -> String {
-        let mut text = self.headline();
-        for line in self.details() {
-            text.push('\n');
-            text.push_str(&line);
-        }
-        if let (Some(link), false) = (&self.link, self.kind.is_update()) {
-            text.push_str("\nRespond: ");
-            text.push_str(link);
-        }
-        text
     }
 }
 
@@ -368,77 +198,6 @@ impl Channel {
     }
 }
 
-/// An ntfy topic: `[A-Za-z0-9_-]{1,64}` (what ntfy.sh accepts), so it is one path segment.
-pub fn check_ntfy_topic(topic: &str) -> Result<(), String> {
-    let fine = (1..=64).contains(&topic.len())
-        && topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if fine {
-        Ok(())
-    } else {
-        Err(format!(
-            "{topic:?} is not an ntfy topic (1 to 64 letters, digits, '-' or '_')"
-        ))
-    }
-}
-
-/// A Telegram chat: a numeric id (`-?` and 1 to 20 digits) or a public username (`@`, a letter,
-/// then 4 to 31 letters, digits or `_`).
-pub fn check_telegram(chat: &str) -> Result<(), String> {
-    let digits = chat.strip_prefix('-').unwrap_or(chat);
-    let numeric = (1..=20).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
-    let username = chat.strip_prefix('@').is_some_and(|u| {
-        (5..=32).contains(&u.len())
-            && u.starts_with(|c: char| c.is_ascii_alphabetic())
-            && u.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    });
-    if numeric || username {
-        Ok(())
-    } else {
-        Err(format!(
-            "{chat:?} is not a Telegram chat (a numeric id such as -1001234567890, or @username)"
-        ))
-    }
-}
-
-/// A phone number in E.164: `+`, then 7 to 15 digits, the first not 0.
-pub fn check_phone(number: &str) -> Result<(), String> {
-    let fine = number.strip_prefix('+').is_some_and(|d| {
-        (7..=15).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()) && !d.starts_with('0')
-    });
-    if fine {
-        Ok(())
-    } else {
-        Err(format!(
-            "{number:?} is not an E.164 number ('+' and 7 to 15 digits, such as +15551234567)"
-        ))
-    }
-}
-
-/// A Slack conversation: an id (`C0123ABCD`, `U04XXXXXX`: 2 to 32 upper-case letters and
-/// digits) or a channel name (`#robots` or `robots`: lower case letters, digits, `-`, `_`, `.`,
-/// at most 80).
-pub fn check_slack(to: &str) -> Result<(), String> {
-    let id = (2..=32).contains(&to.len())
-        && to
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-    let name = to.strip_prefix('#').unwrap_or(to);
-    let named = (1..=80).contains(&name.len())
-        && name.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
-        })
-        && name.bytes().any(|b| b != b'.');
-    if id || named {
-        Ok(())
-    } else {
-        Err(format!(
-            "{to:?} is not a Slack id (C0123ABCD, U04XXXXXX) or channel name (#robots)"
-        ))
-    }
-}
-
 /// An email address: an RFC 5322 addr-spec as lettre reads it (no display name, no spaces or
 /// line breaks).
 pub fn check_email(address: &str) -> Result<(), String> {
@@ -457,104 +216,44 @@ pub fn check_email(address: &str) -> Result<(), String> {
 /// percent-encoded, so a `/`, `?` or `#` in one stays inside it) and no query or fragment.
 /// An empty segment, `.` or `..`, or one holding `%`, is refused: the URL parser would drop or
 /// reinterpret it.
-pub fn endpoint(base: &str, segments: &[&str]) -> Result<reqwest::Url, String> {
+pub fn endpoint<S: AsRef<str>>(base: &str, segments: &[S]) -> Result<reqwest::Url, String> {
     let mut url = reqwest::Url::parse(base).map_err(|e| format!("base_url {base:?}: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("base_url {base:?}: not http or https"));
     }
     for segment in segments {
-        if segment.is_empty()
-            || *segment == "."
-            || *segment == ".."
-            || segment.contains('%')
-            || segment.chars().any(char::is_control)
-        {
-            return Err(format!("{segment:?} cannot be a path segment"));
-        }
+        crate::protocol::notice::check_segment(segment.as_ref())?;
     }
     url.set_query(None);
     url.set_fragment(None);
     url.path_segments_mut()
         .map_err(|()| format!("base_url {base:?}: cannot hold a path"))?
         .pop_if_empty()
-        .extend(segments);
+        .extend(segments.iter().map(AsRef::as_ref));
     Ok(url)
 }
 
-/// A sent notice: what the channel calls it, to update it later.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Sent {
-    /// The channel's id for the message (Slack `channel:ts`, Telegram `chat:message_id`, the
-    /// ntfy sequence id).
-    pub provider_ref: Option<String>,
-}
-
-/// A notice that was not delivered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotifyError {
-    /// Worth trying again later (timeouts, 5xx, rate limits).
-    #[error("{message}")]
-    Retry {
-        /// What happened (never a secret).
-        message: String,
-    },
-    /// Trying again would not help (a bad address, a refused token, missing configuration).
-    #[error("{message}")]
-    Fail {
-        /// What happened (never a secret).
-        message: String,
-    },
-}
-
-impl NotifyError {
-    fn from_reqwest(what: &str, e: &reqwest::Error) -> NotifyError {
-        // reqwest's messages name the URL, which for Telegram holds the bot token.
-        let kind = if e.is_timeout() {
-            "timed out"
-        } else if let Some(refused) = guard::Refused::in_chain(e) {
-            return NotifyError::Retry {
-                message: format!("{what}: refused: {refused}"),
-            };
-        } else if e.is_connect() {
-            "could not connect"
-        } else if e.is_builder() {
-            // A request that cannot be built will not build next time either.
-            return NotifyError::Fail {
-                message: format!("{what}: the request cannot be built (a bad address or header)"),
-            };
-        } else {
-            "request failed"
+/// A transport failure (no answer): worth another attempt, unless the request cannot be built.
+fn transport_error(what: &str, e: &reqwest::Error) -> NotifyError {
+    // reqwest's messages name the URL, which for Telegram holds the bot token.
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if let Some(refused) = guard::Refused::in_chain(e) {
+        return NotifyError::Retry {
+            message: format!("{what}: refused: {refused}"),
         };
-        NotifyError::Retry {
-            message: format!("{what}: {kind}"),
-        }
-    }
-
-    fn from_status(what: &str, status: reqwest::StatusCode, _body: &str) -> NotifyError {
-        // Only the status: the body comes from wherever a notify address points, and the
-        // message ends up in thread history that others read.
-        let message = format!("{what}: HTTP {}", status.as_u16());
-        if status.is_server_error()
-            || status == reqwest::StatusCode::TOO_MANY_REQUESTS
-            || status == reqwest::StatusCode::REQUEST_TIMEOUT
-        {
-            NotifyError::Retry { message }
-        } else {
-            NotifyError::Fail { message }
-        }
-    }
-
-    /// A URL that cannot be built from the configuration and the channel's value.
-    fn endpoint(what: &str, problem: String) -> NotifyError {
-        NotifyError::Fail {
-            message: format!("{what}: cannot build the address: {problem}"),
-        }
-    }
-
-    fn not_configured(what: &str) -> NotifyError {
-        NotifyError::Fail {
-            message: format!("{what} is not configured"),
-        }
+    } else if e.is_connect() {
+        "could not connect"
+    } else if e.is_builder() {
+        // A request that cannot be built will not build next time either.
+        return NotifyError::Fail {
+            message: format!("{what}: the request cannot be built (a bad address or header)"),
+        };
+    } else {
+        "request failed"
+    };
+    NotifyError::Retry {
+        message: format!("{what}: {kind}"),
     }
 }
 
@@ -755,13 +454,40 @@ impl Notifier {
                     })
                 }
             },
-            Channel::Slack(to) => slack::send(&self.http, &self.settings.slack, to, notice).await,
-            Channel::Telegram(to) => {
-                telegram::send(&self.http, &self.settings.telegram, to, notice).await
+            Channel::Slack(to) => {
+                let slack = &self.settings.slack;
+                let Some(token) = &slack.bot_token else {
+                    return Err(NotifyError::not_configured("dispatch.slack.bot_token"));
+                };
+                let out = protocol_notice::slack(token.expose(), to, notice);
+                self.send_outbound(&slack.base_url, out).await
             }
-            Channel::Sms(to) => sms::send(&self.http, &self.settings.twilio, to, notice).await,
+            Channel::Telegram(chat) => {
+                let telegram = &self.settings.telegram;
+                let Some(token) = &telegram.bot_token else {
+                    return Err(NotifyError::not_configured("dispatch.telegram.bot_token"));
+                };
+                let out = protocol_notice::telegram(token.expose(), chat, notice);
+                self.send_outbound(&telegram.base_url, out).await
+            }
+            Channel::Sms(to) => {
+                let twilio = &self.settings.twilio;
+                let (Some(sid), Some(token), Some(from)) =
+                    (&twilio.account_sid, &twilio.auth_token, &twilio.from)
+                else {
+                    return Err(NotifyError::not_configured(
+                        "dispatch.twilio (account_sid, auth_token and from)",
+                    ));
+                };
+                let out = protocol_notice::sms(sid, token.expose(), from, to, notice);
+                self.send_outbound(&twilio.base_url, out).await
+            }
             Channel::Ntfy(topic) => {
-                ntfy::send(&self.http, &self.settings.ntfy, topic, notice).await
+                let ntfy = &self.settings.ntfy;
+                let out =
+                    protocol_notice::ntfy(ntfy.token.as_ref().map(Secret::expose), topic, notice)
+                        .map_err(|e| NotifyError::endpoint("ntfy", e))?;
+                self.send_outbound(&ntfy.base_url, out).await
             }
             Channel::Email(to) => {
                 email::send(&self.settings.email, self.settings.timeout, to, notice).await
@@ -771,24 +497,49 @@ impl Notifier {
             }),
         }
     }
-}
 
-/// Reads a JSON response body, classifying failures.
-async fn json_of(
-    what: &str,
-    response: reqwest::Response,
-) -> Result<serde_json::Value, NotifyError> {
-    let status = response.status();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| NotifyError::from_reqwest(what, &e))?;
-    if !status.is_success() {
-        return Err(NotifyError::from_status(what, status, &body));
+    /// Sends what `mess_protocol::notice` built for a service under `base`, and reads its
+    /// answer there too.
+    pub(crate) async fn send_outbound(
+        &self,
+        base: &str,
+        out: Outbound,
+    ) -> Result<Sent, NotifyError> {
+        let what = out.what;
+        let url = endpoint(base, &out.path).map_err(|e| {
+            // A credential in the path (Telegram's token) stays out of every message.
+            let problem = if out.secret_in_path {
+                format!("check dispatch.{what}")
+            } else {
+                e
+            };
+            NotifyError::endpoint(what, problem)
+        })?;
+        let mut request = self.http.post(url);
+        for (name, value) in &out.headers {
+            request = request.header(name, value);
+        }
+        request = match &out.auth {
+            Auth::None => request,
+            Auth::Bearer(token) => request.bearer_auth(token),
+            Auth::Basic { user, password } => request.basic_auth(user, Some(password)),
+        };
+        request = match &out.body {
+            Body::Json(v) => request.json(v),
+            Body::Form(pairs) => request.form(pairs),
+            Body::Text(text) => request.body(text.clone()),
+        };
+        let response = request
+            .send()
+            .await
+            .map_err(|e| transport_error(what, &e))?;
+        let status = response.status().as_u16();
+        let body = response
+            .text()
+            .await
+            .map_err(|e| transport_error(what, &e))?;
+        out.read(status, &body)
     }
-    serde_json::from_str(&body).map_err(|_| NotifyError::Retry {
-        message: format!("{what}: the answer is not JSON"),
-    })
 }
 
 #[cfg(test)]

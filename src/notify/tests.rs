@@ -13,8 +13,9 @@ use reqwest::dns::Resolve;
 use crate::notify::guard::{self, Allow};
 use crate::notify::{
     Channel, Notice, NoticeKind, Secret, Settings, check_email, check_ntfy_topic, check_phone,
-    check_slack, check_telegram, endpoint, ntfy, sign, slack, sms, telegram,
+    check_slack, check_telegram, endpoint, sign,
 };
+use crate::protocol::notice as service;
 
 /// Python: hmac.new(b"secret", b"100.r.a.webhook.new.body", hashlib.sha256).hexdigest()
 const EXPECTED: &str = "1acbb62aca0357e2d6e97c2d8f26ddba553f24ffb30d247f81baa08b1aa38411";
@@ -389,11 +390,34 @@ fn endpoints_take_segments_whole_and_drop_any_query() {
     }
     assert!(endpoint("ftp://api.example/", &["x"]).is_err());
     assert_eq!(
-        slack::url("https://slack.com/api/", "chat.postMessage")
-            .unwrap()
-            .as_str(),
+        endpoint(
+            "https://slack.com/api/",
+            &service::slack("t", "C1", &notice(NoticeKind::New)).path
+        )
+        .unwrap()
+        .as_str(),
         "https://slack.com/api/chat.postMessage"
     );
+}
+
+/// The URL an ntfy notice on `topic` goes to.
+fn ntfy_url(base: &str, topic: &str) -> Result<reqwest::Url, String> {
+    endpoint(
+        base,
+        &service::ntfy(None, topic, &notice(NoticeKind::New))?.path,
+    )
+}
+
+/// The URL an SMS through Twilio account `sid` goes to.
+fn sms_url(base: &str, sid: &str) -> Result<reqwest::Url, String> {
+    let out = service::sms(
+        sid,
+        "token",
+        "+15550000000",
+        "+15551111111",
+        &notice(NoticeKind::New),
+    );
+    endpoint(base, &out.path)
 }
 
 /// One client for the property tests (building one per case costs milliseconds).
@@ -442,15 +466,15 @@ proptest! {
         topic in "[A-Za-z0-9_-]{1,64}",
         any_text in hostile(),
     ) {
-        let url = ntfy::url("https://ntfy.example/base", &topic).unwrap();
+        let url = ntfy_url("https://ntfy.example/base", &topic).unwrap();
         prop_assert_eq!(shape(&url), (vec!["base".to_owned(), topic.clone()], None, None));
         prop_assert_eq!(url.host_str(), Some("ntfy.example"));
         if check_ntfy_topic(&any_text).is_ok() {
             prop_assert!(any_text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
-            let url = ntfy::url("https://ntfy.example/base", &any_text).unwrap();
+            let url = ntfy_url("https://ntfy.example/base", &any_text).unwrap();
             prop_assert_eq!(shape(&url).0.len(), 2);
         } else {
-            prop_assert!(ntfy::url("https://ntfy.example/base", &any_text).is_err());
+            prop_assert!(ntfy_url("https://ntfy.example/base", &any_text).is_err());
         }
     }
 
@@ -459,7 +483,7 @@ proptest! {
         token in hostile(),
         sid in hostile(),
     ) {
-        if let Ok(url) = telegram::url("https://tg.example/", &token, "sendMessage") {
+        if let Ok(url) = endpoint("https://tg.example/", &service::telegram(&token, "1", &notice(NoticeKind::New)).path) {
             let (segments, query, fragment) = shape(&url);
             prop_assert_eq!(segments.len(), 2, "{}", url);
             prop_assert_eq!(&segments[1], "sendMessage");
@@ -467,7 +491,7 @@ proptest! {
             prop_assert_eq!((query, fragment), (None, None));
             prop_assert_eq!(url.host_str(), Some("tg.example"));
         }
-        if let Ok(url) = sms::url("https://twilio.example", &sid) {
+        if let Ok(url) = sms_url("https://twilio.example", &sid) {
             let (segments, query, fragment) = shape(&url);
             prop_assert_eq!(segments.len(), 4, "{}", url);
             prop_assert_eq!(&segments[..2], &["2010-04-01".to_owned(), "Accounts".to_owned()]);
@@ -477,7 +501,7 @@ proptest! {
         // The usual values go through as they are.
         let plain: String = sid.chars().filter(char::is_ascii_alphanumeric).collect();
         if !plain.is_empty() {
-            let url = sms::url("https://twilio.example/", &plain).unwrap();
+            let url = sms_url("https://twilio.example/", &plain).unwrap();
             prop_assert_eq!(url.path(), format!("/2010-04-01/Accounts/{plain}/Messages.json"));
         }
     }

@@ -26,6 +26,7 @@ pub mod link;
 pub mod machine;
 pub mod message;
 pub mod net;
+pub mod notice;
 pub mod read;
 pub mod request;
 pub mod resolve;

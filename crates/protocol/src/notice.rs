@@ -1,0 +1,592 @@
+//! Notices to executors: what one says (a request is new, was taken, closed, or something its
+//! claimant must hear), the forms a channel's address takes, and how each service is asked to
+//! show it and what its answer means (Slack, Telegram, SMS through Twilio, ntfy). Pure: a
+//! channel's request comes out as an [`Outbound`] (path segments under the operator's base URL,
+//! headers, credentials and body), which the native exchange sends with its HTTP client and the
+//! Worker build with `fetch`, and both read the answer with [`Outbound::read`]; so both builds
+//! send the same bytes and take the same answers the same way.
+
+use serde_json::json;
+
+/// What a notice is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// A request the executor may take.
+    New,
+    /// Someone else took it (updates the earlier message where the channel allows).
+    Taken {
+        /// Who took it.
+        by: String,
+    },
+    /// Nobody took it in time; the executor is asked as a fallback.
+    Escalated,
+    /// It ended before anyone took it (cancelled, expired, failed): the earlier message is
+    /// updated to say so.
+    Closed {
+        /// The status it ended with.
+        status: String,
+    },
+    /// Something the executor holding the thread must hear: the requestor answered its
+    /// questions, confirmed or refused, or cancelled; or the thread ended without it.
+    ForClaimant(ClaimantEvent),
+    /// For a requestor's callback: its thread changed (a new status, or a message from
+    /// someone else).
+    Changed {
+        /// The status it has now.
+        status: String,
+    },
+}
+
+/// What happened on a thread its claimant is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimantEvent {
+    /// The requestor answered the claimant's questions.
+    Answered,
+    /// The requestor confirmed: the work may go ahead.
+    Confirmed,
+    /// The requestor refused the confirmation.
+    Refused,
+    /// The requestor cancelled the request.
+    Cancelled,
+    /// The thread expired or failed while the claimant held it.
+    Ended,
+    /// The requestor reviewed the finished work.
+    Reviewed,
+    /// The requestor asked for the work again (a review with `request_redo`).
+    Redo,
+}
+
+impl ClaimantEvent {
+    /// The event's name in delivery kinds and webhook headers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimantEvent::Answered => "answered",
+            ClaimantEvent::Confirmed => "confirmed",
+            ClaimantEvent::Refused => "refused",
+            ClaimantEvent::Cancelled => "cancelled",
+            ClaimantEvent::Ended => "ended",
+            ClaimantEvent::Reviewed => "reviewed",
+            ClaimantEvent::Redo => "redo",
+        }
+    }
+
+    /// The event a delivery kind names.
+    pub fn parse(kind: &str) -> Option<ClaimantEvent> {
+        [
+            ClaimantEvent::Answered,
+            ClaimantEvent::Confirmed,
+            ClaimantEvent::Refused,
+            ClaimantEvent::Cancelled,
+            ClaimantEvent::Ended,
+            ClaimantEvent::Reviewed,
+            ClaimantEvent::Redo,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == kind)
+    }
+}
+
+impl NoticeKind {
+    /// Whether it updates an earlier message rather than asking for work (no link, no button).
+    pub fn is_update(&self) -> bool {
+        matches!(self, NoticeKind::Taken { .. } | NoticeKind::Closed { .. })
+    }
+
+    /// The kind's name in delivery ids and webhook headers.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NoticeKind::New => "new",
+            NoticeKind::Taken { .. } => "taken",
+            NoticeKind::Closed { .. } => "closed",
+            NoticeKind::Escalated => "escalated",
+            NoticeKind::ForClaimant(e) => e.as_str(),
+            NoticeKind::Changed { .. } => "changed",
+        }
+    }
+}
+
+/// One notice to one executor, with everything a channel needs to render it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// The delivery id (receivers use it to drop repeats).
+    pub delivery: String,
+    /// What it is about.
+    pub kind: NoticeKind,
+    /// The thread's ref.
+    pub thread: String,
+    /// The request's intent.
+    pub intent: String,
+    /// `background`, `normal`, `elevated` or `urgent`.
+    pub priority: String,
+    /// When it is needed by (RFC 3339), if anyone said.
+    pub needed_by: Option<String>,
+    /// The capabilities it requires.
+    pub requires: Vec<String>,
+    /// A presigned link to the human web page for this executor and thread.
+    pub link: Option<String>,
+    /// The whole thread file (webhooks post it).
+    pub thread_yaml: String,
+    /// The provider ref of the earlier message this notice updates.
+    pub previous: Option<String>,
+    /// When this attempt is made (Unix seconds, from the exchange's clock): webhooks sign it.
+    pub at: i64,
+}
+
+impl Notice {
+    /// A one-line headline.
+    pub fn headline(&self) -> String {
+        match &self.kind {
+            NoticeKind::New => format!("MESS request: {}", self.intent),
+            NoticeKind::Taken { by } => format!("Taken by {by}: {}", self.intent),
+            NoticeKind::Escalated => format!("Still waiting for someone: {}", self.intent),
+            NoticeKind::Closed { status } => {
+                format!("No longer needed ({status}): {}", self.intent)
+            }
+            NoticeKind::ForClaimant(e) => match e {
+                ClaimantEvent::Answered => format!("Your questions were answered: {}", self.intent),
+                ClaimantEvent::Confirmed => format!("Confirmed, go ahead: {}", self.intent),
+                ClaimantEvent::Refused => format!("Confirmation refused: {}", self.intent),
+                ClaimantEvent::Cancelled => format!("Cancelled by the requestor: {}", self.intent),
+                ClaimantEvent::Ended => format!("Ended while you held it: {}", self.intent),
+                ClaimantEvent::Reviewed => format!("Your work was reviewed: {}", self.intent),
+                ClaimantEvent::Redo => format!("Please do it again: {}", self.intent),
+            },
+            NoticeKind::Changed { status } => format!("Now {status}: {}", self.intent),
+        }
+    }
+
+    /// The details under the headline, one per line (no link).
+    pub fn details(&self) -> Vec<String> {
+        let mut lines = vec![format!("{} · priority {}", self.thread, self.priority)];
+        if let Some(by) = &self.needed_by {
+            lines.push(format!("needed by {by}"));
+        }
+        if !self.requires.is_empty() {
+            lines.push(format!("requires {}", self.requires.join(", ")));
+        }
+        lines
+    }
+
+    /// Headline, details and link as plain text (SMS, email, ntfy).
+    pub fn plain_text(&self) -> String {
+        let mut text = self.headline();
+        for line in self.details() {
+            text.push('\n');
+            text.push_str(&line);
+        }
+        if let (Some(link), false) = (&self.link, self.kind.is_update()) {
+            text.push_str("\nRespond: ");
+            text.push_str(link);
+        }
+        text
+    }
+}
+
+/// An ntfy topic: `[A-Za-z0-9_-]{1,64}` (what ntfy.sh accepts), so it is one path segment.
+pub fn check_ntfy_topic(topic: &str) -> Result<(), String> {
+    let fine = (1..=64).contains(&topic.len())
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if fine {
+        Ok(())
+    } else {
+        Err(format!(
+            "{topic:?} is not an ntfy topic (1 to 64 letters, digits, '-' or '_')"
+        ))
+    }
+}
+
+/// A Telegram chat: a numeric id (`-?` and 1 to 20 digits) or a public username (`@`, a letter,
+/// then 4 to 31 letters, digits or `_`).
+pub fn check_telegram(chat: &str) -> Result<(), String> {
+    let digits = chat.strip_prefix('-').unwrap_or(chat);
+    let numeric = (1..=20).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
+    let username = chat.strip_prefix('@').is_some_and(|u| {
+        (5..=32).contains(&u.len())
+            && u.starts_with(|c: char| c.is_ascii_alphabetic())
+            && u.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    });
+    if numeric || username {
+        Ok(())
+    } else {
+        Err(format!(
+            "{chat:?} is not a Telegram chat (a numeric id such as -1001234567890, or @username)"
+        ))
+    }
+}
+
+/// A phone number in E.164: `+`, then 7 to 15 digits, the first not 0.
+pub fn check_phone(number: &str) -> Result<(), String> {
+    let fine = number.strip_prefix('+').is_some_and(|d| {
+        (7..=15).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()) && !d.starts_with('0')
+    });
+    if fine {
+        Ok(())
+    } else {
+        Err(format!(
+            "{number:?} is not an E.164 number ('+' and 7 to 15 digits, such as +15551234567)"
+        ))
+    }
+}
+
+/// A Slack conversation: an id (`C0123ABCD`, `U04XXXXXX`: 2 to 32 upper-case letters and
+/// digits) or a channel name (`#robots` or `robots`: lower case letters, digits, `-`, `_`, `.`,
+/// at most 80).
+pub fn check_slack(to: &str) -> Result<(), String> {
+    let id = (2..=32).contains(&to.len())
+        && to
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    let name = to.strip_prefix('#').unwrap_or(to);
+    let named = (1..=80).contains(&name.len())
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        })
+        && name.bytes().any(|b| b != b'.');
+    if id || named {
+        Ok(())
+    } else {
+        Err(format!(
+            "{to:?} is not a Slack id (C0123ABCD, U04XXXXXX) or channel name (#robots)"
+        ))
+    }
+}
+
+/// A sent notice: what the channel calls it, to update it later.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sent {
+    /// The channel's id for the message (Slack `channel:ts`, Telegram `chat:message_id`, the
+    /// ntfy sequence id).
+    pub provider_ref: Option<String>,
+}
+
+/// A notice that was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotifyError {
+    /// Worth trying again later (timeouts, 5xx, rate limits).
+    #[error("{message}")]
+    Retry {
+        /// What happened (never a secret).
+        message: String,
+    },
+    /// Trying again would not help (a bad address, a refused token, missing configuration).
+    #[error("{message}")]
+    Fail {
+        /// What happened (never a secret).
+        message: String,
+    },
+}
+
+impl NotifyError {
+    /// An HTTP answer that is not a success: 5xx, 429 and 408 are worth another attempt.
+    pub fn from_status(what: &str, status: u16) -> NotifyError {
+        // Only the status: the body comes from wherever a notify address points, and the
+        // message ends up in thread history that others read.
+        let message = format!("{what}: HTTP {status}");
+        if status >= 500 || status == 429 || status == 408 {
+            NotifyError::Retry { message }
+        } else {
+            NotifyError::Fail { message }
+        }
+    }
+
+    /// A URL that cannot be built from the configuration and the channel's value.
+    pub fn endpoint(what: &str, problem: String) -> NotifyError {
+        NotifyError::Fail {
+            message: format!("{what}: cannot build the address: {problem}"),
+        }
+    }
+
+    /// A setting the channel needs and nobody gave.
+    pub fn not_configured(what: &str) -> NotifyError {
+        NotifyError::Fail {
+            message: format!("{what} is not configured"),
+        }
+    }
+}
+
+/// Whether `segment` can be one path segment of a service's URL as it is: not empty, `.` or
+/// `..`, and without `%` or control characters, which a URL parser would drop or reinterpret.
+/// (Both builds append checked segments to the operator's base URL, percent-encoding each.)
+pub fn check_segment(segment: &str) -> Result<(), String> {
+    if segment.is_empty()
+        || segment == "."
+        || segment == ".."
+        || segment.contains('%')
+        || segment.chars().any(char::is_control)
+    {
+        return Err(format!("{segment:?} cannot be a path segment"));
+    }
+    Ok(())
+}
+
+/// How a request to a service proves who sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// Nothing (the credential is in the path, or the service needs none).
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer(String),
+    /// HTTP Basic with a user and a password.
+    Basic {
+        /// The user (Twilio's account SID).
+        user: String,
+        /// The password (Twilio's auth token).
+        password: String,
+    },
+}
+
+/// A request's body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// JSON (`application/json`).
+    Json(serde_json::Value),
+    /// A form (`application/x-www-form-urlencoded`), its pairs in order.
+    Form(Vec<(String, String)>),
+    /// Plain text, sent as it is.
+    Text(String),
+}
+
+/// How a service's answer is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reading {
+    /// `{"ok": true, "channel", "ts"}` from a Web API method.
+    Slack { method: &'static str, to: String },
+    /// `{"ok": true, "result": {"message_id", "chat": {"id"}}}` from a Bot API method.
+    Telegram { method: &'static str, chat: String },
+    /// `{"sid"}` from the Messages API.
+    Twilio,
+    /// Any JSON; the message is known by the sequence id sent with it.
+    Ntfy { sequence: String },
+}
+
+/// One POST to a channel's service, ready to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outbound {
+    /// The channel (`slack`, `telegram`, `sms`, `ntfy`), for messages.
+    pub what: &'static str,
+    /// Path segments to append, each as one segment, to the service's base URL.
+    pub path: Vec<String>,
+    /// Whether a path segment holds a credential (Telegram's bot token): errors about the
+    /// address must not show it.
+    pub secret_in_path: bool,
+    /// Headers besides the body's content type and the credentials.
+    pub headers: Vec<(String, String)>,
+    /// The credentials.
+    pub auth: Auth,
+    /// The body.
+    pub body: Body,
+    reading: Reading,
+}
+
+impl Outbound {
+    /// What the service's answer (`status`, `body`) means: sent, with the id to update the
+    /// message later, or why not and whether another attempt may help.
+    pub fn read(&self, status: u16, body: &str) -> Result<Sent, NotifyError> {
+        let what = self.what;
+        if !(200..300).contains(&status) {
+            return Err(NotifyError::from_status(what, status));
+        }
+        let answer: serde_json::Value =
+            serde_json::from_str(body).map_err(|_| NotifyError::Retry {
+                message: format!("{what}: the answer is not JSON"),
+            })?;
+        match &self.reading {
+            Reading::Slack { method, to } => {
+                if answer["ok"] != json!(true) {
+                    let error = answer["error"].as_str().unwrap_or("unknown error");
+                    let message = format!("slack {method}: {error}");
+                    return Err(if error == "ratelimited" || error.starts_with("internal") {
+                        NotifyError::Retry { message }
+                    } else {
+                        NotifyError::Fail { message }
+                    });
+                }
+                let channel = answer["channel"].as_str().unwrap_or(to);
+                Ok(Sent {
+                    provider_ref: answer["ts"].as_str().map(|ts| format!("{channel}:{ts}")),
+                })
+            }
+            Reading::Telegram { method, chat } => {
+                if answer["ok"] != json!(true) {
+                    return Err(NotifyError::Fail {
+                        message: format!(
+                            "telegram {method}: {}",
+                            answer["description"].as_str().unwrap_or("refused")
+                        ),
+                    });
+                }
+                let chat_id = match &answer["result"]["chat"]["id"] {
+                    serde_json::Value::Null => chat.clone(),
+                    other => other.to_string().trim_matches('"').to_owned(),
+                };
+                Ok(Sent {
+                    provider_ref: answer["result"]["message_id"]
+                        .as_i64()
+                        .map(|id| format!("{chat_id}:{id}")),
+                })
+            }
+            Reading::Twilio => Ok(Sent {
+                provider_ref: answer["sid"].as_str().map(str::to_owned),
+            }),
+            Reading::Ntfy { sequence } => Ok(Sent {
+                provider_ref: Some(sequence.clone()),
+            }),
+        }
+    }
+}
+
+/// Slack: `chat.postMessage` with the headline, the details and a "Respond" button carrying
+/// the link; an update (taken, closed) of a message sent earlier is a `chat.update` of it.
+pub fn slack(token: &str, to: &str, notice: &Notice) -> Outbound {
+    let mut blocks = vec![
+        json!({"type": "section", "text": {"type": "plain_text", "text": notice.headline()}}),
+        json!({"type": "context", "elements": [{"type": "plain_text", "text": notice.details().join(" · ")}]}),
+    ];
+    if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
+        blocks.push(json!({"type": "actions", "elements": [{
+            "type": "button",
+            "text": {"type": "plain_text", "text": "Respond"},
+            "url": link,
+            "action_id": "mess_respond",
+        }]}));
+    }
+    let (method, mut body) = match (
+        notice.kind.is_update(),
+        notice.previous.as_deref().and_then(|p| p.split_once(':')),
+    ) {
+        (true, Some((channel, ts))) => ("chat.update", json!({"channel": channel, "ts": ts})),
+        _ => ("chat.postMessage", json!({"channel": to})),
+    };
+    body["text"] = json!(notice.headline());
+    body["blocks"] = json!(blocks);
+    Outbound {
+        what: "slack",
+        path: vec![method.to_owned()],
+        secret_in_path: false,
+        headers: Vec::new(),
+        auth: Auth::Bearer(token.to_owned()),
+        body: Body::Json(body),
+        reading: Reading::Slack {
+            method,
+            to: to.to_owned(),
+        },
+    }
+}
+
+/// Telegram: `sendMessage` with the headline, the details and a "Respond" button carrying the
+/// link; an update of a message sent earlier is an `editMessageText` of it. The bot token is
+/// part of the path (`bot<token>/<method>`), as the Bot API has it.
+pub fn telegram(token: &str, chat: &str, notice: &Notice) -> Outbound {
+    let text = format!("{}\n{}", notice.headline(), notice.details().join("\n"));
+    let (method, mut body) = match (
+        notice.kind.is_update(),
+        notice.previous.as_deref().and_then(|p| p.rsplit_once(':')),
+    ) {
+        (true, Some((chat, id))) => (
+            "editMessageText",
+            json!({"chat_id": chat, "message_id": id.parse::<i64>().unwrap_or_default()}),
+        ),
+        _ => ("sendMessage", json!({"chat_id": chat})),
+    };
+    body["text"] = json!(text);
+    if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
+        body["reply_markup"] = json!({"inline_keyboard": [[{"text": "Respond", "url": link}]]});
+    }
+    Outbound {
+        what: "telegram",
+        path: vec![format!("bot{token}"), method.to_owned()],
+        secret_in_path: true,
+        headers: Vec::new(),
+        auth: Auth::None,
+        body: Body::Json(body),
+        reading: Reading::Telegram {
+            method,
+            chat: chat.to_owned(),
+        },
+    }
+}
+
+/// SMS through Twilio's Messages API of account `sid`: the headline, the details and the link
+/// in one text, sent from `from` to `to`.
+pub fn sms(sid: &str, token: &str, from: &str, to: &str, notice: &Notice) -> Outbound {
+    Outbound {
+        what: "sms",
+        path: ["2010-04-01", "Accounts", sid, "Messages.json"]
+            .map(str::to_owned)
+            .to_vec(),
+        secret_in_path: false,
+        headers: Vec::new(),
+        auth: Auth::Basic {
+            user: sid.to_owned(),
+            password: token.to_owned(),
+        },
+        body: Body::Form(vec![
+            ("To".to_owned(), to.to_owned()),
+            ("From".to_owned(), from.to_owned()),
+            ("Body".to_owned(), notice.plain_text()),
+        ]),
+        reading: Reading::Twilio,
+    }
+}
+
+/// ntfy's priority (1 min .. 5 max) for a request's (`background`, `normal`, `elevated`,
+/// `urgent`).
+fn ntfy_priority(p: &str) -> &'static str {
+    match p {
+        "background" => "2",
+        "elevated" => "4",
+        "urgent" => "5",
+        _ => "3",
+    }
+}
+
+/// ntfy: a message on `topic`, its priority mapped from the request's; tapping it opens the
+/// link. Every notice of one thread shares a sequence id, so a server that supports updates
+/// (ntfy 2.16 and later) replaces the message when the thread is taken.
+pub fn ntfy(token: Option<&str>, topic: &str, notice: &Notice) -> Result<Outbound, String> {
+    check_ntfy_topic(topic)?;
+    let sequence = format!("mess-{}", notice.thread);
+    let mut body = notice.details().join("\n");
+    // Header values are one line of visible ASCII; other titles go in the body, under a
+    // plain one.
+    let headline: String = notice
+        .headline()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let title = if headline.is_ascii() {
+        headline
+    } else {
+        body = format!("{headline}\n{body}");
+        "MESS".to_owned()
+    };
+    let mut headers = vec![
+        ("x-title".to_owned(), title),
+        ("x-sequence-id".to_owned(), sequence.clone()),
+    ];
+    if notice.kind.is_update() {
+        headers.push(("x-priority".to_owned(), "2".to_owned()));
+        headers.push(("x-tags".to_owned(), "white_check_mark".to_owned()));
+    } else {
+        headers.push((
+            "x-priority".to_owned(),
+            ntfy_priority(&notice.priority).to_owned(),
+        ));
+        if let Some(link) = &notice.link {
+            headers.push(("x-click".to_owned(), link.clone()));
+            body.push_str("\nRespond: ");
+            body.push_str(link);
+        }
+    }
+    Ok(Outbound {
+        what: "ntfy",
+        path: vec![topic.to_owned()],
+        secret_in_path: false,
+        headers,
+        auth: token.map_or(Auth::None, |t| Auth::Bearer(t.to_owned())),
+        body: Body::Text(body),
+        reading: Reading::Ntfy { sequence },
+    })
+}
