@@ -212,25 +212,11 @@ pub fn check_email(address: &str) -> Result<(), String> {
         .map_err(|e| format!("{address:?} is not an email address ({e})"))
 }
 
-/// A URL under an operator's base URL: `base` with `segments` appended one by one (each
-/// percent-encoded, so a `/`, `?` or `#` in one stays inside it) and no query or fragment.
-/// An empty segment, `.` or `..`, or one holding `%`, is refused: the URL parser would drop or
-/// reinterpret it.
+/// A URL under an operator's base URL ([`protocol_notice::service_url`]: each segment whole,
+/// no query or fragment), parsed.
 pub fn endpoint<S: AsRef<str>>(base: &str, segments: &[S]) -> Result<reqwest::Url, String> {
-    let mut url = reqwest::Url::parse(base).map_err(|e| format!("base_url {base:?}: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("base_url {base:?}: not http or https"));
-    }
-    for segment in segments {
-        crate::protocol::notice::check_segment(segment.as_ref())?;
-    }
-    url.set_query(None);
-    url.set_fragment(None);
-    url.path_segments_mut()
-        .map_err(|()| format!("base_url {base:?}: cannot hold a path"))?
-        .pop_if_empty()
-        .extend(segments.iter().map(AsRef::as_ref));
-    Ok(url)
+    let url = protocol_notice::service_url(base, segments)?;
+    reqwest::Url::parse(&url).map_err(|e| format!("base_url {base:?}: {e}"))
 }
 
 /// A transport failure (no answer): worth another attempt, unless the request cannot be built.

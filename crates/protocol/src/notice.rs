@@ -308,7 +308,6 @@ impl NotifyError {
 
 /// Whether `segment` can be one path segment of a service's URL as it is: not empty, `.` or
 /// `..`, and without `%` or control characters, which a URL parser would drop or reinterpret.
-/// (Both builds append checked segments to the operator's base URL, percent-encoding each.)
 pub fn check_segment(segment: &str) -> Result<(), String> {
     if segment.is_empty()
         || segment == "."
@@ -319,6 +318,45 @@ pub fn check_segment(segment: &str) -> Result<(), String> {
         return Err(format!("{segment:?} cannot be a path segment"));
     }
     Ok(())
+}
+
+/// The URL of a service's method: the operator's `base` (http or https; any query or fragment
+/// dropped) with `segments` appended, each checked ([`check_segment`]) and percent-encoded as
+/// one path segment, so a `/`, `?` or `#` in one stays inside it. Both builds parse the result
+/// with the same URL parser before they send.
+pub fn service_url<S: AsRef<str>>(base: &str, segments: &[S]) -> Result<String, String> {
+    let scheme_ok = ["http://", "https://"].iter().any(|s| {
+        base.get(..s.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(s))
+    });
+    if !scheme_ok {
+        return Err(format!("base_url {base:?}: not http or https"));
+    }
+    let end = base.find(['?', '#']).unwrap_or(base.len());
+    let mut url = base[..end].trim_end_matches('/').to_owned();
+    for segment in segments {
+        let segment = segment.as_ref();
+        check_segment(segment)?;
+        url.push('/');
+        for c in segment.chars() {
+            // What a URL parser encodes in a path segment, and the separators (a backslash is
+            // one in http URLs).
+            if c.is_ascii()
+                && !matches!(
+                    c,
+                    ' ' | '"' | '#' | '<' | '>' | '?' | '`' | '{' | '}' | '/' | '\\'
+                )
+            {
+                url.push(c);
+            } else {
+                let mut bytes = [0u8; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    url.push_str(&format!("%{b:02X}"));
+                }
+            }
+        }
+    }
+    Ok(url)
 }
 
 /// How a request to a service proves who sends it.
@@ -348,17 +386,32 @@ pub enum Body {
     Text(String),
 }
 
-/// How a service's answer is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Reading {
+/// How a service's answer is read (sent along with the request, so the one who sends it can
+/// read the answer without building the request again).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reading {
     /// `{"ok": true, "channel", "ts"}` from a Web API method.
-    Slack { method: &'static str, to: String },
+    Slack {
+        /// `chat.postMessage` or `chat.update`.
+        method: String,
+        /// The conversation it was sent to.
+        to: String,
+    },
     /// `{"ok": true, "result": {"message_id", "chat": {"id"}}}` from a Bot API method.
-    Telegram { method: &'static str, chat: String },
+    Telegram {
+        /// `sendMessage` or `editMessageText`.
+        method: String,
+        /// The chat it was sent to.
+        chat: String,
+    },
     /// `{"sid"}` from the Messages API.
     Twilio,
     /// Any JSON; the message is known by the sequence id sent with it.
-    Ntfy { sequence: String },
+    Ntfy {
+        /// The sequence id sent.
+        sequence: String,
+    },
 }
 
 /// One POST to a channel's service, ready to send.
@@ -377,14 +430,32 @@ pub struct Outbound {
     pub auth: Auth,
     /// The body.
     pub body: Body,
-    reading: Reading,
+    /// How its answer is read.
+    pub reading: Reading,
 }
 
 impl Outbound {
+    /// What the service's answer (`status`, `body`) means ([`Reading::read`]).
+    pub fn read(&self, status: u16, body: &str) -> Result<Sent, NotifyError> {
+        self.reading.read(status, body)
+    }
+}
+
+impl Reading {
+    /// The channel whose answer this reads.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Reading::Slack { .. } => "slack",
+            Reading::Telegram { .. } => "telegram",
+            Reading::Twilio => "sms",
+            Reading::Ntfy { .. } => "ntfy",
+        }
+    }
+
     /// What the service's answer (`status`, `body`) means: sent, with the id to update the
     /// message later, or why not and whether another attempt may help.
     pub fn read(&self, status: u16, body: &str) -> Result<Sent, NotifyError> {
-        let what = self.what;
+        let what = self.what();
         if !(200..300).contains(&status) {
             return Err(NotifyError::from_status(what, status));
         }
@@ -392,7 +463,7 @@ impl Outbound {
             serde_json::from_str(body).map_err(|_| NotifyError::Retry {
                 message: format!("{what}: the answer is not JSON"),
             })?;
-        match &self.reading {
+        match self {
             Reading::Slack { method, to } => {
                 if answer["ok"] != json!(true) {
                     let error = answer["error"].as_str().unwrap_or("unknown error");
@@ -403,7 +474,7 @@ impl Outbound {
                         NotifyError::Fail { message }
                     });
                 }
-                let channel = answer["channel"].as_str().unwrap_or(to);
+                let channel = answer["channel"].as_str().unwrap_or(to.as_str());
                 Ok(Sent {
                     provider_ref: answer["ts"].as_str().map(|ts| format!("{channel}:{ts}")),
                 })
@@ -469,7 +540,7 @@ pub fn slack(token: &str, to: &str, notice: &Notice) -> Outbound {
         auth: Auth::Bearer(token.to_owned()),
         body: Body::Json(body),
         reading: Reading::Slack {
-            method,
+            method: method.to_owned(),
             to: to.to_owned(),
         },
     }
@@ -502,7 +573,7 @@ pub fn telegram(token: &str, chat: &str, notice: &Notice) -> Outbound {
         auth: Auth::None,
         body: Body::Json(body),
         reading: Reading::Telegram {
-            method,
+            method: method.to_owned(),
             chat: chat.to_owned(),
         },
     }
