@@ -178,11 +178,23 @@ export class Exchange extends DurableObject {
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS outbox (id TEXT PRIMARY KEY, job TEXT NOT NULL)");
   }
 
-  // The webhook settings the engine reads.
-  webhookSettings() {
+  // The settings for notices the engine reads: what signs webhooks and where they may lead,
+  // and each service's credentials and base URL.
+  dispatchSettings() {
+    const env = this.env;
     return {
-      webhook_secret: this.env.MESS_WEBHOOK_SECRET || null,
-      webhook_allow: (this.env.MESS_WEBHOOK_ALLOW || "").split(",").map((h) => h.trim()).filter(Boolean),
+      webhook_secret: env.MESS_WEBHOOK_SECRET || null,
+      webhook_allow: (env.MESS_WEBHOOK_ALLOW || "").split(",").map((h) => h.trim()).filter(Boolean),
+      slack_token: env.MESS_SLACK_TOKEN || null,
+      slack_url: env.MESS_SLACK_URL || null,
+      telegram_token: env.MESS_TELEGRAM_TOKEN || null,
+      telegram_url: env.MESS_TELEGRAM_URL || null,
+      twilio_sid: env.MESS_TWILIO_SID || null,
+      twilio_token: env.MESS_TWILIO_TOKEN || null,
+      twilio_from: env.MESS_TWILIO_FROM || null,
+      twilio_url: env.MESS_TWILIO_URL || null,
+      ntfy_url: env.MESS_NTFY_URL || null,
+      ntfy_token: env.MESS_NTFY_TOKEN || null,
     };
   }
 
@@ -193,7 +205,15 @@ export class Exchange extends DurableObject {
     storage = this.ctx.storage;
     try {
       return JSON.parse(
-        call("mess_notice", JSON.stringify({ delivery, at: Math.floor(now / 1000), ...this.webhookSettings() })),
+        call(
+          "mess_notice",
+          JSON.stringify({
+            delivery,
+            at: Math.floor(now / 1000),
+            link_secret: this.env.MESS_SECRET || null,
+            ...this.dispatchSettings(),
+          }),
+        ),
       );
     } finally {
       storage = null;
@@ -231,7 +251,7 @@ export class Exchange extends DurableObject {
       now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
       operator_key: this.env.MESS_OPERATOR_KEY || null,
       link_secret: this.env.MESS_SECRET || null,
-      ...this.webhookSettings(),
+      ...this.dispatchSettings(),
       issuer: (this.env.MESS_PUBLIC_URL || url.origin).replace(/\/+$/, ""),
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
       watchers: [...new Set([...this.watchers].map((w) => w.id))],
@@ -458,18 +478,27 @@ async function deliver(batch, env) {
       message.ack();
       continue;
     }
-    const { url, headers, body } = prepared.send;
+    const { url, headers, body, reading } = prepared.send;
+    let outcome;
     try {
       const answer = await fetch(url, { method: "POST", headers, body, redirect: "manual" });
-      await answer.body?.cancel();
-      if (answer.status >= 200 && answer.status < 300) {
-        message.ack();
-      } else {
-        console.warn(`notice ${message.body.id}: HTTP ${answer.status}, attempt ${message.attempts}`);
-        message.retry({ delaySeconds: backoff(message.attempts) });
-      }
+      // A webhook's answer is its status; a service's is read by the engine's rule (its
+      // answers are small: more than 64 KiB is not one of them).
+      const text = reading ? (await answer.text()).slice(0, 65536) : "";
+      if (!reading) await answer.body?.cancel();
+      outcome = JSON.parse(call("mess_notice_read", JSON.stringify({ reading, status: answer.status, body: text })));
     } catch (e) {
-      console.warn(`notice ${message.body.id}: ${e}, attempt ${message.attempts}`);
+      // An engine that trapped is not used again.
+      if (e instanceof WebAssembly.RuntimeError) instantiate();
+      outcome = { retry: `${e}` };
+    }
+    if ("sent" in outcome) {
+      message.ack();
+    } else if (outcome.fail) {
+      console.warn(`notice ${message.body.id} failed: ${outcome.fail}`);
+      message.ack();
+    } else {
+      console.warn(`notice ${message.body.id}: ${outcome.retry}, attempt ${message.attempts}`);
       message.retry({ delaySeconds: backoff(message.attempts) });
     }
   }

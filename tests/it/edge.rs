@@ -243,8 +243,19 @@ impl Worker {
         for name in [
             "MESS_OPERATOR_KEY",
             "MESS_SECRET",
+            "MESS_PUBLIC_URL",
             "MESS_WEBHOOK_SECRET",
             "MESS_WEBHOOK_ALLOW",
+            "MESS_SLACK_TOKEN",
+            "MESS_SLACK_URL",
+            "MESS_TELEGRAM_TOKEN",
+            "MESS_TELEGRAM_URL",
+            "MESS_TWILIO_SID",
+            "MESS_TWILIO_TOKEN",
+            "MESS_TWILIO_FROM",
+            "MESS_TWILIO_URL",
+            "MESS_NTFY_URL",
+            "MESS_NTFY_TOKEN",
         ] {
             command.env_remove(name);
         }
@@ -694,24 +705,36 @@ fn six_executors_racing_for_one_thread_see_exactly_one_claim_won() {
     .unwrap();
     assert_eq!(code, 404, "{body}");
     // A body declared past the 16 MiB limit is refused as the native exchange refuses it,
-    // before it is read.
+    // before it is read. (wrangler's local proxy sometimes closes the connection right after
+    // the head of an answer given before the body came: such an answer is asked for again.)
     let bearer = format!("Bearer {agent}");
-    let (code, body) = http_declaring(
-        worker.port,
-        "POST",
-        "/mess",
-        &[
-            ("authorization", &bearer),
-            ("content-type", "application/yaml"),
-        ],
-        16 * 1024 * 1024 + 1,
-        "MESS:\n",
-    )
-    .unwrap();
-    assert_eq!(code, 413, "{body}");
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let answer = http_declaring(
+            worker.port,
+            "POST",
+            "/mess",
+            &[
+                ("authorization", &bearer),
+                ("content-type", "application/yaml"),
+            ],
+            16 * 1024 * 1024 + 1,
+            "MESS:\n",
+        )
+        .unwrap();
+        assert_eq!(answer.0, 413, "{}", answer.1);
+        let whole = !answer.1.is_empty();
+        answers.push(answer.1);
+        if whole {
+            break;
+        }
+    }
     assert!(
-        body.contains("the body is larger than the limit of 16777216 bytes"),
-        "{body}"
+        answers
+            .last()
+            .unwrap()
+            .contains("the body is larger than the limit of 16777216 bytes"),
+        "{answers:?}"
     );
 }
 
@@ -1143,7 +1166,8 @@ fn a_routed_request_reaches_the_executor_s_webhook_signed_and_retried_through_th
         false,
     );
     assert_eq!(code, 200, "{body}");
-    // Where a key may not lead a webhook, and a channel the Worker does not send.
+    // Where a key may not lead a webhook, a channel this Worker has no settings for, and one
+    // the Worker build does not send.
     for (notify, why) in [
         (
             "{webhook: {url: 'http://10.1.2.3/h', secret: s}}",
@@ -1153,8 +1177,9 @@ fn a_routed_request_reaches_the_executor_s_webhook_signed_and_retried_through_th
             "{webhook: {url: 'http://localhost:9/h', secret: s}}",
             "names this machine",
         ),
+        ("{telegram: '@rosie_bot'}", "it has no MESS_TELEGRAM_TOKEN"),
         (
-            "{telegram: '@rosie_bot'}",
+            "{email: 'rosie@example.org'}",
             "not supported by the Worker build",
         ),
     ] {
@@ -1200,4 +1225,113 @@ fn a_routed_request_reaches_the_executor_s_webhook_signed_and_retried_through_th
     // Delivered once: no further attempt follows the 2xx.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(hook.hits().len(), 2);
+}
+
+#[test]
+#[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
+fn slack_telegram_sms_and_ntfy_hear_of_a_routed_request_from_the_worker_with_a_link_that_works() {
+    use crate::support::recorder::{Recorder, Script};
+    let services = Recorder::start();
+    // Slack is rate-limited at the first attempt: the Queue tries again.
+    services.script("/slack", vec![Script::Status(429)]);
+    let base = |path: &str| format!("{}/{path}", services.url);
+    let (slack, telegram, twilio, ntfy) =
+        (base("slack/api"), base("tg"), base("twilio"), base("ntfy"));
+    let worker = Worker::start_with(
+        None,
+        &[
+            ("MESS_SLACK_TOKEN", "xoxb-edge-test"),
+            ("MESS_SLACK_URL", &slack),
+            ("MESS_TELEGRAM_TOKEN", "123:tg-edge-test"),
+            ("MESS_TELEGRAM_URL", &telegram),
+            ("MESS_TWILIO_SID", "AC0001"),
+            ("MESS_TWILIO_TOKEN", "tw-edge-test"),
+            ("MESS_TWILIO_FROM", "+15550000000"),
+            ("MESS_TWILIO_URL", &twilio),
+            ("MESS_NTFY_URL", &ntfy),
+        ],
+    );
+    let alice = worker.key("agent", "alice");
+    let teague = worker.key("executor", "teague");
+    let (code, body) = worker.post(
+        &teague,
+        "MESS:\n  - config:\n      executor:\n        id: teague\n        capabilities: [take-photo]\n        notify: {slack: U04TEAGUE, telegram: '-100123', sms: '+15551234567', ntfy: teague-phone}\n",
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = worker.post(
+        &alice,
+        "MESS:\n  - request: {intent: check the fridge, requires: [take-photo], priority: urgent}\n",
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let r = v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
+    let hits = services.wait_for(Duration::from_secs(30), |h| h.len() >= 5);
+    let to = |prefix: &str| -> Vec<crate::support::recorder::Hit> {
+        hits.iter()
+            .filter(|h| h.path.starts_with(prefix))
+            .cloned()
+            .collect()
+    };
+    let slack_hits = to("/slack/api/chat.postMessage");
+    assert_eq!(
+        slack_hits.len(),
+        2,
+        "one refused attempt, one sent: {hits:?}"
+    );
+    let slack = &slack_hits[1];
+    assert_eq!(slack.headers["authorization"], "Bearer xoxb-edge-test");
+    let message: serde_json::Value = serde_json::from_str(&slack.body).unwrap();
+    assert_eq!(message["channel"], "U04TEAGUE");
+    assert_eq!(message["text"], "MESS request: check the fridge");
+    let telegram = to("/tg/bot123:tg-edge-test/sendMessage");
+    assert_eq!(telegram.len(), 1, "{hits:?}");
+    let message: serde_json::Value = serde_json::from_str(&telegram[0].body).unwrap();
+    assert_eq!(message["chat_id"], "-100123");
+    assert!(message["text"].as_str().unwrap().contains(&r));
+    let sms = to("/twilio/2010-04-01/Accounts/AC0001/Messages.json");
+    assert_eq!(sms.len(), 1, "{hits:?}");
+    // Basic AC0001:tw-edge-test, as Twilio checks it.
+    assert_eq!(
+        sms[0].headers["authorization"],
+        "Basic QUMwMDAxOnR3LWVkZ2UtdGVzdA=="
+    );
+    assert!(
+        sms[0]
+            .body
+            .starts_with("To=%2B15551234567&From=%2B15550000000&Body="),
+        "{}",
+        sms[0].body
+    );
+    let ntfy = to("/ntfy/teague-phone");
+    assert_eq!(ntfy.len(), 1, "{hits:?}");
+    assert_eq!(ntfy[0].headers["x-priority"], "5");
+    assert_eq!(ntfy[0].headers["x-sequence-id"], format!("mess-{r}"));
+    // The link a notice carries opens the thread for teague on the Worker.
+    let link = message_link(&slack.body);
+    assert!(link.contains(&format!("/respond?ref={r}&token=")), "{link}");
+    let token = link.split("token=").nth(1).unwrap();
+    let (code, body) = http(
+        worker.port,
+        "GET",
+        &format!("/thread/{r}?token={token}"),
+        "",
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("check the fridge"), "{body}");
+    assert!(ntfy[0].headers["x-click"].contains("/respond?ref="));
+    // Sent once each: nothing follows a delivered notice.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(services.hits().len(), 5);
+}
+
+/// The page link in a Slack message's "Respond" button.
+fn message_link(body: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    v["blocks"][2]["elements"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }

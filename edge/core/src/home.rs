@@ -53,8 +53,12 @@ pub struct Home<'a> {
     pub mirror: Mirror,
     /// The notices this request owes (the Durable Object queues them once it commits).
     pub notices: Vec<crate::notice::Delivery>,
-    /// The Worker's webhook settings.
-    pub webhooks: crate::notice::Webhooks,
+    /// The Worker's settings for notices.
+    pub dispatch: crate::notice::Dispatch,
+    /// The exchange's public URL (links in notices point there).
+    pub issuer: String,
+    /// This request's random hex (for an exchange id made on the way).
+    pub entropy: String,
 }
 
 /// The R2 key of thread `r` in `state`: the native home's relative path.
@@ -93,7 +97,9 @@ impl<'a> Home<'a> {
             kv,
             mirror: Mirror::default(),
             notices: Vec::new(),
-            webhooks: crate::notice::Webhooks::default(),
+            dispatch: crate::notice::Dispatch::default(),
+            issuer: String::new(),
+            entropy: String::new(),
         }
     }
 

@@ -58,12 +58,9 @@ pub struct Input {
     /// of its links, and where they point.
     #[serde(default)]
     pub issuer: String,
-    /// `MESS_WEBHOOK_SECRET`, if set.
-    #[serde(default)]
-    pub webhook_secret: Option<String>,
-    /// `MESS_WEBHOOK_ALLOW`, split at commas.
-    #[serde(default)]
-    pub webhook_allow: Vec<String>,
+    /// The Worker's settings for notices (`MESS_WEBHOOK_SECRET`, `MESS_SLACK_TOKEN`, …).
+    #[serde(flatten)]
+    pub dispatch: crate::notice::Dispatch,
     /// Only check the caller, before the body is read (which it is not yet): the answer is
     /// 200 with no body, or the refusal the request will get.
     #[serde(default)]
@@ -120,10 +117,9 @@ fn is_yaml(v: &str) -> bool {
 /// Answers one request against `kv`.
 pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
     let mut home = Home::new(kv);
-    home.webhooks = crate::notice::Webhooks {
-        secret: input.webhook_secret.clone().filter(|s| !s.is_empty()),
-        allow: input.webhook_allow.clone(),
-    };
+    home.dispatch = input.dispatch.clone();
+    home.issuer = input.issuer.clone();
+    home.entropy = input.entropy.clone();
     let answered = if input.authorize_only {
         authorize(&home, input).map(|()| (200, JSON, String::new()))
     } else {

@@ -65,6 +65,18 @@ pub unsafe extern "C" fn mess_check(ptr: *mut u8, len: usize) -> u64 {
     })
 }
 
+/// Reads a service's answer to a notice (a [`notice::AnswerInput`] as JSON): answers
+/// `{"sent": REF}`, `{"retry": WHY}` or `{"fail": WHY}`.
+///
+/// # Safety
+/// As [`mess_check`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mess_notice_read(ptr: *mut u8, len: usize) -> u64 {
+    // SAFETY: the caller wrote `len` bytes into an allocation of that capacity and gives it up.
+    let input = unsafe { Vec::from_raw_parts(ptr, len, len) };
+    answer(notice::read_answer(&input))
+}
+
 pub mod failure;
 pub mod home;
 pub mod http;

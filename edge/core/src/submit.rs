@@ -271,8 +271,10 @@ fn check_config(
     Ok(())
 }
 
-/// An executor's `notify:` at the edge: a webhook only (the other channels are refused by
-/// name), whose address a key may register, and which has a signing key to be sent with.
+/// An executor's `notify:` at the edge: the channels the Worker sends (webhook, Slack,
+/// Telegram, SMS, ntfy; the others are refused by name), each address in its channel's form, a
+/// webhook's where a key may lead one and with a key to sign it, and the Worker holding what
+/// the channel needs.
 fn check_notify(home: &Home<'_>, exec: &ExecutorSpec, base: &str) -> Result<(), Failure> {
     let Some(notify) = exec.extra.get("notify") else {
         return Ok(());
@@ -282,23 +284,44 @@ fn check_notify(home: &Home<'_>, exec: &ExecutorSpec, base: &str) -> Result<(), 
         return Err(ProtocolError::invalid(path, "expected a map of channels").into());
     };
     for (name, _) in channels.iter() {
-        if name != "webhook" {
-            return Err(Failure::not_at_edge(
-                &format!("{path}.{name}"),
-                &format!("the {name} channel"),
-            ));
+        let field = format!("{path}.{name}");
+        if !notice::Dispatch::CHANNELS.contains(&name.as_str()) {
+            return Err(Failure::not_at_edge(&field, &format!("the {name} channel")));
+        }
+        if name == "webhook" {
+            check_webhook(home, exec, &field)?;
+            continue;
+        }
+        let to = notice::address_of(exec, name).ok_or_else(|| {
+            Failure::from(ProtocolError::invalid(
+                &field,
+                "expected a non-empty string",
+            ))
+        })?;
+        notice::check_address(name, &to)
+            .map_err(|why| Failure::from(ProtocolError::invalid(&field, why)))?;
+        if let Some(setting) = home.dispatch.missing(name) {
+            return Err(ProtocolError::invalid(
+                field,
+                format!("this Worker cannot send {name} notices: it has no {setting}"),
+            )
+            .into());
         }
     }
-    let field = format!("{path}.webhook");
+    Ok(())
+}
+
+/// A webhook a key registers: an address it may lead to, and a key to sign it.
+fn check_webhook(home: &Home<'_>, exec: &ExecutorSpec, field: &str) -> Result<(), Failure> {
     let (url, own) = notice::webhook_of(exec).ok_or_else(|| {
         Failure::from(ProtocolError::invalid(
-            &field,
+            field,
             "expected a URL, or {url, secret}",
         ))
     })?;
-    notice::check_url(&url, &home.webhooks.allow)
-        .map_err(|why| Failure::from(ProtocolError::invalid(&field, why)))?;
-    if own.is_none() && home.webhooks.secret.is_none() {
+    notice::check_url(&url, &home.dispatch.webhook_allow)
+        .map_err(|why| Failure::from(ProtocolError::invalid(field, why)))?;
+    if own.is_none() && home.dispatch.webhook_secret().is_none() {
         return Err(ProtocolError::invalid(
             field,
             "no signing key: give secret: beside the url (this Worker has no MESS_WEBHOOK_SECRET)",
@@ -481,14 +504,20 @@ fn create_one(
             // this as it delivers the notice).
             for r in &routed {
                 home.remember(&r.executor, &[(IndexKey::LastWork, thread)]);
-                if roster
+                let channels = roster
                     .executors
                     .get(&r.executor)
-                    .and_then(notice::webhook_of)
-                    .is_some()
-                {
-                    home.notices
-                        .push(notice::Delivery::new_request(thread, &r.executor));
+                    .map(notice::channels_of)
+                    .unwrap_or_default();
+                if channels.iter().any(|c| c != "webhook") {
+                    // The links in these notices name this exchange as their audience.
+                    let fresh = home.entropy.clone();
+                    home.exchange_id_or_new(&fresh);
+                }
+                for channel in channels {
+                    let owed =
+                        notice::Delivery::new_request(thread, &r.executor, &channel, &home.issuer);
+                    home.notices.push(owed);
                 }
             }
         }

@@ -27,8 +27,7 @@ fn input(method: &str, path: &str, key: Option<&str>, body: &str) -> Input {
         link_secret: Some(SECRET.to_owned()),
         issuer: "http://127.0.0.1:8787".to_owned(),
         authorize_only: false,
-        webhook_secret: None,
-        webhook_allow: Vec::new(),
+        dispatch: crate::notice::Dispatch::default(),
         watchers: Vec::new(),
     }
 }
@@ -526,8 +525,8 @@ fn a_routed_request_owes_a_signed_webhook_to_an_address_a_key_may_register() {
                 "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [mop]\n        notify: {notify}\n"
             ),
         );
-        i.webhook_allow = allow.iter().map(|s| (*s).to_owned()).collect();
-        i.webhook_secret = secret.map(str::to_owned);
+        i.dispatch.webhook_allow = allow.iter().map(|s| (*s).to_owned()).collect();
+        i.dispatch.webhook_secret = secret.map(str::to_owned);
         handle(kv, &i)
     };
     for (notify, why) in [
@@ -552,7 +551,8 @@ fn a_routed_request_owes_a_signed_webhook_to_an_address_a_key_may_register() {
             "http or https",
         ),
         ("{webhook: 'https://hooks.example.org/h'}", "no signing key"),
-        ("{slack: '#ops'}", "the slack channel"),
+        ("{slack: '#ops'}", "it has no MESS_SLACK_TOKEN"),
+        ("{email: 'robo@example.org'}", "the email channel"),
     ] {
         let out = register(&mut kv, notify, &[], None);
         assert_eq!(out.status, 422, "{notify}: {}", out.body);
@@ -578,15 +578,20 @@ fn a_routed_request_owes_a_signed_webhook_to_an_address_a_key_may_register() {
             id: "2026-11-28-001.robo.webhook.new".into(),
             thread: "2026-11-28-001".into(),
             executor: "robo".into(),
+            channel: "webhook".into(),
             event: "new".into(),
+            issuer: "http://127.0.0.1:8787".into(),
         }]
     );
-    let webhooks = crate::notice::Webhooks {
-        secret: Some("whsec".into()),
-        allow: vec!["127.0.0.1".into()],
+    let webhooks = crate::notice::Dispatch {
+        webhook_secret: Some("whsec".into()),
+        webhook_allow: vec!["127.0.0.1".into()],
+        ..Default::default()
     };
     let home = crate::home::Home::new(&mut kv);
-    let sent = crate::notice::prepare(&home, &out.notices[0], &webhooks, 1_795_000_000).unwrap();
+    let sent =
+        crate::notice::prepare(&home, &out.notices[0], &webhooks, None, 1_795_000_000).unwrap();
+    assert_eq!(sent.reading, None);
     assert_eq!(sent.url, "http://127.0.0.1:9/h");
     assert!(sent.body.contains("intent: mop"), "{}", sent.body);
     let header = |n: &str| {
@@ -606,6 +611,13 @@ fn a_routed_request_owes_a_signed_webhook_to_an_address_a_key_may_register() {
         )
     );
     assert_eq!(header("x-mess-event"), "new");
+    // Once the list no longer holds it, nothing is sent there.
+    let closed = crate::notice::Dispatch {
+        webhook_allow: Vec::new(),
+        ..webhooks.clone()
+    };
+    let refused = crate::notice::prepare(&home, &out.notices[0], &closed, None, 1_795_000_000);
+    assert!(refused.is_err_and(|why| why.contains("not a public address")));
     // Once someone holds the thread, the notice is dropped rather than sent late.
     let claimed = post(
         &mut kv,
@@ -614,13 +626,186 @@ fn a_routed_request_owes_a_signed_webhook_to_an_address_a_key_may_register() {
     );
     assert_eq!(claimed.status, 200, "{}", claimed.body);
     let home = crate::home::Home::new(&mut kv);
-    let late = crate::notice::prepare(&home, &out.notices[0], &webhooks, 1_795_000_000);
+    let late = crate::notice::prepare(&home, &out.notices[0], &webhooks, None, 1_795_000_000);
     assert!(late.is_err_and(|why| why.contains("no longer waits")));
-    // Once the list no longer holds it, nothing is sent there.
-    let closed = crate::notice::Webhooks {
-        allow: Vec::new(),
-        ..webhooks
+}
+
+#[test]
+fn slack_telegram_sms_and_ntfy_notices_are_built_by_the_protocol_s_rule_with_a_working_link() {
+    let mut kv = MemKv::default();
+    let alice = key(&mut kv, "agent", "alice", "1");
+    let teague = key(&mut kv, "executor", "teague", "2");
+    let dispatch = crate::notice::Dispatch {
+        slack_token: Some("xoxb-edge".into()),
+        slack_url: Some("http://127.0.0.1:9/slack/api".into()),
+        telegram_token: Some("123:tg-edge".into()),
+        telegram_url: Some("http://127.0.0.1:9/tg".into()),
+        twilio_sid: Some("AC0001".into()),
+        twilio_token: Some("tw-secret".into()),
+        twilio_from: Some("+15550000000".into()),
+        twilio_url: Some("http://127.0.0.1:9/twilio".into()),
+        ntfy_url: Some("http://127.0.0.1:9/ntfy".into()),
+        ..Default::default()
     };
-    let refused = crate::notice::prepare(&home, &out.notices[0], &closed, 1_795_000_000);
-    assert!(refused.is_err_and(|why| why.contains("not a public address")));
+    let mut register = input(
+        "POST",
+        "/mess",
+        Some(&teague),
+        "MESS:\n  - config:\n      executor:\n        id: teague\n        capabilities: [take-photo]\n        notify: {slack: U04TEAGUE, telegram: '-100123', sms: '+15551234567', ntfy: teague-phone}\n",
+    );
+    register.dispatch = dispatch.clone();
+    let out = handle(&mut kv, &register);
+    assert_eq!(out.status, 200, "{}", out.body);
+    let mut ask = input(
+        "POST",
+        "/mess",
+        Some(&alice),
+        "MESS:\n  - request: {intent: check the fridge, requires: [take-photo], priority: urgent}\n",
+    );
+    ask.dispatch = dispatch.clone();
+    let out = handle(&mut kv, &ask);
+    assert_eq!(out.status, 200, "{}", out.body);
+    let ids: Vec<&str> = out.notices.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "2026-11-28-001.teague.slack.new",
+            "2026-11-28-001.teague.telegram.new",
+            "2026-11-28-001.teague.sms.new",
+            "2026-11-28-001.teague.ntfy.new",
+        ]
+    );
+    let home = crate::home::Home::new(&mut kv);
+    let at = chrono::DateTime::parse_from_rfc3339(NOW)
+        .unwrap()
+        .timestamp();
+    let sent: Vec<crate::notice::Prepared> = out
+        .notices
+        .iter()
+        .map(|d| crate::notice::prepare(&home, d, &dispatch, Some(SECRET), at).unwrap())
+        .collect();
+    let header = |p: &crate::notice::Prepared, n: &str| {
+        p.headers
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let urls: Vec<&str> = sent.iter().map(|p| p.url.as_str()).collect();
+    assert_eq!(
+        urls,
+        [
+            "http://127.0.0.1:9/slack/api/chat.postMessage",
+            "http://127.0.0.1:9/tg/bot123:tg-edge/sendMessage",
+            "http://127.0.0.1:9/twilio/2010-04-01/Accounts/AC0001/Messages.json",
+            "http://127.0.0.1:9/ntfy/teague-phone",
+        ]
+    );
+    assert_eq!(header(&sent[0], "authorization"), "Bearer xoxb-edge");
+    assert_eq!(header(&sent[1], "authorization"), "");
+    // base64("AC0001:tw-secret")
+    assert_eq!(
+        header(&sent[2], "authorization"),
+        "Basic QUMwMDAxOnR3LXNlY3JldA=="
+    );
+    assert_eq!(
+        header(&sent[2], "content-type"),
+        "application/x-www-form-urlencoded"
+    );
+    assert!(
+        sent[2]
+            .body
+            .starts_with("To=%2B15551234567&From=%2B15550000000&Body=MESS+request"),
+        "{}",
+        sent[2].body
+    );
+    assert_eq!(header(&sent[3], "x-priority"), "5");
+    assert_eq!(
+        header(&sent[3], "x-title"),
+        "MESS request: check the fridge"
+    );
+    let slack: serde_json::Value = serde_json::from_str(&sent[0].body).unwrap();
+    assert_eq!(slack["channel"], "U04TEAGUE");
+    assert_eq!(slack["text"], "MESS request: check the fridge");
+    // The link in the notice opens the thread as teague, through the page's own route.
+    let link = slack["blocks"][2]["elements"][0]["url"].as_str().unwrap();
+    let token = link.split("token=").nth(1).unwrap();
+    assert!(link.starts_with("http://127.0.0.1:8787/respond?ref=2026-11-28-001&token="));
+    // Each channel's link is its own (it names the channel it came by).
+    let prefix = "http://127.0.0.1:8787/respond?ref=2026-11-28-001&token=";
+    assert!(header(&sent[3], "x-click").starts_with(prefix));
+    assert_ne!(header(&sent[3], "x-click"), link);
+    let read = handle(
+        &mut kv,
+        &input(
+            "GET",
+            &format!("/thread/2026-11-28-001?token={token}"),
+            None,
+            "",
+        ),
+    );
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert!(read.body.contains("check the fridge"), "{}", read.body);
+    // Answers are read by the protocol's rule, as the native exchange reads them.
+    let answer = |p: &crate::notice::Prepared, status: u16, body: &str| {
+        let input = serde_json::json!({"reading": p.reading, "status": status, "body": body});
+        crate::notice::read_answer(input.to_string().as_bytes())
+    };
+    assert_eq!(
+        answer(&sent[0], 200, r#"{"ok":true,"channel":"D1","ts":"1.2"}"#),
+        r#"{"sent":"D1:1.2"}"#
+    );
+    assert_eq!(
+        answer(&sent[0], 200, r#"{"ok":false,"error":"ratelimited"}"#),
+        r#"{"retry":"slack chat.postMessage: ratelimited"}"#
+    );
+    assert_eq!(
+        answer(
+            &sent[1],
+            200,
+            r#"{"ok":false,"description":"chat not found"}"#
+        ),
+        r#"{"fail":"telegram sendMessage: chat not found"}"#
+    );
+    assert_eq!(answer(&sent[2], 503, ""), r#"{"retry":"sms: HTTP 503"}"#);
+    assert_eq!(
+        answer(&sent[3], 200, "{}"),
+        r#"{"sent":"mess-2026-11-28-001"}"#
+    );
+    let webhook = serde_json::json!({"status": 404}).to_string();
+    assert_eq!(
+        crate::notice::read_answer(webhook.as_bytes()),
+        r#"{"retry":"webhook: HTTP 404"}"#
+    );
+}
+
+#[test]
+fn a_channel_the_worker_lacks_settings_for_is_refused_at_registration_by_its_setting() {
+    let mut kv = MemKv::default();
+    let teague = key(&mut kv, "executor", "teague", "2");
+    for (notify, why) in [
+        ("{telegram: '@teague_bot'}", "it has no MESS_TELEGRAM_TOKEN"),
+        ("{sms: '+15551234567'}", "it has no MESS_TWILIO_SID"),
+        ("{sms: '555-1234'}", "not an E.164 number"),
+        ("{ntfy: 'a/b'}", "not an ntfy topic"),
+        ("{slack: 'Not A Channel'}", "not a Slack id"),
+        ("{mail: teague}", "the mail channel"),
+    ] {
+        let out = post(
+            &mut kv,
+            &teague,
+            &format!(
+                "MESS:\n  - config:\n      executor:\n        id: teague\n        capabilities: [mop]\n        notify: {notify}\n"
+            ),
+        );
+        assert_eq!(out.status, 422, "{notify}: {}", out.body);
+        assert!(out.body.contains(why), "{notify}: {}", out.body);
+    }
+    // ntfy needs no token: the public server takes any topic.
+    let out = post(
+        &mut kv,
+        &teague,
+        "MESS:\n  - config:\n      executor:\n        id: teague\n        capabilities: [mop]\n        notify: {ntfy: teague-phone}\n",
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
 }
