@@ -30,6 +30,9 @@ function giveText(text) {
 
 const ABSENT = 0xffffffffffffffffn;
 
+// The path the alarm asks the engine to pass the deadlines due on (never taken from outside).
+const DEADLINES = "/_deadlines";
+
 // Event streams one principal may hold open at once (as the native exchange).
 const MAX_STREAMS = 16;
 
@@ -238,15 +241,15 @@ export class Exchange extends DurableObject {
     }
   }
 
-  async fetch(request) {
-    const url = new URL(request.url);
-    const input = {
-      method: request.method,
+  // What the engine is told of a request.
+  input(method, url, headers) {
+    return {
+      method,
       path: url.pathname,
       query: url.search.replace(/^\?/, ""),
-      authorization: request.headers.get("authorization"),
-      accept: request.headers.get("accept"),
-      content_type: request.headers.get("content-type"),
+      authorization: headers.get("authorization"),
+      accept: headers.get("accept"),
+      content_type: headers.get("content-type"),
       body: "",
       now: this.env.MESS_FIXED_CLOCK || new Date().toISOString(),
       operator_key: this.env.MESS_OPERATOR_KEY || null,
@@ -256,6 +259,11 @@ export class Exchange extends DurableObject {
       entropy: hex(crypto.getRandomValues(new Uint8Array(32))),
       watchers: [...new Set([...this.watchers].map((w) => w.id))],
     };
+  }
+
+  async fetch(request) {
+    const url = new URL(request.url);
+    const input = this.input(request.method, url, request.headers);
     if (request.method !== "GET" && request.headers.get(AUTHORIZE_ONLY)) {
       return this.authorize(input) || new Response(null, { status: 204 });
     }
@@ -267,6 +275,27 @@ export class Exchange extends DurableObject {
         throw e;
       }
     }
+    return this.run(input);
+  }
+
+  // A deadline came due: the engine passes every deadline due at the start of any request, so
+  // a request of its own does it.
+  async alarm() {
+    await this.run(this.input("POST", new URL(`http://exchange${DEADLINES}`), new Headers()));
+  }
+
+  // Sets the alarm for the earliest deadline the engine keeps, unless one is set sooner. A
+  // clock fixed for tests never reaches a deadline, so it sets none.
+  async arm(next) {
+    if (next === null || next === undefined || this.env.MESS_FIXED_CLOCK) return;
+    const at = next * 1000;
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > at) await this.ctx.storage.setAlarm(at);
+  }
+
+  // Runs one request through the engine in a storage transaction, then tells the watchers,
+  // hands the notices to the Queue and copies the files to R2.
+  async run(input) {
     let output;
     try {
       output = this.ctx.storage.transactionSync(() => {
@@ -324,6 +353,7 @@ export class Exchange extends DurableObject {
     this.queueing = this.queueing
       .then(() => this.enqueue())
       .catch((e) => console.error("handing notices to the Queue failed; retried on the next request", e));
+    await this.arm(output.next_deadline);
     // R2 writes are made one flush at a time, newest text per key, so a slow put can never
     // leave an older file in R2 than a later request wrote; the answer waits for its own.
     this.mirroring = this.mirroring.then(() => this.flush());
@@ -535,6 +565,11 @@ export default {
         status: answer.startsWith("ok") ? 200 : 422,
         headers: { "content-type": "text/plain; charset=utf-8" },
       });
+    }
+    // The alarm's own path is not a route: answered as any path that is not one.
+    if (url.pathname === DEADLINES) {
+      const message = `no route ${request.method} ${url.pathname} on the Worker build of mess`;
+      return Response.json({ error: { code: "not_found", message } }, { status: 404 });
     }
     // R2 as a home: the thread files under their folders, for the operator.
     if (url.pathname === "/export" && request.method === "GET") {

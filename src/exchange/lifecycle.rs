@@ -31,25 +31,17 @@ pub(crate) fn expire_if_due(
         return Ok(None);
     }
     let expired = ex.store().modify(thread, |t| -> Result<_, Error> {
-        let env = &t.envelope;
-        if !is_overdue(env, now) {
+        let Some(doc) = crate::protocol::machine::expiry(&t.envelope, now) else {
             return Ok((None, false));
-        }
-        let (at, which) = env.deadline().unwrap_or((now, "expires"));
-        let stage = env.status;
-        let mut status = StatusMsg::new(
-            env.thread_ref.as_str(),
-            StatusDetails::Expired {
-                expired_at: at,
-                stage: Some(stage.as_str().to_owned()),
-            },
-        );
-        status.message = Some(match stage {
-            Status::Pending => format!("{which} passed before anyone claimed it"),
-            other => format!("{which} passed while it was {other}"),
-        });
+        };
+        let mut envelope = t.envelope.clone();
+        envelope.apply(&doc);
         Ok((
-            Some(exchange_edit(env, vec![Payload::Status(status)], now)),
+            Some(Edit {
+                envelope,
+                append: vec![doc],
+                deliveries: Vec::new(),
+            }),
             true,
         ))
     })?;

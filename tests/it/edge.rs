@@ -221,8 +221,22 @@ impl Worker {
 
     /// [`Worker::start`] with settings (`MESS_WEBHOOK_ALLOW`, ...) in its environment.
     fn start_with(clock: Option<&str>, settings: &[(&str, &str)]) -> Worker {
+        Worker::start_in(clock, settings, tempfile::TempDir::new().unwrap())
+    }
+
+    /// Stops the Worker and hands back its local storage, for [`Worker::start_in`].
+    fn stop(self) -> tempfile::TempDir {
+        drop(self._dev);
+        self._state
+    }
+
+    /// [`Worker::start_with`] on the local storage in `state` (another run's, kept).
+    fn start_in(
+        clock: Option<&str>,
+        settings: &[(&str, &str)],
+        state: tempfile::TempDir,
+    ) -> Worker {
         let port = free_port();
-        let state = tempfile::TempDir::new().unwrap();
         let mut command = Command::new(crate::tidy::root().join("edge/dev"));
         // The inspector on a free port of its own: `port + 1` may be another run's.
         let inspector = free_port();
@@ -304,6 +318,33 @@ impl Worker {
         }
     }
 
+    /// The thread files in R2, read by `GET /export` (which never reaches the Durable
+    /// Object): (key, text), sorted.
+    fn export(&self) -> Vec<(String, String)> {
+        let bearer = format!("Bearer {}", self.operator);
+        let (code, export) = http_with(
+            self.port,
+            "GET",
+            "/export",
+            &[("authorization", &bearer)],
+            "",
+        )
+        .unwrap();
+        assert_eq!(code, 200, "{export}");
+        let mut files: Vec<(String, String)> = export
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (
+                    v["key"].as_str().unwrap().to_owned(),
+                    v["text"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
     /// Mints a key for `id` (`agent` or `executor`) with the operator key.
     fn key(&self, kind: &str, id: &str) -> String {
         let bearer = format!("Bearer {}", self.operator);
@@ -351,7 +392,11 @@ struct Native {
 
 impl Native {
     fn new(clock: &str) -> Native {
-        let home = tempfile::TempDir::new().unwrap();
+        Native::open(tempfile::TempDir::new().unwrap(), clock)
+    }
+
+    /// The exchange over `home`, on a clock standing at `clock`.
+    fn open(home: tempfile::TempDir, clock: &str) -> Native {
         let now = mess::protocol::time::parse_timestamp(clock)
             .unwrap()
             .to_utc();
@@ -509,27 +554,7 @@ fn a_conversation_gets_the_same_answers_and_the_same_files_from_the_worker_as_fr
     }
 
     // The files: the Worker's R2, exported, against the native home, byte for byte.
-    let bearer = format!("Bearer {}", worker.operator);
-    let (code, export) = http_with(
-        worker.port,
-        "GET",
-        "/export",
-        &[("authorization", &bearer)],
-        "",
-    )
-    .unwrap();
-    assert_eq!(code, 200, "{export}");
-    let mut exported: Vec<(String, String)> = export
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            (
-                v["key"].as_str().unwrap().to_owned(),
-                v["text"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    exported.sort();
+    let exported = worker.export();
     let files = native.files();
     assert_eq!(
         exported.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
@@ -1334,4 +1359,95 @@ fn message_link(body: &str) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+#[test]
+#[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
+fn a_request_past_its_deadline_expires_with_the_same_file_as_on_mess_serve() {
+    let worker = Worker::start(Some(CLOCK));
+    let native = Native::new(CLOCK);
+    let alice = worker.key("agent", "alice");
+    let robo = worker.key("executor", "robo");
+    for (who, role, key, text) in [
+        (
+            "robo",
+            "executor",
+            &robo,
+            "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [mop]\n",
+        ),
+        (
+            "alice",
+            "agent",
+            &alice,
+            "MESS:\n  - request: {intent: mop the hall, requires: [mop], needed_by: '2026-11-28T10:00:00Z'}\n  - request: {intent: dust, requires: [mop], constraints: {timing: {expires: 1h}}}\n",
+        ),
+    ] {
+        let (code, body) = worker.post(key, text, false);
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(native.post(who, role, text, false).0, 200);
+    }
+    // Both come back two hours later.
+    let later = "2026-11-28T11:30:00Z";
+    let state = worker.stop();
+    let worker = Worker::start_in(Some(later), &[], state);
+    let native = Native::open(native.home, later);
+    let (code, body) = http_with(
+        worker.port,
+        "GET",
+        "/threads/2026-11-28-001",
+        &[("authorization", &format!("Bearer {alice}"))],
+        "",
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("expired"), "{body}");
+    native.ex.routing().settle_pending().unwrap();
+    let files = native.files();
+    assert_eq!(
+        files.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        [
+            "state=canceled/2026-11-28-001.messe-af.yaml",
+            "state=canceled/2026-11-28-002.messe-af.yaml"
+        ]
+    );
+    assert_eq!(
+        worker.export(),
+        files,
+        "the Worker's files against mess serve's"
+    );
+}
+
+#[test]
+#[ignore = "drives wrangler (workerd) and Debian's rustc-web; .ci/test runs it"]
+fn the_durable_object_s_alarm_expires_a_request_when_nobody_asks() {
+    let worker = Worker::start(None);
+    let alice = worker.key("agent", "alice");
+    let due = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let (code, body) = worker.post(
+        &alice,
+        &format!(
+            "MESS:\n  - request: {{intent: water the plants, needed_by: '{}'}}\n",
+            due.format("%Y-%m-%dT%H:%M:%SZ")
+        ),
+        false,
+    );
+    assert_eq!(code, 200, "{body}");
+    // R2 is read by the front Worker alone: only the alarm can have moved the file.
+    let until = Instant::now() + Duration::from_secs(30);
+    let files = loop {
+        let files = worker.export();
+        if files.iter().any(|(k, _)| k.starts_with("state=canceled/")) || Instant::now() > until {
+            break files;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].0.starts_with("state=canceled/"), "{files:?}");
+    assert!(
+        files[0]
+            .1
+            .contains("needed_by passed before anyone claimed it"),
+        "{}",
+        files[0].1
+    );
 }

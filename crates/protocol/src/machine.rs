@@ -237,3 +237,34 @@ fn describe(step: Step) -> String {
         Step::Response => "deliver a response for".to_owned(),
     }
 }
+
+/// What the exchange writes into a thread whose deadline (`expires`, else `needed_by`) has
+/// passed at `now` while it still waited (pending, waiting or held): an `expired` status naming
+/// the deadline and the stage it ended in. `None` while the deadline is ahead or no longer
+/// applies. One rule for every build, so their thread files agree byte for byte.
+pub fn expiry(
+    env: &crate::envelope::Envelope,
+    now: crate::time::Timestamp,
+) -> Option<crate::envelope::MessageDoc> {
+    use crate::status::{StatusDetails, StatusMsg};
+    let (at, which) = env.deadline().filter(|(t, _)| *t <= now)?;
+    let stage = env.status;
+    let mut status = StatusMsg::new(
+        env.thread_ref.as_str(),
+        StatusDetails::Expired {
+            expired_at: at,
+            stage: Some(stage.as_str().to_owned()),
+        },
+    );
+    status.message = Some(match stage {
+        Status::Pending => format!("{which} passed before anyone claimed it"),
+        other => format!("{which} passed while it was {other}"),
+    });
+    Some(crate::envelope::MessageDoc {
+        from: crate::envelope::EXCHANGE.to_owned(),
+        received: now,
+        channel: None,
+        message: crate::message::Message::new(vec![crate::message::Payload::Status(status)]),
+        extra: crate::value::Map::new(),
+    })
+}

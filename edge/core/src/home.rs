@@ -35,6 +35,12 @@ const KEY: &str = "k/";
 const EXECUTOR: &str = "x/";
 /// `e/id`: this exchange's id, the audience of its presigned links (made with the first link).
 const EXCHANGE_ID: &str = "e/id";
+/// `d/SECONDS REF`: a thread whose deadline falls then (seconds since the epoch, 12 digits, so
+/// the keys sort by time), written with the thread while its deadline applies.
+const DEADLINE: &str = "d/";
+/// `d-next`: the earliest deadline in `d/` (seconds), so a request learns in one read whether
+/// any is due.
+const DEADLINE_NEXT: &str = "d-next";
 
 /// What R2 must hold after this request: thread files to put, and keys to delete (a thread
 /// that moved to another folder).
@@ -133,6 +139,54 @@ impl<'a> Home<'a> {
             self.kv.delete(&open_key);
         }
         self.mirror.put.push((object_key(state, r), text));
+        // A deadline that applies in this status is kept where the next sweep finds it.
+        if let Some((at, _)) = envelope.deadline() {
+            let at = at.timestamp().max(0);
+            self.kv
+                .put(&format!("{DEADLINE}{at:012} {}", r.as_str()), r.as_str());
+            if self.next_deadline().is_none_or(|next| at < next) {
+                self.kv.put(DEADLINE_NEXT, &at.to_string());
+            }
+        }
+    }
+
+    /// The earliest deadline kept (seconds since the epoch), if any.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.kv.get(DEADLINE_NEXT)?.parse().ok()
+    }
+
+    /// Takes the threads whose deadlines are due at `now` (seconds) out of the deadline index,
+    /// and moves the earliest deadline left to the front.
+    pub fn take_due(&mut self, now: i64) -> Vec<ThreadRef> {
+        if self.next_deadline().is_none_or(|next| next > now) {
+            return Vec::new();
+        }
+        let mut due = Vec::new();
+        let mut next = None;
+        for (key, thread) in self.kv.scan(DEADLINE) {
+            let at = key[DEADLINE.len()..]
+                .split(' ')
+                .next()
+                .and_then(|t| t.parse::<i64>().ok());
+            match at {
+                Some(at) if at > now => {
+                    // Keys sort by time: this is the earliest one left.
+                    next = Some(at);
+                    break;
+                }
+                _ => {
+                    self.kv.delete(&key);
+                    if let Ok(r) = ThreadRef::parse(&thread) {
+                        due.push(r);
+                    }
+                }
+            }
+        }
+        match next {
+            Some(at) => self.kv.put(DEADLINE_NEXT, &at.to_string()),
+            None => self.kv.delete(DEADLINE_NEXT),
+        }
+        due
     }
 
     /// The next `n` refs of `date` (`YYYY-MM-DD-NNN`).

@@ -104,9 +104,13 @@ pub struct Output {
     pub changes: Vec<Change>,
     /// The notices owed, for the outbox.
     pub notices: Vec<crate::notice::Delivery>,
+    /// The earliest deadline kept (seconds since the epoch): the Durable Object's alarm.
+    pub next_deadline: Option<i64>,
 }
 
 pub(crate) const JSON: &str = "application/json";
+/// The path the Durable Object's alarm calls to pass the deadlines due.
+pub const DEADLINES: &str = "/_deadlines";
 const YAML: &str = "application/yaml; charset=utf-8";
 
 fn is_yaml(v: &str) -> bool {
@@ -123,6 +127,10 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
     let answered = if input.authorize_only {
         authorize(&home, input).map(|()| (200, JSON, String::new()))
     } else {
+        // Whatever a request does, it does after the deadlines due by now have passed.
+        if let Ok(now) = time::parse_timestamp(&input.now) {
+            crate::submit::expire_due(&mut home, now);
+        }
         route(&mut home, input)
     };
     let Mirror { put, delete } = std::mem::take(&mut home.mirror);
@@ -135,6 +143,7 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
             notices: std::mem::take(&mut home.notices),
             r2_put: put,
             r2_delete: delete,
+            next_deadline: home.next_deadline(),
         },
         // A failed request writes nothing: the Durable Object rolls its transaction back
         // (it throws inside it on any status of 400 or more).
@@ -146,6 +155,7 @@ pub fn handle(kv: &mut dyn Kv, input: &Input) -> Output {
             r2_delete: Vec::new(),
             changes: Vec::new(),
             notices: Vec::new(),
+            next_deadline: None,
         },
     }
 }
@@ -226,6 +236,9 @@ fn route(home: &mut Home<'_>, input: &Input) -> Result<Answer, Failure> {
         ("POST", "/keys") => mint_key(home, input),
         ("POST", "/links") => page::mint(home, input, now),
         ("POST", "/mess") => post_mess(home, input, now),
+        // The Durable Object's alarm: the deadlines due were passed above. (The front Worker
+        // never forwards this path.)
+        ("POST", DEADLINES) => Ok((200, JSON, "{}".to_owned())),
         ("GET", "/threads") => list_threads(home, input),
         // The stream itself is the Durable Object's: here the key is checked, and its
         // principal named.

@@ -163,6 +163,7 @@ pub unsafe extern "C" fn mess_handle(ptr: *mut u8, len: usize) -> u64 {
             r2_delete: Vec::new(),
             changes: Vec::new(),
             notices: Vec::new(),
+            next_deadline: None,
         },
     };
     answer(serde_json::to_string(&output).unwrap_or_default())

@@ -167,10 +167,16 @@ fn check_requests(incoming: &[Incoming], now: Timestamp) -> Result<(), Failure> 
                 "a dependency between requests",
             ));
         }
-        if r.needed_by.is_some() || r.constraints.as_ref().is_some_and(|c| c.timing.is_some()) {
+        // Deadlines are kept (they expire through the Durable Object's alarm); a start time
+        // would need a dispatch later, which the edge does not make yet.
+        if r.constraints
+            .as_ref()
+            .and_then(|c| c.timing.as_ref())
+            .is_some_and(|t| t.not_before.is_some())
+        {
             return Err(Failure::not_at_edge(
-                &format!("{path}.needed_by"),
-                "a deadline or start time (needed_by, constraints.timing)",
+                &format!("{path}.constraints.timing.not_before"),
+                "a start time (not_before)",
             ));
         }
         if r.compensation.is_some() {
@@ -562,6 +568,28 @@ fn messages_rev(text: &str) -> Vec<Result<MessageDoc, Failure>> {
             }
         })
         .collect()
+}
+
+/// Expires every thread whose deadline has passed at `now`, as the native exchange does
+/// ([`mess_protocol::machine::expiry`]): each one's file gets the exchange's `expired` status
+/// and moves to its folder. A thread no longer waiting (claimed, ended) is left as it is; a
+/// later write puts its deadline back if one applies again.
+pub fn expire_due(home: &mut Home<'_>, now: Timestamp) {
+    for thread in home.take_due(now.timestamp()) {
+        let Some((_, text)) = home.read(&thread) else {
+            continue;
+        };
+        let Ok(before) = envelope_of(&text) else {
+            continue;
+        };
+        let Some(doc) = mess_protocol::machine::expiry(&before, now) else {
+            continue;
+        };
+        let mut envelope = before;
+        envelope.apply(&doc);
+        let new_text = thread_text::rewrite_text(&text, &envelope, &[doc]);
+        home.write(&envelope, new_text);
+    }
 }
 
 /// Writes one group of payloads to its thread and answers the status echo.

@@ -139,7 +139,7 @@ fn a_refused_message_writes_nothing_and_answers_as_the_native_exchange() {
         ),
         ("MESS: [", 400, "malformed"),
         (
-            "MESS:\n  - request: {intent: x, needed_by: 2026-11-29T00:00:00Z}\n",
+            "MESS:\n  - request: {intent: x, constraints: {timing: {not_before: 2026-11-29T00:00:00Z}}}\n",
             422,
             "invalid",
         ),
@@ -808,4 +808,76 @@ fn a_channel_the_worker_lacks_settings_for_is_refused_at_registration_by_its_set
         "MESS:\n  - config:\n      executor:\n        id: teague\n        capabilities: [mop]\n        notify: {ntfy: teague-phone}\n",
     );
     assert_eq!(out.status, 200, "{}", out.body);
+}
+
+#[test]
+fn a_request_whose_deadline_passes_unclaimed_expires_at_the_first_request_after_it() {
+    let mut kv = MemKv::default();
+    let alice = key(&mut kv, "agent", "alice", "1");
+    let robo = key(&mut kv, "executor", "robo", "2");
+    let out = post(
+        &mut kv,
+        &robo,
+        "MESS:\n  - config:\n      executor:\n        id: robo\n        capabilities: [mop]\n",
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    let out = post(
+        &mut kv,
+        &alice,
+        "MESS:\n  - request: {intent: mop, requires: [mop], needed_by: '2026-11-28T10:00:00Z'}\n  - request: {intent: dust, requires: [mop], needed_by: '2026-11-28T11:00:00Z'}\n",
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert_eq!(out.next_deadline, Some(1_795_860_000));
+    // Robo takes the second: its deadline no longer applies.
+    let out = post(
+        &mut kv,
+        &robo,
+        "MESS:\n  - status: {re: 2026-11-28-002, code: claimed}\n",
+    );
+    assert_eq!(out.status, 200, "{}", out.body);
+    // Before the deadline nothing happens; after it, any request finds it expired.
+    let mut early = input("GET", "/threads/2026-11-28-001", Some(&alice), "");
+    early.now = "2026-11-28T09:59:59Z".into();
+    let out = handle(&mut kv, &early);
+    assert!(out.body.contains("\"status\":\"pending\""), "{}", out.body);
+    assert!(out.r2_put.is_empty());
+    let mut late = input(
+        "POST",
+        "/mess",
+        Some(&robo),
+        "MESS:\n  - status: {re: 2026-11-28-001, code: claimed}\n",
+    );
+    late.now = "2026-11-28T12:00:00Z".into();
+    let saved = kv.clone();
+    let out = handle(&mut kv, &late);
+    // Robo may no longer see a thread that ended without it: as if there were none.
+    assert_eq!(out.status, 404, "a claim after the deadline: {}", out.body);
+    // A refused request writes nothing (the Durable Object rolls it back, as here); the
+    // alarm's call passes the deadline for good.
+    kv = saved;
+    let mut alarm = input("POST", crate::http::DEADLINES, None, "");
+    alarm.now = "2026-11-28T12:00:00Z".into();
+    let out = handle(&mut kv, &alarm);
+    assert_eq!(out.status, 200, "{}", out.body);
+    let keys: Vec<&str> = out.r2_put.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["state=canceled/2026-11-28-001.messe-af.yaml"]);
+    assert_eq!(
+        out.r2_delete,
+        ["state=received/2026-11-28-001.messe-af.yaml"]
+    );
+    let text = &out.r2_put[0].1;
+    assert!(text.contains("code: expired"), "{text}");
+    assert!(
+        text.contains("needed_by passed before anyone claimed it"),
+        "{text}"
+    );
+    assert_eq!(
+        out.next_deadline, None,
+        "the claimed one's deadline is dropped"
+    );
+    let home = crate::home::Home::new(&mut kv);
+    let claimed = home
+        .read(&mess_protocol::ids::ThreadRef::parse("2026-11-28-002").unwrap())
+        .unwrap();
+    assert!(!claimed.1.contains("expired"), "{}", claimed.1);
 }
