@@ -1,7 +1,7 @@
 //! Dispatch: sends a finished [`Notice`] on a [`Channel`] with the configured settings, and
 //! never reads the store or the read model (P4). What Slack, Telegram, Twilio (SMS) and ntfy are
 //! sent, and what their answers mean, is `mess_protocol::notice` (the Worker build sends the
-//! same); this module sends it ([`Notifier::send_outbound`]), and has its own adapters for
+//! same); this module sends it (`Notifier::send_outbound`), and has its own adapters for
 //! webhooks (signed, with the address guard) and email over SMTP. Every base URL comes from
 //! configuration, so tests point them at local servers. The `mail` channel is the exchange's:
 //! it writes a file into a mailbox.
