@@ -5,6 +5,7 @@ mod archive;
 mod cancel;
 mod claim;
 mod complete;
+mod completions;
 mod config;
 mod db;
 mod demo;
@@ -37,7 +38,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cli::config::{Config, ConfigError, McpFile};
 use crate::exchange::clock::SystemClock;
@@ -46,16 +47,41 @@ use crate::exchange::{Exchange, Sender};
 use crate::protocol::message::Message;
 use crate::store::Store;
 
+/// The heading global flags are listed under in every command's help, apart from its own.
+const GLOBAL: &str = "Global options";
+
 /// mess: a MESS exchange for physical-world tasks
 #[derive(Debug, Parser)]
-#[command(name = "mess", version, about, propagate_version = true)]
+#[command(
+    name = "mess",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "Examples:
+  mess init && mess serve              start an exchange in ~/.mess on 127.0.0.1:8420
+  mess request \"check the fridge\" --requires take-photo --as alice
+  mess status                          the open threads
+  mess completions bash                shell completions (also zsh, fish, powershell)"
+)]
 pub struct Args {
     /// Exchange home folder (default ~/.mess)
-    #[arg(long, global = true, env = "MESS_HOME", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "MESS_HOME",
+        value_name = "DIR",
+        help_heading = GLOBAL
+    )]
     home: Option<PathBuf>,
 
     /// Act as this agent or executor (default: MESS_AGENT_ID, else agent_id in config.yaml)
-    #[arg(long = "as", global = true, env = "MESS_AGENT_ID", value_name = "ID")]
+    #[arg(
+        long = "as",
+        global = true,
+        env = "MESS_AGENT_ID",
+        value_name = "ID",
+        help_heading = GLOBAL
+    )]
     as_id: Option<String>,
 
     /// PostgreSQL database of a multi-node exchange (postgres://USER@HOST:PORT/DB); --home is
@@ -65,14 +91,28 @@ pub struct Args {
         global = true,
         env = "MESS_DATABASE_URL",
         value_name = "URL",
-        hide_env_values = true
+        hide_env_values = true,
+        help_heading = GLOBAL
     )]
     database: Option<String>,
 
     /// Act on another exchange: a name from `exchanges:` in config.yaml, or the URL of a `mess
     /// serve` (its API key from MESS_API_KEY); the key decides who acts
-    #[arg(long, global = true, value_name = "NAME|URL")]
+    #[arg(long, global = true, value_name = "NAME|URL", help_heading = GLOBAL)]
     exchange: Option<String>,
+
+    /// How long-running commands (serve, mcp) write their log on stderr: text or json; levels
+    /// come from MESS_LOG, else RUST_LOG (`info`, `mess=debug,warn`)
+    #[arg(
+        long,
+        global = true,
+        env = "MESS_LOG_FORMAT",
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT",
+        help_heading = GLOBAL
+    )]
+    log_format: output::LogFormat,
 
     #[command(subcommand)]
     command: Command,
@@ -137,6 +177,10 @@ enum Command {
     /// Check what this machine gives the exchange: disk flush speed and durable-write rate
     /// (the ceiling on acknowledged messages), home, config, listen address, database
     Doctor(doctor::DoctorArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell)
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page, or write one per command with --out
+    Man(completions::ManArgs),
     /// Run user SQL for an exchange over stdin/stdout (started by the exchange itself)
     #[command(hide = true)]
     QueryWorker(query_worker::QueryWorkerArgs),
@@ -296,6 +340,11 @@ pub fn run() -> ExitCode {
     // Outbound HTTPS (notification channels) uses rustls with the ring provider; installing it
     // twice is harmless, so this ignores an earlier install.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // Bare `mess` shows what it can do, as `mess --help` does.
+    if std::env::args_os().len() == 1 {
+        let _ = Args::command().print_help();
+        return ExitCode::SUCCESS;
+    }
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) if e.use_stderr() => {
@@ -308,6 +357,7 @@ pub fn run() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    output::set_log_format(args.log_format);
     match run_command(args) {
         // A reader that stopped early (`mess status | head`) got what it wanted.
         _ if output::stdout_closed() => ExitCode::SUCCESS,
@@ -334,7 +384,8 @@ fn heal_interrupted_writes(cx: &Context) {
     }
 }
 
-/// Folds clap's multi-line report into one line plus a hint.
+/// Folds clap's multi-line report into one line, with clap's `Usage:` line and where to read
+/// more as the hint.
 fn usage_error(e: &clap::Error) -> CliError {
     let rendered = e.render().to_string();
     let text: Vec<&str> = rendered
@@ -348,10 +399,25 @@ fn usage_error(e: &clap::Error) -> CliError {
         .strip_prefix("error: ")
         .unwrap_or(&message)
         .to_owned();
-    CliError::usage(
-        message,
-        "`mess --help` lists the commands; `mess COMMAND --help` their flags",
-    )
+    let usage = rendered
+        .lines()
+        .find_map(|l| l.strip_prefix("Usage: "))
+        .map(str::trim);
+    let hint = match usage {
+        // `mess request [OPTIONS] <INTENT>`: its help is `mess request --help`.
+        Some(usage) => {
+            let command: Vec<&str> = usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect();
+            format!(
+                "usage: {usage}; `{} --help` lists its flags",
+                command.join(" ")
+            )
+        }
+        None => "`mess --help` lists the commands; `mess COMMAND --help` their flags".to_owned(),
+    };
+    CliError::usage(message, hint)
 }
 
 fn report(e: &CliError) {
@@ -364,8 +430,11 @@ fn report(e: &CliError) {
 
 fn run_command(args: Args) -> Result<(), CliError> {
     // A query worker reads no configuration and no home of its own: requests name the home.
+    // Nor do completions and manual pages: they come from the command definitions.
     let command = match args.command {
         Command::QueryWorker(a) => return query_worker::run(a),
+        Command::Completions(a) => return completions::completions(a),
+        Command::Man(a) => return completions::man(a),
         other => other,
     };
     // An agent host's `mess mcp` reads the reference design's MCP file too (identity, home, settings).
@@ -452,6 +521,8 @@ fn dispatch(cx: &Context, command: Command) -> Result<(), CliError> {
         Command::WebhookSecret(a) => webhook_secret::run(cx, a),
         Command::Doctor(a) => doctor::run(cx, a),
         Command::QueryWorker(a) => query_worker::run(a),
+        Command::Completions(a) => completions::completions(a),
+        Command::Man(a) => completions::man(a),
     }
 }
 
@@ -560,6 +631,8 @@ fn command_name(command: &Command) -> &'static str {
         Command::WebhookSecret(_) => "webhook-secret",
         Command::Doctor(_) => "doctor",
         Command::QueryWorker(_) => "query-worker",
+        Command::Completions(_) => "completions",
+        Command::Man(_) => "man",
     }
 }
 

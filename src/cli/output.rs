@@ -167,40 +167,127 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
     out
 }
 
-/// Logs to stderr at `default` level unless `MESS_LOG` says otherwise (long-running commands
-/// only; stdout stays for their answers). Colour only on a terminal.
+/// How log lines are written (`--log-format`, `MESS_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// One line per event for people; coloured on a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON), with the request's span fields.
+    Json,
+}
+
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// Sets the format [`start_logging`] uses (from the command line, once).
+pub(crate) fn set_log_format(format: LogFormat) {
+    let _ = LOG_FORMAT.set(format);
+}
+
+/// Logs to stderr at `default` level unless `MESS_LOG` (else `RUST_LOG`) says otherwise
+/// (long-running commands only; stdout stays for their answers), as text or JSON.
 pub(crate) fn start_logging(default: &str) {
-    // Logged values come from callers (paths, ids, messages): no colour codes, and every control
-    // character escaped, so no value can start a line of its own or move a terminal's cursor.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(|| EscapedLines(std::io::stderr()))
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MESS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
-        )
-        .try_init();
+    let mut filter = None;
+    for name in ["MESS_LOG", "RUST_LOG"] {
+        let Some(value) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) else {
+            continue;
+        };
+        match tracing_subscriber::EnvFilter::try_new(&value) {
+            Ok(f) => {
+                filter = Some(f);
+                break;
+            }
+            Err(e) => warn(&format!(
+                "{name}={value} is not a log filter ({e}); ignored"
+            )),
+        }
+    }
+    let filter = filter.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match LOG_FORMAT.get().copied().unwrap_or_default() {
+        // serde_json escapes every control character in the values it writes.
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .try_init(),
+        LogFormat::Text => {
+            // Logged values come from callers (paths, ids, messages): every control character
+            // is escaped, so no value can start a line of its own or move a terminal's cursor;
+            // on a terminal, colour sequences (and only those) pass.
+            let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder
+                .with_ansi(colour)
+                .with_writer(move || EscapedLines {
+                    inner: std::io::stderr(),
+                    colour,
+                })
+                .try_init()
+        }
+    };
 }
 
 /// A writer that keeps each log event on one line: the formatter writes an event at once, ending
-/// in a line break; every other control character in it is written escaped (`\n`, `\u{1b}`).
-struct EscapedLines<W: std::io::Write>(W);
+/// in a line break; every other control character in it is written escaped (`\n`, `\u{1b}`),
+/// except, with `colour`, the colour sequences (`ESC [ digits ; m`) the formatter writes.
+struct EscapedLines<W: std::io::Write> {
+    inner: W,
+    colour: bool,
+}
 
 impl<W: std::io::Write> std::io::Write for EscapedLines<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
         let body = text.strip_suffix('\n').unwrap_or(&text);
         let mut out = String::with_capacity(buf.len() + 8);
-        out.push_str(&escape_controls(body));
+        let mut rest = body;
+        while !rest.is_empty() {
+            let colour_len = if self.colour {
+                colour_sequence(rest)
+            } else {
+                0
+            };
+            if colour_len > 0 {
+                out.push_str(&rest[..colour_len]);
+                rest = &rest[colour_len..];
+                continue;
+            }
+            // Up to the next escape character, escaped as usual.
+            let next = rest
+                .char_indices()
+                .skip(1)
+                .find(|(_, c)| *c == '\u{1b}')
+                .map_or(rest.len(), |(i, _)| i);
+            out.push_str(&escape_controls(&rest[..next]));
+            rest = &rest[next..];
+        }
         if body.len() < text.len() {
             out.push('\n');
         }
-        self.0.write_all(out.as_bytes())?;
+        self.inner.write_all(out.as_bytes())?;
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
+        self.inner.flush()
+    }
+}
+
+/// The length of the colour (SGR) sequence `text` starts with (`ESC [ 1;32 m`), or 0: it sets
+/// colours and weights only, never the cursor or the screen.
+fn colour_sequence(text: &str) -> usize {
+    let Some(params) = text.strip_prefix("\u{1b}[") else {
+        return 0;
+    };
+    let len = params
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b';')
+        .count();
+    if params.as_bytes().get(len) == Some(&b'm') && len <= 16 {
+        2 + len + 1
+    } else {
+        0
     }
 }
 

@@ -123,7 +123,7 @@ async fn attempt(ex: &Exchange, notifier: &Notifier, job: &Delivery) -> Attempte
         }
     };
     if let Outcome::Failed(e) = &outcome {
-        tracing::info!(job = %job.id, kind = job.job.kind(), error = %e, "job attempt failed");
+        tracing::warn!(job = %job.id, kind = job.job.kind(), error = %e, "job attempt failed");
     }
     if matches!(outcome, Outcome::Unknown) {
         tracing::error!(job = %job.id, "a job's handler stopped without an answer; it waits for a restart");

@@ -75,6 +75,8 @@ impl FromRequestParts<AppState> for Caller {
             .blocking(move || ex.auth().authenticate(&key))
             .await??
             .ok_or_else(|| ApiError::unauthorized("unknown API key"))?;
+        // The request's log lines name who made it.
+        tracing::Span::current().record("principal", principal.id.as_str());
         Ok(Caller(principal))
     }
 }

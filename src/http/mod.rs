@@ -107,17 +107,45 @@ fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
         .max_age(std::time::Duration::from_secs(600))
 }
 
-/// One span per request (method and path; never the query string, which may hold a link
-/// token), and one log line with the status and the time taken.
+/// One span per request (its id, method and path, the thread a path names, and the principal
+/// once a key is checked; never the query string, which may hold a link token), one log line
+/// with the status and the time taken, and the id in the answer's `x-request-id`.
 async fn trace(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use tracing::Instrument;
-    let span =
-        tracing::info_span!("request", method = %request.method(), path = %request.uri().path());
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            (1..=64).contains(&v.len())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
+        .map_or_else(new_request_id, str::to_owned);
+    let path = request.uri().path();
+    let thread = ["/threads/", "/mess/", "/thread/"]
+        .iter()
+        .find_map(|p| path.strip_prefix(p))
+        .and_then(|rest| rest.split('/').next())
+        .filter(|r| crate::protocol::ids::ThreadRef::parse(r).is_ok())
+        .unwrap_or_default()
+        .to_owned();
+    let span = tracing::info_span!(
+        "request",
+        id = %id,
+        method = %request.method(),
+        path = %path,
+        r#ref = tracing::field::Empty,
+        principal = tracing::field::Empty,
+    );
+    if !thread.is_empty() {
+        span.record("ref", thread.as_str());
+    }
     let started = std::time::Instant::now();
-    let response = next.run(request).instrument(span.clone()).await;
+    let mut response = next.run(request).instrument(span.clone()).await;
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),
@@ -125,7 +153,25 @@ async fn trace(
             "served"
         );
     });
+    if let Ok(value) = axum::http::HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
     response
+}
+
+/// A request id unique in this process and unlikely to meet another's: the process's start
+/// second and id, and a counter.
+fn new_request_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("{started:x}{:x}", std::process::id())
+    });
+    format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// `GET /healthz`: 200 while this node can serve; in tier 1 that needs the database, so a

@@ -22,6 +22,7 @@ mod mcp_python;
 mod mcp_tasks;
 mod no_server;
 mod notebooks;
+mod operators;
 mod outbound;
 mod peers;
 mod query;

@@ -57,6 +57,8 @@ impl Home {
             .env("MESS_HOME", self.path())
             .env_remove("MESS_AGENT_ID")
             .env_remove("MESS_DATABASE_URL")
+            .env_remove("MESS_LOG_FORMAT")
+            .env_remove("RUST_LOG")
             .stdin(Stdio::null());
         if let Some(url) = &self.database {
             c.env("MESS_DATABASE_URL", url);
