@@ -28,6 +28,9 @@ pub(crate) struct Config {
     pub(crate) notify: notify::Settings,
     /// The port `mess serve` listens on without `--addr` (`http.port`, the reference design's name).
     pub(crate) http_port: Option<u16>,
+    /// Whether the exchange's address in links was given (`MESS_PUBLIC_URL` or
+    /// `dispatch.public_url`); otherwise it is where `mess serve` listens.
+    pub(crate) public_url_given: bool,
     /// Whether `mess mcp` also serves the HTTP API and the human page (`http.enabled`, the
     /// reference design's switch for the human client's endpoint); `mess serve` serves them
     /// regardless.
@@ -65,6 +68,23 @@ impl std::fmt::Debug for ExchangeEntry {
     }
 }
 
+/// Where `mess serve` records the address it listens on, for the links other commands print.
+pub(crate) const SERVE_URL_FILE: &str = ".mess/serve-url";
+
+/// The exchange's address when nobody gave one: where this home's `mess serve` listens (as it
+/// last recorded it), else `http.port` on 127.0.0.1, else 127.0.0.1:8420.
+pub(crate) fn listening_url(home: &Path, http_port: Option<u16>) -> String {
+    let recorded = std::fs::read_to_string(home.join(SERVE_URL_FILE))
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|u| {
+            u.len() <= 200
+                && (u.starts_with("http://") || u.starts_with("https://"))
+                && !u.chars().any(|c| c.is_control() || c.is_whitespace())
+        });
+    recorded.unwrap_or_else(|| format!("http://127.0.0.1:{}", http_port.unwrap_or(8420)))
+}
+
 /// A configuration problem, reported before any work starts.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {message}", path.display())]
@@ -86,6 +106,9 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let home = home.or_else(|| mcp.and_then(|m| m.home.clone()));
         let mut config = Config::read(home, mcp)?;
+        if !config.public_url_given {
+            config.exchange.dispatch.public_url = listening_url(&config.home, config.http_port);
+        }
         // The exchange reports executors whose channels cannot send, so it learns which.
         config.exchange.dispatch.unconfigured = notify::Channel::NAMES
             .into_iter()
@@ -107,6 +130,7 @@ impl Config {
             exchange: Settings::defaults(),
             notify: notify::Settings::defaults(),
             http_port: None,
+            public_url_given: false,
             http_enabled: false,
             http_cors_origins: Vec::new(),
             exchanges: Vec::new(),
@@ -127,6 +151,7 @@ impl Config {
             .filter(|s| !s.trim().is_empty());
         if let Some(url) = &public_url {
             config.exchange.dispatch.public_url = url.trim_end_matches('/').to_owned();
+            config.public_url_given = true;
         }
         let path = home.join("config.yaml");
         let text = match std::fs::read_to_string(&path) {
@@ -450,10 +475,11 @@ fn read_dispatch(v: &Value, config: &mut Config) -> Result<(), String> {
                     .map_err(|_| format!("dispatch.{key}: must be positive"))
             })
     };
-    let ex = &mut config.exchange.dispatch;
     if let Some(url) = text(d, "public_url") {
-        ex.public_url = url.trim_end_matches('/').to_owned();
+        config.exchange.dispatch.public_url = url.trim_end_matches('/').to_owned();
+        config.public_url_given = true;
     }
+    let ex = &mut config.exchange.dispatch;
     if let Some(raw) = text(d, "link_ttl") {
         ex.link_ttl_seconds = duration("link_ttl", &raw)?.as_secs() as i64;
     }
@@ -641,7 +667,8 @@ executors:
     # timezone: America/Los_Angeles
     access: [home, san_anselmo]       # places it can reach: a request's constraints.location
     notify:                           #   `home/kitchen` goes to executors with `home` here
-      slack: U04XXXXXX
+      mail: teague-phone              # a task in .mail/teague-phone/ (`mess mail list --as teague-phone`)
+      # slack: U04XXXXXX              # with dispatch.slack.bot_token (SLACK_BOT_TOKEN) set below
   roomba-kitchen:
     name: Kitchen Roomba
     # Metadata a request's `requires` can ask for: `vacuum-floor: {areas: [kitchen]}`.
@@ -651,8 +678,8 @@ executors:
     availability: always
     access: [home/kitchen, home/living_room]
     environment: [indoor]             # a request's constraints.environment must be listed here
-    notify:
-      webhook: http://localhost:8080/roomba/mess
+    # notify:                         # uncomment once the robot's endpoint listens
+    #   webhook: http://localhost:8080/roomba/mess
 
 # Routing rules, tried in order; `default` applies when no `match` names an eligible executor.
 # Without rules, every eligible executor is offered the work. Rules sent in a `config` message
@@ -688,7 +715,9 @@ limits:
 # slack, telegram, sms, ntfy, email). Tokens come from the environment through ${NAME}; never
 # write them here. Every base_url can point elsewhere (a proxy, a local test server).
 dispatch:
-  public_url: http://127.0.0.1:8420   # how executors' browsers reach this exchange (MESS_PUBLIC_URL wins)
+  # How executors' browsers reach this exchange, for links (MESS_PUBLIC_URL wins over it); without
+  # either, links point where `mess serve` listens (its --addr, else http.port on 127.0.0.1).
+  # public_url: https://mess.example.org
   link_ttl: 24h                       # how long the link in a notification works
   escalate_after: 15m                 # unclaimed that long: offer it to the default rule's executors too
   retry: { attempts: 8, first: 2s, max: 10m }

@@ -19,7 +19,8 @@ pub(crate) struct LinkArgs {
     #[arg(long, value_delimiter = ',', value_name = "ACTIONS")]
     actions: Vec<String>,
     /// The exchange's address as the executor's browser reaches it [default: MESS_PUBLIC_URL,
-    /// else dispatch.public_url of config.yaml, as the links in notifications use]
+    /// else dispatch.public_url of config.yaml, else where this home's mess serve listens, else
+    /// http.port on 127.0.0.1, as the links in notifications use]
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
 }

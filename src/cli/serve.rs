@@ -62,7 +62,29 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
     for problem in cx.exchange.config_problems() {
         output::warn(&problem);
     }
-    let exchange = Arc::new(cx.exchange.clone().with_background_routing());
+    let addr = args
+        .addr
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], cx.config.http_port.unwrap_or(8420))));
+    // Bound before the exchange is made: without an address given for links, they point where
+    // this server listens.
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| {
+            CliError::with_hint(
+                format!("cannot listen on {addr}: {e}"),
+                "pick another port with --addr 127.0.0.1:PORT",
+            )
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| CliError::new(format!("cannot read the bound address: {e}")))?;
+    let mut exchange = cx.exchange.clone().with_background_routing();
+    if !cx.config.public_url_given {
+        let url = url_of(local);
+        record_url(home, &url);
+        exchange = exchange.with_public_url(url);
+    }
+    let exchange = Arc::new(exchange);
     // Changes written by other processes (the CLI, tools) reach /events and waits too.
     let _watch = match cx.exchange.changes().watch_home() {
         Ok(w) => Some(w),
@@ -73,19 +95,9 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             None
         }
     };
-    let addr = args
-        .addr
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], cx.config.http_port.unwrap_or(8420))));
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-            CliError::with_hint(
-                format!("cannot listen on {addr}: {e}"),
-                "pick another port with --addr 127.0.0.1:PORT",
-            )
-        })?;
-        let local = listener
-            .local_addr()
-            .map_err(|e| CliError::new(format!("cannot read the bound address: {e}")))?;
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| CliError::new(format!("cannot listen on {local}: {e}")))?;
         if !local.ip().is_loopback() {
             output::warn(&format!(
                 "listening on {local}, reachable from other machines: keep API keys secret"
@@ -122,6 +134,41 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         let _ = background.await;
         Ok(())
     })
+}
+
+/// The address links use for a server listening on `local`: an unspecified address (0.0.0.0)
+/// is reached from this machine on loopback, and anyone else needs `dispatch.public_url`.
+fn url_of(local: SocketAddr) -> String {
+    let mut reached = local;
+    if local.ip().is_unspecified() {
+        reached.set_ip(if local.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+        output::warn(&format!(
+            "links point at http://{reached}; set dispatch.public_url (or MESS_PUBLIC_URL) to the address phones reach"
+        ));
+    }
+    format!("http://{reached}")
+}
+
+/// Records `url` in the home for the links other commands print (`mess link`); a home that
+/// cannot take it only makes them fall back to `http.port`.
+fn record_url(home: &std::path::Path, url: &str) {
+    let path = home.join(crate::cli::config::SERVE_URL_FILE);
+    let tmp = path.with_extension("tmp");
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&tmp, format!("{url}\n")))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        output::warn(&format!(
+            "cannot record the server's address in {}: {e}",
+            path.display()
+        ));
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM: the server finishes the requests in flight and stops.

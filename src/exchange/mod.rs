@@ -336,6 +336,13 @@ impl Exchange {
         self
     }
 
+    /// This exchange with `url` as its address in links (a server that learnt where it
+    /// listens).
+    pub fn with_public_url(mut self, url: String) -> Exchange {
+        self.settings.dispatch.public_url = url;
+        self
+    }
+
     /// What a remote caller may read of `e`: the message with the home written as `<home>`
     /// (a query names the file it could not parse, but no server path leaves), or, for an
     /// internal failure, a generic line after logging the real one.

@@ -611,9 +611,14 @@ fn the_plans_config_names_are_read_and_misspelt_keys_are_reported() {
             &rules,
         )
     };
-    // The token names the exchange: `iss` where executors reach it, `aud` this home's id.
+    // The token names the exchange: `iss` where executors reach it (with no address given,
+    // where `mess serve` listens: here `http.port`), `aud` this home's id.
     let claims = with(secret).unwrap().claims;
-    assert_eq!(claims["iss"], "http://127.0.0.1:8420", "{claims}");
+    assert_eq!(
+        claims["iss"],
+        format!("http://127.0.0.1:{port}"),
+        "{claims}"
+    );
     let id = std::fs::read_to_string(home.path().join(".mess/exchange-id")).unwrap();
     assert_eq!(
         claims["aud"],

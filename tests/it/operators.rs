@@ -212,3 +212,54 @@ fn the_server_logs_json_with_the_request_id_principal_and_ref_and_honours_rust_l
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn the_example_config_is_quiet_and_links_point_where_the_server_listens() {
+    let home = Home::with_config("");
+    std::fs::remove_file(home.path().join("config.yaml")).ok();
+    home.ok(&["init"]);
+    // No warning on a fresh home: no channel waits for a token, no robot for an endpoint.
+    let out = home.run(&["status"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "status warns");
+    let r = home.ok(&["request", "check the fridge", "--requires", "take-photo"]);
+    let r = r.trim();
+    let fsck = home.run(&["fsck"]);
+    assert!(fsck.status.success());
+    assert!(String::from_utf8_lossy(&fsck.stdout).contains("0 problem(s)"));
+    // Before any server ran: 127.0.0.1:8420 (http.port's default).
+    let link = home.ok(&["link", r, "--executor", "teague-phone"]);
+    assert!(
+        link.starts_with("http://127.0.0.1:8420/respond?ref="),
+        "{link}"
+    );
+    // With a server on another port, the link goes there, as its notices' links do.
+    let port = free_port();
+    let mut server = home
+        .command(&["serve", "--addr", &format!("127.0.0.1:{port}")])
+        .env("MESS_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let link = home.ok(&["link", r, "--executor", "teague-phone"]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        link.starts_with(&format!("http://127.0.0.1:{port}/respond?ref=")),
+        "{link}"
+    );
+    // An address given wins over where the server listens.
+    let given = home
+        .command(&["link", r, "--executor", "teague-phone"])
+        .env("MESS_PUBLIC_URL", "https://mess.example.org")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&given.stdout).starts_with("https://mess.example.org/respond?")
+    );
+}
