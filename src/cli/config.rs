@@ -107,7 +107,11 @@ impl Config {
         let home = home.or_else(|| mcp.and_then(|m| m.home.clone()));
         let mut config = Config::read(home, mcp)?;
         if !config.public_url_given {
+            // Links point where the server listens; they name (and are checked against) the
+            // address without a server's, which does not move when the server does.
+            let issuer = format!("http://127.0.0.1:{}", config.http_port.unwrap_or(8420));
             config.exchange.dispatch.public_url = listening_url(&config.home, config.http_port);
+            config.exchange.dispatch.link_issuer = Some(issuer);
         }
         // The exchange reports executors whose channels cannot send, so it learns which.
         config.exchange.dispatch.unconfigured = notify::Channel::NAMES

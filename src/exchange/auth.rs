@@ -242,7 +242,7 @@ impl Auth<'_> {
             exp: now.saturating_add(ttl_seconds),
             iat: now,
             via: via.map(str::to_owned),
-            iss: Some(self.ex.settings().dispatch.public_url.clone()),
+            iss: Some(self.ex.settings().dispatch.issuer().to_owned()),
             aud: self.ex.store().exchange_id()?,
         };
         links::mint(&self.link_secret()?, &grant).map_err(link_error)
@@ -252,7 +252,7 @@ impl Auth<'_> {
     /// exchange id (`aud`).
     fn link_issuer<'a>(&'a self, audience: &'a str) -> links::Expected<'a> {
         links::Expected {
-            issuer: &self.ex.settings().dispatch.public_url,
+            issuer: self.ex.settings().dispatch.issuer(),
             audience,
         }
     }

@@ -111,6 +111,10 @@ pub use crate::notify::Secret;
 pub struct NoticePolicy {
     /// The exchange's address as executors' browsers reach it, for links (`MESS_PUBLIC_URL`).
     pub public_url: String,
+    /// The issuer its links name and it accepts, when not `public_url`: with no address given,
+    /// links point where the server listens, which may change between runs, while the links
+    /// already handed out must keep working.
+    pub link_issuer: Option<String>,
     /// How long a link in a notification works.
     pub link_ttl_seconds: i64,
     /// Attempts before a delivery is given up (and recorded in the thread).
@@ -142,11 +146,17 @@ pub struct NoticePolicy {
 }
 
 impl NoticePolicy {
+    /// The issuer of this exchange's links ([`NoticePolicy::link_issuer`], else `public_url`).
+    pub fn issuer(&self) -> &str {
+        self.link_issuer.as_deref().unwrap_or(&self.public_url)
+    }
+
     /// The documented defaults: links to `http://127.0.0.1:8420` valid 24 h, 8 attempts from
     /// 2 s up to 10 min apart, escalation after 15 min.
     pub fn defaults() -> NoticePolicy {
         NoticePolicy {
             public_url: "http://127.0.0.1:8420".to_owned(),
+            link_issuer: None,
             link_ttl_seconds: 24 * 3600,
             attempts: 8,
             first_retry: std::time::Duration::from_secs(2),

@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::support::server::Server;
 use crate::support::{CONFIG, Home, free_port};
 
 #[test]
@@ -235,20 +236,9 @@ fn the_example_config_is_quiet_and_links_point_where_the_server_listens() {
     );
     // With a server on another port, the link goes there, as its notices' links do.
     let port = free_port();
-    let mut server = home
-        .command(&["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .env("MESS_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let server = Server::start_on(&home, &format!("127.0.0.1:{port}"), &[]);
     let link = home.ok(&["link", r, "--executor", "teague-phone"]);
-    let _ = server.kill();
-    let _ = server.wait();
+    server.stop();
     assert!(
         link.starts_with(&format!("http://127.0.0.1:{port}/respond?ref=")),
         "{link}"
