@@ -49,12 +49,14 @@ pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
         ttl.length.num_seconds(),
     )?;
     // The human client's page; the same token works on /thread/{ref}?token= for programs.
-    output::line(&format!(
-        "{}/respond?ref={thread}&token={token}",
-        args.base_url
-            .as_deref()
-            .unwrap_or(&cx.config.exchange.dispatch.public_url)
-            .trim_end_matches('/')
+    let base = args
+        .base_url
+        .as_deref()
+        .unwrap_or(&cx.config.exchange.dispatch.public_url);
+    output::line(&crate::protocol::link::page_url(
+        base,
+        thread.as_str(),
+        &token,
     ));
     Ok(())
 }

@@ -231,16 +231,18 @@ impl Outbox<'_> {
                     Ok(code) => Some(format!("{}/r/{code}", d.public_url)),
                     Err(e) => {
                         tracing::warn!(error = %e, "no short link; the notice carries the long one");
-                        Some(format!(
-                            "{}/respond?ref={thread}&token={token}",
-                            d.public_url
+                        Some(crate::protocol::link::page_url(
+                            &d.public_url,
+                            thread.as_str(),
+                            &token,
                         ))
                     }
                 }
             }
-            Ok(token) => Some(format!(
-                "{}/respond?ref={thread}&token={token}",
-                d.public_url
+            Ok(token) => Some(crate::protocol::link::page_url(
+                &d.public_url,
+                thread.as_str(),
+                &token,
             )),
             Err(e) => {
                 tracing::warn!(error = %e, "no link in the notice");

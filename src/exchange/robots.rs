@@ -161,7 +161,7 @@ fn robot_arguments(
             Some(CHANNEL),
         )
         .ok()
-        .map(|token| format!("{}/respond?ref={thread}&token={token}", d.public_url));
+        .map(|token| crate::protocol::link::page_url(&d.public_url, thread.as_str(), &token));
     let mut args = serde_json::Map::new();
     args.insert("intent".into(), env.intent.clone().into());
     args.insert("ref".into(), thread.as_str().into());

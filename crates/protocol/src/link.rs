@@ -170,3 +170,12 @@ impl Grant {
         Ok(())
     }
 }
+
+/// The human page's address for a link: `BASE/respond?ref=THREAD&token=TOKEN`, the one form
+/// every notice, `mess link` and `POST /links` hand out (a trailing `/` of `base` dropped).
+pub fn page_url(base: &str, thread: &str, token: &str) -> String {
+    format!(
+        "{}/respond?ref={thread}&token={token}",
+        base.trim_end_matches('/')
+    )
+}

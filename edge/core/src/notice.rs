@@ -391,10 +391,10 @@ pub fn prepare(
             aud: home.exchange_id()?,
         };
         let token = crate::link::mint(secret.as_bytes(), &grant).ok()?;
-        Some(format!(
-            "{}/respond?ref={}&token={token}",
-            delivery.issuer.trim_end_matches('/'),
-            delivery.thread
+        Some(mess_protocol::link::page_url(
+            &delivery.issuer,
+            &delivery.thread,
+            &token,
         ))
     });
     let notice = Notice {

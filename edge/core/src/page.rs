@@ -130,10 +130,7 @@ pub fn mint(home: &mut Home<'_>, input: &Input, now: Timestamp) -> Result<Answer
         aud: home.exchange_id_or_new(&input.entropy),
     };
     let token = link::mint(secret(input), &grant)?;
-    let url = format!(
-        "{}/respond?ref={thread}&token={token}",
-        input.issuer.trim_end_matches('/')
-    );
+    let url = mess_protocol::link::page_url(&input.issuer, thread.as_str(), &token);
     let expires = chrono::DateTime::from_timestamp(exp, 0)
         .map(|t| time::format_timestamp(&t.fixed_offset()))
         .unwrap_or_default();
