@@ -22,3 +22,15 @@ pub mod notify;
 pub use mess_protocol as protocol;
 mod remote;
 pub mod store;
+pub mod telemetry;
+
+/// What `mess --version` and `/healthz` say of this build: the crate version, the commit it was
+/// built from and the day (build.rs).
+pub const BUILD: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MESS_COMMIT"),
+    ", built ",
+    env!("MESS_BUILT"),
+    ")"
+);

@@ -1,19 +1,23 @@
 //! `mess archive`: moves old finished and canceled threads to `archive/YYYY-MM/`.
 
-use crate::cli::{CliError, Context, Progress, output};
-use crate::protocol::time;
+use crate::cli::{CliError, Context, Progress, output, when};
 
 /// Arguments of `mess archive`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ArchiveArgs {
-    /// Archive threads last updated longer ago than this (e.g. 30d, 12h, P30D)
+    /// Archive threads last updated longer ago than this: a duration (30d, 12h, P30D) or a time
+    /// (2026-11-01, `3 weeks ago`)
     #[arg(long, default_value = "30d", value_name = "DURATION")]
     older_than: String,
 }
 
 pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
-    let age = time::parse_any_duration(&args.older_than)
-        .map_err(|e| CliError::usage(format!("--older-than: {e}"), "e.g. --older-than 30d"))?;
+    let age = when::span(
+        "--older-than",
+        &args.older_than,
+        chrono::Utc::now(),
+        when::Toward::Past,
+    )?;
     let mut progress = Progress::new("archiving");
     let report = cx
         .exchange

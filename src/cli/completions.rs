@@ -37,7 +37,7 @@ pub(crate) struct ManArgs {
 fn visible() -> clap::Command {
     let full = Args::command();
     // clap cannot remove a subcommand: the command is built again from the visible ones.
-    let mut command = clap::Command::new("mess").version(env!("CARGO_PKG_VERSION"));
+    let mut command = clap::Command::new("mess").version(crate::BUILD);
     if let Some(about) = full.get_about() {
         command = command.about(about.clone());
     }

@@ -40,6 +40,9 @@ pub(crate) struct Config {
     pub(crate) http_cors_origins: Vec<String>,
     /// Other exchanges by name (`exchanges:`), for `--exchange NAME`.
     pub(crate) exchanges: Vec<(String, ExchangeEntry)>,
+    /// A second address where `mess serve` answers `GET /metrics` to anyone who reaches it
+    /// (`metrics.listen`), for a Prometheus that holds no key.
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// One entry of `exchanges:`: another home on this machine, or a `mess serve` elsewhere.
@@ -138,6 +141,7 @@ impl Config {
             http_enabled: false,
             http_cors_origins: Vec::new(),
             exchanges: Vec::new(),
+            metrics_listen: None,
         };
         // Values the exchange reads from config.yaml later (an executor's webhook key) are
         // expanded with the same environment.
@@ -315,6 +319,21 @@ fn read_http(map: &crate::protocol::value::Map, config: &mut Config) -> Result<(
             }
         }
         Some(_) => return Err("http.cors_origins must be a list of origins".to_owned()),
+    }
+    match map.get("metrics") {
+        None | Some(Value::Null) => {}
+        Some(Value::Map(m)) => match m.get("listen") {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                let text = v.scalar_text().unwrap_or_default();
+                config.metrics_listen = Some(text.trim().parse().map_err(|_| {
+                    format!(
+                        "metrics.listen: {text:?} is not an address to listen on (e.g. 127.0.0.1:9464)"
+                    )
+                })?);
+            }
+        },
+        Some(other) => return Err(format!("metrics must be a mapping, found {}", other.kind())),
     }
     if let Some(port) = http.and_then(|h| h.get("port")) {
         match port {

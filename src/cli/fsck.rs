@@ -13,8 +13,11 @@ pub(crate) struct FsckArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
-    for problem in cx.exchange.config_problems() {
-        output::warn(&format!("config: {problem}"));
+    // The configuration is part of the home: its problems count (`mess config check` lists
+    // the same), and --repair cannot fix them.
+    let config_problems = cx.exchange.config_problems();
+    for problem in &config_problems {
+        output::line(&format!("problem: config: {problem}"));
     }
     let mut progress = Progress::new("checking");
     let report = cx
@@ -51,15 +54,15 @@ pub(crate) fn run(cx: &Context, args: FsckArgs) -> Result<(), CliError> {
         "checked {} file(s) of {} thread(s): {} problem(s), {} repaired",
         report.files,
         report.threads,
-        report.findings.len() + jobs.unreadable.len(),
+        report.findings.len() + jobs.unreadable.len() + config_problems.len(),
         report.findings.len() - report.unrepaired()
     ));
-    let remaining = report.unrepaired() + jobs.unreadable.len();
+    let remaining = report.unrepaired() + jobs.unreadable.len() + config_problems.len();
     if remaining > 0 {
         return Err(CliError::with_hint(
             format!("{remaining} problem(s) remain"),
-            if args.repair {
-                "problems that remain need a person; see the lines above"
+            if args.repair || remaining == config_problems.len() {
+                "problems that remain need a person; see the lines above (config problems name their fix)"
             } else {
                 "run `mess fsck --repair` to fix them"
             },

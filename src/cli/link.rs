@@ -1,8 +1,7 @@
 //! `mess link`: prints a presigned link to the human client for one executor on one thread.
 
-use crate::cli::{CliError, Context, output};
+use crate::cli::{CliError, Context, output, when};
 use crate::links::Action;
-use crate::protocol::time;
 
 /// Arguments of `mess link`.
 #[derive(Debug, clap::Args)]
@@ -12,7 +11,7 @@ pub(crate) struct LinkArgs {
     /// The executor the link acts as
     #[arg(long, value_name = "ID")]
     executor: String,
-    /// How long the link works (e.g. 24h, 30m, 7d, P1D)
+    /// How long the link works: a duration (24h, 30m, 7d, P1D) or the time it ends (`friday 18:00`)
     #[arg(long, default_value = "24h", value_name = "DURATION")]
     ttl: String,
     /// What the link allows, comma-separated (default: all of read, claim, update, respond, decline)
@@ -26,8 +25,7 @@ pub(crate) struct LinkArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
-    let ttl = time::parse_any_duration(&args.ttl)
-        .map_err(|e| CliError::usage(format!("--ttl: {e}"), "e.g. --ttl 24h"))?;
+    let ttl = when::span("--ttl", &args.ttl, chrono::Utc::now(), when::Toward::Future)?;
     let actions = args
         .actions
         .iter()
@@ -42,6 +40,9 @@ pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     let sender = cx.identity().unwrap_or_else(|_| args.executor.clone());
     let thread = cx.exchange.resolve(&args.re, &sender)?;
+    cx.exchange
+        .access()
+        .check_link_holder(&thread, &args.executor)?;
     let token = cx.exchange.auth().mint_link(
         &thread,
         &args.executor,

@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use crate::cli::{CliError, Context, one_of, output};
+use crate::cli::{CliError, Context, one_of, output, when};
 use crate::mail::{ARCHIVE_KEEP_DAYS, Folder, Found, Letter, TYPES};
 use crate::protocol::time;
 
@@ -43,7 +43,8 @@ enum MailCommand {
         /// Groups messages into a conversation
         #[arg(long)]
         thread: Option<String>,
-        /// When it may be deleted: an RFC 3339 time or a duration from now (7d, 2h, PT30M)
+        /// When it may be deleted: a time (RFC 3339, `friday 18:00`) or a duration from now
+        /// (7d, 2h, PT30M)
         #[arg(long)]
         expires: Option<String>,
     },
@@ -152,6 +153,13 @@ pub(crate) fn run(cx: &Context, args: MailArgs) -> Result<(), CliError> {
                     format!("the format's types are {}", TYPES.join(", ")),
                 ));
             }
+            // Phrases (`friday 18:00`) are read here; the mail module takes what MCP also
+            // sends: RFC 3339 or a duration.
+            let expires = expires
+                .map(|e| {
+                    when::duration_or_time_text("--expires", &e, now.with_timezone(&chrono::Utc))
+                })
+                .transpose()?;
             let expires = crate::mail::parse_expires(expires.as_deref().unwrap_or(""), now)
                 .map_err(crate::exchange::error::Error::from)?;
             let letter = Letter {

@@ -7,6 +7,8 @@ mod claim;
 mod complete;
 mod completions;
 mod config;
+mod config_check;
+mod dashboard;
 mod db;
 mod demo;
 mod doctor;
@@ -32,6 +34,7 @@ mod status;
 mod token;
 mod update;
 mod webhook_secret;
+mod when;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -54,7 +57,7 @@ const GLOBAL: &str = "Global options";
 #[derive(Debug, Parser)]
 #[command(
     name = "mess",
-    version,
+    version = crate::BUILD,
     about,
     propagate_version = true,
     after_help = "Examples:
@@ -169,6 +172,10 @@ enum Command {
     Token(token::TokenArgs),
     /// Print a presigned link to the human client for one executor on one thread
     Link(link::LinkArgs),
+    /// Print a login link to the operator dashboard (10 minutes, one use); --open opens it
+    Dashboard(dashboard::DashboardArgs),
+    /// Check config.yaml and the registry files (exit 1 on unknown keys or unusable values)
+    Config(config_check::ConfigArgs),
     /// Agent mail: send, list, read, mark read and archive messages in .mail/ mailboxes
     Mail(mail::MailArgs),
     /// Print the key that signs webhooks when dispatch.webhook.secret is unset (generated into
@@ -517,6 +524,8 @@ fn dispatch(cx: &Context, command: Command) -> Result<(), CliError> {
         Command::Export(a) => export::run(cx, a),
         Command::Token(a) => token::run(cx, a),
         Command::Link(a) => link::run(cx, a),
+        Command::Dashboard(a) => dashboard::run(cx, a),
+        Command::Config(a) => config_check::run(cx, a),
         Command::Mail(a) => mail::run(cx, a),
         Command::WebhookSecret(a) => webhook_secret::run(cx, a),
         Command::Doctor(a) => doctor::run(cx, a),
@@ -627,6 +636,8 @@ fn command_name(command: &Command) -> &'static str {
         Command::Export(_) => "export",
         Command::Token(_) => "token",
         Command::Link(_) => "link",
+        Command::Dashboard(_) => "dashboard",
+        Command::Config(_) => "config",
         Command::Mail(_) => "mail",
         Command::WebhookSecret(_) => "webhook-secret",
         Command::Doctor(_) => "doctor",

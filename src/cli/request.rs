@@ -1,6 +1,6 @@
 //! `mess request`: builds a request from flags, submits it, and prints the ref.
 
-use crate::cli::{CliError, Context, one_of, output};
+use crate::cli::{CliError, Context, one_of, output, when};
 use crate::protocol::ids::ThreadRef;
 use crate::protocol::message::{Message, Payload};
 use crate::protocol::request::Priority;
@@ -21,7 +21,8 @@ pub(crate) struct RequestArgs {
     /// How urgent it is
     #[arg(long, value_parser = one_of(Priority::ALL.iter().map(|p| p.as_str())))]
     priority: Option<String>,
-    /// When the request goes stale (RFC 3339 with offset, e.g. 2026-02-08T23:00:00-08:00)
+    /// When the request goes stale: a time (RFC 3339, `tomorrow 9:00`) or a duration from now
+    /// (`2h`)
     #[arg(long, value_name = "TIME")]
     needed_by: Option<String>,
     /// Require the executor to ask for confirmation before acting
@@ -61,6 +62,7 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
         req.insert("priority", Value::str(p));
     }
     if let Some(t) = args.needed_by {
+        let t = when::instant_text("--needed-by", &t, chrono::Utc::now())?;
         req.insert("needed_by", Value::str(t));
     }
     if args.confirm_before {

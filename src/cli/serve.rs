@@ -111,6 +111,19 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
         // does them for this home; then this server takes over when that process exits.
         let background =
             background::run((*exchange).clone(), notifier, stop.clone(), route_retry());
+        if let Some(addr) = cx.config.metrics_listen {
+            let metrics = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                CliError::new(format!("cannot listen on {addr} (metrics.listen): {e}"))
+            })?;
+            if !addr.ip().is_loopback() {
+                output::warn(&format!(
+                    "metrics.listen {addr} answers /metrics to anyone who reaches it"
+                ));
+            }
+            let app = crate::http::metrics_app(exchange.clone());
+            let (stop, limits) = (stop.clone(), crate::http::serve::Limits::defaults());
+            tokio::spawn(crate::http::serve::serve(metrics, app, limits, stop));
+        }
         let app = crate::http::app(exchange, stop.clone(), &cx.config.http_cors_origins);
         let signalled = stop.clone();
         tokio::spawn(async move {

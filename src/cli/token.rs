@@ -1,4 +1,5 @@
-//! `mess token`: makes an API key for an agent or an executor (printed once, stored hashed).
+//! `mess token`: makes an API key for an agent, an executor or an operator (printed once,
+//! stored hashed).
 
 use crate::cli::{CliError, Context, output};
 use crate::exchange::auth::Role;
@@ -26,12 +27,23 @@ enum TokenKind {
         /// The executor id the key acts as
         id: String,
     },
+    /// A key for an operator: it reads GET /metrics and the dashboard's API, and nothing else
+    Operator {
+        /// A name for whoever holds it (it appears in the server's log)
+        id: String,
+    },
 }
 
 pub(crate) fn run(cx: &Context, args: TokenArgs) -> Result<(), CliError> {
     let (role, id, callback) = match args.kind {
         TokenKind::Agent { id, callback } => (Role::Agent, id, callback),
         TokenKind::Executor { id } => (Role::Executor, id, None),
+        TokenKind::Operator { id } => {
+            let key = cx.exchange.auth().issue_operator_key(&id)?;
+            output::line(&key);
+            output::warn("the key is shown only this once; the exchange keeps only its hash");
+            return Ok(());
+        }
     };
     if role == Role::Executor && cx.exchange.directory().executor(&id).is_none() {
         output::warn(&format!(

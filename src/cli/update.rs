@@ -1,6 +1,6 @@
 //! `mess update`: an executor reports a status with the code's fields.
 
-use crate::cli::{CliError, Context, message_of, one_of, output};
+use crate::cli::{CliError, Context, message_of, one_of, output, when};
 use crate::protocol::status::{Status, WaitingKind};
 use crate::protocol::time;
 use crate::protocol::value::{Map, Value};
@@ -22,11 +22,12 @@ pub(crate) struct UpdateArgs {
     /// Percent done, 0 to 100 (in_progress)
     #[arg(long, value_name = "PCT")]
     progress: Option<f64>,
-    /// Expected time to complete, ISO 8601 (claimed, in_progress)
-    #[arg(long)]
+    /// Expected time to complete: a duration (30m, PT2H) or the time it will take until
+    /// (claimed, in_progress)
+    #[arg(long, value_name = "DURATION")]
     estimate: Option<String>,
-    /// When it will be done (a duration like 45m, or a time)
-    #[arg(long)]
+    /// When it will be done: a duration from now (45m) or a time (RFC 3339, `today 17:00`)
+    #[arg(long, value_name = "TIME")]
     eta: Option<String>,
     /// A question, `field: question` with optional `[option|option]` (needs_input; repeatable)
     #[arg(long = "question", value_name = "Q")]
@@ -49,8 +50,9 @@ pub(crate) struct UpdateArgs {
     /// The resource waited for (waiting)
     #[arg(long)]
     resource: Option<String>,
-    /// When work can resume, RFC 3339 (waiting on schedule)
-    #[arg(long)]
+    /// When work can resume: a time (RFC 3339, `tomorrow 8:00`) or a duration from now
+    /// (waiting on schedule)
+    #[arg(long, value_name = "TIME")]
     available_at: Option<String>,
     /// A note (waiting)
     #[arg(long)]
@@ -79,8 +81,8 @@ pub(crate) struct UpdateArgs {
     /// Attempts allowed (retrying)
     #[arg(long)]
     max_attempts: Option<i64>,
-    /// When the next attempt happens (retrying)
-    #[arg(long)]
+    /// When the next attempt happens: a time or a duration from now (retrying)
+    #[arg(long, value_name = "TIME")]
     next_attempt: Option<String>,
 }
 
@@ -169,8 +171,17 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
     s.insert_opt("message", text(a.message));
     s.insert_opt("reason", text(a.reason));
     s.insert_opt("progress_pct", a.progress.map(Value::Float));
-    s.insert_opt("estimate", text(a.estimate));
-    s.insert_opt("eta", text(a.eta));
+    let now = chrono::Utc::now();
+    let estimate = a
+        .estimate
+        .map(|e| when::span("--estimate", &e, now, when::Toward::Future))
+        .transpose()?;
+    s.insert_opt("estimate", estimate.map(|d| Value::str(when::iso(&d))));
+    let eta = a
+        .eta
+        .map(|e| when::duration_or_time_text("--eta", &e, now))
+        .transpose()?;
+    s.insert_opt("eta", text(eta));
     if !a.questions.is_empty() {
         let qs = a
             .questions
@@ -187,7 +198,11 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
         w.insert("type", Value::str(kind));
         w.insert_opt("condition", text(a.condition));
         w.insert_opt("resource", text(a.resource));
-        w.insert_opt("available_at", text(a.available_at));
+        let at = a
+            .available_at
+            .map(|t| when::instant_text("--available-at", &t, now))
+            .transpose()?;
+        w.insert_opt("available_at", text(at));
         w.insert_opt("note", text(a.note));
         s.insert("waiting_for", Value::Map(w));
     }
@@ -202,7 +217,11 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
     s.insert_opt("superseded_by", text(a.superseded_by));
     s.insert_opt("attempt", a.attempt.map(Value::Int));
     s.insert_opt("max_attempts", a.max_attempts.map(Value::Int));
-    s.insert_opt("next_attempt", text(a.next_attempt));
+    let next = a
+        .next_attempt
+        .map(|t| when::instant_text("--next-attempt", &t, now))
+        .transpose()?;
+    s.insert_opt("next_attempt", text(next));
     if a.status == "expired" && !s.contains_key("expired_at") {
         s.insert(
             "expired_at",

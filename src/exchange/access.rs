@@ -159,6 +159,56 @@ impl Access<'_> {
         Ok((file, grant))
     }
 
+    /// Whether a presigned link for `executor` on `thread` would work, for the operator about to
+    /// make one (`mess link`): the executor must be registered (a misspelt id gets the nearest
+    /// registered one as a suggestion) and one who may see the thread: its taker, or, while
+    /// nobody holds it, one holding what it requires. Otherwise its "Take this" would answer
+    /// like a thread that does not exist.
+    pub fn check_link_holder(&self, thread: &ThreadRef, executor: &str) -> Result<(), Error> {
+        let directory = self.ex.directory();
+        if directory.executor(executor).is_none() {
+            let nearest = directory
+                .executors
+                .iter()
+                .map(|e| (strsim::jaro_winkler(executor, &e.id), e.id.as_str()))
+                .filter(|(score, _)| *score > 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, id)| format!("; did you mean {id}?"))
+                .unwrap_or_default();
+            return Err(Error::NotFound {
+                message: format!("no executor named {executor:?} is registered{nearest}"),
+            });
+        }
+        let (env, _) = self.ex.store().envelope(thread)?;
+        if may_see(executor, &env, &*directory) {
+            return Ok(());
+        }
+        let message = match env.executor.as_deref() {
+            Some(taker) if taker != executor => {
+                format!("{thread} is held by {taker}: a link for {executor} would not open it")
+            }
+            _ if env.status != crate::protocol::status::Status::Pending => format!(
+                "{thread} is {} and {executor} never held it: a link would not open it",
+                env.status.as_str()
+            ),
+            _ => {
+                let lacks = directory.missing(
+                    directory.executor(executor).expect("checked above"),
+                    &env.requires,
+                );
+                format!(
+                    "{executor} cannot take {thread}: it lacks {}",
+                    if lacks.is_empty() {
+                        "what the request requires".to_owned()
+                    } else {
+                        lacks.join(", ")
+                    }
+                )
+            }
+        };
+        Err(Error::Forbidden { message })
+    }
+
     /// Whether the holder of a link for `executor` may still follow `env`'s thread (its event
     /// stream ends when this turns false).
     pub fn link_follows(&self, executor: &str, env: &Envelope) -> bool {

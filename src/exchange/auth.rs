@@ -17,6 +17,9 @@ use crate::store::keys::{KeyRecord, KeysStamp};
 
 pub use crate::protocol::rules::Role;
 
+/// The role an operator key's record names (`mess token operator ID`).
+pub const OPERATOR_ROLE: &str = "operator";
+
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -95,7 +98,7 @@ const KEY_PREFIX: &str = "mess_";
 /// Random bytes in a key.
 const KEY_BYTES: usize = 32;
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -133,9 +136,19 @@ impl Auth<'_> {
         id: &str,
         callback: Option<&str>,
     ) -> Result<String, Error> {
+        self.issue_record(role.as_str(), id, callback)
+    }
+
+    /// Makes an operator key for `id`: it opens the operator's routes (`/metrics`, the
+    /// dashboard's API) and nothing else; agent and executor routes answer it as an unknown key.
+    pub fn issue_operator_key(&self, id: &str) -> Result<String, Error> {
+        self.issue_record(OPERATOR_ROLE, id, None)
+    }
+
+    fn issue_record(&self, role: &str, id: &str, callback: Option<&str>) -> Result<String, Error> {
         let callback = callback.map(str::trim).filter(|c| !c.is_empty());
         if let Some(url) = callback {
-            if role != Role::Agent {
+            if role != Role::Agent.as_str() {
                 return Err(ProtocolError::invalid(
                     "callback",
                     "only an agent key has a callback (executors hear of work through notify)",
@@ -170,7 +183,7 @@ impl Auth<'_> {
         self.ex.store().add_key_record(KeyRecord {
             hash: key_hash(&key),
             principal: id.to_owned(),
-            role: role.as_str().to_owned(),
+            role: role.to_owned(),
             created: crate::protocol::time::format_timestamp(&self.ex.now()),
             callback: callback.map(str::to_owned),
         })?;
@@ -180,17 +193,35 @@ impl Auth<'_> {
     /// The principal of an API key, or `None` for a key the exchange never issued. Every stored
     /// hash is compared, in constant time, whether or not one matched already.
     pub fn authenticate(&self, key: &str) -> Result<Option<Principal>, Error> {
+        Ok(self.record_of(key)?.and_then(|record| {
+            Role::parse(&record.role).map(|role| Principal {
+                id: record.principal,
+                role,
+                callback: record.callback,
+            })
+        }))
+    }
+
+    /// The operator id of an operator key (see [`Auth::issue_operator_key`]), or `None` for
+    /// any other key.
+    pub fn authenticate_operator(&self, key: &str) -> Result<Option<String>, Error> {
+        Ok(self
+            .record_of(key)?
+            .filter(|r| r.role == OPERATOR_ROLE)
+            .map(|r| r.principal))
+    }
+
+    /// The record of the key `key`. Every stored hash is compared, in constant time, whether
+    /// or not one matched already; in tier 1 a key another node issued since the records were
+    /// last read is looked up afresh.
+    fn record_of(&self, key: &str) -> Result<Option<KeyRecord>, Error> {
         let presented = key_hash(key.trim());
         let find = |records: &[KeyRecord]| {
             let mut found = None;
             for record in records {
                 let same: bool = record.hash.as_bytes().ct_eq(presented.as_bytes()).into();
                 if same && found.is_none() {
-                    found = Role::parse(&record.role).map(|role| Principal {
-                        id: record.principal.clone(),
-                        role,
-                        callback: record.callback.clone(),
-                    });
+                    found = Some(record.clone());
                 }
             }
             found
@@ -319,7 +350,7 @@ impl Auth<'_> {
     }
 
     /// `MESS_SECRET` when set (the settings carry it), else the home's generated secret.
-    fn link_secret(&self) -> Result<Vec<u8>, Error> {
+    pub(super) fn link_secret(&self) -> Result<Vec<u8>, Error> {
         match self.ex.settings().link_secret() {
             Some(s) => Ok(s.as_bytes().to_vec()),
             None => Ok(self.ex.store().link_secret()?),

@@ -18,6 +18,7 @@ const TOP: &[&str] = &[
     "secret",
     "timezone",
     "exchanges",
+    "metrics",
 ];
 
 const LIMITS: &[&str] = &[
@@ -45,6 +46,8 @@ const DISPATCH: &[&str] = &[
 ];
 
 const HTTP: &[&str] = &["enabled", "port", "secret", "cors_origins"];
+
+const METRICS: &[&str] = &["listen"];
 
 /// Fields of an executor entry that mess reads.
 const EXECUTOR: &[&str] = &[
@@ -76,7 +79,12 @@ pub(crate) fn problems(config: &Value) -> Vec<String> {
         return out;
     };
     unknown(top, TOP, "", true, &mut out);
-    for (section, known) in [("limits", LIMITS), ("dispatch", DISPATCH), ("http", HTTP)] {
+    for (section, known) in [
+        ("limits", LIMITS),
+        ("dispatch", DISPATCH),
+        ("http", HTTP),
+        ("metrics", METRICS),
+    ] {
         if let Some(m) = top.get(section).and_then(Value::as_map) {
             unknown(m, known, &format!("{section}."), true, &mut out);
         }

@@ -86,6 +86,14 @@ impl Upkeep<'_> {
 
     /// Checks one key record as `mess token` checks what it stores.
     fn check_key_record(&self, record: &crate::store::keys::KeyRecord) -> Result<(), String> {
+        // An operator key opens the operator's routes: one from another home is not trusted
+        // here; the operator makes new ones where they run the exchange.
+        if record.role == crate::exchange::auth::OPERATOR_ROLE {
+            return Err(
+                "operator keys are not imported; make one here with `mess token operator ID`"
+                    .to_owned(),
+            );
+        }
         let role = Role::parse(&record.role)
             .ok_or_else(|| format!("role {:?} is not agent or executor", record.role))?;
         let id = record.principal.as_str();

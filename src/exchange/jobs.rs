@@ -328,6 +328,25 @@ impl Outbox<'_> {
     ) -> Result<Option<Delivery>, Error> {
         let now = self.ex.now();
         let mut d = job.clone();
+        let counted = match &outcome {
+            Outcome::Placed | Outcome::Unknown => None,
+            Outcome::Done(_) => Some("done"),
+            Outcome::Sent { .. } => Some("sent"),
+            Outcome::Failed(e) => {
+                let tries = d.attempts.len() as u32 + 1;
+                let policy = self.retry_policy(&d.job);
+                Some(
+                    if e.retryable() && policy.attempts.is_none_or(|most| tries < most) {
+                        "retry"
+                    } else {
+                        "failed"
+                    },
+                )
+            }
+        };
+        if let Some(outcome) = counted {
+            crate::telemetry::delivery(d.job.kind(), d.job.name(), outcome);
+        }
         match outcome {
             Outcome::Placed | Outcome::Unknown => Ok(None),
             Outcome::Done(why) => {
@@ -434,6 +453,61 @@ impl Outbox<'_> {
             }
         }
         Ok(finished)
+    }
+
+    /// Puts the failed job `id` back on the queue, due now, with its attempts forgotten so its
+    /// kind's retries start over (an operator's retry, once what failed is fixed).
+    pub fn retry(&self, id: &str) -> Result<(), Error> {
+        let mut job = self.on_shelf(id, Shelf::Failed)?;
+        job.due = self.ex.now();
+        job.attempts.clear();
+        job.outcome = None;
+        self.ex.store().shelve(&job, Shelf::Failed, Shelf::Queue)?;
+        tracing::info!(job = %id, "an operator put a failed job back on the queue");
+        Ok(())
+    }
+
+    /// Gives up the queued job `id` (an operator's cancel): it moves to the failed shelf as
+    /// canceled and is not tried again. An attempt already under way may still finish.
+    pub fn cancel(&self, id: &str) -> Result<(), Error> {
+        let mut job = self.on_shelf(id, Shelf::Queue)?;
+        job.outcome = Some(format!(
+            "canceled by the operator {}",
+            time::format_timestamp(&self.ex.now())
+        ));
+        self.ex.store().shelve(&job, Shelf::Queue, Shelf::Failed)?;
+        tracing::info!(job = %id, "an operator canceled a queued job");
+        Ok(())
+    }
+
+    /// The job `id` on `shelf`, or why not (it is elsewhere, or nowhere).
+    fn on_shelf(&self, id: &str, shelf: Shelf) -> Result<Delivery, Error> {
+        // A job's id starts with its thread's ref, which holds no dot: only that thread's
+        // records are read.
+        let thread = id.split('.').next().unwrap_or_default();
+        let only = HashSet::from([thread.to_owned()]);
+        let find = |s: Shelf| {
+            let (found, _) = self.ex.store().deliveries_of(s, Some(&only));
+            found.into_iter().find(|d| d.id == id)
+        };
+        if let Some(job) = find(shelf) {
+            return Ok(job);
+        }
+        let elsewhere = Shelf::ALL
+            .into_iter()
+            .filter(|s| *s != shelf)
+            .find(|s| find(*s).is_some());
+        Err(match elsewhere {
+            Some(s) => crate::protocol::error::ProtocolError::conflict(format!(
+                "job {id} is on the {} shelf, not the {} shelf",
+                s.dir_name(),
+                shelf.dir_name()
+            ))
+            .into(),
+            None => Error::NotFound {
+                message: format!("no job {id}"),
+            },
+        })
     }
 
     /// The outbox by kind of job and shelf, for operators (`mess status --jobs`, `mess fsck`).

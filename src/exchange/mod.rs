@@ -14,6 +14,8 @@ mod backoff;
 mod callbacks;
 pub mod clock;
 mod config_keys;
+pub mod dashboard;
+pub mod dashboard_login;
 pub mod deliver;
 pub mod demo;
 pub mod directory;

@@ -140,6 +140,11 @@ impl Queries {
         lock(&self.running)
     }
 
+    /// Queries running now (for `/metrics`).
+    pub(crate) fn busy(&self) -> usize {
+        self.running().total
+    }
+
     /// Takes a place for one query of `key` (a principal, or `None` for the operator), or
     /// says why there is none: nothing waits, the caller retries.
     pub(crate) fn enter(&self, key: Option<&str>) -> Result<Permit<'_>, Error> {
@@ -469,7 +474,10 @@ impl Sql<'_> {
     ) -> Result<QueryResult, Error> {
         let _place = self.ex.queries.enter(viewer)?;
         let request = self.query_request(sql, limits, viewer, false)?;
-        Ok(self.ex.queries.rows(&request)?)
+        let started = std::time::Instant::now();
+        let rows = self.ex.queries.rows(&request);
+        crate::telemetry::query(rows.is_ok(), started.elapsed());
+        Ok(rows?)
     }
 
     /// [`Sql::query`] with DuckDB's own column types, as an Arrow IPC stream.
@@ -481,7 +489,10 @@ impl Sql<'_> {
     ) -> Result<ArrowAnswer, Error> {
         let _place = self.ex.queries.enter(viewer)?;
         let request = self.query_request(sql, limits, viewer, true)?;
-        Ok(self.ex.queries.arrow(&request)?)
+        let started = std::time::Instant::now();
+        let answer = self.ex.queries.arrow(&request);
+        crate::telemetry::query(answer.is_ok(), started.elapsed());
+        Ok(answer?)
     }
 
     /// What a worker is asked: the statement, its bounds (DuckDB's own memory limit at half

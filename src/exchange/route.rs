@@ -260,6 +260,16 @@ impl Routing<'_> {
     /// Routes the pending threads in `scope` that wait for executors, all in one statement, and
     /// records each decision; threads claimed, canceled or routed meanwhile are left alone.
     pub fn route_waiting(&self, scope: PassScope) -> Result<Pass, Error> {
+        let started = std::time::Instant::now();
+        let pass = self.pass(scope);
+        if let Ok(p) = &pass {
+            crate::telemetry::routing_pass(started.elapsed(), p.routed.len());
+        }
+        pass
+    }
+
+    /// One routing pass (see [`Routing::route_waiting`]).
+    fn pass(&self, scope: PassScope) -> Result<Pass, Error> {
         let now = self.ex.now();
         // A pass over the threads that just changed reads each once (a pass over all pending
         // threads needs only their heads, and holds none).

@@ -35,6 +35,39 @@ use crate::protocol::rules::{Sorted, check_role, sort};
 /// role, each payload against its thread) before anything is written, then configs, requests,
 /// the payloads directed at threads, and queries are carried out in that order.
 pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
+    // What the message held, for the metrics: its payloads' types, and its claims.
+    let kinds: Vec<&'static str> = message
+        .payloads
+        .iter()
+        .map(crate::telemetry::payload_type)
+        .collect();
+    let claims = message
+        .payloads
+        .iter()
+        .filter(|p| matches!(p, crate::protocol::message::Payload::Status(s) if s.code == crate::protocol::status::Status::Claimed))
+        .count();
+    let answer = submit_checked(ex, message, sender);
+    let outcome = match &answer {
+        Ok(_) => "ok",
+        Err(e) => crate::telemetry::error_kind(e.kind()),
+    };
+    for kind in kinds {
+        crate::telemetry::message(kind, outcome);
+    }
+    if claims > 0 {
+        match &answer {
+            Ok(_) => crate::telemetry::claim(true),
+            Err(e) if e.kind() == crate::exchange::error::ErrorKind::Conflict => {
+                crate::telemetry::claim(false);
+            }
+            Err(_) => {}
+        }
+    }
+    answer
+}
+
+/// [`submit`] itself: checks every payload, then writes.
+fn submit_checked(ex: &Exchange, message: Message, sender: &Sender) -> Result<Message, Error> {
     crate::protocol::rules::check_bounds(&message, &sender.id, ex.settings.max_message_bytes)?;
     let now = ex.now();
     let version = message.version().map(str::to_owned);

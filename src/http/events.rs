@@ -103,6 +103,15 @@ pub(crate) async fn events(
     }))
 }
 
+/// The stream of every `thread` event, for an operator (the dashboard's live updates).
+pub(crate) fn for_operator(
+    state: AppState,
+    operator: &str,
+) -> Result<axum::response::Response, ApiError> {
+    let slot = state.streams.take(format!("operator:{operator}"))?;
+    Ok(stream(state, None, None, slot, |_, _| async { Verdict::Send }).into_response())
+}
+
 /// `GET /thread/{ref}/events?token=`: the same events for one thread, for the holder of a
 /// presigned link to it (the human client's page); the stream ends when the link expires.
 pub(crate) async fn thread_events(

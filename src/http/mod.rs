@@ -4,6 +4,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod body;
+pub(crate) mod dashboard;
 pub(crate) mod directory;
 pub(crate) mod error;
 pub(crate) mod events;
@@ -36,6 +37,8 @@ pub(crate) struct AppState {
     pub bodies: Arc<body::Bodies>,
     /// Open event streams per principal (or link), so one key cannot hold every connection.
     pub streams: Arc<events::Streams>,
+    /// Dashboard login links already used (each works once).
+    pub dashboard_logins: Arc<dashboard::UsedLogins>,
 }
 
 impl AppState {
@@ -57,14 +60,25 @@ pub(crate) fn app(
     stop: tokio_util::sync::CancellationToken,
     cors_origins: &[String],
 ) -> Router {
+    crate::telemetry::install();
     let state = AppState {
         mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop.clone())),
         exchange,
         stop,
         bodies: Arc::default(),
         streams: Arc::default(),
+        dashboard_logins: Arc::default(),
     };
     Router::new()
+        .route("/", get(dashboard::page))
+        .route("/dashboard/app.js", get(dashboard::script))
+        .route("/dashboard/app.css", get(dashboard::style))
+        .route("/dashboard/login", get(dashboard::login))
+        .route("/dashboard/logout", post(dashboard::logout))
+        .route("/dashboard/api/events", get(dashboard::events))
+        .route("/dashboard/api/jobs/{action}", post(dashboard::job_action))
+        .route("/dashboard/api/{view}", get(dashboard::view))
+        .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/mess", post(threads::submit))
         .route("/mess/{ref}", get(threads::read))
@@ -144,8 +158,21 @@ async fn trace(
     if !thread.is_empty() {
         span.record("ref", thread.as_str());
     }
+    // The route's pattern (`/threads/{ref}`), never the path itself, labels the metrics.
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_owned();
+    let method = request.method().as_str().to_owned();
     let started = std::time::Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
+    crate::telemetry::http(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),
@@ -174,14 +201,51 @@ fn new_request_id() -> String {
     format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// `GET /healthz`: 200 while this node can serve; in tier 1 that needs the database, so a
+/// `GET /metrics`: the Prometheus text, for an operator (an operator key, or the dashboard's
+/// session).
+async fn metrics(
+    State(state): State<AppState>,
+    _: dashboard::Operator,
+) -> Result<axum::response::Response, ApiError> {
+    metrics_text(state.exchange).await
+}
+
+/// The Prometheus text of `ex` (its levels read off the async workers).
+pub(crate) async fn metrics_text(ex: Arc<Exchange>) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let text = tokio::task::spawn_blocking(move || crate::telemetry::render(&ex))
+        .await
+        .map_err(|e| ApiError::internal(&format!("a worker failed: {e}")))?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+/// The router of `metrics.listen`: `GET /metrics` for whoever reaches that address (which the
+/// operator chose to keep private), and nothing else.
+pub(crate) fn metrics_app(exchange: Arc<Exchange>) -> Router {
+    crate::telemetry::install();
+    Router::new()
+        .route("/metrics", get(move || metrics_text(exchange.clone())))
+        .fallback(not_found)
+}
+
+/// `GET /healthz`: 200 while this node can serve (naming the version, commit and build day); in tier 1 that needs the database, so a
 /// load balancer takes a node that cannot reach it out of rotation (503).
 async fn healthz(State(state): State<AppState>) -> Result<axum::Json<serde_json::Value>, ApiError> {
     let ex = state.exchange.clone();
     state.blocking(move || ex.health()).await??;
-    Ok(axum::Json(
-        serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}),
-    ))
+    Ok(axum::Json(serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": env!("MESS_COMMIT"),
+        "built": env!("MESS_BUILT"),
+    })))
 }
 
 async fn not_found() -> ApiError {
