@@ -9,6 +9,9 @@ pub(crate) struct ArchiveArgs {
     /// (2026-11-01, `3 weeks ago`)
     #[arg(long, default_value = "30d", value_name = "DURATION")]
     older_than: String,
+    /// Print each thread moved (`REF -> archive/YYYY-MM`), not only the count per month
+    #[arg(long)]
+    list: bool,
 }
 
 pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
@@ -23,10 +26,26 @@ pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
         .exchange
         .upkeep()
         .archive(age.length, &mut |d, t| progress.update(d, t));
+    let mut months = std::collections::BTreeMap::<&str, usize>::new();
     for (r, month) in &report.moved {
-        output::line(&format!("{r} -> archive/{month}"));
+        if args.list {
+            output::line(&format!("{r} -> archive/{month}"));
+        }
+        *months.entry(month.as_str()).or_default() += 1;
     }
-    output::line(&format!("archived {} thread(s)", report.moved.len()));
+    let per_month: Vec<String> = months
+        .iter()
+        .map(|(month, n)| format!("{n} in archive/{month}"))
+        .collect();
+    output::line(&format!(
+        "archived {} thread(s){}",
+        report.moved.len(),
+        if per_month.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", per_month.join(", "))
+        }
+    ));
     if let Some(first) = report.errors.first() {
         return Err(CliError::with_hint(
             format!(

@@ -36,7 +36,7 @@ mod update;
 mod webhook_secret;
 mod when;
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -704,11 +704,12 @@ fn flag_for(path: &str) -> String {
     }
 }
 
-/// Prints progress of long work on stderr, only when stderr is a terminal.
+/// A progress bar for long work (seed, import, export, archive, fsck) on stderr, drawn by
+/// indicatif only when stderr is a terminal: a pipe or a log file gets nothing.
 struct Progress {
     label: &'static str,
     enabled: bool,
-    last: usize,
+    bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
@@ -716,7 +717,7 @@ impl Progress {
         Progress {
             label,
             enabled: std::io::stderr().is_terminal(),
-            last: usize::MAX,
+            bar: None,
         }
     }
 
@@ -724,16 +725,24 @@ impl Progress {
         if !self.enabled || total == 0 {
             return;
         }
-        let pct = done * 100 / total;
-        if pct == self.last && done != total {
-            return;
+        let label = self.label;
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(total as u64),
+                indicatif::ProgressDrawTarget::stderr_with_hz(10),
+            );
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {pos}/{len} ({percent}%), {per_sec}, {eta} left",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_message(label);
+            bar
+        });
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        if done >= total {
+            bar.finish();
         }
-        self.last = pct;
-        let mut err = std::io::stderr();
-        let _ = write!(err, "\r{} {done}/{total} ({pct}%)", self.label);
-        if done == total {
-            let _ = writeln!(err);
-        }
-        let _ = err.flush();
     }
 }

@@ -2,7 +2,7 @@
 //! tables, one-line summaries), warnings on stderr with control characters escaped, the log
 //! subscriber, and millisecond settings from `MESS_*` variables.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::CliError;
@@ -95,8 +95,36 @@ pub(crate) fn json(value: &Value) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Prints rows under a header, columns padded to their widest cell; the last column is free.
+/// Prints rows under a header. On a terminal the table fits its width (long cells wrap
+/// within their column, comfy-table); otherwise (a pipe, a file) columns are padded to their
+/// widest cell and the last is free, so each row stays one line for scripts.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
+    if std::io::stdout().is_terminal()
+        && let Some((_, columns)) = console::Term::stdout().size_checked()
+    {
+        out(&fitted(header, rows, columns));
+        return;
+    }
+    plain_table(header, rows);
+}
+
+/// The table of `rows` under `header`, no wider than `width` characters.
+fn fitted(header: &[&str], rows: &[Vec<String>], width: u16) -> String {
+    use comfy_table::{ContentArrangement, Table, presets};
+    let mut table = Table::new();
+    table
+        .load_style(presets::UTF8_HORIZONTAL_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width)
+        .set_header(header.iter().copied());
+    for row in rows {
+        table.add_row(row.iter().map(|c| printable(c)));
+    }
+    format!("{table}\n")
+}
+
+/// [`table`] for a pipe or a file.
+fn plain_table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -321,4 +349,40 @@ pub(crate) fn env_millis(name: &str) -> Option<std::time::Duration> {
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|ms| *ms > 0)
         .map(std::time::Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fitted;
+
+    #[test]
+    fn a_table_fits_the_width_it_is_given() {
+        let rows = vec![
+            vec![
+                "2026-11-28-001".to_owned(),
+                "what is in the fridge, and is the milk still good? ".repeat(4),
+                "teague-phone".to_owned(),
+            ],
+            vec![
+                "2026-11-28-002".to_owned(),
+                "vacuum".to_owned(),
+                "roomba".to_owned(),
+            ],
+        ];
+        let text = fitted(&["ref", "intent", "executor"], &rows, 60);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 60,
+                "{line:?} ({})",
+                line.chars().count()
+            );
+        }
+        // The long intent wraps inside its column; nothing is lost.
+        let joined: String = text.split_whitespace().collect();
+        assert!(joined.contains("milk"), "{text}");
+        assert!(
+            text.contains("2026-11-28-002") && text.contains("teague-phone"),
+            "{text}"
+        );
+    }
 }

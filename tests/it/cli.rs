@@ -305,9 +305,10 @@ fn fsck_and_archive_report_their_work() {
     let r = r.trim().to_owned();
     home.ok(&["claim", &r, "--as", "teague-phone"]);
     home.ok(&["complete", &r, "--as", "teague-phone", "--text", "done"]);
-    let moved = home.ok(&["archive", "--older-than", "0s"]);
+    let moved = home.ok(&["archive", "--older-than", "0s", "--list"]);
     assert!(
-        moved.contains(&format!("{r} -> archive/")) && moved.contains("archived 1 thread(s)"),
+        moved.contains(&format!("{r} -> archive/"))
+            && moved.contains("archived 1 thread(s): 1 in archive/"),
         "{moved}"
     );
     assert!(

@@ -3,6 +3,7 @@
 //! server's log as text or JSON with levels from `MESS_LOG` or `RUST_LOG`.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -252,4 +253,251 @@ fn the_example_config_is_quiet_and_links_point_where_the_server_listens() {
     assert!(
         String::from_utf8_lossy(&given.stdout).starts_with("https://mess.example.org/respond?")
     );
+}
+
+#[test]
+fn config_check_and_fsck_fail_on_a_misspelt_key_and_name_the_fix() {
+    let home = Home::with_config(CONFIG);
+    let ok = home.ok(&["config", "check"]);
+    assert!(ok.contains(": ok (2 executor(s)"), "{ok}");
+    std::fs::write(
+        home.path().join("config.yaml"),
+        format!(
+            "{CONFIG}executers:\n  sam:\n    capabilities: [x]\nlimits:\n  max_mesage_bytes: 10\n"
+        ),
+    )
+    .unwrap();
+    let out = home.run(&["config", "check"]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("executers: unknown key; did you mean executors?"),
+        "{said}"
+    );
+    assert!(
+        said.contains("max_mesage_bytes: unknown key; did you mean max_message_bytes?"),
+        "{said}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 problem(s)"), "{err}");
+    // fsck counts them too: the home is not clean while its config has a typo.
+    let out = home.run(&["fsck"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("problem: config: config.yaml: executers"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn mess_link_refuses_an_unknown_or_ineligible_executor_with_did_you_mean() {
+    let home = Home::with_config(CONFIG);
+    let r = home
+        .ok(&["request", "check the fridge", "--requires", "take-photo"])
+        .trim()
+        .to_owned();
+    let err = home.fails(&["link", &r, "--executor", "teague-phon"], 1);
+    assert!(
+        err.contains("no executor named \"teague-phon\"")
+            && err.contains("did you mean teague-phone?"),
+        "{err}"
+    );
+    let err = home.fails(&["link", &r, "--executor", "roomba-kitchen"], 1);
+    assert!(
+        err.contains("roomba-kitchen cannot take") && err.contains("take-photo"),
+        "{err}"
+    );
+    let link = home.ok(&[
+        "link",
+        &r,
+        "--executor",
+        "teague-phone",
+        "--ttl",
+        "tomorrow 18:00",
+    ]);
+    assert!(link.contains("token="), "{link}");
+    home.ok(&["claim", &r, "--as", "teague-phone"]);
+    // Once taken, nobody else's link would open it.
+    let err = home.fails(&["link", &r, "--executor", "roomba-kitchen"], 1);
+    assert!(err.contains("is held by teague-phone"), "{err}");
+}
+
+#[test]
+fn every_time_flag_reads_rfc3339_durations_and_phrases() {
+    let home = Home::with_config(CONFIG);
+    let r = home
+        .ok(&[
+            "request",
+            "photo",
+            "--requires",
+            "take-photo",
+            "--needed-by",
+            "tomorrow 9:00",
+        ])
+        .trim()
+        .to_owned();
+    let file = std::fs::read_to_string(
+        home.path()
+            .join(format!("state=received/{r}.messe-af.yaml")),
+    )
+    .unwrap();
+    let line = file
+        .lines()
+        .find(|l| l.trim_start().starts_with("needed_by:"))
+        .unwrap_or_else(|| panic!("{file}"));
+    let value = line
+        .split_once(':')
+        .unwrap()
+        .1
+        .trim()
+        .trim_matches(['"', '\'']);
+    let at = chrono::DateTime::parse_from_rfc3339(value).unwrap_or_else(|e| panic!("{value}: {e}"));
+    let local = at.with_timezone(&chrono::Local);
+    assert_eq!(local.format("%H:%M").to_string(), "09:00", "{value}");
+    assert_eq!(
+        local.date_naive(),
+        chrono::Local::now().date_naive().succ_opt().unwrap(),
+        "{value}"
+    );
+    // RFC 3339 is kept as written, with its offset; a duration counts from now.
+    let r2 = home
+        .ok(&[
+            "request",
+            "photo",
+            "--needed-by",
+            "2030-01-02T03:04:05-08:00",
+        ])
+        .trim()
+        .to_owned();
+    let file = std::fs::read_to_string(
+        home.path()
+            .join(format!("state=received/{r2}.messe-af.yaml")),
+    )
+    .unwrap();
+    assert!(file.contains("2030-01-02T03:04:05-08:00"), "{file}");
+    home.ok(&["request", "photo", "--needed-by", "2h"]);
+    home.ok(&[
+        "claim",
+        &r,
+        "--as",
+        "teague-phone",
+        "--eta",
+        "today 23:59",
+        "--estimate",
+        "45m",
+    ]);
+    let shown = home.ok(&["show", &r]);
+    assert!(shown.contains("estimate: PT45M"), "{shown}");
+    let err = home.fails(&["request", "photo", "--needed-by", "soonish"], 2);
+    assert!(
+        err.contains("--needed-by: cannot read \"soonish\"") && err.contains("tomorrow 9:00"),
+        "{err}"
+    );
+    let err = home.fails(&["archive", "--older-than", "tomorrow"], 2);
+    assert!(err.contains("is not a time gone by"), "{err}");
+    home.ok(&["archive", "--older-than", "2 days ago"]);
+}
+
+#[test]
+fn the_version_and_healthz_name_the_commit_and_build_day() {
+    let home = Home::with_config(CONFIG);
+    let version = home.ok(&["--version"]);
+    assert!(
+        version.starts_with("mess 0.")
+            && version.contains("(commit ")
+            && version.contains(", built 20"),
+        "{version}"
+    );
+    let server = Server::start(&home);
+    let health = get(server.port, "/healthz", &[]);
+    let body: serde_json::Value =
+        serde_json::from_str(health.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(body["status"], "ok");
+    assert!(
+        version.contains(body["commit"].as_str().unwrap()),
+        "{body} {version}"
+    );
+    assert!(
+        version.contains(body["built"].as_str().unwrap()),
+        "{body} {version}"
+    );
+}
+
+/// Runs `command` (a shell line) under a pseudo-terminal of `columns` columns (util-linux
+/// `script`); what the terminal showed.
+fn on_a_terminal(home: &Home, columns: u16, command: &str) -> String {
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("stty cols {columns} rows 40; {command}"),
+            "/dev/null",
+        ])
+        .env("MESS_HOME", home.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                Path::new(env!("CARGO_BIN_EXE_mess"))
+                    .parent()
+                    .unwrap()
+                    .display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env_remove("MESS_AGENT_ID")
+        .env_remove("MESS_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{command}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn progress_bars_and_fitted_tables_on_a_terminal_and_plain_lines_otherwise() {
+    let home = Home::with_config(CONFIG);
+    // On a terminal: a progress bar that ends at the total.
+    let shown = on_a_terminal(&home, 100, "mess demo seed --threads 400");
+    assert!(
+        shown.contains("seeding") && shown.contains("400/400"),
+        "{shown}"
+    );
+    // In a pipe: no bar, no control sequences.
+    let out = home.run(&["demo", "seed", "--threads", "50", "--seed", "7"]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = on_a_terminal(&home, 100, "mess fsck");
+    assert!(shown.contains("checking"), "{shown}");
+    // A table fits a narrow terminal; the same query in a pipe keeps one line per row.
+    let sql = "SELECT ref, intent, requestor, executor, status, created FROM threads ORDER BY ref LIMIT 5";
+    let shown = on_a_terminal(&home, 60, &format!("mess query \"{sql}\""));
+    for line in shown.lines() {
+        let width = console_width(line);
+        assert!(width <= 60, "{width} columns: {line:?}\n{shown}");
+    }
+    let piped = home.ok(&["query", sql]);
+    assert_eq!(piped.lines().count(), 6, "{piped}");
+    assert!(piped.lines().any(|l| l.chars().count() > 60), "{piped}");
+}
+
+/// The columns a terminal line takes (its characters, less escape sequences and the carriage
+/// returns the terminal adds).
+fn console_width(line: &str) -> usize {
+    let mut n = 0;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else if c != '\r' {
+            n += 1;
+        }
+    }
+    n
 }
