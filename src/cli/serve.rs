@@ -23,7 +23,7 @@ pub(crate) struct ServeArgs {
     /// Address to listen on; anything but loopback exposes the API (every route but /healthz
     /// needs a key or a link either way)
     /// [default: 127.0.0.1:8420, or `http.port` of config.yaml on 127.0.0.1]
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, env = "MESS_ADDR", value_name = "HOST:PORT")]
     addr: Option<SocketAddr>,
 }
 

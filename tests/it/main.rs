@@ -26,6 +26,7 @@ mod no_server;
 mod notebooks;
 mod operators;
 mod outbound;
+mod packaging;
 mod peers;
 mod query;
 mod query_limits;
