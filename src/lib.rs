@@ -22,7 +22,6 @@ pub mod notify;
 pub use mess_protocol as protocol;
 mod remote;
 pub mod store;
-pub mod telemetry;
 
 /// What `mess --version` and `/healthz` say of this build: the crate version, the commit it was
 /// built from and the day (build.rs).

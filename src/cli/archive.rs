@@ -18,7 +18,7 @@ pub(crate) fn run(cx: &Context, args: ArchiveArgs) -> Result<(), CliError> {
     let age = when::span(
         "--older-than",
         &args.older_than,
-        chrono::Utc::now(),
+        cx.exchange.now().with_timezone(&chrono::Utc),
         when::Toward::Past,
     )?;
     let mut progress = Progress::new("archiving");

@@ -20,7 +20,7 @@ pub(crate) struct ClaimArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: ClaimArgs) -> Result<(), CliError> {
-    let now = chrono::Utc::now();
+    let now = cx.exchange.now().with_timezone(&chrono::Utc);
     let estimate = args
         .estimate
         .map(|e| when::span("--estimate", &e, now, when::Toward::Future))

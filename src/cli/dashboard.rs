@@ -10,8 +10,8 @@ pub(crate) struct DashboardArgs {
     /// Open the link in the default browser too
     #[arg(long)]
     open: bool,
-    /// The server's address as the browser reaches it (default: where `mess serve` listens,
-    /// or dispatch.public_url / MESS_PUBLIC_URL)
+    /// The server's address as the browser reaches it (default: MESS_PUBLIC_URL, which wins
+    /// over dispatch.public_url, else where `mess serve` listens)
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
 }

@@ -25,7 +25,12 @@ pub(crate) struct LinkArgs {
 }
 
 pub(crate) fn run(cx: &Context, args: LinkArgs) -> Result<(), CliError> {
-    let ttl = when::span("--ttl", &args.ttl, chrono::Utc::now(), when::Toward::Future)?;
+    let ttl = when::span(
+        "--ttl",
+        &args.ttl,
+        cx.exchange.now().with_timezone(&chrono::Utc),
+        when::Toward::Future,
+    )?;
     let actions = args
         .actions
         .iter()

@@ -62,7 +62,11 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
         req.insert("priority", Value::str(p));
     }
     if let Some(t) = args.needed_by {
-        let t = when::instant_text("--needed-by", &t, chrono::Utc::now())?;
+        let t = when::instant_text(
+            "--needed-by",
+            &t,
+            cx.exchange.now().with_timezone(&chrono::Utc),
+        )?;
         req.insert("needed_by", Value::str(t));
     }
     if args.confirm_before {

@@ -171,7 +171,7 @@ pub(crate) fn run(cx: &Context, a: UpdateArgs) -> Result<(), CliError> {
     s.insert_opt("message", text(a.message));
     s.insert_opt("reason", text(a.reason));
     s.insert_opt("progress_pct", a.progress.map(Value::Float));
-    let now = chrono::Utc::now();
+    let now = cx.exchange.now().with_timezone(&chrono::Utc);
     let estimate = a
         .estimate
         .map(|e| when::span("--estimate", &e, now, when::Toward::Future))

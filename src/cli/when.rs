@@ -31,7 +31,7 @@ pub(crate) fn instant(flag: &str, text: &str, now: DateTime<Utc>) -> Result<Time
         return Ok(t);
     }
     if let Ok(d) = time::parse_any_duration(text) {
-        return Ok(time::utc(now + d.length).with_timezone(Local::now().offset()));
+        return Ok((now + d.length).with_timezone(&Local).fixed_offset());
     }
     phrase(text, now).ok_or_else(|| bad(flag, text))
 }

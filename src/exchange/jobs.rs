@@ -345,7 +345,7 @@ impl Outbox<'_> {
             }
         };
         if let Some(outcome) = counted {
-            crate::telemetry::delivery(d.job.kind(), d.job.name(), outcome);
+            crate::exchange::telemetry::delivery(d.job.kind(), d.job.name(), outcome);
         }
         match outcome {
             Outcome::Placed | Outcome::Unknown => Ok(None),

@@ -39,6 +39,7 @@ mod shells;
 mod submit;
 mod suggestions;
 pub mod sweep;
+pub mod telemetry;
 pub mod view;
 pub mod watch;
 

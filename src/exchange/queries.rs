@@ -476,7 +476,7 @@ impl Sql<'_> {
         let request = self.query_request(sql, limits, viewer, false)?;
         let started = std::time::Instant::now();
         let rows = self.ex.queries.rows(&request);
-        crate::telemetry::query(rows.is_ok(), started.elapsed());
+        crate::exchange::telemetry::query(rows.is_ok(), started.elapsed());
         Ok(rows?)
     }
 
@@ -491,7 +491,7 @@ impl Sql<'_> {
         let request = self.query_request(sql, limits, viewer, true)?;
         let started = std::time::Instant::now();
         let answer = self.ex.queries.arrow(&request);
-        crate::telemetry::query(answer.is_ok(), started.elapsed());
+        crate::exchange::telemetry::query(answer.is_ok(), started.elapsed());
         Ok(answer?)
     }
 

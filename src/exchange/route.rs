@@ -263,7 +263,7 @@ impl Routing<'_> {
         let started = std::time::Instant::now();
         let pass = self.pass(scope);
         if let Ok(p) = &pass {
-            crate::telemetry::routing_pass(started.elapsed(), p.routed.len());
+            crate::exchange::telemetry::routing_pass(started.elapsed(), p.routed.len());
         }
         pass
     }

@@ -39,7 +39,7 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
     let kinds: Vec<&'static str> = message
         .payloads
         .iter()
-        .map(crate::telemetry::payload_type)
+        .map(crate::exchange::telemetry::payload_type)
         .collect();
     let claims = message
         .payloads
@@ -49,16 +49,16 @@ pub(crate) fn submit(ex: &Exchange, message: Message, sender: &Sender) -> Result
     let answer = submit_checked(ex, message, sender);
     let outcome = match &answer {
         Ok(_) => "ok",
-        Err(e) => crate::telemetry::error_kind(e.kind()),
+        Err(e) => crate::exchange::telemetry::error_kind(e.kind()),
     };
     for kind in kinds {
-        crate::telemetry::message(kind, outcome);
+        crate::exchange::telemetry::message(kind, outcome);
     }
     if claims > 0 {
         match &answer {
-            Ok(_) => crate::telemetry::claim(true),
+            Ok(_) => crate::exchange::telemetry::claim(true),
             Err(e) if e.kind() == crate::exchange::error::ErrorKind::Conflict => {
-                crate::telemetry::claim(false);
+                crate::exchange::telemetry::claim(false);
             }
             Err(_) => {}
         }

@@ -186,10 +186,12 @@ impl Changes<'_> {
                     match following.pass() {
                         Ok(applied) => {
                             found = !applied.is_empty();
-                            let now = chrono::Utc::now();
-                            crate::telemetry::follower_pass(applied.iter().map(|(env, _)| {
-                                (now - env.updated.with_timezone(&chrono::Utc)).as_seconds_f64()
-                            }));
+                            let now = ex.now().with_timezone(&chrono::Utc);
+                            crate::exchange::telemetry::follower_pass(applied.iter().map(
+                                |(env, _)| {
+                                    (now - env.updated.with_timezone(&chrono::Utc)).as_seconds_f64()
+                                },
+                            ));
                             for (envelope, cursor) in applied {
                                 ex.changes().announce_envelope(envelope, Some(cursor));
                             }

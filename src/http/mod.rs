@@ -60,7 +60,7 @@ pub(crate) fn app(
     stop: tokio_util::sync::CancellationToken,
     cors_origins: &[String],
 ) -> Router {
-    crate::telemetry::install();
+    crate::exchange::telemetry::install();
     let state = AppState {
         mcp: Arc::new(mcp::McpServices::new(exchange.clone(), stop.clone())),
         exchange,
@@ -167,7 +167,7 @@ async fn trace(
     let method = request.method().as_str().to_owned();
     let started = std::time::Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
-    crate::telemetry::http(
+    crate::exchange::telemetry::http(
         &method,
         &route,
         response.status().as_u16(),
@@ -213,7 +213,7 @@ async fn metrics(
 /// The Prometheus text of `ex` (its levels read off the async workers).
 pub(crate) async fn metrics_text(ex: Arc<Exchange>) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
-    let text = tokio::task::spawn_blocking(move || crate::telemetry::render(&ex))
+    let text = tokio::task::spawn_blocking(move || crate::exchange::telemetry::render(&ex))
         .await
         .map_err(|e| ApiError::internal(&format!("a worker failed: {e}")))?;
     Ok((
@@ -229,7 +229,7 @@ pub(crate) async fn metrics_text(ex: Arc<Exchange>) -> Result<axum::response::Re
 /// The router of `metrics.listen`: `GET /metrics` for whoever reaches that address (which the
 /// operator chose to keep private), and nothing else.
 pub(crate) fn metrics_app(exchange: Arc<Exchange>) -> Router {
-    crate::telemetry::install();
+    crate::exchange::telemetry::install();
     Router::new()
         .route("/metrics", get(move || metrics_text(exchange.clone())))
         .fallback(not_found)

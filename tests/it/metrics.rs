@@ -64,7 +64,7 @@ fn sample(samples: &[Value], name: &str, labels: &[(&str, &str)]) -> Option<f64>
 }
 
 #[test]
-#[ignore = "parses with .venv's prometheus_client; .ci/test installs it"]
+#[ignore = "drives .venv's python (prometheus_client); .ci/test runs it"]
 fn metrics_count_messages_claims_routes_and_queues_for_an_operator() {
     let listen = free_port();
     let home = Home::with_config(&format!(

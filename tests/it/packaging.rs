@@ -47,7 +47,7 @@ fn unit_value<'a>(unit: &'a str, key: &str) -> &'a str {
 }
 
 #[test]
-#[ignore = "builds a .deb (cargo-deb) and installs it with dpkg as root; .ci/test runs it"]
+#[ignore = "drives cargo-deb and dpkg (as root); .ci/test runs it"]
 fn the_deb_installs_a_service_that_runs_as_its_own_user_with_its_home_in_var_lib() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let built = Command::new(repo.join("packaging/build-deb"))
