@@ -27,6 +27,9 @@ pub struct Directory {
     pub origins: Vec<(String, Origin)>,
     /// Entries that could not be read or do not fit together, one line each.
     pub problems: Vec<String>,
+    /// Of those, keys of config.yaml mess does not read (with the one likely meant) and values
+    /// YAML read as another type: typos, which `mess fsck` counts as problems of the home.
+    pub key_problems: Vec<String>,
 }
 
 /// Where an executor is declared, which decides who may change it.
@@ -127,7 +130,8 @@ impl Directory {
             ..Directory::default()
         };
         if let Some(raw) = &files.config {
-            dir.problems.extend(super::config_keys::problems(raw));
+            dir.key_problems = super::config_keys::problems(raw);
+            dir.problems.extend(dir.key_problems.iter().cloned());
         }
         let config = files.config.as_ref().and_then(Value::as_map);
         if let Some(zone) = config.and_then(|c| c.get("timezone")) {

@@ -216,7 +216,7 @@ fn errors_are_one_clear_line_with_the_right_exit_code() {
     let err = home.fails(&["request", "x", "--needed-by", "tonight"], 2);
     assert_eq!(
         err.lines().next().unwrap(),
-        "error: --needed-by: invalid timestamp \"tonight\" (expected e.g. 2026-01-31T17:00:00-08:00)"
+        "error: --needed-by: cannot read \"tonight\" as a time or a duration"
     );
     let r = home.ok(&["request", "photo", "--requires", "take-photo"]);
     let err = home.fails(&["claim", r.trim(), "--as", "roomba-kitchen"], 1);

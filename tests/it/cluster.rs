@@ -488,7 +488,9 @@ fn a_hostile_export_is_refused_whole_and_writes_nothing() {
         (".mess/keys.yaml", "append", key("operator", "agent"), "ledger"),
         (".mess/keys.yaml", "append", key("escrow:2026-11-27-001", "agent"), "ledger"),
         (".mess/keys.yaml", "append", key("../../etc", "executor"), "not a usable"),
-        (".mess/keys.yaml", "append", key("mallory", "operator"), "role"),
+        // An operator key from another home is not carried over; a made-up role is refused.
+        (".mess/keys.yaml", "append", key("mallory", "operator"), "operator keys are not imported"),
+        (".mess/keys.yaml", "append", key("mallory", "root"), "role"),
         (
             "ledger/2026-11.yaml",
             "append",

@@ -108,9 +108,19 @@ metrics:
     // Nobody but an operator reads /metrics on the API's address.
     assert_eq!(server.get("/metrics", "").0, 401);
     assert_eq!(server.get("/metrics", &agent).0, 401);
-    let (status, text) = server.get("/metrics", &operator);
-    assert_eq!(status, 200, "{text}");
-    let samples = parse(&text);
+    // Routing runs in the background: wait (briefly) for its first pass to be counted.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let (text, samples) = loop {
+        let (status, text) = server.get("/metrics", &operator);
+        assert_eq!(status, 200, "{text}");
+        let samples = parse(&text);
+        if sample(&samples, "mess_routing_passes_total", &[]).is_some_and(|n| n >= 1.0)
+            || std::time::Instant::now() > until
+        {
+            break (text, samples);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
 
     let at_least = |name: &str, labels: &[(&str, &str)], want: f64| {
         let got = sample(&samples, name, labels)

@@ -174,9 +174,10 @@ fn an_executor_works_a_request_from_the_link_in_a_real_browser() {
     );
     let v: Value = serde_json::from_str(&body).unwrap();
     let taken = v["MESS"][1]["ack"]["ref"].as_str().unwrap().to_owned();
-    home.ok(&["claim", &taken, "--as", "sam-phone"]);
+    // The link is made while the thread is open to teague-phone; sam-phone takes it after.
     let link = home.ok(&["link", &taken, "--executor", "teague-phone"]);
     let taken_token = link.trim().rsplit("token=").next().unwrap().to_owned();
+    home.ok(&["claim", &taken, "--as", "sam-phone"]);
     browser.open(&format!(
         "http://127.0.0.1:{}/respond?ref={taken}&token={taken_token}",
         server.port
