@@ -110,21 +110,7 @@ fn describe() {
 /// The metric label of a payload's type: the protocol's words, and `other` for any type it
 /// does not define (whose names a sender chooses, so they never become labels).
 pub fn payload_type(p: &crate::protocol::message::Payload) -> &'static str {
-    use crate::protocol::message::Payload;
-    match p {
-        Payload::Version(_) => "v",
-        Payload::Request(_) => "request",
-        Payload::Reply(_) => "reply",
-        Payload::Cancel(_) => "cancel",
-        Payload::Query(_) => "query",
-        Payload::Config(_) => "config",
-        Payload::Ack(_) => "ack",
-        Payload::Status(_) => "status",
-        Payload::Response(_) => "response",
-        Payload::Suggestion(_) => "suggestion",
-        Payload::Review(_) => "review",
-        Payload::Unknown { .. } => "other",
-    }
+    p.known_kind().unwrap_or("other")
 }
 
 /// The metric label of an error kind.

@@ -54,23 +54,7 @@ impl UsedLogins {
 }
 
 fn with_headers(kind: &'static str, body: impl IntoResponse) -> Response {
-    let mut r = ([(header::CONTENT_TYPE, kind)], body).into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(POLICY),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    r
+    crate::http::web::with_policy(kind, body, HeaderValue::from_static(POLICY))
 }
 
 /// `GET /`: the dashboard page (it signs in, or says how, itself).

@@ -25,7 +25,13 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
     with_policy(kind, body, HeaderValue::from_static(POLICY))
 }
 
-fn with_policy(kind: &'static str, body: &'static str, policy: HeaderValue) -> Response {
+/// `body` as `kind` under the content security `policy`, with the headers every page and asset
+/// carries: no referrer, no caching, no sniffing, no framing.
+pub(crate) fn with_policy(
+    kind: &'static str,
+    body: impl IntoResponse,
+    policy: HeaderValue,
+) -> Response {
     let mut r = ([(header::CONTENT_TYPE, kind)], body).into_response();
     let h = r.headers_mut();
     h.insert(header::CONTENT_SECURITY_POLICY, policy);

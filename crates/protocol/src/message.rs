@@ -376,6 +376,15 @@ impl Payload {
     /// The payload's type word.
     pub fn kind(&self) -> &str {
         match self {
+            Payload::Unknown { kind, .. } => kind,
+            known => known.known_kind().unwrap_or_default(),
+        }
+    }
+
+    /// The payload's type word when the protocol defines the type (`None` for a type a sender
+    /// made up, whose name is theirs: metrics label those apart).
+    pub fn known_kind(&self) -> Option<&'static str> {
+        Some(match self {
             Payload::Version(_) => "v",
             Payload::Request(_) => "request",
             Payload::Reply(_) => "reply",
@@ -387,8 +396,8 @@ impl Payload {
             Payload::Response(_) => "response",
             Payload::Suggestion(_) => "suggestion",
             Payload::Review(_) => "review",
-            Payload::Unknown { kind, .. } => kind,
-        }
+            Payload::Unknown { .. } => return None,
+        })
     }
 }
 
