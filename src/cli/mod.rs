@@ -10,6 +10,7 @@ mod config;
 mod config_check;
 mod dashboard;
 mod db;
+mod decide;
 mod demo;
 mod doctor;
 mod export;
@@ -148,6 +149,12 @@ enum Command {
     Reply(reply::ReplyArgs),
     /// Review finished work as its requestor: a rating, feedback, or a redo
     Review(review::ReviewArgs),
+    /// Approve a request that asks for your approval
+    Approve(decide::ApproveArgs),
+    /// Deny a request that asks for your approval, with a reason
+    Deny(decide::DenyArgs),
+    /// What an approval covers, and whether it covers an action (`--use` uses it once)
+    Approval(decide::ApprovalArgs),
     /// Grant shells and show balances (the operator's)
     Shells(shells::ShellsArgs),
     /// Cancel a request as its requestor
@@ -512,6 +519,9 @@ fn dispatch(cx: &Context, command: Command) -> Result<(), CliError> {
         Command::Complete(a) => complete::run(cx, a),
         Command::Reply(a) => reply::run(cx, a),
         Command::Review(a) => review::run(cx, a),
+        Command::Approve(a) => decide::approve(cx, a),
+        Command::Deny(a) => decide::deny(cx, a),
+        Command::Approval(a) => decide::approval(cx, a),
         Command::Shells(a) => shells::run(cx, a),
         Command::Cancel(a) => cancel::run(cx, a),
         Command::Archive(a) => archive::run(cx, a),
@@ -582,7 +592,7 @@ fn remote_of(
     };
     let remote_commands = [
         "send", "request", "status", "show", "claim", "update", "complete", "reply", "review",
-        "cancel",
+        "cancel", "approve", "deny",
     ];
     let this = command_name(command);
     if !remote_commands.contains(&this) {
@@ -624,6 +634,9 @@ fn command_name(command: &Command) -> &'static str {
         Command::Complete(_) => "complete",
         Command::Reply(_) => "reply",
         Command::Review(_) => "review",
+        Command::Approve(_) => "approve",
+        Command::Deny(_) => "deny",
+        Command::Approval(_) => "approval",
         Command::Shells(_) => "shells",
         Command::Cancel(_) => "cancel",
         Command::Archive(_) => "archive",

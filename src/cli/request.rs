@@ -38,6 +38,28 @@ pub(crate) struct RequestArgs {
     /// executor webhooks get (only where dispatch.webhook.allow permits)
     #[arg(long, value_name = "URL")]
     callback: Option<String>,
+    /// Ask for N answers, each from a different executor
+    #[arg(long, value_name = "N")]
+    assignments: Option<u32>,
+    /// With --assignments: done when M answers give one value of FIELD (`FIELD=M`)
+    #[arg(long, value_name = "FIELD=M")]
+    agree: Option<String>,
+    /// Ask for approval from this executor or capability (repeatable)
+    #[arg(long = "approver", value_name = "ID")]
+    approvers: Vec<String>,
+    /// With --approver: approvals needed (default 1)
+    #[arg(long, value_name = "M")]
+    need: Option<u32>,
+    /// With --approver: one denial ends the request
+    #[arg(long)]
+    deny_vetoes: bool,
+    /// With --approver: when the approval expires undecided (a time or a duration from now)
+    #[arg(long, value_name = "TIME")]
+    approval_expires: Option<String>,
+    /// A rung of the escalation ladder: `AFTER=ID,ID` offers the work to those after AFTER
+    /// (from now) unclaimed; `AFTER` alone ends the ladder then (repeatable, in order)
+    #[arg(long = "escalate", value_name = "AFTER=TO")]
+    escalate: Vec<String>,
 }
 
 pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
@@ -74,6 +96,68 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
     }
     if let Some(url) = args.callback {
         req.insert("callback", Value::str(url));
+    }
+    if let Some(n) = args.assignments {
+        req.insert("assignments", Value::Int(i64::from(n)));
+    }
+    if let Some(rule) = args.agree {
+        let (field, need) = rule
+            .split_once('=')
+            .and_then(|(f, m)| Some((f.trim().to_owned(), m.trim().parse::<i64>().ok()?)))
+            .ok_or_else(|| {
+                CliError::usage(
+                    format!("--agree {rule:?}: write FIELD=M, e.g. verdict=2"),
+                    "see `mess request --help`",
+                )
+            })?;
+        let mut agree = Map::new();
+        agree.insert("field", Value::str(field));
+        agree.insert("need", Value::Int(need));
+        req.insert("agree", Value::Map(agree));
+    }
+    if !args.approvers.is_empty() {
+        let mut approval = Map::new();
+        approval.insert("from", strings(args.approvers));
+        approval.insert("need", Value::Int(i64::from(args.need.unwrap_or(1))));
+        if args.deny_vetoes {
+            approval.insert("deny_vetoes", Value::Bool(true));
+        }
+        if let Some(t) = args.approval_expires {
+            let t = when::instant_text(
+                "--approval-expires",
+                &t,
+                cx.exchange.now().with_timezone(&chrono::Utc),
+            )?;
+            approval.insert("expires", Value::str(t));
+        }
+        req.insert("approval", Value::Map(approval));
+    } else if args.need.is_some() || args.deny_vetoes || args.approval_expires.is_some() {
+        return Err(CliError::usage(
+            "--need, --deny-vetoes and --approval-expires go with --approver",
+            "name who approves with --approver ID (repeatable)",
+        ));
+    }
+    if !args.escalate.is_empty() {
+        let rungs = args
+            .escalate
+            .iter()
+            .map(|rung| {
+                let (after, to) = rung.split_once('=').unwrap_or((rung.as_str(), ""));
+                let mut m = Map::new();
+                m.insert("after", Value::str(after.trim()));
+                let to: Vec<Value> = to
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(Value::str)
+                    .collect();
+                if !to.is_empty() {
+                    m.insert("to", Value::Seq(to));
+                }
+                Value::Map(m)
+            })
+            .collect();
+        req.insert("escalate", Value::Seq(rungs));
     }
     let answer = cx.submit(super::message_of("request", "request", req)?)?;
     output::answer_lines(&answer);

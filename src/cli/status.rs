@@ -107,9 +107,68 @@ fn human(v: &ThreadView) {
     if !e.depends_on.is_empty() {
         rows.push(("depends on", e.depends_on.join(", ")));
     }
+    let h = &e.hands;
+    if h.multi() {
+        rows.push((
+            "answers",
+            format!(
+                "{} of {} in, {} slot{} open{}",
+                h.answered(),
+                h.wanted(),
+                h.open(),
+                if h.open() == 1 { "" } else { "s" },
+                h.agree
+                    .as_ref()
+                    .map(|a| format!("; done when {} agree on {}", a.need, a.field))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+    if let Some(a) = &h.approval {
+        let (yes, no) = h.tally();
+        rows.push((
+            "approval",
+            format!(
+                "{yes} of {} approvals, {no} denied{}{}",
+                a.need,
+                if a.deny_vetoes { "; a denial vetoes" } else { "" },
+                a.expires
+                    .map(|t| format!("; expires {}", time::format_timestamp(&t)))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
     rows.push(("updated", time::format_timestamp(&e.updated)));
     for (k, val) in rows {
         output::line(&format!("{k:<12} {val}"));
+    }
+    for (n, slot) in h.slots.iter().enumerate() {
+        output::line(&format!(
+            "  slot {:<5} {} {}{}",
+            n + 1,
+            slot.executor,
+            slot.status,
+            slot.value
+                .as_deref()
+                .map(|v| format!(" ({v})"))
+                .unwrap_or_default()
+        ));
+    }
+    for d in &h.decisions {
+        output::line(&format!(
+            "  {:<10} {} at {}{}{}",
+            if d.approved { "approved" } else { "denied" },
+            d.by,
+            time::format_timestamp(&d.at),
+            d.channel
+                .as_deref()
+                .map(|c| format!(" via {c}"))
+                .unwrap_or_default(),
+            d.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ));
     }
     if let Some(cur) = &v.current {
         if let Some(m) = &cur.message {

@@ -30,25 +30,34 @@ pub(crate) fn expire_if_due(
     if !is_overdue(&env, now) {
         return Ok(None);
     }
-    let expired = ex.store().modify(thread, |t| -> Result<_, Error> {
-        let Some(doc) = crate::protocol::machine::expiry(&t.envelope, now) else {
-            return Ok((None, false));
+    let ended = ex.store().modify(thread, |t| -> Result<_, Error> {
+        if !is_overdue(&t.envelope, now) {
+            return Ok((None, None));
+        }
+        // Several answers asked for and some came: the thread ends partial with them.
+        let doc = match crate::exchange::hands::at_deadline(&t.envelope, t, now)? {
+            Some(doc) => doc,
+            None => match crate::protocol::machine::expiry(&t.envelope, now) {
+                Some(doc) => doc,
+                None => return Ok((None, None)),
+            },
         };
         let mut envelope = t.envelope.clone();
         envelope.apply(&doc);
+        let status = envelope.status;
         Ok((
             Some(Edit {
                 envelope,
                 append: vec![doc],
                 deliveries: Vec::new(),
             }),
-            true,
+            Some(status),
         ))
     })?;
-    if expired {
+    if let Some(status) = ended {
         tell_claimant(ex, &env, ClaimantEvent::Ended, now);
         settle_dependents(ex, thread, now)?;
-        return Ok(Some(Status::Expired));
+        return Ok(Some(status));
     }
     Ok(None)
 }

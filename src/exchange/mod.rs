@@ -21,6 +21,7 @@ pub mod demo;
 pub mod directory;
 pub mod error;
 mod escrow;
+pub mod hands;
 mod import;
 pub mod jobs;
 mod lifecycle;

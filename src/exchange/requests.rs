@@ -62,6 +62,31 @@ pub(crate) fn check(
                 .map_err(|why| ProtocolError::invalid(&path, why))?;
         }
     }
+    // An approval names people who can reach its quorum now: a quorum nobody could meet is
+    // refused, never quietly lowered.
+    for req in incoming {
+        let path = format!("MESS[{}].request.approval", req.index);
+        let hands = crate::protocol::hands::Hands::read(&req.request, now, &path)?;
+        if let Some(a) = &hands.approval {
+            let able = crate::exchange::hands::named(&hands, 0, directory);
+            if (able.len() as u32) < a.need {
+                return Err(ProtocolError::invalid(
+                    format!("{path}.need"),
+                    format!(
+                        "{} approvals needed, but only {} of the approvers it names can decide{}",
+                        a.need,
+                        able.len(),
+                        if able.is_empty() {
+                            " (name registered executor ids, or capabilities they hold)".to_owned()
+                        } else {
+                            format!(" ({})", able.join(", "))
+                        }
+                    ),
+                )
+                .into());
+            }
+        }
+    }
     for req in incoming {
         crate::exchange::escrow::check_terms(&req.request).map_err(|(field, why)| {
             ProtocolError::invalid(format!("MESS[{}].request.{field}", req.index), why)

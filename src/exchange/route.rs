@@ -53,6 +53,9 @@ pub struct Pass {
 enum Wanted {
     /// Route it.
     Route(RouteWanted),
+    /// Offer it to these executors, chosen without the routing statement (an approval's
+    /// approvers).
+    Offer(Vec<Routed>),
     /// Nothing now: its `not_before` is this instant.
     Later(Timestamp),
     /// Nothing: it is not waiting for an executor (or not ready).
@@ -308,6 +311,12 @@ impl Routing<'_> {
             // capability no id can match) waits, and says why; it does not hold up the others.
             match self.waiting_request(&thread, now) {
                 Ok(Wanted::Route(w)) => wanted.push(w),
+                Ok(Wanted::Offer(routed)) => match self.record_decision(&thread, &routed, now) {
+                    Ok(Recorded::Offered) => pass.routed.push(thread),
+                    Ok(Recorded::NoExecutor) => pass.waiting.push(thread),
+                    Ok(Recorded::Moved) | Err(Error::Store(StoreError::NotFound { .. })) => {}
+                    Err(e) => return Err(e),
+                },
                 Ok(Wanted::No) => {}
                 Ok(Wanted::Later(until)) => {
                     pass.next_start = Some(pass.next_start.map_or(until, |t| t.min(until)));
@@ -320,6 +329,9 @@ impl Routing<'_> {
             }
         }
         if wanted.is_empty() {
+            if !pass.routed.is_empty() {
+                self.ex.outbox().wake_deliveries();
+            }
             return Ok(pass);
         }
         let db = self
@@ -448,6 +460,90 @@ impl Routing<'_> {
     /// deadline is read from the thread's own history, so a restart keeps it. Returns the
     /// threads escalated.
     pub fn escalate_due(&self) -> Result<Vec<ThreadRef>, Error> {
+        let mut escalated = self.climb_ladders()?;
+        escalated.extend(self.escalate_unclaimed()?);
+        Ok(escalated)
+    }
+
+    /// Moves the offer of every pending thread with an escalation ladder up to each rung whose
+    /// time has come (counted from when the request was received), once per rung: an
+    /// `escalated` history entry names the rung and who it reaches, and each of them gets an
+    /// `escalated` notice. The rung that ends the ladder is a deadline, which expiry keeps.
+    pub fn climb_ladders(&self) -> Result<Vec<ThreadRef>, Error> {
+        let now = self.ex.now();
+        let (pending, _) = self.ex.store().list(&[State::Received], false);
+        let due = |env: &Envelope| -> Option<usize> {
+            if env.status != Status::Pending || env.hands.escalate.is_empty() {
+                return None;
+            }
+            let reached = crate::protocol::access::rungs_reached(env);
+            let rung = env.hands.escalate.get(reached)?;
+            (!rung.to.is_empty() && env.created + rung.after.length <= now).then_some(reached)
+        };
+        let mut climbed = Vec::new();
+        for (env, _, _) in pending {
+            let Some(index) = due(&env) else {
+                continue;
+            };
+            let directory = self.ex.directory();
+            let rung = &env.hands.escalate[index];
+            let reached: Vec<String> = directory
+                .executors
+                .iter()
+                .filter(|e| {
+                    let caps = e.capability_ids();
+                    rung.to.iter().any(|x| *x == e.id || caps.contains(&x.as_str()))
+                })
+                .map(|e| e.id.clone())
+                .collect();
+            let thread = env.thread_ref.clone();
+            let deliveries = self.ex.outbox().notices(&thread, &reached, "escalated", now)?;
+            let note = format!(
+                "rung {} of {} after {}: offered to {}",
+                index + 1,
+                env.hands.escalate.len(),
+                rung.after.text,
+                if reached.is_empty() {
+                    format!("nobody registered ({})", rung.to.join(", "))
+                } else {
+                    reached.join(", ")
+                }
+            );
+            let written = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
+                if due(&t.envelope) != Some(index) {
+                    return Ok((None, false));
+                }
+                let mut envelope = t.envelope.clone();
+                envelope.record("escalated", now, EXCHANGE, Some(note.clone()));
+                if let Some(entry) = envelope.history.last_mut() {
+                    entry.extra.insert(
+                        "rung",
+                        crate::protocol::value::Value::Int(index as i64 + 1),
+                    );
+                }
+                Ok((
+                    Some(Edit {
+                        envelope,
+                        append: Vec::new(),
+                        deliveries: deliveries.clone(),
+                    }),
+                    true,
+                ))
+            });
+            match written {
+                Ok(true) => {
+                    self.ex.outbox().wake_deliveries();
+                    climbed.push(thread);
+                }
+                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(climbed)
+    }
+
+    /// The escalation of `dispatch.escalate_after` (see [`Routing::escalate_due`]).
+    fn escalate_unclaimed(&self) -> Result<Vec<ThreadRef>, Error> {
         let Some(after) = self.ex.settings().dispatch.escalate_after else {
             return Ok(Vec::new());
         };
@@ -470,6 +566,8 @@ impl Routing<'_> {
         }
         let due = |env: &Envelope| {
             env.status == Status::Pending
+                && env.hands.escalate.is_empty()
+                && env.hands.approval.is_none()
                 && !env.history.iter().any(|h| h.action == "escalated")
                 && env
                     .history
@@ -584,6 +682,19 @@ impl Routing<'_> {
                 .all(|(_, s)| *s == Some(Status::Completed))
         {
             return Ok(Wanted::No);
+        }
+        // An approval goes to everyone who may decide it, whatever the routing rules say.
+        if env.hands.approval.is_some() {
+            let directory = self.ex.directory();
+            return Ok(Wanted::Offer(
+                crate::exchange::hands::approvers(&env, &directory)
+                    .into_iter()
+                    .map(|executor| Routed {
+                        executor,
+                        reason: "named approver".to_owned(),
+                    })
+                    .collect(),
+            ));
         }
         let file = match self.ex.store().read(thread) {
             Ok(f) => f,

@@ -224,6 +224,15 @@ fn apply_group(
         let mut append = vec![doc];
         let mut deliveries = Vec::new();
         let mut recent = g.payloads.clone();
+        // Enough answers or decisions decide the thread: the exchange's verdict is written
+        // with the message that decided it.
+        if let Some(verdict) =
+            crate::exchange::hands::settle(&envelope, t, &append, directory, now)?
+        {
+            envelope.apply(&verdict);
+            recent.extend(verdict.message.payloads.iter().cloned());
+            append.push(verdict);
+        }
         if let Some(a) = &accepted {
             a.still_applies(&t.envelope)?;
             let verdict = a.verdict(&envelope, now);
@@ -239,7 +248,17 @@ fn apply_group(
                 append,
                 deliveries,
             }),
-            (envelope.status, envelope.executor.clone(), echo),
+            (
+                envelope.status,
+                // A slot holder holds its part of a thread asking for several answers.
+                envelope.executor.clone().or_else(|| {
+                    envelope
+                        .hands
+                        .slot_of(&sender.id)
+                        .map(|_| sender.id.clone())
+                }),
+                echo,
+            ),
         ))
     })?;
     if sender.id == before.requestor {

@@ -38,7 +38,20 @@ impl ThreadView {
     /// Builds the view of a thread file.
     pub fn of(thread: &ThreadFile) -> Result<ThreadView, Error> {
         let messages = thread.messages()?;
-        let response = latest_response(&messages);
+        // Where many hands answer, the response is the exchange's aggregate or verdict, not
+        // whichever slot answered last.
+        let many = thread.envelope.hands.multi() || thread.envelope.hands.approval.is_some();
+        let response = if many {
+            latest_response(
+                &messages
+                    .iter()
+                    .filter(|d| d.from == crate::protocol::envelope::EXCHANGE)
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            )
+        } else {
+            latest_response(&messages)
+        };
         let hints: Vec<String> = messages
             .iter()
             .flat_map(|d| &d.message.payloads)

@@ -2,6 +2,7 @@
 //! exchange on a blocking thread (every write is fsynced), and map the result; errors are mapped
 //! once, in `error`. `app` builds the router so tests can serve it on `127.0.0.1:0`.
 
+pub(crate) mod approvals;
 pub(crate) mod auth;
 pub(crate) mod body;
 pub(crate) mod dashboard;
@@ -84,6 +85,8 @@ pub(crate) fn app(
         .route("/mess/{ref}", get(threads::read))
         .route("/threads", get(threads::list))
         .route("/threads/{ref}", get(threads::one))
+        .route("/approvals/{ref}", get(approvals::one))
+        .route("/approvals/{ref}/use", post(approvals::use_once))
         .route("/thread/{ref}", get(link::read).post(link::post))
         .route("/thread/{ref}/events", get(events::thread_events))
         .route("/respond", get(web::page))

@@ -51,6 +51,13 @@ pub(crate) struct ObserveArgs {
     /// where the exchange's dispatch.webhook.allow permits).
     #[serde(default)]
     pub callback: String,
+    /// How many people should look, each answering on their own (1-50; 0 or 1: one).
+    #[serde(default)]
+    pub assignments: u32,
+    /// With assignments: done early when `need` answers give one value of the structured
+    /// answer's `field`, e.g. {"field": "open", "need": 2}.
+    #[serde(default)]
+    pub agree: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 fn default_observe_wait() -> u32 {
@@ -90,6 +97,24 @@ pub(crate) struct DoArgs {
     /// where the exchange's dispatch.webhook.allow permits).
     #[serde(default)]
     pub callback: String,
+    /// How many answers, each from a different executor (1-50; 0 or 1: one, the usual way).
+    #[serde(default)]
+    pub assignments: u32,
+    /// With assignments: done early when `need` answers give one value of the structured
+    /// answer's `field`, e.g. {"field": "open", "need": 2}.
+    #[serde(default)]
+    pub agree: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Ask named people to approve instead of someone to act: {"from": [executor or
+    /// capability ids], "need": M, "deny_vetoes": bool, "expires": "2h" or a time, "scope":
+    /// {"parameters": {...}, "amount": N, "uses": N, "valid_for": "1h"}}. Check it later with
+    /// mess_approved.
+    #[serde(default)]
+    pub approval: Option<serde_json::Map<String, serde_json::Value>>,
+    /// An escalation ladder: [{"after": "10m", "to": [ids or capabilities]}, ..., {"after":
+    /// "2h"}] offers the work further up while nobody takes it; a last rung without `to`
+    /// ends the request `expired`.
+    #[serde(default)]
+    pub escalate: Vec<serde_json::Value>,
 }
 
 /// `mess_request`: the fields of `mess_observe` and `mess_do` together.
@@ -123,6 +148,24 @@ pub(crate) struct RequestArgs {
     /// where the exchange's dispatch.webhook.allow permits).
     #[serde(default)]
     pub callback: String,
+    /// How many answers, each from a different executor (1-50; 0 or 1: one, the usual way).
+    #[serde(default)]
+    pub assignments: u32,
+    /// With assignments: done early when `need` answers give one value of the structured
+    /// answer's `field`, e.g. {"field": "open", "need": 2}.
+    #[serde(default)]
+    pub agree: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Ask named people to approve instead of someone to act: {"from": [executor or
+    /// capability ids], "need": M, "deny_vetoes": bool, "expires": "2h" or a time, "scope":
+    /// {"parameters": {...}, "amount": N, "uses": N, "valid_for": "1h"}}. Check it later with
+    /// mess_approved.
+    #[serde(default)]
+    pub approval: Option<serde_json::Map<String, serde_json::Value>>,
+    /// An escalation ladder: [{"after": "10m", "to": [ids or capabilities]}, ..., {"after":
+    /// "2h"}] offers the work further up while nobody takes it; a last rung without `to`
+    /// ends the request `expired`.
+    #[serde(default)]
+    pub escalate: Vec<serde_json::Value>,
 }
 
 /// A thread reference: `re`, or its alias `ref`.
@@ -381,4 +424,45 @@ pub(crate) struct MailFileArgs {
     /// for you alone).
     #[serde(default)]
     pub mark_read: bool,
+}
+
+/// `mess_decide`: an approver's decision.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = re_required)]
+pub(crate) struct DecideArgs {
+    /// The request asking for your approval: its ref.
+    #[serde(default)]
+    pub re: String,
+    /// Same as `re`.
+    #[serde(default, rename = "ref")]
+    pub r#ref: String,
+    /// True to approve, false to deny.
+    pub approve: bool,
+    /// Why (recorded with the decision; say it when you deny).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `mess_approved`: what an approval covers.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = re_required)]
+pub(crate) struct ApprovedArgs {
+    /// The approval request's ref.
+    #[serde(default)]
+    pub re: String,
+    /// Same as `re`.
+    #[serde(default, rename = "ref")]
+    pub r#ref: String,
+    /// The action's intent (must be the approved request's). Empty: not checked.
+    #[serde(default)]
+    pub intent: String,
+    /// The action's parameters; their digest must equal the approved ones'.
+    #[serde(default)]
+    pub parameters: Option<serde_json::Value>,
+    /// What the action spends or counts; at most the approved amount.
+    #[serde(default)]
+    pub amount: Option<f64>,
+    /// True: use the approval once for this action when it covers it (its uses are counted).
+    #[serde(default, rename = "use")]
+    pub use_it: bool,
 }

@@ -15,7 +15,7 @@ use crate::exchange::view::ThreadView;
 use crate::exchange::{Exchange, Sender};
 use crate::mcp::MessMcp;
 use crate::mcp::args::{
-    AnswerArgs, CancelArgs, CapabilitiesArgs, DoArgs, FetchArgs, MailFileArgs, MailListArgs,
+    AnswerArgs, ApprovedArgs, CancelArgs, CapabilitiesArgs, DecideArgs, DoArgs, FetchArgs, MailFileArgs, MailListArgs,
     MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, ReviewArgs, StatusArgs,
     WaitArgs, YesNo, either,
 };
@@ -57,6 +57,21 @@ fn request_body(a: &RequestArgs) -> Map {
     }
     if !a.callback.trim().is_empty() {
         req.insert("callback", Value::str(a.callback.trim()));
+    }
+    if a.assignments > 0 {
+        req.insert("assignments", Value::Int(i64::from(a.assignments)));
+    }
+    let json = |v: serde_json::Value| {
+        serde_json::from_value::<Value>(v).unwrap_or(Value::Null)
+    };
+    if let Some(agree) = &a.agree {
+        req.insert("agree", json(serde_json::Value::Object(agree.clone())));
+    }
+    if let Some(approval) = &a.approval {
+        req.insert("approval", json(serde_json::Value::Object(approval.clone())));
+    }
+    if !a.escalate.is_empty() {
+        req.insert("escalate", json(serde_json::Value::Array(a.escalate.clone())));
     }
     req
 }
@@ -249,6 +264,10 @@ impl MessMcp {
             priority: a.priority,
             exchange: a.exchange,
             callback: a.callback,
+            assignments: a.assignments,
+            agree: a.agree,
+            approval: None,
+            escalate: Vec::new(),
         };
         Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }
@@ -273,6 +292,10 @@ impl MessMcp {
             priority: a.priority,
             exchange: a.exchange,
             callback: a.callback,
+            assignments: a.assignments,
+            agree: a.agree,
+            approval: a.approval,
+            escalate: a.escalate,
         };
         Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }
@@ -442,6 +465,68 @@ impl MessMcp {
         }
         Ok(self
             .call(move |ex, who| send(ex, who, "review", body))
+            .await)
+    }
+
+    #[tool(
+        description = "Decide on a request that asks for your approval (executors named as its approvers): approve: true or false, with a reason (say why when you deny). One decision per approver: a second is refused.",
+        output_schema = schemas::message(),
+        annotations(destructive_hint = true, open_world_hint = true)
+    )]
+    async fn mess_decide(
+        &self,
+        Parameters(a): Parameters<DecideArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let re = match needs_re(either(&a.re, &a.r#ref)) {
+            Ok(re) => re.to_owned(),
+            Err(e) => return Ok(self.failure(&e)),
+        };
+        let reason = Some(a.reason.trim().to_owned()).filter(|r| !r.is_empty());
+        let body = crate::exchange::hands::decision_body(&re, a.approve, reason);
+        Ok(self
+            .call(move |ex, who| send(ex, who, "response", body))
+            .await)
+    }
+
+    #[tool(
+        description = "Whether an approval you asked for covers an action: its state (pending, approved, denied, expired), every decision, and once approved its scope (intent, parameters digest, amount, uses, valid window). Name the action (intent, parameters, amount) to get covers: true only within that scope; use: true also uses it once.",
+        output_schema = schemas::message(),
+        annotations(destructive_hint = false, open_world_hint = false)
+    )]
+    async fn mess_approved(
+        &self,
+        Parameters(a): Parameters<ApprovedArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let re = match needs_re(either(&a.re, &a.r#ref)) {
+            Ok(re) => re.to_owned(),
+            Err(e) => return Ok(self.failure(&e)),
+        };
+        let parameters = match a.parameters {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match serde_json::from_value::<Value>(v) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    return Ok(self.failure(&Error::from(ProtocolError::invalid(
+                        "parameters",
+                        e.to_string(),
+                    ))));
+                }
+            },
+        };
+        let action = crate::exchange::hands::Action {
+            intent: Some(a.intent.trim().to_owned()).filter(|i| !i.is_empty()),
+            parameters,
+            amount: a.amount,
+        };
+        let use_it = a.use_it;
+        Ok(self
+            .call(move |ex, who| {
+                let view = ex.approvals().check(&re, &who.id, &action, use_it)?;
+                Ok(serde_json::to_value(&view)
+                    .ok()
+                    .and_then(|v| serde_json::from_value(v).ok())
+                    .unwrap_or(Value::Null))
+            })
             .await)
     }
 

@@ -32,8 +32,38 @@ impl<T: Roster + ?Sized> Roster for std::sync::Arc<T> {
 pub const OFFERED_TO: &str = "offered_to";
 
 /// Whether `who` is a party to the thread of `env`: its requestor or its claimant.
+///
+/// On a request asking for several answers every slot holder is a party, and on an
+/// approval every approver who decided.
 pub fn party(who: &str, env: &Envelope) -> bool {
-    env.requestor == who || env.executor.as_deref() == Some(who)
+    env.requestor == who
+        || env.executor.as_deref() == Some(who)
+        || env.hands.slot_of(who).is_some()
+        || env.hands.decision_of(who).is_some()
+}
+
+/// How many rungs of the thread's escalation ladder the offer has reached (the exchange
+/// records each in history as it climbs).
+pub fn rungs_reached(env: &Envelope) -> usize {
+    env.history
+        .iter()
+        .filter(|h| h.action == "escalated" && h.extra.contains_key("rung"))
+        .count()
+}
+
+/// Whether `who` is named, by id or by a capability it holds, on the approval of `env` or on
+/// a rung of its ladder the offer has reached.
+pub fn named(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
+    if !roster.is_executor(who) {
+        return false;
+    }
+    let holds = |cap: &str| roster.missing(who, &[cap.to_owned()]).is_empty();
+    env.hands.names(who, rungs_reached(env), &holds)
+}
+
+/// Whether `who` may decide on the approval of `env`: it asks for approval and names `who`.
+pub fn may_decide(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
+    env.hands.approval.is_some() && named(who, env, roster)
 }
 
 /// Whether `who` is a registered executor holding every capability the thread requires (and
@@ -43,6 +73,14 @@ pub fn eligible(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
         && only != who
     {
         return false;
+    }
+    // An approval is offered to its approvers alone; a rung of a ladder the offer reached
+    // opens the work to those it names, whatever the request requires.
+    if env.hands.approval.is_some() {
+        return may_decide(who, env, roster);
+    }
+    if !env.hands.escalate.is_empty() && named(who, env, roster) {
+        return true;
     }
     roster.is_executor(who) && roster.missing(who, &env.requires).is_empty()
 }
@@ -79,7 +117,12 @@ pub fn may_act_now(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
     if env.status == Status::Pending {
         return eligible(who, env, roster);
     }
-    env.executor.as_deref() == Some(who) && !env.status.is_terminal()
+    !env.status.is_terminal()
+        && (env.executor.as_deref() == Some(who)
+            || env
+                .hands
+                .slot_of(who)
+                .is_some_and(|(_, s)| !s.status.is_terminal()))
 }
 
 /// Whether a request may depend on the thread of `env`: only on threads its sender may see.
@@ -89,7 +132,13 @@ pub fn may_depend_on(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
 
 /// Whether the holder of a link for `executor` may still read the thread of `env`: while
 /// nobody has taken it, and afterwards only if `executor` is the one who took it.
+///
+/// On a request with several slots or an approval, nobody "takes" the whole thread: a link
+/// reads it while it is open to all, and afterwards only for a slot holder or a decider.
 pub fn link_reads(executor: &str, env: &Envelope) -> bool {
+    if env.hands.multi() || env.hands.approval.is_some() {
+        return env.status == Status::Pending || party(executor, env);
+    }
     env.executor
         .as_deref()
         .is_none_or(|taker| taker == executor)

@@ -4,6 +4,7 @@
 
 use crate::error::ProtocolError;
 use crate::field::{self, Fields, Result};
+use crate::hands::Hands;
 use crate::ids::ThreadRef;
 use crate::message::{Message, Payload};
 use crate::request::{Priority, Request};
@@ -55,6 +56,9 @@ pub struct Envelope {
     pub estimate: Option<String>,
     /// Where the confirmation handshake stands.
     pub confirmation: Option<ConfirmState>,
+    /// Several answers, approvals and the escalation ladder: what the request asked of many
+    /// hands and where that stands.
+    pub hands: Hands,
     /// State transition log.
     pub history: Vec<HistoryEntry>,
     /// Fields this version does not know, kept unchanged.
@@ -112,7 +116,15 @@ pub struct HistoryEntry {
 pub fn is_derived_action(action: &str) -> bool {
     matches!(
         action,
-        "created" | "replied" | "suggested" | "amended" | "reviewed" | "redo"
+        "created"
+            | "replied"
+            | "suggested"
+            | "amended"
+            | "reviewed"
+            | "redo"
+            | "approved"
+            | "denied"
+            | "approval used"
     ) || Status::parse(action).is_some()
 }
 
@@ -230,6 +242,7 @@ impl Envelope {
             depends_on,
             estimate: None,
             confirmation: None,
+            hands: Hands::read(request, doc.received, "request").unwrap_or_default(),
             history: vec![HistoryEntry {
                 action: "created".into(),
                 at: doc.received,
@@ -270,6 +283,9 @@ impl Envelope {
     /// Checks nothing: callers validate transitions and permissions first; `fsck` replays
     /// whatever the file holds.
     pub fn apply(&mut self, doc: &MessageDoc) -> bool {
+        if let Some(changed) = self.apply_hands(doc) {
+            return changed;
+        }
         let mut changed = false;
         for payload in &doc.message.payloads {
             changed |= self.apply_payload(payload, &doc.from, doc.received);
@@ -385,6 +401,17 @@ impl Envelope {
             }
             Payload::Unknown { kind, body } if kind == AMEND && from == EXCHANGE => {
                 changed |= self.amend(body, at);
+            }
+            Payload::Unknown { kind, body }
+                if kind == crate::hands::APPROVAL_USE && from == EXCHANGE =>
+            {
+                self.hands.used += 1;
+                let note = body
+                    .as_map()
+                    .and_then(|m| m.get("action"))
+                    .and_then(Value::scalar_text);
+                self.record("approval used", at, from, note);
+                changed = true;
             }
             Payload::Suggestion(s) => {
                 let note = match &s.id {
@@ -522,6 +549,7 @@ impl Envelope {
                 )
             })?),
         };
+        let hands = Hands::take(&mut f);
         let history = f.list("history", |v, p| {
             let mut g = Fields::new(v, p, "a history entry")?;
             let action = match g.take("action") {
@@ -563,6 +591,7 @@ impl Envelope {
             depends_on,
             estimate,
             confirmation,
+            hands,
             history,
             extra: f.rest(),
         })
@@ -594,6 +623,7 @@ impl Envelope {
             "confirmation",
             self.confirmation.map(|c| Value::str(c.as_str())),
         );
+        self.hands.put(&mut m);
         m.extend_missing(self.extra.clone());
         let history = self
             .history
@@ -615,22 +645,45 @@ impl Envelope {
     /// The deadline after which the exchange ends this thread if nobody works on it (pending,
     /// or paused as `waiting` or `held`), and the field that set it (`needed_by` or
     /// `expires`).
+    ///
+    /// A thread asking for several answers keeps its deadline while its slots are all taken
+    /// (it ends `partial` with the answers in); an approval's `expires` and the end of an
+    /// escalation ladder are deadlines too, whichever comes first.
     pub fn deadline(&self) -> Option<(Timestamp, &'static str)> {
-        if !matches!(
+        let waiting = matches!(
             self.status,
             Status::Pending | Status::Waiting | Status::Held
-        ) {
+        ) || (self.hands.multi() && self.status == Status::Claimed);
+        if !waiting {
             return None;
         }
-        let at = self.expires.or(self.needed_by)?;
-        Some((
-            at,
-            if self.needed_by == Some(at) {
-                "needed_by"
-            } else {
-                "expires"
-            },
-        ))
+        let own = self.expires.or(self.needed_by).map(|at| {
+            (
+                at,
+                if self.needed_by == Some(at) {
+                    "needed_by"
+                } else {
+                    "expires"
+                },
+            )
+        });
+        let pending = self.status == Status::Pending;
+        let approval = self
+            .hands
+            .approval
+            .as_ref()
+            .and_then(|a| a.expires)
+            .filter(|_| pending)
+            .map(|at| (at, "approval.expires"));
+        let ladder = self
+            .hands
+            .ladder_end(self.created)
+            .filter(|_| pending)
+            .map(|at| (at, "escalate"));
+        [own, approval, ladder]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(at, _)| *at)
     }
 
     /// True while the request's `not_before` is still ahead: nobody is offered it or may
@@ -669,7 +722,7 @@ impl Envelope {
     }
 }
 
-fn reason_note(details: &StatusDetails) -> Option<String> {
+pub(crate) fn reason_note(details: &StatusDetails) -> Option<String> {
     let reason = match details {
         StatusDetails::Failed { reason, .. } | StatusDetails::Declined { reason } => Some(reason),
         StatusDetails::Held { reason, .. }
@@ -797,6 +850,12 @@ pub fn state_difference(stored: &Envelope, rebuilt: &Envelope) -> Option<String>
     }
     if stored.confirmation != rebuilt.confirmation {
         return Some("confirmation differs from the messages'".to_owned());
+    }
+    if stored.hands.slots != rebuilt.hands.slots {
+        return Some("slots differ from the messages'".to_owned());
+    }
+    if stored.hands.decisions != rebuilt.hands.decisions {
+        return Some("decisions differ from the messages'".to_owned());
     }
     if stored.estimate != rebuilt.estimate {
         return Some("estimate differs from the messages'".to_owned());

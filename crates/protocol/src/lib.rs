@@ -19,6 +19,7 @@ pub mod content;
 pub mod cron;
 pub mod emit;
 pub mod envelope;
+pub mod hands;
 pub mod error;
 pub(crate) mod field;
 pub mod ids;

@@ -256,9 +256,22 @@ pub fn expiry(
             stage: Some(stage.as_str().to_owned()),
         },
     );
-    status.message = Some(match stage {
-        Status::Pending => format!("{which} passed before anyone claimed it"),
-        other => format!("{which} passed while it was {other}"),
+    status.message = Some(match (&env.hands.approval, which, stage) {
+        (Some(a), _, _) => format!(
+            "{which} passed with {} of the {} approvals needed; not approved",
+            env.hands.tally().0,
+            a.need
+        ),
+        (None, "escalate", _) => {
+            "the escalation ladder ended with nobody taking it".to_owned()
+        }
+        (None, _, Status::Pending) if env.hands.multi() => format!(
+            "{which} passed with no answer in ({} of {} slots taken)",
+            env.hands.taken(),
+            env.hands.wanted()
+        ),
+        (None, _, Status::Pending) => format!("{which} passed before anyone claimed it"),
+        (None, _, other) => format!("{which} passed while it was {other}"),
     });
     Some(crate::envelope::MessageDoc {
         from: crate::envelope::EXCHANGE.to_owned(),

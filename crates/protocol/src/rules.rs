@@ -202,8 +202,9 @@ pub struct Incoming {
 pub fn check_new_requests(incoming: &[Incoming], now: Timestamp) -> Result<(), ProtocolError> {
     let mut siblings: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for req in incoming {
-        req.request
-            .check_requires(&format!("MESS[{}].request", req.index))?;
+        let path = format!("MESS[{}].request", req.index);
+        req.request.check_requires(&path)?;
+        crate::hands::Hands::read(&req.request, now, &path)?;
     }
     for req in incoming {
         if let Some(at) = req.request.expires_at(now)
@@ -352,6 +353,14 @@ pub fn check_group(
     payloads: &[Payload],
     cx: &Context<'_>,
 ) -> Result<Envelope, ProtocolError> {
+    if cx.sender != env.requestor {
+        if env.hands.approval.is_some() {
+            return check_decisions(env, payloads, cx);
+        }
+        if env.hands.multi() {
+            return check_slot_group(env, payloads, cx);
+        }
+    }
     let mut running = env.clone();
     let thread = env.thread_ref.as_str();
     let has_status = payloads.iter().any(|p| matches!(p, Payload::Status(_)));
@@ -650,4 +659,155 @@ pub fn status_echo<E>(
             }
         }
     })
+}
+
+/// A document of one payload from `cx.sender`, to run a check's envelope forward.
+fn single(payload: &Payload, cx: &Context<'_>) -> MessageDoc {
+    MessageDoc {
+        from: cx.sender.to_owned(),
+        received: cx.now,
+        channel: None,
+        message: Message::new(vec![payload.clone()]),
+        extra: Map::new(),
+    }
+}
+
+/// Checks an approver's payloads on a thread that asks for approval: one decision each (a
+/// response whose content holds `confirmation:`), from someone the approval names, while the
+/// thread is open. Everything else an executor might send is refused by name.
+fn check_decisions(
+    env: &Envelope,
+    payloads: &[Payload],
+    cx: &Context<'_>,
+) -> Result<Envelope, ProtocolError> {
+    let thread = env.thread_ref.as_str();
+    let mut running = env.clone();
+    for payload in payloads {
+        let r = match payload {
+            Payload::Response(r) => r,
+            Payload::Status(_) | Payload::Suggestion(_) => {
+                return Err(ProtocolError::conflict(format!(
+                    "{thread} asks for approval: decide with a response whose content is confirmation: {{confirmed: true|false, details: why}} (mess approve, mess deny), not a {}",
+                    payload.kind()
+                )));
+            }
+            _ => continue,
+        };
+        if !access::may_decide(cx.sender, &running, cx.roster) {
+            return Err(ProtocolError::forbidden(format!(
+                "cannot decide on {thread}: {} is not among its approvers",
+                cx.sender
+            )));
+        }
+        if let Some(d) = running.hands.decision_of(cx.sender) {
+            return Err(ProtocolError::conflict(format!(
+                "{} already decided on {thread}: {} at {}{}; each approver decides once",
+                cx.sender,
+                if d.approved { "approved" } else { "denied" },
+                crate::time::format_timestamp(&d.at),
+                d.channel
+                    .as_deref()
+                    .map(|c| format!(" (via {c})"))
+                    .unwrap_or_default()
+            )));
+        }
+        if running.status.is_terminal() {
+            return Err(ProtocolError::conflict(format!(
+                "cannot decide on {thread}: it is already {}",
+                running.status
+            )));
+        }
+        if crate::hands::decision_in(r).is_none() {
+            return Err(ProtocolError::invalid(
+                "response.content",
+                format!(
+                    "{thread} asks for approval: the response's content must hold confirmation: {{confirmed: true|false, details: why}}"
+                ),
+            ));
+        }
+        running.apply(&single(payload, cx));
+    }
+    Ok(running)
+}
+
+/// Checks a slot holder's (or would-be slot holder's) payloads on a thread that asks for
+/// several answers: a claim takes a free slot (one per executor, never a second), and each
+/// later status or response moves that executor's own slot along the usual steps.
+fn check_slot_group(
+    env: &Envelope,
+    payloads: &[Payload],
+    cx: &Context<'_>,
+) -> Result<Envelope, ProtocolError> {
+    let thread = env.thread_ref.as_str();
+    let mut running = env.clone();
+    for payload in payloads {
+        let code = match payload {
+            Payload::Status(s) => s.code,
+            Payload::Response(_) => Status::Completed,
+            Payload::Suggestion(_) => {
+                return Err(ProtocolError::conflict(format!(
+                    "{thread} asks for {} answers; suggestions are taken on requests for one",
+                    running.hands.wanted()
+                )));
+            }
+            _ => continue,
+        };
+        let response = matches!(payload, Payload::Response(_));
+        match running.hands.slot_of(cx.sender) {
+            None => {
+                if running.status.is_terminal() {
+                    return Err(ProtocolError::conflict(format!(
+                        "cannot set {thread} to {code}: it is no longer open to you (already answered by enough executors, or ended)"
+                    )));
+                }
+                if !response && code != Status::Claimed && !code.implies_claim() {
+                    return Err(ProtocolError::conflict(format!(
+                        "cannot set {thread} to {code}: claim a slot first"
+                    )));
+                }
+                if running.hands.open() == 0 {
+                    return Err(ProtocolError::conflict(format!(
+                        "cannot claim {thread}: all {} of its slots are taken",
+                        running.hands.wanted()
+                    )));
+                }
+                if !cx.roster.is_executor(cx.sender) {
+                    return Err(ProtocolError::forbidden(format!(
+                        "{} is not a registered executor (add it under `executors:` in config.yaml or send a config message)",
+                        cx.sender
+                    )));
+                }
+                check_may_claim(&running, cx)?;
+            }
+            Some((n, slot)) => {
+                let completed_here = slot.status == Status::Completed
+                    && env
+                        .hands
+                        .slot_of(cx.sender)
+                        .is_none_or(|(_, s)| s.status != Status::Completed);
+                if completed_here && code == Status::Completed {
+                    // A response and its `completed` status in one message: one step.
+                } else if slot.status.is_terminal() {
+                    return Err(ProtocolError::conflict(format!(
+                        "your slot ({n}) of {thread} is already {}; each executor answers once",
+                        slot.status
+                    )));
+                } else if code == Status::Claimed {
+                    return Err(ProtocolError::conflict(format!(
+                        "you already hold slot {n} of {thread}; each executor takes one"
+                    )));
+                } else if !response {
+                    machine::check_transition(thread, slot.status, code, Actor::Claimant)?;
+                }
+            }
+        }
+        if matches!(
+            code,
+            Status::InProgress | Status::Completed | Status::Partial
+        ) {
+            check_dependencies_done(&running, cx, &format!("set {code} on"))?;
+        }
+        running.apply(&single(payload, cx));
+    }
+    Ok(running)
 }

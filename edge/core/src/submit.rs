@@ -161,6 +161,18 @@ fn check_requests(incoming: &[Incoming], now: Timestamp) -> Result<(), Failure> 
     for req in incoming {
         let path = format!("MESS[{}].request", req.index);
         let r = &req.request;
+        // Several answers, approvals and ladders need the exchange's verdicts and a climb
+        // over time, which the Worker does not write yet.
+        for (key, what) in [
+            ("assignments", "several answers to one request"),
+            ("agree", "an agreement rule over several answers"),
+            ("approval", "an approval by named people"),
+            ("escalate", "an escalation ladder"),
+        ] {
+            if r.extra.contains_key(key) {
+                return Err(Failure::not_at_edge(&format!("{path}.{key}"), what));
+            }
+        }
         if !r.depends_on().is_empty() {
             return Err(Failure::not_at_edge(
                 &format!("{path}.constraints.depends_on"),
