@@ -1,7 +1,8 @@
 -- threads: one row per thread, from the envelope (document 1) of every thread file in the
 -- state folders and the archive. Columns: the envelope fields (ref, client_id, requestor,
 -- executor, status, created, updated, expires, intent, priority, requires, needed_by,
--- confirm_before, depends_on, estimate, confirmation, history, and any other field found),
+-- confirm_before, depends_on, estimate, confirmation, history; for several answers assignments,
+-- agree, slots; for approvals approval, decisions, approval_used; and any other field found),
 -- messages (documents 2.. of the file, as written: from, received, channel, MESS, ...; e.g.
 -- yaml_extract(messages, '$[*].from')), state (the folder: received, executing, finished,
 -- canceled), archived, filename.
@@ -16,6 +17,11 @@ WITH template AS (
            NULL::BOOLEAN AS confirm_before, NULL::VARCHAR[] AS depends_on, NULL::VARCHAR AS estimate,
            NULL::VARCHAR AS confirmation,
            NULL::STRUCT("action" VARCHAR, "at" TIMESTAMPTZ, "by" VARCHAR, note VARCHAR)[] AS history,
+           NULL::BIGINT AS assignments, NULL::STRUCT(field VARCHAR, need BIGINT) AS agree,
+           NULL::STRUCT(executor VARCHAR, status VARCHAR, "at" TIMESTAMPTZ, "value" VARCHAR)[] AS slots,
+           NULL::STRUCT("from" VARCHAR[], need BIGINT, deny_vetoes BOOLEAN, expires TIMESTAMPTZ) AS approval,
+           NULL::STRUCT("by" VARCHAR, decision VARCHAR, "at" TIMESTAMPTZ, channel VARCHAR, reason VARCHAR)[] AS decisions,
+           NULL::BIGINT AS approval_used,
            NULL::VARCHAR AS state, NULL::BOOLEAN AS archived, NULL::VARCHAR AS filename
     WHERE false
 ),

@@ -148,6 +148,14 @@ pub const ASSETS: &[(&str, &str)] = &[
         include_str!("../../sql/130_thread_history.sql"),
     ),
     (
+        "sql/131_assignments.sql",
+        include_str!("../../sql/131_assignments.sql"),
+    ),
+    (
+        "sql/132_decisions.sql",
+        include_str!("../../sql/132_decisions.sql"),
+    ),
+    (
         "sql/140_executors.sql",
         include_str!("../../sql/140_executors.sql"),
     ),

@@ -77,6 +77,8 @@ fn every_asset_loads_on_an_empty_home() {
         "pending_by_capability",
         "executor_availability",
         "executor_stats",
+        "assignments",
+        "decisions",
     ] {
         assert_eq!(
             flat(&db, &format!("SELECT count(*) FROM {view}")),

@@ -66,7 +66,13 @@ pub(crate) fn settle(
             .len();
         let request = first_request(file)?;
         let scope = scope_record(&request, envelope, now);
-        return Ok(hands::settle_approval(envelope, possible, Some(scope), now));
+        // The quorum is the request's, as written: the envelope is a cache, and a cache edited
+        // to ask for fewer approvals is not obeyed.
+        let mut decided = envelope.clone();
+        decided.hands.approval = Hands::read(&request, envelope.created, "request")
+            .map_err(Error::from)?
+            .approval;
+        return Ok(hands::settle_approval(&decided, possible, Some(scope), now));
     }
     if envelope.hands.multi() {
         let mut docs = file.messages()?;

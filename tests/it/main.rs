@@ -17,6 +17,7 @@ mod http;
 mod inspector;
 mod links_plan;
 mod mail_spec;
+mod many_hands;
 mod mcp;
 mod mcp_plan;
 mod mcp_python;

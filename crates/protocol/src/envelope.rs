@@ -851,6 +851,18 @@ pub fn state_difference(stored: &Envelope, rebuilt: &Envelope) -> Option<String>
     if stored.confirmation != rebuilt.confirmation {
         return Some("confirmation differs from the messages'".to_owned());
     }
+    // What the request asked of many hands is the request's, never the cache's: a quorum
+    // written lower by hand is healed back, not obeyed.
+    if stored.hands.assignments != rebuilt.hands.assignments
+        || stored.hands.agree != rebuilt.hands.agree
+        || stored.hands.approval != rebuilt.hands.approval
+        || stored.hands.escalate != rebuilt.hands.escalate
+    {
+        return Some("what the request asked of many hands differs from the request".to_owned());
+    }
+    if stored.hands.used != rebuilt.hands.used {
+        return Some("the approval's uses differ from the messages'".to_owned());
+    }
     if stored.hands.slots != rebuilt.hands.slots {
         return Some("slots differ from the messages'".to_owned());
     }

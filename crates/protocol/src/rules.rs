@@ -567,7 +567,9 @@ fn check_may_claim(env: &Envelope, cx: &Context<'_>) -> Result<(), ProtocolError
             env.thread_ref
         )));
     }
-    if cx.roster.is_executor(cx.sender) {
+    // A rung of the escalation ladder the offer has reached opens the work to those it names.
+    let on_the_ladder = !env.hands.escalate.is_empty() && access::named(cx.sender, env, cx.roster);
+    if cx.roster.is_executor(cx.sender) && !on_the_ladder {
         let missing = cx.roster.missing(cx.sender, &env.requires);
         if !missing.is_empty() {
             return Err(ProtocolError::forbidden(format!(
