@@ -1334,3 +1334,105 @@ fn unsent(
         .cloned()
         .collect()
 }
+
+/// Runs `mess` with each argument list on the node of the same index at once; the outputs.
+fn at_once(homes: &[Home], runs: &[(usize, Vec<String>)]) -> Vec<std::process::Output> {
+    let children: Vec<_> = runs
+        .iter()
+        .map(|(node, args)| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            homes[*node]
+                .command(&args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
+}
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn the_last_slot_and_a_second_vote_are_decided_once_across_nodes() {
+    let pg = Postgres::start();
+    let homes = cluster(&pg, 2);
+    let r = homes[0]
+        .ok(&[
+            "request",
+            "count the chairs",
+            "--requires",
+            "vacuum-floor",
+            "--assignments",
+            "2",
+            "--as",
+            "claude-agent",
+        ])
+        .trim()
+        .to_owned();
+    homes[1].ok(&["claim", &r, "--as", "robot-0"]);
+    // Five executors race for the last slot from both nodes: one takes it.
+    let runs: Vec<(usize, Vec<String>)> = (1..EXECUTORS)
+        .map(|i| {
+            (
+                i % 2,
+                vec![
+                    "claim".to_owned(),
+                    r.clone(),
+                    "--as".to_owned(),
+                    format!("robot-{i}"),
+                ],
+            )
+        })
+        .collect();
+    let outcomes = at_once(&homes, &runs);
+    let winners = outcomes.iter().filter(|o| o.status.success()).count();
+    assert_eq!(winners, 1, "{winners} took the last slot");
+    let show = homes[0].ok(&["show", &r]);
+    assert_eq!(show.matches("note: slot ").count(), 2, "{show}");
+    assert!(show.contains("status: claimed"), "{show}");
+
+    // The same approver decides on both nodes at once: one decision is recorded.
+    let a = homes[1]
+        .ok(&[
+            "request",
+            "unlock the back door",
+            "--approver",
+            "robot-0",
+            "--approver",
+            "robot-1",
+            "--need",
+            "2",
+            "--as",
+            "claude-agent",
+        ])
+        .trim()
+        .to_owned();
+    let runs: Vec<(usize, Vec<String>)> = (0..2)
+        .map(|node| {
+            (
+                node,
+                vec![
+                    "approve".to_owned(),
+                    a.clone(),
+                    "--as".to_owned(),
+                    "robot-0".to_owned(),
+                ],
+            )
+        })
+        .collect();
+    let outcomes = at_once(&homes, &runs);
+    assert_eq!(outcomes.iter().filter(|o| o.status.success()).count(), 1);
+    let refused = outcomes.iter().find(|o| !o.status.success()).unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("already decided"), "{err}");
+    let show = homes[0].ok(&["show", &a]);
+    assert_eq!(show.matches("action: approved").count(), 1, "{show}");
+    assert_eq!(show.matches("decision: approved").count(), 1, "{show}");
+    homes[0].ok(&["approve", &a, "--as", "robot-1"]);
+    let done = homes[1].ok(&["status", &a]);
+    assert!(done.contains("completed"), "{done}");
+}
