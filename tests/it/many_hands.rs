@@ -589,3 +589,85 @@ fn an_escalation_ladder_climbs_and_its_end_is_expiry() {
     let show = home.ok(&["show", &unclaimed]);
     assert!(show.contains("rung 1 of 2 after 1s: offered to boss"), "{show}");
 }
+
+/// The page of `r` for `who` through a fresh link.
+fn open_page(home: &Home, server: &Server, browser: &crate::support::browser::Browser, r: &str, who: &str) {
+    let link = home.ok(&["link", r, "--executor", who]);
+    let token = link.trim().rsplit("token=").next().unwrap().to_owned();
+    browser.open(&format!(
+        "http://127.0.0.1:{}/respond?ref={r}&token={token}",
+        server.port
+    ));
+    browser.find("#intent");
+}
+
+#[test]
+#[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
+fn approvers_decide_and_slot_holders_answer_on_the_page() {
+    use crate::support::browser::Browser;
+    assert!(Browser::available(), "chromium and chromium-driver are needed");
+    let home = Home::with_config(CONFIG);
+    let (server, agent) = approvals_server(&home);
+    let b = Browser::start();
+    let (status, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: lend the van to the school\n      approval: {from: [ana, ben], need: 2}\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = request_ref(&body);
+    open_page(&home, &server, &b, &r, "ana");
+    assert!(b.text("#approval-need").contains("0 of 2 approvals"), "{}", b.text("main"));
+    // A denial needs a reason: the page asks for one before sending anything.
+    b.click("#deny");
+    assert!(home.ok(&["show", &r]).matches("confirmation").count() == 0);
+    b.type_into("#decision-reason", "insured until Friday");
+    b.click("#approve");
+    assert!(
+        crate::web::wait_until(&b, "return !!document.getElementById('decided')"),
+        "{}",
+        b.text("main")
+    );
+    assert!(b.text("#decisions").contains("You approved"), "{}", b.text("#decisions"));
+    open_page(&home, &server, &b, &r, "ben");
+    b.click("#approve");
+    assert_eq!(crate::web::wait_status(&b, "completed"), "completed");
+    assert!(b.text("#final").contains("Approved"), "{}", b.text("#final"));
+    let rows = json(&home.ok(&[
+        "query",
+        &format!("SELECT \"by\", channel, reason FROM decisions WHERE ref = '{r}' ORDER BY seq"),
+        "--format",
+        "json",
+    ]))["rows"]
+        .clone();
+    assert_eq!(rows[0]["reason"], "insured until Friday", "{rows}");
+    assert_eq!(rows[1]["channel"], "link", "{rows}");
+
+    // Several answers: each person takes a place and answers on their own.
+    let (status, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: is the playground open?\n      requires: [look]\n      assignments: 2\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let s = request_ref(&body);
+    let late = home.ok(&["link", &s, "--executor", "cy"]);
+    open_page(&home, &server, &b, &s, "ana");
+    assert!(b.text("#slots").contains("2 places open"), "{}", b.text("main"));
+    b.click("#claim");
+    assert!(
+        crate::web::wait_until(&b, "return (document.getElementById('slots') || {}).textContent.indexOf('1 place open') >= 0"),
+        "{}",
+        b.text("main")
+    );
+    home.ok(&["claim", &s, "--as", "ben"]);
+    // A link made while places were open reads nothing once every place is taken.
+    let token = late.trim().rsplit("token=").next().unwrap().to_owned();
+    b.open(&format!(
+        "http://127.0.0.1:{}/respond?ref={s}&token={token}",
+        server.port
+    ));
+    assert!(
+        b.wait_text("main", "Nothing more").contains("Nothing more to do here"),
+        "{}",
+        b.text("main")
+    );
+}

@@ -257,7 +257,7 @@ pub(crate) fn wait_status(browser: &Browser, want: &str) -> String {
 }
 
 /// Waits up to 10 s for `script` (returning a boolean) to hold in the page.
-fn wait_until(browser: &Browser, script: &str) -> bool {
+pub(crate) fn wait_until(browser: &Browser, script: &str) -> bool {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         if browser.run(script) == Value::Bool(true) {

@@ -667,9 +667,68 @@
 
   // The one next step at each status, at the top of the page: a sentence and at most one
   // primary button; the other actions follow in the forms below.
+  // A request asking for approval: who decided what, and Approve / Deny while it is open.
+  function approvalActions(env, next, me) {
+    var a = env.approval;
+    var decided = [].concat(env.decisions || []);
+    var yes = decided.filter(function (d) { return d.decision === 'approved'; }).length;
+    var box = add(next, el('div', null, 'approval')); box.id = 'approval';
+    add(box, el('p', yes + ' of ' + a.need + ' approval' + (a.need === 1 ? '' : 's') + ' needed' +
+      (a.deny_vetoes ? '; one denial ends it' : '') + '.', 'meta')).id = 'approval-need';
+    if (a.expires && !ENDED[env.status]) {
+      var ex = add(box, el('p', 'Expires ', 'meta')); add(ex, timeNode(a.expires));
+    }
+    var list = add(box, el('ul', null, 'decisions')); list.id = 'decisions';
+    decided.forEach(function (d) {
+      var li = add(list, el('li', (d.by === me ? 'You' : d.by) + ' ' + d.decision + ' '));
+      add(li, timeNode(d.at));
+      if (d.channel) add(li, document.createTextNode(' via ' + d.channel));
+      if (d.reason) add(li, document.createTextNode(': ' + d.reason));
+    });
+    var mine = decided.filter(function (d) { return d.by === me; })[0];
+    if (ENDED[env.status]) {
+      var end = add(next, el('p', null, 'notice ended')); end.id = 'final';
+      add(end, el('strong', env.status === 'completed' ? 'Approved' : env.status === 'declined' ? 'Not approved' : ENDED[env.status]));
+      var last = lastStatus(env.status);
+      if (last && last.body.message) add(end, document.createTextNode(': ' + last.body.message));
+      return;
+    }
+    if (mine) {
+      add(next, el('p', 'You ' + mine.decision + ' this; each approver decides once.', 'notice')).id = 'decided';
+      return;
+    }
+    if (!allows('respond')) { add(next, el('p', 'This link lets you look, not decide.', 'notice')).id = 'read-only'; return; }
+    next.id = 'decide';
+    add(next, el('h2', 'Do you approve?'));
+    var why = field(next, 'Why (optional when approving)', 'text', 'decision-reason');
+    var decide = function (ok) {
+      var reason = value('decision-reason');
+      if (!ok && !reason) { why.focus(); note('Say why you deny it.', true); return; }
+      var c = { confirmed: ok };
+      if (reason) c.details = reason;
+      send([{ response: { re: env.ref, content: [{ confirmation: c }] } }]);
+    };
+    primary(next, 'Approve', function () { decide(true); }).id = 'approve';
+    button(next, 'Deny', function () { decide(false); }, 'danger').id = 'deny';
+  }
+
   function actions(env, next) {
-    var s = env.status;
     var me = thread.link && thread.link.executor;
+    if (env.approval) { approvalActions(env, next, me); return; }
+    // Several answers: this executor's own slot is what it moves along.
+    var slots = [].concat(env.slots || []);
+    var many = (env.assignments || 1) > 1 || !!env.agree;
+    var slot = many ? slots.filter(function (x) { return x.executor === me; })[0] : null;
+    var s = slot ? slot.status : env.status;
+    if (many) {
+      var taken = slots.filter(function (x) { return ['declined', 'failed', 'cancelled', 'expired'].indexOf(x.status) < 0; }).length;
+      add(next, el('p', (env.assignments || 1) + ' people answer this on their own; ' +
+        Math.max(0, (env.assignments || 1) - taken) + ' place' + ((env.assignments || 1) - taken === 1 ? '' : 's') + ' open.', 'meta')).id = 'slots';
+      if (!slot && env.status === 'claimed') {
+        add(next, el('p', 'Every place is taken; nothing more to do here.', 'notice')).id = 'taken';
+        return;
+      }
+    }
     if (me && env.executor && env.executor !== me) {
       add(next, el('p', 'Taken by ' + env.executor + '; nothing more to do here.', 'notice')).id = 'taken';
       return;
@@ -709,6 +768,7 @@
       // What was sent, first: the last response's content.
       var sent = null;
       thread.messages.forEach(function (m) {
+        if (slot && m.from !== me) return;
         (m.MESS || []).forEach(function (p) { if (isObj(p.response)) sent = p.response; });
       });
       if (sent) {
