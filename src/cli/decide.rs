@@ -70,9 +70,15 @@ pub(crate) struct ApprovalArgs {
 pub(crate) fn approval(cx: &Context, args: ApprovalArgs) -> Result<(), CliError> {
     let parameters = match &args.parameters {
         None => None,
-        Some(text) => Some(crate::protocol::yaml::parse_document(text, &crate::protocol::yaml::Limits::DEFAULT).map_err(|e| {
-            CliError::usage(format!("--parameters: {e}"), "write JSON, e.g. '{\"invoice\": 42}'")
-        })?),
+        Some(text) => Some(
+            crate::protocol::yaml::parse_document(text, &crate::protocol::yaml::Limits::DEFAULT)
+                .map_err(|e| {
+                    CliError::usage(
+                        format!("--parameters: {e}"),
+                        "write JSON, e.g. '{\"invoice\": 42}'",
+                    )
+                })?,
+        ),
     };
     let action = crate::exchange::hands::Action {
         intent: args.intent,

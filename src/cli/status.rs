@@ -131,7 +131,11 @@ fn human(v: &ThreadView) {
             format!(
                 "{yes} of {} approvals, {no} denied{}{}",
                 a.need,
-                if a.deny_vetoes { "; a denial vetoes" } else { "" },
+                if a.deny_vetoes {
+                    "; a denial vetoes"
+                } else {
+                    ""
+                },
                 a.expires
                     .map(|t| format!("; expires {}", time::format_timestamp(&t)))
                     .unwrap_or_default()

@@ -138,7 +138,10 @@ fn scope_record(request: &Request, env: &Envelope, granted: Timestamp) -> Value 
     m.insert("intent", Value::str(&env.intent));
     m.insert_opt(
         "parameters_digest",
-        scope.parameters.as_ref().map(|p| Value::str(parameters_digest(p))),
+        scope
+            .parameters
+            .as_ref()
+            .map(|p| Value::str(parameters_digest(p))),
     );
     m.insert_opt("amount", scope.amount.map(Value::Float));
     m.insert("uses", Value::Int(i64::from(scope.uses)));
@@ -327,13 +330,9 @@ impl Approvals<'_> {
         directory: &Directory,
     ) -> Result<ApprovalView, Error> {
         let env = &file.envelope;
-        let a = env
-            .hands
-            .approval
-            .as_ref()
-            .ok_or_else(|| Error::NotFound {
-                message: format!("{} does not ask for approval", env.thread_ref),
-            })?;
+        let a = env.hands.approval.as_ref().ok_or_else(|| Error::NotFound {
+            message: format!("{} does not ask for approval", env.thread_ref),
+        })?;
         let state = match env.status {
             Status::Pending => "pending",
             Status::Completed => "approved",
@@ -374,15 +373,19 @@ impl Approvals<'_> {
             Some(at) => {
                 let request = first_request(file)?;
                 let s = Scope::of(&request);
-                Some((s.clone(), ScopeView {
-                    intent: env.intent.clone(),
-                    parameters_digest: s.parameters.as_ref().map(parameters_digest),
-                    amount: s.amount,
-                    uses: s.uses,
-                    used: env.hands.used,
-                    valid_from: time::format_timestamp(&at),
-                    valid_until: time::format_timestamp(&(at + s.window())),
-                }, at))
+                Some((
+                    s.clone(),
+                    ScopeView {
+                        intent: env.intent.clone(),
+                        parameters_digest: s.parameters.as_ref().map(parameters_digest),
+                        amount: s.amount,
+                        uses: s.uses,
+                        used: env.hands.used,
+                        valid_from: time::format_timestamp(&at),
+                        valid_until: time::format_timestamp(&(at + s.window())),
+                    },
+                    at,
+                ))
             }
             None => None,
         };
@@ -439,13 +442,18 @@ fn covers(
     if let Some(intent) = &action.intent
         && intent.trim() != env.intent.trim()
     {
-        return Err(format!("the approval is for {:?}, not {intent:?}", env.intent));
+        return Err(format!(
+            "the approval is for {:?}, not {intent:?}",
+            env.intent
+        ));
     }
     match (&scope.parameters, &action.parameters) {
         (Some(_), None) => {
             return Err("the approval covers particular parameters: name them".to_owned());
         }
-        (Some(approved), Some(asked)) if parameters_digest(approved) != parameters_digest(asked) => {
+        (Some(approved), Some(asked))
+            if parameters_digest(approved) != parameters_digest(asked) =>
+        {
             return Err(format!(
                 "the parameters differ from those approved ({} is not {})",
                 parameters_digest(asked),

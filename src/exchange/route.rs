@@ -492,12 +492,17 @@ impl Routing<'_> {
                 .iter()
                 .filter(|e| {
                     let caps = e.capability_ids();
-                    rung.to.iter().any(|x| *x == e.id || caps.contains(&x.as_str()))
+                    rung.to
+                        .iter()
+                        .any(|x| *x == e.id || caps.contains(&x.as_str()))
                 })
                 .map(|e| e.id.clone())
                 .collect();
             let thread = env.thread_ref.clone();
-            let deliveries = self.ex.outbox().notices(&thread, &reached, "escalated", now)?;
+            let deliveries = self
+                .ex
+                .outbox()
+                .notices(&thread, &reached, "escalated", now)?;
             let note = format!(
                 "rung {} of {} after {}: offered to {}",
                 index + 1,
@@ -516,10 +521,9 @@ impl Routing<'_> {
                 let mut envelope = t.envelope.clone();
                 envelope.record("escalated", now, EXCHANGE, Some(note.clone()));
                 if let Some(entry) = envelope.history.last_mut() {
-                    entry.extra.insert(
-                        "rung",
-                        crate::protocol::value::Value::Int(index as i64 + 1),
-                    );
+                    entry
+                        .extra
+                        .insert("rung", crate::protocol::value::Value::Int(index as i64 + 1));
                 }
                 Ok((
                     Some(Edit {

@@ -64,7 +64,11 @@ pub(crate) async fn one(
     let view = state
         .blocking(move || ex.approvals().check(&reference, &caller.id, &action, false))
         .await??;
-    Ok(body::render(Format::of(&headers), StatusCode::OK, &view_value(&view)))
+    Ok(body::render(
+        Format::of(&headers),
+        StatusCode::OK,
+        &view_value(&view),
+    ))
 }
 
 /// The body of `POST /approvals/{ref}/use`.
@@ -125,5 +129,9 @@ pub(crate) async fn use_once(
             ),
         ));
     }
-    Ok(body::render(Format::of(&headers), status, &view_value(&view)))
+    Ok(body::render(
+        Format::of(&headers),
+        status,
+        &view_value(&view),
+    ))
 }

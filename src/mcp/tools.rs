@@ -15,9 +15,9 @@ use crate::exchange::view::ThreadView;
 use crate::exchange::{Exchange, Sender};
 use crate::mcp::MessMcp;
 use crate::mcp::args::{
-    AnswerArgs, ApprovedArgs, CancelArgs, CapabilitiesArgs, DecideArgs, DoArgs, FetchArgs, MailFileArgs, MailListArgs,
-    MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs, RequestArgs, ReviewArgs, StatusArgs,
-    WaitArgs, YesNo, either,
+    AnswerArgs, ApprovedArgs, CancelArgs, CapabilitiesArgs, DecideArgs, DoArgs, FetchArgs,
+    MailFileArgs, MailListArgs, MailSendArgs, MessArgs, ObserveArgs, QueryArgs, ReplyArgs,
+    RequestArgs, ReviewArgs, StatusArgs, WaitArgs, YesNo, either,
 };
 use crate::mcp::tasks::wants_task;
 use crate::mcp::threads::{all_threads, open_threads, status_of, with_queue_position};
@@ -61,17 +61,21 @@ fn request_body(a: &RequestArgs) -> Map {
     if a.assignments > 0 {
         req.insert("assignments", Value::Int(i64::from(a.assignments)));
     }
-    let json = |v: serde_json::Value| {
-        serde_json::from_value::<Value>(v).unwrap_or(Value::Null)
-    };
+    let json = |v: serde_json::Value| serde_json::from_value::<Value>(v).unwrap_or(Value::Null);
     if let Some(agree) = &a.agree {
         req.insert("agree", json(serde_json::Value::Object(agree.clone())));
     }
     if let Some(approval) = &a.approval {
-        req.insert("approval", json(serde_json::Value::Object(approval.clone())));
+        req.insert(
+            "approval",
+            json(serde_json::Value::Object(approval.clone())),
+        );
     }
     if !a.escalate.is_empty() {
-        req.insert("escalate", json(serde_json::Value::Array(a.escalate.clone())));
+        req.insert(
+            "escalate",
+            json(serde_json::Value::Array(a.escalate.clone())),
+        );
     }
     req
 }

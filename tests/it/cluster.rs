@@ -732,7 +732,12 @@ fn a_node_answers_503_while_the_database_is_down_and_recovers() {
 
 /// A JSON-RPC POST to `/mcp` of `port`; returns the status, the head (lower-case names) and
 /// the body.
-pub(crate) fn mcp_post(port: u16, key: &str, session: Option<&str>, body: &str) -> (u16, String, String) {
+pub(crate) fn mcp_post(
+    port: u16,
+    key: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, String, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut head = format!(

@@ -162,7 +162,14 @@ fn several_answers_take_one_slot_each_and_end_with_the_aggregate() {
 fn the_last_slot_goes_to_exactly_one_of_many_racing_executors() {
     let home = Home::with_config(CONFIG);
     let r = home
-        .ok(&["request", "count the bikes", "--requires", "look", "--assignments", "2"])
+        .ok(&[
+            "request",
+            "count the bikes",
+            "--requires",
+            "look",
+            "--assignments",
+            "2",
+        ])
         .trim()
         .to_owned();
     home.ok(&["claim", &r, "--as", "ana"]);
@@ -387,7 +394,9 @@ fn every_vote_counts_once_whichever_channel_it_comes_by() {
     // Every decision is in SQL with who, when and how.
     let rows = json(&home.ok(&[
         "query",
-        &format!("SELECT \"by\", decision, channel, reason FROM decisions WHERE ref = '{r}' ORDER BY seq"),
+        &format!(
+            "SELECT \"by\", decision, channel, reason FROM decisions WHERE ref = '{r}' ORDER BY seq"
+        ),
         "--format",
         "json",
     ]))["rows"]
@@ -424,7 +433,14 @@ fn a_quorum_is_never_lowered_a_veto_ends_it_and_silence_expires() {
     assert_eq!(status, 200, "{body}");
     let vetoed = request_ref(&body);
     home.ok(&["approve", &vetoed, "--as", "ana"]);
-    home.ok(&["deny", &vetoed, "--as", "cy", "--reason", "not in the budget"]);
+    home.ok(&[
+        "deny",
+        &vetoed,
+        "--as",
+        "cy",
+        "--reason",
+        "not in the budget",
+    ]);
     let v = status_json(&home, &vetoed);
     assert_eq!(v["status"], "declined", "{v}");
     assert_eq!(v["declined"]["reason"]["type"], "vetoed", "{v}");
@@ -493,7 +509,10 @@ fn an_approval_covers_only_its_scope_and_only_as_often_as_it_says() {
         json(&body)
     };
     let params = "parameters=%7B%22payee%22%3A%22ACME%22%2C%22invoice%22%3A42%7D";
-    assert_eq!(q(&format!("intent=pay%20invoice%2042&{params}&amount=100"))["covers"], false);
+    assert_eq!(
+        q(&format!("intent=pay%20invoice%2042&{params}&amount=100"))["covers"],
+        false
+    );
     home.ok(&["approve", &r, "--as", "cy", "--reason", "budgeted"]);
     let yes = q(&format!("intent=pay%20invoice%2042&{params}&amount=100"));
     assert_eq!(yes["covers"], true, "{yes}");
@@ -564,7 +583,10 @@ fn an_escalation_ladder_climbs_and_its_end_is_expiry() {
     let r = request_ref(&body);
     // The boss lacks `look`, so it may not take the work until the ladder reaches it.
     let early = home.fails(&["claim", &r, "--as", "boss"], 1);
-    assert!(early.contains("no thread") || early.contains("lacks"), "{early}");
+    assert!(
+        early.contains("no thread") || early.contains("lacks"),
+        "{early}"
+    );
     wait_until("the first rung", || {
         home.ok(&["show", &r]).contains("rung 1 of 2")
     });
@@ -587,11 +609,20 @@ fn an_escalation_ladder_climbs_and_its_end_is_expiry() {
         "{e}"
     );
     let show = home.ok(&["show", &unclaimed]);
-    assert!(show.contains("rung 1 of 2 after 1s: offered to boss"), "{show}");
+    assert!(
+        show.contains("rung 1 of 2 after 1s: offered to boss"),
+        "{show}"
+    );
 }
 
 /// The page of `r` for `who` through a fresh link.
-fn open_page(home: &Home, server: &Server, browser: &crate::support::browser::Browser, r: &str, who: &str) {
+fn open_page(
+    home: &Home,
+    server: &Server,
+    browser: &crate::support::browser::Browser,
+    r: &str,
+    who: &str,
+) {
     let link = home.ok(&["link", r, "--executor", who]);
     let token = link.trim().rsplit("token=").next().unwrap().to_owned();
     browser.open(&format!(
@@ -605,7 +636,10 @@ fn open_page(home: &Home, server: &Server, browser: &crate::support::browser::Br
 #[ignore = "drives Chromium (chromium, chromium-driver); .ci/test runs it"]
 fn approvers_decide_and_slot_holders_answer_on_the_page() {
     use crate::support::browser::Browser;
-    assert!(Browser::available(), "chromium and chromium-driver are needed");
+    assert!(
+        Browser::available(),
+        "chromium and chromium-driver are needed"
+    );
     let home = Home::with_config(CONFIG);
     let (server, agent) = approvals_server(&home);
     let b = Browser::start();
@@ -616,7 +650,11 @@ fn approvers_decide_and_slot_holders_answer_on_the_page() {
     assert_eq!(status, 200, "{body}");
     let r = request_ref(&body);
     open_page(&home, &server, &b, &r, "ana");
-    assert!(b.text("#approval-need").contains("0 of 2 approvals"), "{}", b.text("main"));
+    assert!(
+        b.text("#approval-need").contains("0 of 2 approvals"),
+        "{}",
+        b.text("main")
+    );
     // A denial needs a reason: the page asks for one before sending anything.
     b.click("#deny");
     assert!(home.ok(&["show", &r]).matches("confirmation").count() == 0);
@@ -627,11 +665,19 @@ fn approvers_decide_and_slot_holders_answer_on_the_page() {
         "{}",
         b.text("main")
     );
-    assert!(b.text("#decisions").contains("You approved"), "{}", b.text("#decisions"));
+    assert!(
+        b.text("#decisions").contains("You approved"),
+        "{}",
+        b.text("#decisions")
+    );
     open_page(&home, &server, &b, &r, "ben");
     b.click("#approve");
     assert_eq!(crate::web::wait_status(&b, "completed"), "completed");
-    assert!(b.text("#final").contains("Approved"), "{}", b.text("#final"));
+    assert!(
+        b.text("#final").contains("Approved"),
+        "{}",
+        b.text("#final")
+    );
     let rows = json(&home.ok(&[
         "query",
         &format!("SELECT \"by\", channel, reason FROM decisions WHERE ref = '{r}' ORDER BY seq"),
@@ -651,10 +697,17 @@ fn approvers_decide_and_slot_holders_answer_on_the_page() {
     let s = request_ref(&body);
     let late = home.ok(&["link", &s, "--executor", "cy"]);
     open_page(&home, &server, &b, &s, "ana");
-    assert!(b.text("#slots").contains("2 places open"), "{}", b.text("main"));
+    assert!(
+        b.text("#slots").contains("2 places open"),
+        "{}",
+        b.text("main")
+    );
     b.click("#claim");
     assert!(
-        crate::web::wait_until(&b, "return (document.getElementById('slots') || {}).textContent.indexOf('1 place open') >= 0"),
+        crate::web::wait_until(
+            &b,
+            "return (document.getElementById('slots') || {}).textContent.indexOf('1 place open') >= 0"
+        ),
         "{}",
         b.text("main")
     );
@@ -666,7 +719,8 @@ fn approvers_decide_and_slot_holders_answer_on_the_page() {
         server.port
     ));
     assert!(
-        b.wait_text("main", "Nothing more").contains("Nothing more to do here"),
+        b.wait_text("main", "Nothing more")
+            .contains("Nothing more to do here"),
         "{}",
         b.text("main")
     );

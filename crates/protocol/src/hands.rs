@@ -137,7 +137,10 @@ impl Hands {
             let mut f = Fields::new(v.clone(), &at, "agree")?;
             let field_name = f.req_str("field")?;
             if field_name.trim().is_empty() {
-                return Err(ProtocolError::invalid(f.at("field"), "name the answers' field to compare"));
+                return Err(ProtocolError::invalid(
+                    f.at("field"),
+                    "name the answers' field to compare",
+                ));
             }
             let need_at = f.at("need");
             let need = f.req_int("need")?;
@@ -145,7 +148,10 @@ impl Hands {
             if need < 1 || need > most {
                 return Err(ProtocolError::invalid(
                     need_at,
-                    format!("{need} must agree, but the request asks for {most} answer{} (set assignments: to at least {need})", if most == 1 { "" } else { "s" }),
+                    format!(
+                        "{need} must agree, but the request asks for {most} answer{} (set assignments: to at least {need})",
+                        if most == 1 { "" } else { "s" }
+                    ),
                 ));
             }
             no_other_keys(f)?;
@@ -155,7 +161,11 @@ impl Hands {
             });
         }
         if let Some(v) = extra.get("approval") {
-            hands.approval = Some(read_approval(v.clone(), &format!("{path}.approval"), received)?);
+            hands.approval = Some(read_approval(
+                v.clone(),
+                &format!("{path}.approval"),
+                received,
+            )?);
             if hands.assignments > 1 || hands.agree.is_some() {
                 return Err(ProtocolError::invalid(
                     format!("{path}.approval"),
@@ -265,7 +275,9 @@ impl Hands {
             }
             g.insert_opt(
                 "expires",
-                a.expires.as_ref().map(|t| Value::str(time::format_timestamp(t))),
+                a.expires
+                    .as_ref()
+                    .map(|t| Value::str(time::format_timestamp(t))),
             );
             m.insert("approval", Value::Map(g));
         }
@@ -485,7 +497,9 @@ fn read_approval(v: Value, path: &str, received: Timestamp) -> Result<Approval> 
                 Err(_) => {
                     return Err(ProtocolError::invalid(
                         expires_at,
-                        format!("{s:?} is neither a timestamp with an offset nor a duration (PT1H, 2h)"),
+                        format!(
+                            "{s:?} is neither a timestamp with an offset nor a duration (PT1H, 2h)"
+                        ),
                     ));
                 }
             },
@@ -543,7 +557,8 @@ fn read_ladder(v: Value, path: &str) -> Result<Vec<Rung>> {
         let mut f = Fields::new(item, &at, "a rung")?;
         let after_at = f.at("after");
         let text = f.req_str("after")?;
-        let after = time::parse_any_duration(&text).map_err(|e| ProtocolError::invalid(&after_at, e))?;
+        let after =
+            time::parse_any_duration(&text).map_err(|e| ProtocolError::invalid(&after_at, e))?;
         if after.length <= chrono::TimeDelta::zero() {
             return Err(ProtocolError::invalid(after_at, "must be longer than zero"));
         }
@@ -552,7 +567,10 @@ fn read_ladder(v: Value, path: &str) -> Result<Vec<Rung>> {
         {
             return Err(ProtocolError::invalid(
                 after_at,
-                format!("{text} comes no later than the rung before ({}); each rung comes later", prev.after.text),
+                format!(
+                    "{text} comes no later than the rung before ({}); each rung comes later",
+                    prev.after.text
+                ),
             ));
         }
         let to_at = f.at("to");
@@ -602,7 +620,10 @@ impl Scope {
         if let Some(a) = amount
             && !(a.is_finite() && a >= 0.0)
         {
-            return Err(ProtocolError::invalid(f.at("amount"), "must be a number of zero or more"));
+            return Err(ProtocolError::invalid(
+                f.at("amount"),
+                "must be a number of zero or more",
+            ));
         }
         let uses_at = f.at("uses");
         let uses = f.opt_int("uses")?.unwrap_or(1);
@@ -615,7 +636,9 @@ impl Scope {
         let valid_at = f.at("valid_for");
         let valid_for = match f.opt_str("valid_for")? {
             None => None,
-            Some(t) => Some(time::parse_any_duration(&t).map_err(|e| ProtocolError::invalid(valid_at, e))?),
+            Some(t) => Some(
+                time::parse_any_duration(&t).map_err(|e| ProtocolError::invalid(valid_at, e))?,
+            ),
         };
         no_other_keys(f)?;
         Ok(Scope {
@@ -702,7 +725,11 @@ pub fn decision_in(r: &Response) -> Option<(bool, Option<String>)> {
         )),
         _ => None,
     })?;
-    let reason = details.or_else(|| r.content.iter().find_map(|c| c.as_text().map(str::to_owned)));
+    let reason = details.or_else(|| {
+        r.content
+            .iter()
+            .find_map(|c| c.as_text().map(str::to_owned))
+    });
     Some((approved, reason.filter(|t| !t.trim().is_empty())))
 }
 
@@ -748,7 +775,11 @@ impl Envelope {
             return None;
         }
         let mut changed = false;
-        let has_status = doc.message.payloads.iter().any(|p| matches!(p, Payload::Status(_)));
+        let has_status = doc
+            .message
+            .payloads
+            .iter()
+            .any(|p| matches!(p, Payload::Status(_)));
         for p in &doc.message.payloads {
             match p {
                 Payload::Status(s) => {
@@ -765,7 +796,8 @@ impl Envelope {
                     changed |= self.slot_step(&doc.from, Status::Claimed, doc.received, None);
                     if let Some(a) = &self.hands.agree
                         && let Some(v) = answer_value(r, &a.field)
-                        && let Some(slot) = self.hands.slots.iter_mut().find(|s| s.executor == doc.from)
+                        && let Some(slot) =
+                            self.hands.slots.iter_mut().find(|s| s.executor == doc.from)
                     {
                         slot.value = Some(v);
                         changed = true;
@@ -882,7 +914,12 @@ pub fn answers(env: &Envelope, docs: &[MessageDoc]) -> Vec<Answer> {
 /// How the values of the agreed field stand: each value with its count, most first.
 pub fn agreement(env: &Envelope) -> Vec<(String, u32)> {
     let mut counts: Vec<(String, u32)> = Vec::new();
-    for s in env.hands.slots.iter().filter(|s| s.status == Status::Completed) {
+    for s in env
+        .hands
+        .slots
+        .iter()
+        .filter(|s| s.status == Status::Completed)
+    {
         if let Some(v) = &s.value {
             match counts.iter_mut().find(|(k, _)| k == v) {
                 Some((_, n)) => *n += 1,
@@ -890,7 +927,7 @@ pub fn agreement(env: &Envelope) -> Vec<(String, u32)> {
             }
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     counts
 }
 
@@ -916,11 +953,18 @@ pub fn settle_answers(
     let (code, message) = if agreed.is_some() {
         (Status::Completed, "enough answers agree".to_owned())
     } else if all_in {
-        (Status::Completed, format!("all {} answers are in", h.wanted()))
+        (
+            Status::Completed,
+            format!("all {} answers are in", h.wanted()),
+        )
     } else if deadline && h.answered() > 0 {
         (
             Status::Partial,
-            format!("{} of {} answers came before the deadline", h.answered(), h.wanted()),
+            format!(
+                "{} of {} answers came before the deadline",
+                h.answered(),
+                h.wanted()
+            ),
         )
     } else {
         return None;
@@ -936,12 +980,28 @@ pub fn settle_answers(
                 .map(|a| {
                     let mut m = Map::new();
                     m.insert("executor", Value::str(&a.executor));
-                    m.insert("slot", Value::Int(h.slot_of(&a.executor).map_or(0, |(n, _)| n) as i64));
+                    m.insert(
+                        "slot",
+                        Value::Int(h.slot_of(&a.executor).map_or(0, |(n, _)| n) as i64),
+                    );
                     m.insert("at", Value::str(time::format_timestamp(&a.at)));
                     m.insert("document", Value::Int(a.document as i64));
                     m.insert(
                         "content",
-                        Value::Seq(a.content.iter().filter(|c| matches!(c, ContentEntry::Text(_) | ContentEntry::Structured(_) | ContentEntry::Confirmation(_))).map(ContentEntry::to_value).collect()),
+                        Value::Seq(
+                            a.content
+                                .iter()
+                                .filter(|c| {
+                                    matches!(
+                                        c,
+                                        ContentEntry::Text(_)
+                                            | ContentEntry::Structured(_)
+                                            | ContentEntry::Confirmation(_)
+                                    )
+                                })
+                                .map(ContentEntry::to_value)
+                                .collect(),
+                        ),
                     );
                     Value::Map(m)
                 })
@@ -974,13 +1034,20 @@ pub fn settle_answers(
             reason: Some(Value::str("the deadline passed before every answer came")),
         }
     };
-    Some(exchange_doc(env, code, details, message, summary, structured, now))
+    Some(exchange_doc(
+        env, code, details, message, summary, structured, now,
+    ))
 }
 
 /// What the exchange writes when an approval is decided: `completed` (approved) when `need`
 /// approvals are in; `declined` on a veto or when the approvals can no longer come (`possible`
 /// approvers in all, those who decided included). `None` while it waits.
-pub fn settle_approval(env: &Envelope, possible: usize, scope: Option<Value>, now: Timestamp) -> Option<MessageDoc> {
+pub fn settle_approval(
+    env: &Envelope,
+    possible: usize,
+    scope: Option<Value>,
+    now: Timestamp,
+) -> Option<MessageDoc> {
     let a = env.hands.approval.as_ref()?;
     if env.status.is_terminal() {
         return None;
@@ -1017,19 +1084,36 @@ pub fn settle_approval(env: &Envelope, possible: usize, scope: Option<Value>, no
         (
             Status::Declined,
             StatusDetails::Declined {
-                reason: reason_value("vetoed", format!("{} denied{}", d.by, d.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())),
+                reason: reason_value(
+                    "vetoed",
+                    format!(
+                        "{} denied{}",
+                        d.by,
+                        d.reason
+                            .as_deref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default()
+                    ),
+                ),
             },
             format!("denied by {}, whose denial vetoes", d.by),
         )
     } else if yes >= a.need {
-        (Status::Completed, StatusDetails::Completed, format!("approved by {yes} of the {} needed", a.need))
+        (
+            Status::Completed,
+            StatusDetails::Completed,
+            format!("approved by {yes} of the {} needed", a.need),
+        )
     } else if yes + undecided < a.need {
         (
             Status::Declined,
             StatusDetails::Declined {
                 reason: reason_value(
                     "approval_unreachable",
-                    format!("{yes} approved and {no} denied; {undecided} left to decide cannot make the {} needed", a.need),
+                    format!(
+                        "{yes} approved and {no} denied; {undecided} left to decide cannot make the {} needed",
+                        a.need
+                    ),
                 ),
             },
             format!("{} approvals can no longer come", a.need),
@@ -1047,7 +1131,8 @@ pub fn settle_approval(env: &Envelope, possible: usize, scope: Option<Value>, no
     let mut doc = exchange_doc(env, code, details, message, summary, Map::new(), now);
     // The approval's record rides in its own key.
     if let Some(Payload::Response(r)) = doc.message.payloads.get_mut(1) {
-        r.content.push(ContentEntry::Structured(Value::Map(wrapped)));
+        r.content
+            .push(ContentEntry::Structured(Value::Map(wrapped)));
     }
     Some(doc)
 }
@@ -1090,5 +1175,261 @@ fn exchange_doc(
         channel: None,
         message: Message::new(vec![Payload::Status(status), Payload::Response(response)]),
         extra: Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Roster;
+    use crate::ids::ThreadRef;
+    use crate::rules::{Context, check_group};
+
+    struct People;
+    impl Roster for People {
+        fn is_executor(&self, id: &str) -> bool {
+            ["ana", "ben", "cy", "dee"].contains(&id)
+        }
+        fn missing(&self, id: &str, requires: &[String]) -> Vec<String> {
+            let holds: &[&str] = match id {
+                "cy" => &["look", "finance"],
+                "ana" | "ben" | "dee" => &["look"],
+                _ => &[],
+            };
+            requires
+                .iter()
+                .filter(|r| !holds.contains(&r.as_str()))
+                .cloned()
+                .collect()
+        }
+    }
+
+    fn at(s: u32) -> Timestamp {
+        time::parse_timestamp("2026-11-29T10:00:00Z").unwrap()
+            + chrono::TimeDelta::seconds(i64::from(s))
+    }
+
+    fn doc(from: &str, yaml: &str, s: u32) -> MessageDoc {
+        MessageDoc {
+            from: from.to_owned(),
+            received: at(s),
+            channel: Some("http".to_owned()),
+            message: crate::read::one_message(yaml).unwrap(),
+            extra: Map::new(),
+        }
+    }
+
+    fn thread(request: &str) -> (Envelope, Vec<MessageDoc>) {
+        let first = doc("agent", &format!("MESS:\n  - request:\n{request}"), 0);
+        let Payload::Request(r) = &first.message.payloads[0] else {
+            panic!()
+        };
+        let env = Envelope::create(
+            ThreadRef::parse("2026-11-29-001").unwrap(),
+            r,
+            &first,
+            Vec::new(),
+        );
+        (env, vec![first])
+    }
+
+    /// Checks `d` as the rules do, then applies it; the check's refusal when refused.
+    fn send(
+        env: &mut Envelope,
+        docs: &mut Vec<MessageDoc>,
+        d: MessageDoc,
+    ) -> std::result::Result<(), String> {
+        let cx = Context {
+            sender: &d.from,
+            roster: &People,
+            dependencies: &[],
+            now: d.received,
+        };
+        check_group(env, &d.message.payloads, &cx).map_err(|e| e.to_string())?;
+        env.apply(&d);
+        docs.push(d);
+        Ok(())
+    }
+
+    fn request_error(request: &str) -> String {
+        let d = doc("agent", &format!("MESS:\n  - request:\n{request}"), 0);
+        let Payload::Request(r) = &d.message.payloads[0] else {
+            panic!()
+        };
+        Hands::read(r, at(0), "MESS[0].request")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn bad_requests_are_refused_naming_the_field() {
+        for (request, wanted) in [
+            (
+                "      intent: x\n      assignments: 51\n",
+                "assignments: 51 answers",
+            ),
+            (
+                "      intent: x\n      assignments: two\n",
+                "assignments: expected a whole number",
+            ),
+            (
+                "      intent: x\n      assignments: 2\n      agree: {field: open, need: 3}\n",
+                "agree.need",
+            ),
+            (
+                "      intent: x\n      approval: {from: [], need: 1}\n",
+                "approval.from",
+            ),
+            (
+                "      intent: x\n      approval: {from: [ana], need: 1, quorum: 1}\n",
+                "quorum: unknown key",
+            ),
+            (
+                "      intent: x\n      approval: {from: [ana]}\n      assignments: 2\n",
+                "either for approval",
+            ),
+            (
+                "      intent: x\n      escalate: [{after: 1h, to: [ana]}, {after: 10m, to: [ben]}]\n",
+                "each rung comes later",
+            ),
+            (
+                "      intent: x\n      escalate: [{after: 1h}, {after: 2h, to: [ben]}]\n",
+                "only the last rung",
+            ),
+            (
+                "      intent: x\n      approval: {from: [ana], scope: {uses: 0}}\n",
+                "scope.uses",
+            ),
+        ] {
+            let e = request_error(request);
+            assert!(e.contains(wanted), "{request}: {e}");
+        }
+    }
+
+    #[test]
+    fn slots_fill_once_each_and_replay_to_the_same_envelope() {
+        let (mut env, mut docs) = thread(
+            "      intent: open?\n      requires: [look]\n      assignments: 2\n      agree: {field: open, need: 2}\n",
+        );
+        let r = "2026-11-29-001";
+        let claim = |who: &str, s| {
+            doc(
+                who,
+                &format!("MESS:\n  - status: {{re: {r}, code: claimed}}\n"),
+                s,
+            )
+        };
+        let yes = |who: &str, v: bool, s| {
+            doc(
+                who,
+                &format!(
+                    "MESS:\n  - response: {{re: {r}, content: [{{structured: {{open: {v}}}}}]}}\n"
+                ),
+                s,
+            )
+        };
+        send(&mut env, &mut docs, claim("ana", 1)).unwrap();
+        assert!(
+            send(&mut env, &mut docs, claim("ana", 2))
+                .unwrap_err()
+                .contains("already hold slot 1")
+        );
+        send(&mut env, &mut docs, yes("ben", true, 3)).unwrap();
+        assert_eq!(env.status, Status::Claimed);
+        assert!(
+            send(&mut env, &mut docs, claim("cy", 4))
+                .unwrap_err()
+                .contains("slots are taken")
+        );
+        send(&mut env, &mut docs, yes("ana", true, 5)).unwrap();
+        assert_eq!(env.hands.answered(), 2);
+        let verdict = settle_answers(&env, &docs[1..], false, at(5)).expect("decided");
+        env.apply(&verdict);
+        docs.push(verdict);
+        assert_eq!(env.status, Status::Completed);
+        // The envelope is a cache: the messages alone give it back.
+        let rebuilt = crate::envelope::rebuild(&env.thread_ref, None, &docs).unwrap();
+        assert_eq!(rebuilt.hands, env.hands);
+        assert_eq!(rebuilt.status, env.status);
+        assert!(crate::envelope::state_difference(&env, &rebuilt).is_none());
+    }
+
+    #[test]
+    fn a_quorum_counts_each_approver_once_and_says_why_it_ended() {
+        let (mut env, mut docs) =
+            thread("      intent: pay\n      approval: {from: [ana, ben, finance], need: 2}\n");
+        let r = "2026-11-29-001";
+        let decide = |who: &str, ok: bool, s| {
+            doc(
+                who,
+                &format!(
+                    "MESS:\n  - response: {{re: {r}, content: [{{confirmation: {{confirmed: {ok}, details: why}}}}]}}\n"
+                ),
+                s,
+            )
+        };
+        send(&mut env, &mut docs, decide("ana", true, 1)).unwrap();
+        assert!(
+            send(&mut env, &mut docs, decide("ana", true, 2))
+                .unwrap_err()
+                .contains("ana already decided")
+        );
+        assert!(
+            send(&mut env, &mut docs, decide("dee", true, 2))
+                .unwrap_err()
+                .contains("not among its approvers")
+        );
+        let status = doc(
+            "ben",
+            &format!("MESS:\n  - status: {{re: {r}, code: claimed}}\n"),
+            3,
+        );
+        assert!(
+            send(&mut env, &mut docs, status)
+                .unwrap_err()
+                .contains("decide with a response")
+        );
+        assert_eq!(env.hands.tally(), (1, 0));
+        assert!(settle_approval(&env, 3, None, at(3)).is_none());
+        send(&mut env, &mut docs, decide("ben", false, 4)).unwrap();
+        // cy (finance) may still make two.
+        assert!(settle_approval(&env, 3, None, at(4)).is_none());
+        send(&mut env, &mut docs, decide("cy", false, 5)).unwrap();
+        let verdict = settle_approval(&env, 3, None, at(5)).expect("decided");
+        env.apply(&verdict);
+        assert_eq!(env.status, Status::Declined);
+        let Payload::Status(s) = &verdict.message.payloads[0] else {
+            panic!()
+        };
+        assert!(format!("{:?}", s.details).contains("approval_unreachable"));
+        // Silence is expiry, never approval.
+        let (mut quiet, _) =
+            thread("      intent: pay\n      approval: {from: [ana, ben], need: 2, expires: 1h}\n");
+        quiet.hands.decisions.push(Decision {
+            by: "ana".into(),
+            approved: true,
+            at: at(1),
+            channel: None,
+            reason: None,
+        });
+        let expired = crate::machine::expiry(&quiet, at(3601)).expect("due");
+        quiet.apply(&expired);
+        assert_eq!(quiet.status, Status::Expired);
+    }
+
+    #[test]
+    fn the_digest_ignores_key_order_and_number_form() {
+        let a = crate::yaml::parse_document(
+            "{invoice: 42, payee: ACME}",
+            &crate::yaml::Limits::DEFAULT,
+        )
+        .unwrap();
+        let b = crate::yaml::parse_document(
+            "{\"payee\": \"ACME\", \"invoice\": 42.0}",
+            &crate::yaml::Limits::DEFAULT,
+        )
+        .unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(canonical_json(&a), r#"{"invoice":42,"payee":"ACME"}"#);
     }
 }

@@ -262,9 +262,7 @@ pub fn expiry(
             env.hands.tally().0,
             a.need
         ),
-        (None, "escalate", _) => {
-            "the escalation ladder ended with nobody taking it".to_owned()
-        }
+        (None, "escalate", _) => "the escalation ladder ended with nobody taking it".to_owned(),
         (None, _, Status::Pending) if env.hands.multi() => format!(
             "{which} passed with no answer in ({} of {} slots taken)",
             env.hands.taken(),
