@@ -7,11 +7,11 @@ use sha2::{Digest, Sha256};
 
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
-use crate::exchange::{Exchange, lifecycle};
+use crate::exchange::Exchange;
 use crate::protocol::access;
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::protocol::hands::{self, APPROVAL_USE, Hands, Scope};
-use crate::protocol::message::Payload;
+use crate::protocol::message::{Message, Payload};
 use crate::protocol::request::Request;
 use crate::protocol::status::Status;
 use crate::protocol::time::{self, Timestamp};
@@ -297,14 +297,18 @@ impl Approvals<'_> {
             }
             let mut body = Map::new();
             body.insert("action", Value::str(&noted));
-            let edit = lifecycle::exchange_edit(
-                &t.envelope,
-                vec![Payload::Unknown {
+            let doc = MessageDoc {
+                from: EXCHANGE.to_owned(),
+                received: now,
+                channel: None,
+                message: Message::new(vec![Payload::Unknown {
                     kind: APPROVAL_USE.to_owned(),
                     body: Value::Map(body),
-                }],
-                now,
-            );
+                }]),
+                extra: Map::new(),
+            };
+            let mut envelope = t.envelope.clone();
+            envelope.apply(&doc);
             let mut after = fresh;
             after.used_now = true;
             if let Some(s) = after.scope.as_mut() {
@@ -312,8 +316,8 @@ impl Approvals<'_> {
             }
             Ok((
                 Some(Edit {
-                    envelope: edit.envelope,
-                    append: edit.append,
+                    envelope,
+                    append: vec![doc],
                     deliveries: Vec::new(),
                 }),
                 after,
