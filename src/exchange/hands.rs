@@ -5,9 +5,9 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::exchange::Exchange;
 use crate::exchange::directory::Directory;
 use crate::exchange::error::Error;
-use crate::exchange::Exchange;
 use crate::protocol::access;
 use crate::protocol::envelope::{EXCHANGE, Envelope, MessageDoc};
 use crate::protocol::hands::{self, APPROVAL_USE, Hands, Scope};

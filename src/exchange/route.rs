@@ -514,33 +514,16 @@ impl Routing<'_> {
                     reached.join(", ")
                 }
             );
-            let written = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
-                if due(&t.envelope) != Some(index) {
-                    return Ok((None, false));
-                }
-                let mut envelope = t.envelope.clone();
-                envelope.record("escalated", now, EXCHANGE, Some(note.clone()));
-                if let Some(entry) = envelope.history.last_mut() {
-                    entry
-                        .extra
-                        .insert("rung", crate::protocol::value::Value::Int(index as i64 + 1));
-                }
-                Ok((
-                    Some(Edit {
-                        envelope,
-                        append: Vec::new(),
-                        deliveries: deliveries.clone(),
-                    }),
-                    true,
-                ))
-            });
-            match written {
-                Ok(true) => {
-                    self.ex.outbox().wake_deliveries();
-                    climbed.push(thread);
-                }
-                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
-                Err(e) => return Err(e),
+            let still_due = |env: &Envelope| due(env) == Some(index);
+            if self.record_escalation(
+                &thread,
+                &still_due,
+                &note,
+                Some(index + 1),
+                &deliveries,
+                now,
+            )? {
+                climbed.push(thread);
             }
         }
         Ok(climbed)
@@ -613,31 +596,52 @@ impl Routing<'_> {
             } else {
                 format!("unclaimed; offered to {}", able.join(", "))
             };
-            let written = self.ex.store().modify(&thread, |t| -> Result<_, Error> {
-                if !due(&t.envelope) {
-                    return Ok((None, false));
-                }
-                let mut envelope = t.envelope.clone();
-                envelope.record("escalated", now, EXCHANGE, Some(note.clone()));
-                Ok((
-                    Some(Edit {
-                        envelope,
-                        append: Vec::new(),
-                        deliveries: deliveries.clone(),
-                    }),
-                    true,
-                ))
-            });
-            match written {
-                Ok(true) => {
-                    self.ex.outbox().wake_deliveries();
-                    escalated.push(thread);
-                }
-                Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => {}
-                Err(e) => return Err(e),
+            if self.record_escalation(&thread, &due, &note, None, &deliveries, now)? {
+                escalated.push(thread);
             }
         }
         Ok(escalated)
+    }
+
+    /// Writes an `escalated` history entry (naming its `rung` of a ladder, if any) with its
+    /// notices, when `still_due` holds for the thread as it is under its lock; whether it did.
+    fn record_escalation(
+        &self,
+        thread: &ThreadRef,
+        still_due: &dyn Fn(&Envelope) -> bool,
+        note: &str,
+        rung: Option<usize>,
+        deliveries: &[crate::store::outbox::Delivery],
+        now: Timestamp,
+    ) -> Result<bool, Error> {
+        let written = self.ex.store().modify(thread, |t| -> Result<_, Error> {
+            if !still_due(&t.envelope) {
+                return Ok((None, false));
+            }
+            let mut envelope = t.envelope.clone();
+            envelope.record("escalated", now, EXCHANGE, Some(note.to_owned()));
+            if let (Some(rung), Some(entry)) = (rung, envelope.history.last_mut()) {
+                entry
+                    .extra
+                    .insert("rung", crate::protocol::value::Value::Int(rung as i64));
+            }
+            Ok((
+                Some(Edit {
+                    envelope,
+                    append: Vec::new(),
+                    deliveries: deliveries.to_vec(),
+                }),
+                true,
+            ))
+        });
+        match written {
+            Ok(true) => {
+                self.ex.outbox().wake_deliveries();
+                Ok(true)
+            }
+            Ok(false) | Err(Error::Store(StoreError::NotFound { .. })) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Records in `thread`'s history why it cannot be routed (an `unroutable` entry), once per

@@ -97,24 +97,9 @@ pub(crate) struct DoArgs {
     /// where the exchange's dispatch.webhook.allow permits).
     #[serde(default)]
     pub callback: String,
-    /// How many answers, each from a different executor (1-50; 0 or 1: one, the usual way).
-    #[serde(default)]
-    pub assignments: u32,
-    /// With assignments: done early when `need` answers give one value of the structured
-    /// answer's `field`, e.g. {"field": "open", "need": 2}.
-    #[serde(default)]
-    pub agree: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Ask named people to approve instead of someone to act: {"from": [executor or
-    /// capability ids], "need": M, "deny_vetoes": bool, "expires": "2h" or a time, "scope":
-    /// {"parameters": {...}, "amount": N, "uses": N, "valid_for": "1h"}}. Check it later with
-    /// mess_approved.
-    #[serde(default)]
-    pub approval: Option<serde_json::Map<String, serde_json::Value>>,
-    /// An escalation ladder: [{"after": "10m", "to": [ids or capabilities]}, ..., {"after":
-    /// "2h"}] offers the work further up while nobody takes it; a last rung without `to`
-    /// ends the request `expired`.
-    #[serde(default)]
-    pub escalate: Vec<serde_json::Value>,
+    /// Several answers, approvals and escalation ladders.
+    #[serde(flatten)]
+    pub many: ManyArgs,
 }
 
 /// `mess_request`: the fields of `mess_observe` and `mess_do` together.
@@ -148,24 +133,9 @@ pub(crate) struct RequestArgs {
     /// where the exchange's dispatch.webhook.allow permits).
     #[serde(default)]
     pub callback: String,
-    /// How many answers, each from a different executor (1-50; 0 or 1: one, the usual way).
-    #[serde(default)]
-    pub assignments: u32,
-    /// With assignments: done early when `need` answers give one value of the structured
-    /// answer's `field`, e.g. {"field": "open", "need": 2}.
-    #[serde(default)]
-    pub agree: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Ask named people to approve instead of someone to act: {"from": [executor or
-    /// capability ids], "need": M, "deny_vetoes": bool, "expires": "2h" or a time, "scope":
-    /// {"parameters": {...}, "amount": N, "uses": N, "valid_for": "1h"}}. Check it later with
-    /// mess_approved.
-    #[serde(default)]
-    pub approval: Option<serde_json::Map<String, serde_json::Value>>,
-    /// An escalation ladder: [{"after": "10m", "to": [ids or capabilities]}, ..., {"after":
-    /// "2h"}] offers the work further up while nobody takes it; a last rung without `to`
-    /// ends the request `expired`.
-    #[serde(default)]
-    pub escalate: Vec<serde_json::Value>,
+    /// Several answers, approvals and escalation ladders.
+    #[serde(flatten)]
+    pub many: ManyArgs,
 }
 
 /// A thread reference: `re`, or its alias `ref`.
@@ -465,4 +435,27 @@ pub(crate) struct ApprovedArgs {
     /// True: use the approval once for this action when it covers it (its uses are counted).
     #[serde(default, rename = "use")]
     pub use_it: bool,
+}
+
+/// The request fields of many hands, shared by `mess_do` and `mess_request`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub(crate) struct ManyArgs {
+    /// How many answers, each from a different executor (1-50; 0 or 1: one, the usual way).
+    #[serde(default)]
+    pub assignments: u32,
+    /// With assignments: done early when `need` answers give one value of the structured
+    /// answer's `field`, e.g. {"field": "open", "need": 2}.
+    #[serde(default)]
+    pub agree: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Ask named people to approve instead of someone to act: {"from": [executor or
+    /// capability ids], "need": M, "deny_vetoes": bool, "expires": "2h" or a time, "scope":
+    /// {"parameters": {...}, "amount": N, "uses": N, "valid_for": "1h"}}. Check it later with
+    /// mess_approved.
+    #[serde(default)]
+    pub approval: Option<serde_json::Map<String, serde_json::Value>>,
+    /// An escalation ladder: [{"after": "10m", "to": [ids or capabilities]}, ..., {"after":
+    /// "2h"}] offers the work further up while nobody takes it; a last rung without `to`
+    /// ends the request `expired`.
+    #[serde(default)]
+    pub escalate: Vec<serde_json::Value>,
 }

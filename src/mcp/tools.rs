@@ -58,23 +58,24 @@ fn request_body(a: &RequestArgs) -> Map {
     if !a.callback.trim().is_empty() {
         req.insert("callback", Value::str(a.callback.trim()));
     }
-    if a.assignments > 0 {
-        req.insert("assignments", Value::Int(i64::from(a.assignments)));
+    let many = &a.many;
+    if many.assignments > 0 {
+        req.insert("assignments", Value::Int(i64::from(many.assignments)));
     }
     let json = |v: serde_json::Value| serde_json::from_value::<Value>(v).unwrap_or(Value::Null);
-    if let Some(agree) = &a.agree {
+    if let Some(agree) = &many.agree {
         req.insert("agree", json(serde_json::Value::Object(agree.clone())));
     }
-    if let Some(approval) = &a.approval {
+    if let Some(approval) = &many.approval {
         req.insert(
             "approval",
             json(serde_json::Value::Object(approval.clone())),
         );
     }
-    if !a.escalate.is_empty() {
+    if !many.escalate.is_empty() {
         req.insert(
             "escalate",
-            json(serde_json::Value::Array(a.escalate.clone())),
+            json(serde_json::Value::Array(many.escalate.clone())),
         );
     }
     req
@@ -268,10 +269,11 @@ impl MessMcp {
             priority: a.priority,
             exchange: a.exchange,
             callback: a.callback,
-            assignments: a.assignments,
-            agree: a.agree,
-            approval: None,
-            escalate: Vec::new(),
+            many: crate::mcp::args::ManyArgs {
+                assignments: a.assignments,
+                agree: a.agree,
+                ..Default::default()
+            },
         };
         Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }
@@ -296,10 +298,7 @@ impl MessMcp {
             priority: a.priority,
             exchange: a.exchange,
             callback: a.callback,
-            assignments: a.assignments,
-            agree: a.agree,
-            approval: a.approval,
-            escalate: a.escalate,
+            many: a.many,
         };
         Ok(self.request_or_task(args, a.wait_s, ctx).await)
     }
