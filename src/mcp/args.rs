@@ -57,6 +57,7 @@ pub(crate) struct ObserveArgs {
     /// With assignments: done early when `need` answers give one value of the structured
     /// answer's `field`, e.g. {"field": "open", "need": 2}.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub agree: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
@@ -428,9 +429,11 @@ pub(crate) struct ApprovedArgs {
     pub intent: String,
     /// The action's parameters; their digest must equal the approved ones'.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub parameters: Option<serde_json::Value>,
     /// What the action spends or counts; at most the approved amount.
     #[serde(default)]
+    #[schemars(with = "f64")]
     pub amount: Option<f64>,
     /// True: use the approval once for this action when it covers it (its uses are counted).
     #[serde(default, rename = "use")]
@@ -446,16 +449,18 @@ pub(crate) struct ManyArgs {
     /// With assignments: done early when `need` answers give one value of the structured
     /// answer's `field`, e.g. {"field": "open", "need": 2}.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub agree: Option<serde_json::Map<String, serde_json::Value>>,
     /// Ask named people to approve instead of someone to act: {"from": [executor or
     /// capability ids], "need": M, "deny_vetoes": bool, "expires": "2h" or a time, "scope":
     /// {"parameters": {...}, "amount": N, "uses": N, "valid_for": "1h"}}. Check it later with
     /// mess_approved.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub approval: Option<serde_json::Map<String, serde_json::Value>>,
     /// An escalation ladder: [{"after": "10m", "to": [ids or capabilities]}, ..., {"after":
     /// "2h"}] offers the work further up while nobody takes it; a last rung without `to`
     /// ends the request `expired`.
     #[serde(default)]
-    pub escalate: Vec<serde_json::Value>,
+    pub escalate: Vec<serde_json::Map<String, serde_json::Value>>,
 }

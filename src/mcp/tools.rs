@@ -75,7 +75,13 @@ fn request_body(a: &RequestArgs) -> Map {
     if !many.escalate.is_empty() {
         req.insert(
             "escalate",
-            json(serde_json::Value::Array(many.escalate.clone())),
+            json(serde_json::Value::Array(
+                many.escalate
+                    .iter()
+                    .cloned()
+                    .map(serde_json::Value::Object)
+                    .collect(),
+            )),
         );
     }
     req
