@@ -82,6 +82,7 @@ fn callback_notice(
         thread_yaml: file.text().to_owned(),
         previous: None,
         at: ex.now().timestamp(),
+        asks: crate::protocol::notice::Asks::of(&env.hands),
     };
     let channel = Channel::Webhook {
         url,

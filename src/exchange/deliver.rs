@@ -431,6 +431,7 @@ impl Outbox<'_> {
             thread_yaml: file.text().to_owned(),
             previous: delivery.previous.clone(),
             at: self.ex.now().timestamp(),
+            asks: crate::protocol::notice::Asks::of(&env.hands),
         };
         Ok(Some(Prepared {
             channel,

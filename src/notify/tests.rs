@@ -34,6 +34,7 @@ fn notice(kind: NoticeKind) -> Notice {
         thread_yaml: "ref: 2026-01-31-001\n".to_owned(),
         previous: None,
         at: 1_769_882_400,
+        asks: crate::protocol::notice::Asks::One,
     }
 }
 
@@ -572,4 +573,41 @@ proptest! {
             prop_assert!(!public, "{}", v4);
         }
     }
+}
+
+#[test]
+fn a_notice_says_when_it_asks_for_approval_or_one_of_several_answers() {
+    let mut approval = notice(NoticeKind::New);
+    approval.asks = service::Asks::Approval(2);
+    assert_eq!(
+        approval.headline(),
+        "Your approval is needed: check the fridge"
+    );
+    assert!(
+        approval
+            .details()
+            .contains(&"2 approvals needed".to_owned())
+    );
+    let service::Body::Json(body) = service::slack("t", "C1", &approval).body else {
+        panic!("slack posts JSON")
+    };
+    assert_eq!(
+        body["blocks"][2]["elements"][0]["text"]["text"],
+        "Approve or deny"
+    );
+    let service::Body::Json(body) = service::telegram("t", "42", &approval).body else {
+        panic!("telegram posts JSON")
+    };
+    assert_eq!(
+        body["reply_markup"]["inline_keyboard"][0][0]["text"],
+        "Approve or deny"
+    );
+    let mut answers = notice(NoticeKind::New);
+    answers.asks = service::Asks::Answers(3);
+    assert!(
+        answers
+            .plain_text()
+            .contains("3 people answer, each on their own")
+    );
+    assert_eq!(answers.headline(), "MESS request: check the fridge");
 }

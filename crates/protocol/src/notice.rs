@@ -130,12 +130,48 @@ pub struct Notice {
     pub previous: Option<String>,
     /// When this attempt is made (Unix seconds, from the exchange's clock): webhooks sign it.
     pub at: i64,
+    /// What the request asks of many hands: the notice says so.
+    pub asks: Asks,
+}
+
+/// What a request asks of the people it is offered to, as a notice tells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Asks {
+    /// One executor does the work (the usual request).
+    #[default]
+    One,
+    /// Several answers, each from a different executor.
+    Answers(u32),
+    /// An approval, of which this many are needed.
+    Approval(u32),
+}
+
+impl Asks {
+    /// What the request of `hands` asks.
+    pub fn of(hands: &crate::hands::Hands) -> Asks {
+        match &hands.approval {
+            Some(a) => Asks::Approval(a.need),
+            None if hands.multi() => Asks::Answers(hands.wanted()),
+            None => Asks::One,
+        }
+    }
+
+    /// The words of the button that opens the page.
+    pub fn button(self) -> &'static str {
+        match self {
+            Asks::Approval(_) => "Approve or deny",
+            _ => "Respond",
+        }
+    }
 }
 
 impl Notice {
     /// A one-line headline.
     pub fn headline(&self) -> String {
         match &self.kind {
+            NoticeKind::New if matches!(self.asks, Asks::Approval(_)) => {
+                format!("Your approval is needed: {}", self.intent)
+            }
             NoticeKind::New => format!("MESS request: {}", self.intent),
             NoticeKind::Taken { by } => format!("Taken by {by}: {}", self.intent),
             NoticeKind::Escalated => format!("Still waiting for someone: {}", self.intent),
@@ -158,6 +194,14 @@ impl Notice {
     /// The details under the headline, one per line (no link).
     pub fn details(&self) -> Vec<String> {
         let mut lines = vec![format!("{} · priority {}", self.thread, self.priority)];
+        match self.asks {
+            Asks::One => {}
+            Asks::Answers(n) => lines.push(format!("{n} people answer, each on their own")),
+            Asks::Approval(need) => lines.push(format!(
+                "{need} approval{} needed",
+                if need == 1 { "" } else { "s" }
+            )),
+        }
         if let Some(by) = &self.needed_by {
             lines.push(format!("needed by {by}"));
         }
@@ -518,7 +562,7 @@ pub fn slack(token: &str, to: &str, notice: &Notice) -> Outbound {
     if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
         blocks.push(json!({"type": "actions", "elements": [{
             "type": "button",
-            "text": {"type": "plain_text", "text": "Respond"},
+            "text": {"type": "plain_text", "text": notice.asks.button()},
             "url": link,
             "action_id": "mess_respond",
         }]}));
@@ -563,7 +607,8 @@ pub fn telegram(token: &str, chat: &str, notice: &Notice) -> Outbound {
     };
     body["text"] = json!(text);
     if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
-        body["reply_markup"] = json!({"inline_keyboard": [[{"text": "Respond", "url": link}]]});
+        body["reply_markup"] =
+            json!({"inline_keyboard": [[{"text": notice.asks.button(), "url": link}]]});
     }
     Outbound {
         what: "telegram",

@@ -412,6 +412,7 @@ pub fn prepare(
         thread_yaml: due.body,
         previous: None,
         at,
+        asks: mess_protocol::notice::Asks::of(&due.env.hands),
     };
     let (base, out) = dispatch.outbound(&delivery.channel, &to, &notice)?;
     let url = service::service_url(base, &out.path)
