@@ -2,7 +2,6 @@
 //! with a response whose content is the protocol's confirmation entry.
 
 use crate::cli::{CliError, Context, message_of, output};
-use crate::protocol::value::Value;
 
 /// Arguments of `mess approve`.
 #[derive(Debug, clap::Args)]
@@ -90,10 +89,7 @@ pub(crate) fn approval(cx: &Context, args: ApprovalArgs) -> Result<(), CliError>
         .exchange
         .approvals()
         .check(&args.re, &who, &action, args.use_it)?;
-    let value: Value = serde_json::to_value(&view)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or(Value::Null);
+    let value = view.to_value();
     output::yaml(&value);
     if view.covers == Some(false) {
         return Err(CliError::new(format!(

@@ -215,6 +215,16 @@ pub struct ApprovalView {
     pub used_now: bool,
 }
 
+impl ApprovalView {
+    /// The view as a value, for YAML and JSON answers.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or(Value::Null)
+    }
+}
+
 /// An approval's scope as granted.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScopeView {

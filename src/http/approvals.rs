@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 
-use crate::exchange::hands::{Action, ApprovalView};
+use crate::exchange::hands::Action;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::body::{self, Format};
@@ -41,13 +41,6 @@ impl ActionParams {
     }
 }
 
-fn view_value(view: &ApprovalView) -> Value {
-    serde_json::to_value(view)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or(Value::Null)
-}
-
 /// `GET /approvals/{ref}`: the approval's decisions, who it waits for, its scope once granted,
 /// and, when the query names an action, whether it covers it (`covers`, `why`).
 pub(crate) async fn one(
@@ -67,7 +60,7 @@ pub(crate) async fn one(
     Ok(body::render(
         Format::of(&headers),
         StatusCode::OK,
-        &view_value(&view),
+        &view.to_value(),
     ))
 }
 
@@ -129,9 +122,5 @@ pub(crate) async fn use_once(
             ),
         ));
     }
-    Ok(body::render(
-        Format::of(&headers),
-        status,
-        &view_value(&view),
-    ))
+    Ok(body::render(Format::of(&headers), status, &view.to_value()))
 }

@@ -531,10 +531,7 @@ impl MessMcp {
         Ok(self
             .call(move |ex, who| {
                 let view = ex.approvals().check(&re, &who.id, &action, use_it)?;
-                Ok(serde_json::to_value(&view)
-                    .ok()
-                    .and_then(|v| serde_json::from_value(v).ok())
-                    .unwrap_or(Value::Null))
+                Ok(view.to_value())
             })
             .await)
     }
