@@ -563,14 +563,40 @@ fn read_dispatch(v: &Value, config: &mut Config) -> Result<(), String> {
     }
     if let Some(s) = section("slack")? {
         n.slack.bot_token = secret(s, "bot_token");
+        n.slack.signing_secret = secret(s, "signing_secret");
         if let Some(u) = text(s, "base_url") {
             n.slack.base_url = u;
         }
     }
     if let Some(t) = section("telegram")? {
         n.telegram.bot_token = secret(t, "bot_token");
+        n.telegram.secret_token = secret(t, "secret_token");
         if let Some(u) = text(t, "base_url") {
             n.telegram.base_url = u;
+        }
+    }
+    if let Some(d) = section("discord")? {
+        n.discord.bot_token = secret(d, "bot_token");
+        n.discord.application_id = text(d, "application_id");
+        n.discord.public_key = text(d, "public_key");
+        if let Some(key) = &n.discord.public_key
+            && crate::http::hooks::discord_key(key).is_none()
+        {
+            return Err(
+                "dispatch.discord.public_key must be the application's public key: 64 hex digits"
+                    .to_owned(),
+            );
+        }
+        if let Some(u) = text(d, "base_url") {
+            n.discord.base_url = u;
+        }
+    }
+    if let Some(m) = section("matrix")? {
+        n.matrix.homeserver = text(m, "homeserver");
+        n.matrix.access_token = secret(m, "access_token");
+        n.matrix.room = text(m, "room");
+        if let Some(room) = &n.matrix.room {
+            notify::check_matrix(room).map_err(|e| format!("dispatch.matrix.room: {e}"))?;
         }
     }
     if let Some(t) = section("twilio")? {
@@ -749,8 +775,12 @@ dispatch:
   # with `mess webhook-secret`). Webhooks registered with an API key reach public addresses only,
   # plus what `allow` lists (addresses, CIDRs, host names); config.yaml's own are not limited.
   webhook: { secret: "${MESS_WEBHOOK_SECRET}", allow: [] }
-  slack: { bot_token: "${SLACK_BOT_TOKEN}" }
-  telegram: { bot_token: "${TELEGRAM_BOT_TOKEN}" }
+  # With a signing secret (Slack) or secret token (Telegram's setWebhook), notices carry Claim /
+  # Approve / Deny buttons; presses come back to /hooks/slack and /hooks/telegram.
+  slack: { bot_token: "${SLACK_BOT_TOKEN}", signing_secret: "${SLACK_SIGNING_SECRET}" }
+  telegram: { bot_token: "${TELEGRAM_BOT_TOKEN}", secret_token: "${TELEGRAM_SECRET_TOKEN}" }
+  # discord: { application_id: "${DISCORD_APP_ID}", public_key: "${DISCORD_PUBLIC_KEY}", bot_token: "${DISCORD_BOT_TOKEN}" }
+  # matrix: { homeserver: https://matrix.example.org, access_token: "${MATRIX_TOKEN}", room: "!abc:example.org" }
   twilio: { account_sid: "${TWILIO_ACCOUNT_SID}", auth_token: "${TWILIO_AUTH_TOKEN}", from: "${TWILIO_FROM}" }
   ntfy: { base_url: https://ntfy.sh, token: "${NTFY_TOKEN}" }
   email: { smtp_host: "${SMTP_HOST}", smtp_port: 587, security: starttls, from: "${SMTP_FROM}", username: "${SMTP_USER}", password: "${SMTP_PASSWORD}" }

@@ -90,7 +90,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
         // session routes requests and sends notices; with one, it stands by.
         let worker = background::run(
             (*exchange).clone(),
-            notifier,
+            notifier.clone(),
             stop.clone(),
             crate::cli::serve::route_retry(),
         );
@@ -107,7 +107,7 @@ pub(crate) fn run(cx: &Context, args: McpArgs) -> Result<(), CliError> {
             })
             .collect();
         let web = match http {
-            Some(addr) => serve_http(exchange, addr, cors, stop.clone()).await,
+            Some(addr) => serve_http(exchange, addr, cors, notifier, stop.clone()).await,
             None => None,
         };
         let running = server
@@ -141,6 +141,7 @@ async fn serve_http(
     exchange: Arc<crate::exchange::Exchange>,
     addr: SocketAddr,
     cors_origins: Vec<String>,
+    notifier: Notifier,
     stop: tokio_util::sync::CancellationToken,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let listener = match tokio::net::TcpListener::bind(addr).await {
@@ -153,7 +154,7 @@ async fn serve_http(
     if let Ok(local) = listener.local_addr() {
         tracing::warn!("serving the HTTP API and the human page on http://{local}");
     }
-    let app = crate::http::app(exchange, stop.clone(), &cors_origins);
+    let app = crate::http::app(exchange, stop.clone(), &cors_origins, notifier);
     Some(tokio::spawn(crate::http::serve::serve(
         listener,
         app,

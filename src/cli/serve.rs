@@ -109,8 +109,12 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(format!("cannot start notifications: {e}")))?;
         // Routing, deadlines and notices run here unless an agent host's `mess mcp` already
         // does them for this home; then this server takes over when that process exits.
-        let background =
-            background::run((*exchange).clone(), notifier, stop.clone(), route_retry());
+        let background = background::run(
+            (*exchange).clone(),
+            notifier.clone(),
+            stop.clone(),
+            route_retry(),
+        );
         if let Some(addr) = cx.config.metrics_listen {
             let metrics = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
                 CliError::new(format!("cannot listen on {addr} (metrics.listen): {e}"))
@@ -124,7 +128,12 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             let (stop, limits) = (stop.clone(), crate::http::serve::Limits::defaults());
             tokio::spawn(crate::http::serve::serve(metrics, app, limits, stop));
         }
-        let app = crate::http::app(exchange, stop.clone(), &cx.config.http_cors_origins);
+        let app = crate::http::app(
+            exchange,
+            stop.clone(),
+            &cx.config.http_cors_origins,
+            notifier,
+        );
         let signalled = stop.clone();
         tokio::spawn(async move {
             shutdown().await;

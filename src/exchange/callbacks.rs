@@ -83,6 +83,7 @@ fn callback_notice(
         previous: None,
         at: ex.now().timestamp(),
         asks: crate::protocol::notice::Asks::of(&env.hands),
+        buttons: None,
     };
     let channel = Channel::Webhook {
         url,

@@ -43,6 +43,8 @@ const DISPATCH: &[&str] = &[
     "twilio",
     "ntfy",
     "email",
+    "discord",
+    "matrix",
 ];
 
 const HTTP: &[&str] = &["enabled", "port", "secret", "cors_origins"];
@@ -69,7 +71,7 @@ const EXECUTOR: &[&str] = &[
 
 /// The channels of an executor's `notify:`.
 const NOTIFY: &[&str] = &[
-    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
+    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail", "discord", "matrix",
 ];
 
 /// One line per key of `config` (config.yaml's parsed text) that mess would not read.
@@ -169,7 +171,7 @@ mod tests {
                 "config.yaml: limts: unknown key; did you mean limits?".to_owned(),
                 "config.yaml: limits.max_mesage_bytes: unknown key; did you mean max_message_bytes?".to_owned(),
                 "config.yaml: dispatch.publc_url: unknown key; did you mean public_url?".to_owned(),
-                "config.yaml: dispatch.color: unknown key (known here: public_url, link_ttl, escalate_after, retry, timeout, webhook, slack, telegram, twilio, ntfy, email)".to_owned(),
+                "config.yaml: dispatch.color: unknown key (known here: public_url, link_ttl, escalate_after, retry, timeout, webhook, slack, telegram, twilio, ntfy, email, discord, matrix)".to_owned(),
             ]
         );
     }

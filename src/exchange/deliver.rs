@@ -14,8 +14,10 @@ use crate::links::Action;
 use crate::notify::{
     Channel, ClaimantEvent, Notice, NoticeKind, Notifier, NotifyError, Reach, Sent,
 };
+use crate::protocol::buttons::{Buttons, Verb};
 use crate::protocol::envelope::EXCHANGE;
 use crate::protocol::ids::ThreadRef;
+use crate::protocol::notice::Asks;
 use crate::protocol::status::Status;
 use crate::protocol::time::{self, Timestamp};
 use crate::protocol::value::{Map, Value};
@@ -213,42 +215,56 @@ impl Outbox<'_> {
         Ok(out)
     }
 
-    /// The link a notice carries: the web page for this thread and executor, with every action.
-    fn link_for(&self, thread: &ThreadRef, executor: &str, via: &str) -> Option<String> {
+    /// The link a notice carries (the web page for this thread and executor, with every
+    /// action) and, where `asks` can be answered by a button on the channel `via`, the buttons:
+    /// a short code for the same token, so a press acts exactly as the link would.
+    fn link_for(
+        &self,
+        thread: &ThreadRef,
+        executor: &str,
+        via: &str,
+        asks: Option<Asks>,
+    ) -> (Option<String>, Option<Buttons>) {
         let d = &self.ex.settings().dispatch;
-        match self.ex.auth().mint_link_via(
+        let token = match self.ex.auth().mint_link_via(
             thread,
             executor,
             &Action::ALL,
             d.link_ttl_seconds,
             Some(via),
         ) {
-            // A text message carries a short link: the code maps to the token server-side
-            // and lives as long as it.
-            Ok(token) if via == "sms" => {
-                let exp = self.ex.now().timestamp().saturating_add(d.link_ttl_seconds);
-                match self.ex.store().save_short_link(&token, exp) {
-                    Ok(code) => Some(format!("{}/r/{code}", d.public_url)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "no short link; the notice carries the long one");
-                        Some(crate::protocol::link::page_url(
-                            &d.public_url,
-                            thread.as_str(),
-                            &token,
-                        ))
-                    }
-                }
-            }
-            Ok(token) => Some(crate::protocol::link::page_url(
-                &d.public_url,
-                thread.as_str(),
-                &token,
-            )),
+            Ok(token) => token,
             Err(e) => {
                 tracing::warn!(error = %e, "no link in the notice");
+                return (None, None);
+            }
+        };
+        let long = || crate::protocol::link::page_url(&d.public_url, thread.as_str(), &token);
+        // A code maps to the token server-side and lives as long as it.
+        let exp = self.ex.now().timestamp().saturating_add(d.link_ttl_seconds);
+        let short = || match self.ex.store().save_short_link(&token, exp) {
+            Ok(code) => Some(code),
+            Err(e) => {
+                tracing::warn!(error = %e, "no short link; the notice carries the long one");
                 None
             }
-        }
+        };
+        // A text message carries a short link.
+        let link = if via == "sms" {
+            short().map_or_else(long, |code| format!("{}/r/{code}", d.public_url))
+        } else {
+            long()
+        };
+        let buttons = asks
+            .filter(|_| Channel::takes_buttons(via))
+            .and_then(|asks| {
+                short().map(|code| Buttons {
+                    act_url: format!("{}/r/{code}", d.public_url),
+                    code,
+                    verbs: Verb::offered(asks),
+                })
+            });
+        (Some(link), buttons)
     }
 
     /// The key that signs `executor`'s webhooks: its own (`webhook: {url, secret}`), else
@@ -414,10 +430,14 @@ impl Outbox<'_> {
             Ok(c) => (c, Reach::Operator),
             Err(p) => return moot(p.to_string()),
         };
-        let link = if kind.is_update() {
-            None
+        let asks = Asks::of(&env.hands);
+        // Buttons on what offers the work (a new request, an escalation), never on what only
+        // tells a claimant something.
+        let pressable = matches!(kind, NoticeKind::New | NoticeKind::Escalated).then_some(asks);
+        let (link, buttons) = if kind.is_update() {
+            (None, None)
         } else {
-            self.link_for(&thread, &delivery.executor, delivery.job.name())
+            self.link_for(&thread, &delivery.executor, delivery.job.name(), pressable)
         };
         let notice = Notice {
             delivery: delivery.id.clone(),
@@ -431,7 +451,8 @@ impl Outbox<'_> {
             thread_yaml: file.text().to_owned(),
             previous: delivery.previous.clone(),
             at: self.ex.now().timestamp(),
-            asks: crate::protocol::notice::Asks::of(&env.hands),
+            asks,
+            buttons,
         };
         Ok(Some(Prepared {
             channel,

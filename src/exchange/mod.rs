@@ -11,6 +11,7 @@ pub mod access;
 pub mod auth;
 pub mod background;
 mod backoff;
+pub mod buttons;
 mod callbacks;
 pub mod clock;
 mod config_keys;

@@ -9,6 +9,7 @@ pub(crate) mod dashboard;
 pub(crate) mod directory;
 pub(crate) mod error;
 pub(crate) mod events;
+pub(crate) mod hooks;
 pub(crate) mod link;
 pub(crate) mod mcp;
 pub(crate) mod query;
@@ -40,6 +41,10 @@ pub(crate) struct AppState {
     pub streams: Arc<events::Streams>,
     /// Dashboard login links already used (each works once).
     pub dashboard_logins: Arc<dashboard::UsedLogins>,
+    /// Sends what a press changes back to the platform (the message that held the button).
+    pub notifier: crate::notify::Notifier,
+    /// Presses taken lately, so a captured one played again is refused.
+    pub seen: Arc<hooks::Seen>,
 }
 
 impl AppState {
@@ -60,6 +65,7 @@ pub(crate) fn app(
     exchange: Arc<Exchange>,
     stop: tokio_util::sync::CancellationToken,
     cors_origins: &[String],
+    notifier: crate::notify::Notifier,
 ) -> Router {
     crate::exchange::telemetry::install();
     let state = AppState {
@@ -69,6 +75,8 @@ pub(crate) fn app(
         bodies: Arc::default(),
         streams: Arc::default(),
         dashboard_logins: Arc::default(),
+        notifier,
+        seen: Arc::default(),
     };
     Router::new()
         .route("/", get(dashboard::page))
@@ -93,6 +101,13 @@ pub(crate) fn app(
         .route("/respond/app.js", get(web::script))
         .route("/respond/app.css", get(web::style))
         .route("/r/{code}", get(web::short))
+        .route(
+            "/r/{code}/{verb}",
+            get(hooks::act_page).post(hooks::act_post),
+        )
+        .route("/hooks/slack", post(hooks::slack))
+        .route("/hooks/telegram", post(hooks::telegram))
+        .route("/hooks/discord", post(hooks::discord))
         .route("/events", get(events::events))
         .route("/mcp", axum::routing::any(mcp::mcp))
         .route("/query", get(query::get).post(query::post))

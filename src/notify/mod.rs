@@ -21,8 +21,8 @@ use crate::protocol::notice::{self as protocol_notice, Auth, Body, Outbound};
 use crate::protocol::value::Value;
 
 pub use crate::protocol::notice::{
-    ClaimantEvent, Notice, NoticeKind, NotifyError, Sent, check_ntfy_topic, check_phone,
-    check_slack, check_telegram,
+    ClaimantEvent, Notice, NoticeKind, NotifyError, Sent, check_discord, check_matrix,
+    check_ntfy_topic, check_phone, check_slack, check_telegram,
 };
 
 pub use guard::Allow;
@@ -68,6 +68,10 @@ pub enum Channel {
     Email(String),
     /// An agent mailbox (written by the exchange, not sent).
     Mail(String),
+    /// A Discord channel id (a snowflake), posted to by the bot of `dispatch.discord`.
+    Discord(String),
+    /// A Matrix room id (`!abc:example.org`), or `default` for `dispatch.matrix.room`.
+    Matrix(String),
 }
 
 /// A `notify:` entry that cannot be used: which one, and why.
@@ -96,8 +100,8 @@ pub enum Reach {
 
 impl Channel {
     /// The channels this exchange knows, as named in `notify:`.
-    pub const NAMES: [&'static str; 7] = [
-        "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
+    pub const NAMES: [&'static str; 9] = [
+        "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail", "discord", "matrix",
     ];
 
     /// The channel's name, as in `notify:`.
@@ -110,6 +114,8 @@ impl Channel {
             Channel::Ntfy(_) => "ntfy",
             Channel::Email(_) => "email",
             Channel::Mail(_) => "mail",
+            Channel::Discord(_) => "discord",
+            Channel::Matrix(_) => "matrix",
         }
     }
 
@@ -117,7 +123,20 @@ impl Channel {
     pub fn updates_in_place(&self) -> bool {
         matches!(
             self,
-            Channel::Slack(_) | Channel::Telegram(_) | Channel::Ntfy(_)
+            Channel::Slack(_)
+                | Channel::Telegram(_)
+                | Channel::Ntfy(_)
+                | Channel::Discord(_)
+                | Channel::Matrix(_)
+        )
+    }
+
+    /// Whether a notice on the channel named `name` may carry buttons that act from the
+    /// message (the press comes back through a hook, an act address or a reply).
+    pub fn takes_buttons(name: &str) -> bool {
+        matches!(
+            name,
+            "slack" | "telegram" | "discord" | "matrix" | "ntfy" | "email"
         )
     }
 
@@ -161,6 +180,8 @@ impl Channel {
             "ntfy" => Channel::Ntfy(checked(value, check_ntfy_topic)?),
             "email" => Channel::Email(checked(value, check_email)?),
             "mail" => Channel::Mail(text(value)?),
+            "discord" => Channel::Discord(checked(value, check_discord)?),
+            "matrix" => Channel::Matrix(checked(value, check_matrix)?),
             other => {
                 return Err(BadChannel {
                     field: format!("notify.{other}"),
@@ -250,6 +271,9 @@ pub struct SlackSettings {
     pub base_url: String,
     /// The bot token (`xoxb-...`).
     pub bot_token: Option<Secret>,
+    /// The app's signing secret: with it, notices carry buttons and presses are taken at
+    /// `POST /hooks/slack`.
+    pub signing_secret: Option<Secret>,
 }
 
 /// Telegram's settings (`dispatch.telegram`).
@@ -259,6 +283,34 @@ pub struct TelegramSettings {
     pub base_url: String,
     /// The bot token.
     pub bot_token: Option<Secret>,
+    /// The secret token given to `setWebhook`: with it, notices carry buttons and callback
+    /// queries are taken at `POST /hooks/telegram` (Telegram sends it in a header).
+    pub secret_token: Option<Secret>,
+}
+
+/// Discord's settings (`dispatch.discord`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscordSettings {
+    /// API base (`https://discord.com/api/v10`).
+    pub base_url: String,
+    /// The application id (interactions name it).
+    pub application_id: Option<String>,
+    /// The application's Ed25519 public key (hex): with it, notices carry buttons and
+    /// interactions are taken at `POST /hooks/discord`.
+    pub public_key: Option<String>,
+    /// The bot token.
+    pub bot_token: Option<Secret>,
+}
+
+/// Matrix's settings (`dispatch.matrix`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixSettings {
+    /// The homeserver's base URL (`https://matrix.example.org`).
+    pub homeserver: Option<String>,
+    /// The bot account's access token.
+    pub access_token: Option<Secret>,
+    /// The room for executors whose entry is `matrix: default`.
+    pub room: Option<String>,
 }
 
 /// Twilio's settings for SMS (`dispatch.twilio`).
@@ -316,6 +368,10 @@ pub struct Settings {
     pub ntfy: NtfySettings,
     /// SMTP.
     pub email: EmailSettings,
+    /// Discord.
+    pub discord: DiscordSettings,
+    /// Matrix.
+    pub matrix: MatrixSettings,
     /// Longest wait for one attempt.
     pub timeout: Duration,
 }
@@ -328,10 +384,23 @@ impl Settings {
             slack: SlackSettings {
                 base_url: "https://slack.com/api".to_owned(),
                 bot_token: None,
+                signing_secret: None,
             },
             telegram: TelegramSettings {
                 base_url: "https://api.telegram.org".to_owned(),
                 bot_token: None,
+                secret_token: None,
+            },
+            discord: DiscordSettings {
+                base_url: "https://discord.com/api/v10".to_owned(),
+                application_id: None,
+                public_key: None,
+                bot_token: None,
+            },
+            matrix: MatrixSettings {
+                homeserver: None,
+                access_token: None,
+                room: None,
             },
             twilio: TwilioSettings {
                 base_url: "https://api.twilio.com".to_owned(),
@@ -370,6 +439,10 @@ impl Settings {
             }
             "email" if self.email.smtp_host.is_none() || self.email.from.is_none() => {
                 Some("dispatch.email (smtp_host and from)")
+            }
+            "discord" if self.discord.bot_token.is_none() => Some("dispatch.discord.bot_token"),
+            "matrix" if self.matrix.homeserver.is_none() || self.matrix.access_token.is_none() => {
+                Some("dispatch.matrix (homeserver and access_token)")
             }
             _ => None,
         }
@@ -416,6 +489,23 @@ impl Notifier {
         })
     }
 
+    /// The settings it sends with (the hooks check presses with their secrets).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Whether a press on `channel` can come back: Slack and Telegram post presses only to an
+    /// app configured for them, Discord's are checked with its public key. Elsewhere the
+    /// buttons are dropped rather than shown to fail.
+    fn presses_return(&self, channel: &Channel) -> bool {
+        match channel {
+            Channel::Slack(_) => self.settings.slack.signing_secret.is_some(),
+            Channel::Telegram(_) => self.settings.telegram.secret_token.is_some(),
+            Channel::Discord(_) => self.settings.discord.public_key.is_some(),
+            other => Channel::takes_buttons(other.name()),
+        }
+    }
+
     /// Sends `notice` on `channel`, chosen by `reach`.
     pub async fn send(
         &self,
@@ -423,6 +513,16 @@ impl Notifier {
         notice: &Notice,
         reach: Reach,
     ) -> Result<Sent, NotifyError> {
+        let without_buttons;
+        let notice = if notice.buttons.is_some() && !self.presses_return(channel) {
+            without_buttons = Notice {
+                buttons: None,
+                ..notice.clone()
+            };
+            &without_buttons
+        } else {
+            notice
+        };
         match channel {
             Channel::Webhook { url, secret } => match reach {
                 Reach::Operator => webhook::send(&self.http, url, secret.as_ref(), notice).await,
@@ -478,6 +578,31 @@ impl Notifier {
             Channel::Email(to) => {
                 email::send(&self.settings.email, self.settings.timeout, to, notice).await
             }
+            Channel::Discord(to) => {
+                let discord = &self.settings.discord;
+                let Some(token) = &discord.bot_token else {
+                    return Err(NotifyError::not_configured("dispatch.discord.bot_token"));
+                };
+                let out = protocol_notice::discord(token.expose(), to, notice);
+                self.send_outbound(&discord.base_url, out).await
+            }
+            Channel::Matrix(to) => {
+                let matrix = &self.settings.matrix;
+                let (Some(base), Some(token)) = (&matrix.homeserver, &matrix.access_token) else {
+                    return Err(NotifyError::not_configured(
+                        "dispatch.matrix (homeserver and access_token)",
+                    ));
+                };
+                let room = match (to.as_str(), &matrix.room) {
+                    ("default", Some(room)) => room.clone(),
+                    ("default", None) => {
+                        return Err(NotifyError::not_configured("dispatch.matrix.room"));
+                    }
+                    _ => to.clone(),
+                };
+                let out = protocol_notice::matrix(token.expose(), &room, notice);
+                self.send_outbound(base, out).await
+            }
             Channel::Mail(_) => Err(NotifyError::Fail {
                 message: "mail is delivered by the exchange, not sent".to_owned(),
             }),
@@ -501,7 +626,9 @@ impl Notifier {
             };
             NotifyError::endpoint(what, problem)
         })?;
-        let mut request = self.http.post(url);
+        let method = reqwest::Method::from_bytes(out.method.as_bytes())
+            .map_err(|_| NotifyError::endpoint(what, format!("bad method {}", out.method)))?;
+        let mut request = self.http.request(method, url);
         for (name, value) in &out.headers {
             request = request.header(name, value);
         }

@@ -1,18 +1,14 @@
-//! Short links for SMS (`/r/{code}`): a random code mapped to a link token in
-//! `.mess/short/<code>` (mode 0600; in tier 1 a row of the database, so any node follows it),
-//! kept until the token expires.
+//! Short links for SMS (`/r/{code}`) and notification buttons: a random code mapped to a link
+//! token in `.mess/short/<code>` (mode 0600; in tier 1 a row of the database, so any node
+//! follows it), kept until the token expires.
 
 /// Characters of a code: letters and digits, so it survives every SMS gateway.
 pub(crate) const ALPHABET: &[u8; 62] =
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
-/// Length of a code: 12 of 62 characters is about 71 bits, beyond guessing over HTTP.
-pub const CODE_LEN: usize = 12;
-
-/// Whether `code` has the form of a code (checked before it names a file).
-pub fn is_code(code: &str) -> bool {
-    code.len() == CODE_LEN && code.bytes().all(|b| b.is_ascii_alphanumeric())
-}
+/// Length of a code (12 of 62 characters is about 71 bits, beyond guessing over HTTP) and its
+/// form: a notification's buttons carry the same codes.
+pub use crate::protocol::buttons::{CODE_LEN, is_code};
 
 #[cfg(test)]
 mod tests {

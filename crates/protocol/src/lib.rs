@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod answer;
+pub mod buttons;
 pub mod config;
 pub mod content;
 pub mod cron;

@@ -4,9 +4,12 @@
 //! channel's request comes out as an [`Outbound`] (path segments under the operator's base URL,
 //! headers, credentials and body), which the native exchange sends with its HTTP client and the
 //! Worker build with `fetch`, and both read the answer with [`Outbound::read`]; so both builds
-//! send the same bytes and take the same answers the same way.
+//! send the same bytes and take the same answers the same way. Discord and Matrix are the
+//! native exchange's only.
 
 use serde_json::json;
+
+use crate::buttons::Verb;
 
 /// What a notice is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +135,9 @@ pub struct Notice {
     pub at: i64,
     /// What the request asks of many hands: the notice says so.
     pub asks: Asks,
+    /// Buttons that act from the message itself (claim, approve, deny), on the channels that
+    /// can post a press back to the exchange.
+    pub buttons: Option<crate::buttons::Buttons>,
 }
 
 /// What a request asks of the people it is offered to, as a notice tells them.
@@ -211,6 +217,23 @@ impl Notice {
         lines
     }
 
+    /// Each button's verb and the data it posts back (none on an update).
+    pub fn pressable(&self) -> impl Iterator<Item = (Verb, String)> + '_ {
+        self.buttons
+            .iter()
+            .filter(|_| !self.kind.is_update())
+            .flat_map(|b| b.verbs.iter().map(move |v| (*v, b.data(*v))))
+    }
+
+    /// The words of the button that opens the page: beside buttons that act, it only opens.
+    pub fn link_label(&self) -> &'static str {
+        if self.buttons.is_some() {
+            "Open"
+        } else {
+            self.asks.button()
+        }
+    }
+
     /// Headline, details and link as plain text (SMS, email, ntfy).
     pub fn plain_text(&self) -> String {
         let mut text = self.headline();
@@ -221,6 +244,11 @@ impl Notice {
         if let (Some(link), false) = (&self.link, self.kind.is_update()) {
             text.push_str("\nRespond: ");
             text.push_str(link);
+        }
+        if let (Some(buttons), false) = (&self.buttons, self.kind.is_update()) {
+            for verb in &buttons.verbs {
+                text.push_str(&format!("\n{}: {}", verb.label(), buttons.url(*verb)));
+            }
         }
         text
     }
@@ -451,6 +479,16 @@ pub enum Reading {
     },
     /// `{"sid"}` from the Messages API.
     Twilio,
+    /// `{"id", "channel_id"}` from Discord's Create or Edit Message.
+    Discord {
+        /// The channel it was sent to.
+        channel: String,
+    },
+    /// `{"event_id"}` from Matrix's send-event endpoint.
+    Matrix {
+        /// The room it was sent to.
+        room: String,
+    },
     /// Any JSON; the message is known by the sequence id sent with it.
     Ntfy {
         /// The sequence id sent.
@@ -463,6 +501,8 @@ pub enum Reading {
 pub struct Outbound {
     /// The channel (`slack`, `telegram`, `sms`, `ntfy`), for messages.
     pub what: &'static str,
+    /// The HTTP method (`POST`; Matrix sends with `PUT`, Discord edits with `PATCH`).
+    pub method: &'static str,
     /// Path segments to append, each as one segment, to the service's base URL.
     pub path: Vec<String>,
     /// Whether a path segment holds a credential (Telegram's bot token): errors about the
@@ -493,6 +533,8 @@ impl Reading {
             Reading::Telegram { .. } => "telegram",
             Reading::Twilio => "sms",
             Reading::Ntfy { .. } => "ntfy",
+            Reading::Discord { .. } => "discord",
+            Reading::Matrix { .. } => "matrix",
         }
     }
 
@@ -548,6 +590,18 @@ impl Reading {
             Reading::Ntfy { sequence } => Ok(Sent {
                 provider_ref: Some(sequence.clone()),
             }),
+            Reading::Discord { channel } => Ok(Sent {
+                provider_ref: answer["id"].as_str().map(|id| {
+                    let channel = answer["channel_id"].as_str().unwrap_or(channel);
+                    format!("{channel}:{id}")
+                }),
+            }),
+            // Room ids hold `:`, so a space (which neither id may hold) separates the two.
+            Reading::Matrix { room } => Ok(Sent {
+                provider_ref: answer["event_id"]
+                    .as_str()
+                    .map(|event| format!("{room} {event}")),
+            }),
         }
     }
 }
@@ -559,13 +613,35 @@ pub fn slack(token: &str, to: &str, notice: &Notice) -> Outbound {
         json!({"type": "section", "text": {"type": "plain_text", "text": notice.headline()}}),
         json!({"type": "context", "elements": [{"type": "plain_text", "text": notice.details().join(" · ")}]}),
     ];
-    if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
-        blocks.push(json!({"type": "actions", "elements": [{
-            "type": "button",
-            "text": {"type": "plain_text", "text": notice.asks.button()},
-            "url": link,
-            "action_id": "mess_respond",
-        }]}));
+    if !notice.kind.is_update() {
+        let mut elements: Vec<serde_json::Value> = notice
+            .pressable()
+            .map(|(verb, data)| {
+                let mut button = json!({
+                    "type": "button",
+                    "text": {"type": "plain_text", "text": verb.label()},
+                    "action_id": format!("mess_{}", verb.as_str()),
+                    "value": data,
+                });
+                button["style"] = json!(if verb == Verb::Deny {
+                    "danger"
+                } else {
+                    "primary"
+                });
+                button
+            })
+            .collect();
+        if let Some(link) = &notice.link {
+            elements.push(json!({
+                "type": "button",
+                "text": {"type": "plain_text", "text": notice.link_label()},
+                "url": link,
+                "action_id": "mess_respond",
+            }));
+        }
+        if !elements.is_empty() {
+            blocks.push(json!({"type": "actions", "elements": elements}));
+        }
     }
     let (method, mut body) = match (
         notice.kind.is_update(),
@@ -578,6 +654,7 @@ pub fn slack(token: &str, to: &str, notice: &Notice) -> Outbound {
     body["blocks"] = json!(blocks);
     Outbound {
         what: "slack",
+        method: "POST",
         path: vec![method.to_owned()],
         secret_in_path: false,
         headers: Vec::new(),
@@ -606,12 +683,28 @@ pub fn telegram(token: &str, chat: &str, notice: &Notice) -> Outbound {
         _ => ("sendMessage", json!({"chat_id": chat})),
     };
     body["text"] = json!(text);
-    if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
-        body["reply_markup"] =
-            json!({"inline_keyboard": [[{"text": notice.asks.button(), "url": link}]]});
+    if !notice.kind.is_update() {
+        let mut rows = Vec::new();
+        let pressed: Vec<_> = notice
+            .pressable()
+            .map(|(verb, data)| json!({"text": verb.label(), "callback_data": data}))
+            .collect();
+        if !pressed.is_empty() {
+            rows.push(json!(pressed));
+        }
+        if let Some(link) = &notice.link {
+            rows.push(json!([{"text": notice.link_label(), "url": link}]));
+        }
+        if !rows.is_empty() {
+            body["reply_markup"] = json!({ "inline_keyboard": rows });
+        }
+    } else {
+        // The buttons of the message it updates go with it.
+        body["reply_markup"] = json!({ "inline_keyboard": [] });
     }
     Outbound {
         what: "telegram",
+        method: "POST",
         path: vec![format!("bot{token}"), method.to_owned()],
         secret_in_path: true,
         headers: Vec::new(),
@@ -629,6 +722,7 @@ pub fn telegram(token: &str, chat: &str, notice: &Notice) -> Outbound {
 pub fn sms(sid: &str, token: &str, from: &str, to: &str, notice: &Notice) -> Outbound {
     Outbound {
         what: "sms",
+        method: "POST",
         path: ["2010-04-01", "Accounts", sid, "Messages.json"]
             .map(str::to_owned)
             .to_vec(),
@@ -695,9 +789,24 @@ pub fn ntfy(token: Option<&str>, topic: &str, notice: &Notice) -> Result<Outboun
             body.push_str("\nRespond: ");
             body.push_str(link);
         }
+        // A tap on an http action is a POST from the phone to the exchange's act address
+        // (ntfy shows at most three actions: two verbs and the page fit).
+        let mut actions: Vec<String> = notice
+            .buttons
+            .iter()
+            .flat_map(|b| b.verbs.iter().map(move |v| (*v, b.url(*v))))
+            .map(|(verb, url)| format!("http, {}, {url}, method=POST, clear=true", verb.label()))
+            .collect();
+        if let (Some(link), false) = (&notice.link, actions.is_empty()) {
+            actions.push(format!("view, Open, {link}"));
+        }
+        if !actions.is_empty() {
+            headers.push(("x-actions".to_owned(), actions.join("; ")));
+        }
     }
     Ok(Outbound {
         what: "ntfy",
+        method: "POST",
         path: vec![topic.to_owned()],
         secret_in_path: false,
         headers,
@@ -705,4 +814,169 @@ pub fn ntfy(token: Option<&str>, topic: &str, notice: &Notice) -> Result<Outboun
         body: Body::Text(body),
         reading: Reading::Ntfy { sequence },
     })
+}
+
+/// A Discord channel id: a snowflake (17 to 20 digits).
+pub fn check_discord(channel: &str) -> Result<(), String> {
+    if (17..=20).contains(&channel.len()) && channel.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{channel:?} is not a Discord channel id (17 to 20 digits, such as 1234567890123456789)"
+        ))
+    }
+}
+
+/// A Matrix room id (`!opaque:server.name`), or `default` for `dispatch.matrix.room`.
+pub fn check_matrix(room: &str) -> Result<(), String> {
+    let id = room.strip_prefix('!').and_then(|r| r.split_once(':'));
+    let fine = room == "default"
+        || (room.len() <= 255
+            && id.is_some_and(|(opaque, server)| {
+                !opaque.is_empty()
+                    && !server.is_empty()
+                    && room
+                        .chars()
+                        .all(|c| c.is_ascii_graphic() && !matches!(c, '/' | '?' | '#' | '%'))
+            }));
+    if fine {
+        Ok(())
+    } else {
+        Err(format!(
+            "{room:?} is not a Matrix room id (!abc123:example.org) or `default`"
+        ))
+    }
+}
+
+/// Discord: a bot message in `channel` (Create Message) with the headline and details, a
+/// button per verb (the interaction comes back to `POST /hooks/discord`) and a link button to
+/// the page; an update is an Edit Message (`PATCH`) that replaces the text and drops the
+/// buttons.
+pub fn discord(token: &str, channel: &str, notice: &Notice) -> Outbound {
+    let content = format!("**{}**\n{}", notice.headline(), notice.details().join("\n"));
+    let (method, path) = match (
+        notice.kind.is_update(),
+        notice.previous.as_deref().and_then(|p| p.split_once(':')),
+    ) {
+        (true, Some((channel, id))) => (
+            "PATCH",
+            vec![
+                "channels".to_owned(),
+                channel.to_owned(),
+                "messages".to_owned(),
+                id.to_owned(),
+            ],
+        ),
+        _ => (
+            "POST",
+            vec![
+                "channels".to_owned(),
+                channel.to_owned(),
+                "messages".to_owned(),
+            ],
+        ),
+    };
+    let mut row: Vec<serde_json::Value> = notice
+        .pressable()
+        .map(|(verb, data)| {
+            // Styles: 1 primary, 3 success, 4 danger, 5 link.
+            let style = match verb {
+                Verb::Claim => 1,
+                Verb::Approve => 3,
+                Verb::Deny => 4,
+            };
+            json!({"type": 2, "style": style, "label": verb.label(), "custom_id": data})
+        })
+        .collect();
+    if let (Some(link), false) = (&notice.link, notice.kind.is_update()) {
+        row.push(json!({"type": 2, "style": 5, "label": notice.link_label(), "url": link}));
+    }
+    let components = if row.is_empty() {
+        json!([])
+    } else {
+        json!([{"type": 1, "components": row}])
+    };
+    Outbound {
+        what: "discord",
+        method,
+        path,
+        secret_in_path: false,
+        headers: vec![("authorization".to_owned(), format!("Bot {token}"))],
+        auth: Auth::None,
+        body: Body::Json(json!({
+            "content": content,
+            "components": components,
+            // Nobody is pinged by what a request's intent says.
+            "allowed_mentions": {"parse": []},
+        })),
+        reading: Reading::Discord {
+            channel: channel.to_owned(),
+        },
+    }
+}
+
+/// Matrix: an `m.room.message` in `room`, sent with `PUT` under the delivery id as the
+/// transaction id (so a retried attempt is the same event, never a second message). Matrix has
+/// no buttons: the message says how to answer (reply `claim`, `approve`, `deny REASON`, or
+/// react 👍 / 👎), and carries the codes in a `mess` field the exchange reads back from its own
+/// event. An update replaces the earlier message (`m.replace`).
+pub fn matrix(token: &str, room: &str, notice: &Notice) -> Outbound {
+    let mut text = format!("{}\n{}", notice.headline(), notice.details().join("\n"));
+    let mut content = json!({"msgtype": "m.text"});
+    if !notice.kind.is_update() {
+        if let Some(buttons) = &notice.buttons {
+            let words: Vec<&str> = buttons.verbs.iter().map(|v| v.as_str()).collect();
+            text.push_str(&format!(
+                "\nReply to this message with {} (or react 👍{}).",
+                words.join(" or "),
+                if buttons.verbs.contains(&Verb::Deny) {
+                    " / 👎; a denial may give its reason after the word"
+                } else {
+                    ""
+                }
+            ));
+            let codes: serde_json::Map<String, serde_json::Value> = buttons
+                .verbs
+                .iter()
+                .map(|v| (v.as_str().to_owned(), json!(buttons.code)))
+                .collect();
+            content["mess"] = json!({"thread": notice.thread, "actions": codes});
+        }
+        if let Some(link) = &notice.link {
+            text.push_str(&format!("\nOpen: {link}"));
+        }
+    }
+    content["body"] = json!(text);
+    if let (true, Some((_, event))) = (
+        notice.kind.is_update(),
+        notice.previous.as_deref().and_then(|p| p.split_once(' ')),
+    ) {
+        let new_content = json!({"msgtype": "m.text", "body": text});
+        content["body"] = json!(format!("* {text}"));
+        content["m.new_content"] = new_content;
+        content["m.relates_to"] = json!({"rel_type": "m.replace", "event_id": event});
+    }
+    Outbound {
+        what: "matrix",
+        method: "PUT",
+        path: [
+            "_matrix",
+            "client",
+            "v3",
+            "rooms",
+            room,
+            "send",
+            "m.room.message",
+            &notice.delivery,
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        secret_in_path: false,
+        headers: Vec::new(),
+        auth: Auth::Bearer(token.to_owned()),
+        body: Body::Json(content),
+        reading: Reading::Matrix {
+            room: room.to_owned(),
+        },
+    }
 }

@@ -413,8 +413,14 @@ pub fn prepare(
         previous: None,
         at,
         asks: mess_protocol::notice::Asks::of(&due.env.hands),
+        // A press needs the native exchange's hooks.
+        buttons: None,
     };
     let (base, out) = dispatch.outbound(&delivery.channel, &to, &notice)?;
+    // The Worker posts every notice; a service that needs another method is not one it sends.
+    if out.method != "POST" {
+        return Err(format!("{}: the Worker does not send this channel", out.what));
+    }
     let url = service::service_url(base, &out.path)
         .and_then(|u| url::Url::parse(&u).map_err(|e| e.to_string()))
         .map_err(|e| {

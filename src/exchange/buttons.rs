@@ -1,0 +1,97 @@
+//! A press of a notification's button (Slack, Telegram, Discord, a Matrix reply, ntfy's http
+//! action, an email's act link): the button's code is a short link to the executor's
+//! presigned link token, so a press is the message that link would send (claim, approve or
+//! deny), submitted through it and under the same rules; the platform that carried it is the
+//! channel the thread records. What it did comes back in words for the message that held
+//! the button.
+
+use crate::exchange::{Error, Exchange, hands};
+use crate::protocol::buttons::Verb;
+use crate::protocol::message::Message;
+use crate::protocol::status::Status;
+use crate::protocol::value::{Map, Value};
+
+/// What a press did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pressed {
+    /// The thread it acted on.
+    pub thread: String,
+    /// The executor it acted as.
+    pub executor: String,
+    /// The request's intent (the updated message repeats it).
+    pub intent: String,
+    /// What it did, for the message that held the button ("Approved by sam (1 of 2)").
+    pub text: String,
+}
+
+/// The thread a button code stands for and its intent, for a page that asks before it acts;
+/// a code that is not ours or expired is not found.
+pub fn describe(ex: &Exchange, code: &str) -> Result<(String, String), Error> {
+    let (thread, _) = ex.auth().follow_short_link(code)?;
+    let (env, _) = ex
+        .store()
+        .envelope(&crate::protocol::ids::ThreadRef::parse(&thread)?)?;
+    Ok((thread, env.intent))
+}
+
+/// Acts on `verb` for the button code `code`, with `reason` for a denial. A code that is not
+/// ours, or whose link expired, is not found; what the rules refuse (a slot already held,
+/// a second decision) comes back as the error they give.
+pub fn press(
+    ex: &Exchange,
+    code: &str,
+    verb: Verb,
+    reason: Option<String>,
+) -> Result<Pressed, Error> {
+    let (_, token) = ex.auth().follow_short_link(code)?;
+    let grant = ex.auth().check_link_token(&token)?;
+    let thread = grant.thread.clone();
+    let (kind, body) = match verb {
+        Verb::Claim => {
+            let mut status = Map::new();
+            status.insert("re", Value::str(&thread));
+            status.insert("code", Value::str(Status::Claimed.as_str()));
+            ("status", status)
+        }
+        Verb::Approve => ("response", hands::decision_body(&thread, true, None)),
+        Verb::Deny => (
+            "response",
+            hands::decision_body(&thread, false, reason.filter(|r| !r.trim().is_empty())),
+        ),
+    };
+    let message = Message::single(kind, body)?;
+    ex.auth().submit_with_link(message, &grant)?;
+    let (env, _) = ex
+        .store()
+        .envelope(&crate::protocol::ids::ThreadRef::parse(&thread)?)?;
+    let who = &grant.executor;
+    let text = match verb {
+        Verb::Claim if env.hands.multi() => format!(
+            "Taken by {who}: {} of {} places filled",
+            env.hands.slots.len(),
+            env.hands.wanted()
+        ),
+        Verb::Claim => format!("Claimed by {who}: open the page to answer"),
+        Verb::Approve | Verb::Deny => {
+            let approved = env.hands.decisions.iter().filter(|d| d.approved).count();
+            let need = env.hands.approval.as_ref().map_or(1, |a| a.need);
+            let word = if verb == Verb::Approve {
+                "Approved"
+            } else {
+                "Denied"
+            };
+            let outcome = match env.status {
+                Status::Completed => "; approved".to_owned(),
+                Status::Declined => "; not approved".to_owned(),
+                _ => String::new(),
+            };
+            format!("{word} by {who} ({approved} of {need} approvals{outcome})")
+        }
+    };
+    Ok(Pressed {
+        thread,
+        executor: grant.executor,
+        intent: env.intent,
+        text,
+    })
+}
