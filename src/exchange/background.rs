@@ -1,5 +1,5 @@
 //! The home's background work (routing passes, deadlines, mail pruning, notice delivery,
-//! following peer exchanges), done by exactly one long-lived process per home: whichever
+//! following peer exchanges, reading Matrix replies), done by exactly one long-lived process per home: whichever
 //! `mess serve` or `mess mcp` takes the worker lock first. The others stand by and take over
 //! when it exits, so a household running only an agent host's `mess mcp` still notifies its
 //! executors. In tier 1 the lock is the database's (one node at a time), and every node sends
@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::exchange::jobs::Outbox;
-use crate::exchange::{Exchange, jobs, mail_sweep, peers, route, sweep};
+use crate::exchange::{Exchange, jobs, mail_sweep, matrix, peers, route, sweep};
 use crate::notify::Notifier;
 use crate::store::outbox::Shelf;
 
@@ -61,6 +61,7 @@ pub fn run(
             sweep::run(ex.clone(), stop.clone()),
             mail_sweep::run(ex.clone(), stop.clone()),
             peers::run(ex.clone(), stop.clone()),
+            matrix::run(ex.clone(), notifier.clone(), stop.clone()),
         ];
         tasks.push(match everywhere {
             Some(task) => task,

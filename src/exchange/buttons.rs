@@ -24,6 +24,33 @@ pub struct Pressed {
     pub text: String,
 }
 
+/// Why a press did nothing, in words for the one who pressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The code is not ours, or its link expired.
+    pub gone: bool,
+    /// What to show.
+    pub text: String,
+}
+
+impl From<Error> for Refusal {
+    fn from(e: Error) -> Refusal {
+        use crate::exchange::error::ErrorKind;
+        let text = match e.kind() {
+            // What the store or the database said stays in the log.
+            ErrorKind::Internal | ErrorKind::Unavailable => {
+                tracing::warn!(error = %e, "a press failed");
+                "the exchange could not do it now; try again shortly".to_owned()
+            }
+            _ => e.to_string(),
+        };
+        Refusal {
+            gone: e.kind() == ErrorKind::NotFound,
+            text,
+        }
+    }
+}
+
 /// The thread a button code stands for and its intent, for a page that asks before it acts;
 /// a code that is not ours or expired is not found.
 pub fn describe(ex: &Exchange, code: &str) -> Result<(String, String), Error> {

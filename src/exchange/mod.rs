@@ -27,6 +27,7 @@ mod import;
 pub mod jobs;
 mod lifecycle;
 pub mod mail_sweep;
+mod matrix;
 mod outcome;
 pub mod peers;
 mod plan;

@@ -20,7 +20,7 @@ use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
-use crate::exchange::buttons::{self, Pressed};
+use crate::exchange::buttons::{self, Pressed, Refusal};
 use crate::http::AppState;
 use crate::http::body;
 use crate::http::error::ApiError;
@@ -139,13 +139,14 @@ async fn read_body(
     )
 }
 
-/// Presses `verb` for `code` off the async workers; the error is what the platform shows.
+/// Presses `verb` for `code` off the async workers; a refusal says why, for the platform to
+/// show the one who pressed.
 async fn act(
     state: &AppState,
     code: String,
     verb: Verb,
     reason: Option<String>,
-) -> Result<Pressed, String> {
+) -> Result<Pressed, Refusal> {
     let ex = state.exchange.clone();
     match state
         .blocking(move || buttons::press(&ex, &code, verb, reason))
@@ -155,8 +156,11 @@ async fn act(
             tracing::info!(thread = %pressed.thread, executor = %pressed.executor, verb = verb.as_str(), "button pressed");
             Ok(pressed)
         }
-        Ok(Err(e)) => Err(ApiError::from(e).message().to_owned()),
-        Err(e) => Err(e.message().to_owned()),
+        Ok(Err(e)) => Err(Refusal::from(e)),
+        Err(e) => Err(Refusal {
+            gone: false,
+            text: e.message().to_owned(),
+        }),
     }
 }
 
@@ -242,7 +246,7 @@ pub(crate) async fn slack(
         // Only the one who pressed hears why nothing happened.
         Err(why) => (
             "chat.postEphemeral",
-            json!({"channel": channel, "user": user, "text": why}),
+            json!({"channel": channel, "user": user, "text": why.text}),
         ),
     };
     call(
@@ -319,7 +323,7 @@ pub(crate) async fn telegram(
     };
     let answer = match &outcome {
         Ok(p) => p.text.clone(),
-        Err(why) => why.clone(),
+        Err(why) => why.text.clone(),
     };
     call(
         &state.notifier,
@@ -436,29 +440,25 @@ pub(crate) async fn discord(
             "components": [],
         }}),
         // A message only the one who pressed sees (flag 64: ephemeral).
-        Err(why) => json!({"type": 4, "data": {"content": why, "flags": 64}}),
+        Err(why) => json!({"type": 4, "data": {"content": why.text, "flags": 64}}),
     }))
 }
 
-/// The code and verb of `/r/{code}/{verb}`.
-fn act_path(
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<(String, Verb), Response> {
-    let gone = || {
-        page(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "No such link (it may have expired).",
-            None,
-        )
-    };
-    let Ok(Path((code, verb))) = path else {
-        return Err(gone());
-    };
-    match (crate::protocol::buttons::is_code(&code), Verb::parse(&verb)) {
-        (true, Some(verb)) => Ok((code, verb)),
-        _ => Err(gone()),
-    }
+/// The code and verb of `/r/{code}/{verb}`, when they have their forms.
+fn act_path(path: Result<Path<(String, String)>, PathRejection>) -> Option<(String, Verb)> {
+    let Path((code, verb)) = path.ok()?;
+    let verb = Verb::parse(&verb)?;
+    crate::protocol::buttons::is_code(&code).then_some((code, verb))
+}
+
+/// What an act address that is not ours (or expired) shows: the same whichever it is.
+fn gone() -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        "No such link (it may have expired).",
+        None,
+    )
 }
 
 /// `GET /r/{code}/{verb}`: what the link would do, with a button that does it. A GET changes
@@ -467,19 +467,13 @@ pub(crate) async fn act_page(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Response {
-    let (code, verb) = match act_path(path) {
-        Ok(p) => p,
-        Err(r) => return r,
+    let Some((code, verb)) = act_path(path) else {
+        return gone();
     };
     let ex = state.exchange.clone();
     let looked = state.blocking(move || buttons::describe(&ex, &code)).await;
     let Ok(Ok((thread, intent))) = looked else {
-        return page(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "No such link (it may have expired).",
-            None,
-        );
+        return gone();
     };
     let reason = if verb == Verb::Deny {
         "<p><label>Why (optional)<br><textarea name=\"reason\" rows=\"3\" cols=\"40\"></textarea></label></p>"
@@ -506,9 +500,8 @@ pub(crate) async fn act_post(
     path: Result<Path<(String, String)>, PathRejection>,
     request: Body,
 ) -> Response {
-    let (code, verb) = match act_path(path) {
-        Ok(p) => p,
-        Err(r) => return r,
+    let Some((code, verb)) = act_path(path) else {
+        return gone();
     };
     let text = match read_body(&state, &headers, request, "hook:act").await {
         Ok(t) => t,
@@ -524,10 +517,8 @@ pub(crate) async fn act_post(
             &format!("{}: {}", p.text, p.intent),
             None,
         ),
-        Err(why) if why.contains("no such link") => {
-            page(StatusCode::NOT_FOUND, "Not found", &why, None)
-        }
-        Err(why) => page(StatusCode::CONFLICT, "Nothing changed", &why, None),
+        Err(why) if why.gone => gone(),
+        Err(why) => page(StatusCode::CONFLICT, "Nothing changed", &why.text, None),
     }
 }
 

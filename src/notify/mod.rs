@@ -13,6 +13,7 @@
 
 mod email;
 pub mod guard;
+pub mod matrix;
 mod webhook;
 
 use std::time::Duration;
@@ -486,6 +487,16 @@ impl Notifier {
             http,
             guarded,
             settings,
+        })
+    }
+
+    /// A client for the Matrix homeserver, when `dispatch.matrix` names one and its token.
+    pub fn matrix(&self) -> Option<matrix::MatrixClient> {
+        let m = &self.settings.matrix;
+        Some(matrix::MatrixClient {
+            http: self.http.clone(),
+            homeserver: m.homeserver.clone()?,
+            token: m.access_token.as_ref()?.expose().to_owned(),
         })
     }
 

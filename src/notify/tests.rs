@@ -35,6 +35,110 @@ fn notice(kind: NoticeKind) -> Notice {
         previous: None,
         at: 1_769_882_400,
         asks: crate::protocol::notice::Asks::One,
+        buttons: None,
+    }
+}
+
+#[test]
+fn discord_and_matrix_notices_carry_buttons_and_updates_replace_the_message() {
+    use crate::protocol::buttons::{Buttons, Verb};
+    use crate::protocol::notice::{Auth, Body, discord, matrix};
+    let mut new = notice(NoticeKind::New);
+    new.buttons = Some(Buttons {
+        code: "AbCdEfGh1234".to_owned(),
+        verbs: vec![Verb::Approve, Verb::Deny],
+        act_url: "https://mess.example/r/AbCdEfGh1234".to_owned(),
+    });
+    let out = discord("bot-token", "123456789012345678", &new);
+    assert_eq!(
+        (out.method, out.path.join("/").as_str()),
+        ("POST", "channels/123456789012345678/messages")
+    );
+    assert!(
+        out.headers
+            .contains(&("authorization".to_owned(), "Bot bot-token".to_owned()))
+    );
+    let Body::Json(body) = &out.body else {
+        panic!()
+    };
+    let row = &body["components"][0]["components"];
+    assert_eq!(row[0]["custom_id"], "approve:AbCdEfGh1234");
+    assert_eq!(
+        (row[1]["label"].as_str(), row[1]["style"].as_i64()),
+        (Some("Deny"), Some(4))
+    );
+    assert_eq!(
+        (row[2]["label"].as_str(), row[2]["style"].as_i64()),
+        (Some("Open"), Some(5))
+    );
+    assert_eq!(body["allowed_mentions"]["parse"], serde_json::json!([]));
+    let mut taken = notice(NoticeKind::Taken {
+        by: "sam".to_owned(),
+    });
+    taken.previous = Some("123456789012345678:999".to_owned());
+    let out = discord("bot-token", "123456789012345678", &taken);
+    assert_eq!(
+        (out.method, out.path.join("/").as_str()),
+        ("PATCH", "channels/123456789012345678/messages/999")
+    );
+    let Body::Json(body) = &out.body else {
+        panic!()
+    };
+    assert_eq!(body["components"], serde_json::json!([]));
+    assert_eq!(
+        out.read(200, r#"{"id":"1000","channel_id":"123456789012345678"}"#)
+            .unwrap()
+            .provider_ref
+            .as_deref(),
+        Some("123456789012345678:1000")
+    );
+
+    let out = matrix("mx", "!room:hs.test", &new);
+    assert_eq!(out.method, "PUT");
+    assert_eq!(
+        out.path[4..],
+        [
+            "!room:hs.test",
+            "send",
+            "m.room.message",
+            "2026-01-31-001.teague-phone.slack.new"
+        ]
+    );
+    assert_eq!(out.auth, Auth::Bearer("mx".to_owned()));
+    let Body::Json(body) = &out.body else {
+        panic!()
+    };
+    assert_eq!(body["mess"]["actions"]["deny"], "AbCdEfGh1234");
+    assert!(
+        body["body"]
+            .as_str()
+            .unwrap()
+            .contains("Reply to this message with approve or deny")
+    );
+    let sent = out.read(200, r#"{"event_id":"$e1"}"#).unwrap();
+    assert_eq!(sent.provider_ref.as_deref(), Some("!room:hs.test $e1"));
+    taken.previous = sent.provider_ref;
+    let out = matrix("mx", "!room:hs.test", &taken);
+    let Body::Json(body) = &out.body else {
+        panic!()
+    };
+    assert_eq!(body["m.relates_to"]["rel_type"], "m.replace");
+    assert_eq!(body["m.relates_to"]["event_id"], "$e1");
+    assert!(
+        body["m.new_content"]["body"]
+            .as_str()
+            .unwrap()
+            .starts_with("Taken by sam")
+    );
+    assert!(body.get("mess").is_none(), "an update carries no codes");
+
+    for (name, good, bad) in [
+        ("discord", "123456789012345678", "general"),
+        ("matrix", "!abc:example.org", "#alias:example.org"),
+    ] {
+        assert!(Channel::parse(name, &Value::str(good)).is_ok(), "{name}");
+        let e = Channel::parse(name, &Value::str(bad)).unwrap_err();
+        assert_eq!(e.field, format!("notify.{name}"));
     }
 }
 

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod buttons;
 mod callbacks;
 mod cli;
 mod cluster;

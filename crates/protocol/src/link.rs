@@ -102,8 +102,8 @@ pub struct Grant {
 
 /// The channels whose names a link's answers may carry (only names the exchange itself
 /// signed into the token reach a thread file).
-pub const LINK_CHANNELS: [&str; 7] = [
-    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail",
+pub const LINK_CHANNELS: [&str; 9] = [
+    "webhook", "slack", "telegram", "sms", "ntfy", "email", "mail", "discord", "matrix",
 ];
 
 impl Grant {

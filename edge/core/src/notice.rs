@@ -419,7 +419,10 @@ pub fn prepare(
     let (base, out) = dispatch.outbound(&delivery.channel, &to, &notice)?;
     // The Worker posts every notice; a service that needs another method is not one it sends.
     if out.method != "POST" {
-        return Err(format!("{}: the Worker does not send this channel", out.what));
+        return Err(format!(
+            "{}: the Worker does not send this channel",
+            out.what
+        ));
     }
     let url = service::service_url(base, &out.path)
         .and_then(|u| url::Url::parse(&u).map_err(|e| e.to_string()))

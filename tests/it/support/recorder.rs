@@ -142,7 +142,10 @@ async fn answer(
     }
     let json = if path.contains("/chat.postMessage") || path.contains("/chat.update") {
         "{\"ok\":true,\"channel\":\"C0123\",\"ts\":\"1769882400.000100\"}".to_owned()
-    } else if path.contains("/sendMessage") || path.contains("/editMessageText") {
+    } else if path.contains("/sendMessage")
+        || path.contains("/editMessageText")
+        || path.contains("/answerCallbackQuery")
+    {
         "{\"ok\":true,\"result\":{\"message_id\":42,\"chat\":{\"id\":777}}}".to_owned()
     } else if path.contains("/Messages.json") {
         "{\"sid\":\"SM0001\",\"status\":\"queued\"}".to_owned()
