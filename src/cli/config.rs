@@ -580,7 +580,7 @@ fn read_dispatch(v: &Value, config: &mut Config) -> Result<(), String> {
         n.discord.application_id = text(d, "application_id");
         n.discord.public_key = text(d, "public_key");
         if let Some(key) = &n.discord.public_key
-            && crate::http::hooks::discord_key(key).is_none()
+            && crate::exchange::hooks::discord_key(key).is_none()
         {
             return Err(
                 "dispatch.discord.public_key must be the application's public key: 64 hex digits"

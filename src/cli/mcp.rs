@@ -154,7 +154,12 @@ async fn serve_http(
     if let Ok(local) = listener.local_addr() {
         tracing::warn!("serving the HTTP API and the human page on http://{local}");
     }
-    let app = crate::http::app(exchange, stop.clone(), &cors_origins, notifier);
+    let app = crate::http::app(
+        exchange,
+        stop.clone(),
+        &cors_origins,
+        crate::exchange::hooks::Hooks::new(notifier),
+    );
     Some(tokio::spawn(crate::http::serve::serve(
         listener,
         app,

@@ -132,7 +132,7 @@ pub(crate) fn run(cx: &Context, args: ServeArgs) -> Result<(), CliError> {
             exchange,
             stop.clone(),
             &cx.config.http_cors_origins,
-            notifier,
+            crate::exchange::hooks::Hooks::new(notifier),
         );
         let signalled = stop.clone();
         tokio::spawn(async move {

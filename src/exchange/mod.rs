@@ -23,6 +23,7 @@ pub mod directory;
 pub mod error;
 mod escrow;
 pub mod hands;
+pub mod hooks;
 mod import;
 pub mod jobs;
 mod lifecycle;

@@ -68,11 +68,6 @@ impl ApiError {
         )
     }
 
-    /// Its message (what a person may read).
-    pub(crate) fn message(&self) -> &str {
-        &self.message
-    }
-
     /// The same error with its message rewritten.
     pub(crate) fn map_message(mut self, f: impl FnOnce(String) -> String) -> ApiError {
         self.message = f(self.message);

@@ -41,10 +41,8 @@ pub(crate) struct AppState {
     pub streams: Arc<events::Streams>,
     /// Dashboard login links already used (each works once).
     pub dashboard_logins: Arc<dashboard::UsedLogins>,
-    /// Sends what a press changes back to the platform (the message that held the button).
-    pub notifier: crate::notify::Notifier,
-    /// Presses taken lately, so a captured one played again is refused.
-    pub seen: Arc<hooks::Seen>,
+    /// The platforms' button presses (their checks, and the updates of their messages).
+    pub hooks: Arc<crate::exchange::hooks::Hooks>,
 }
 
 impl AppState {
@@ -65,7 +63,7 @@ pub(crate) fn app(
     exchange: Arc<Exchange>,
     stop: tokio_util::sync::CancellationToken,
     cors_origins: &[String],
-    notifier: crate::notify::Notifier,
+    hooks: crate::exchange::hooks::Hooks,
 ) -> Router {
     crate::exchange::telemetry::install();
     let state = AppState {
@@ -75,8 +73,7 @@ pub(crate) fn app(
         bodies: Arc::default(),
         streams: Arc::default(),
         dashboard_logins: Arc::default(),
-        notifier,
-        seen: Arc::default(),
+        hooks: Arc::new(hooks),
     };
     Router::new()
         .route("/", get(dashboard::page))
@@ -101,10 +98,7 @@ pub(crate) fn app(
         .route("/respond/app.js", get(web::script))
         .route("/respond/app.css", get(web::style))
         .route("/r/{code}", get(web::short))
-        .route(
-            "/r/{code}/{verb}",
-            get(hooks::act_page).post(hooks::act_post),
-        )
+        .route("/r/{code}/{verb}", get(hooks::ask).post(hooks::act))
         .route("/hooks/slack", post(hooks::slack))
         .route("/hooks/telegram", post(hooks::telegram))
         .route("/hooks/discord", post(hooks::discord))
