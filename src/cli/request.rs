@@ -47,10 +47,14 @@ pub(crate) struct RequestArgs {
     /// Ask for approval from this executor or capability (repeatable)
     #[arg(long = "approver", value_name = "ID")]
     approvers: Vec<String>,
-    /// With --approver: approvals needed (default 1)
+    /// With --confirm-before: this executor or capability confirms the step instead of you
+    /// (repeatable; `mess approve` / `mess deny`)
+    #[arg(long = "confirmer", value_name = "ID")]
+    confirmers: Vec<String>,
+    /// With --approver or --confirmer: approvals or confirmations needed (default 1)
     #[arg(long, value_name = "M")]
     need: Option<u32>,
-    /// With --approver: one denial ends the request
+    /// With --approver or --confirmer: one denial ends the request or refuses the step
     #[arg(long)]
     deny_vetoes: bool,
     /// With --approver: when the approval expires undecided (a time or a duration from now)
@@ -115,6 +119,16 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
         agree.insert("need", Value::Int(need));
         req.insert("agree", Value::Map(agree));
     }
+    if !args.confirmers.is_empty() {
+        req.insert("confirm_before", Value::Bool(true));
+        let mut by = Map::new();
+        by.insert("from", strings(args.confirmers));
+        by.insert("need", Value::Int(i64::from(args.need.unwrap_or(1))));
+        if args.deny_vetoes {
+            by.insert("deny_vetoes", Value::Bool(true));
+        }
+        req.insert("confirm_by", Value::Map(by));
+    }
     if !args.approvers.is_empty() {
         let mut approval = Map::new();
         approval.insert("from", strings(args.approvers));
@@ -131,10 +145,12 @@ pub(crate) fn run(cx: &Context, args: RequestArgs) -> Result<(), CliError> {
             approval.insert("expires", Value::str(t));
         }
         req.insert("approval", Value::Map(approval));
-    } else if args.need.is_some() || args.deny_vetoes || args.approval_expires.is_some() {
+    } else if args.approval_expires.is_some()
+        || (req.get("confirm_by").is_none() && (args.need.is_some() || args.deny_vetoes))
+    {
         return Err(CliError::usage(
-            "--need, --deny-vetoes and --approval-expires go with --approver",
-            "name who approves with --approver ID (repeatable)",
+            "--need and --deny-vetoes go with --approver or --confirmer; --approval-expires with --approver",
+            "name who approves with --approver ID, or who confirms with --confirmer ID (repeatable)",
         ));
     }
     if !args.escalate.is_empty() {

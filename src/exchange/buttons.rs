@@ -101,16 +101,21 @@ pub fn press(
         Verb::Claim => format!("Claimed by {who}: open the page to answer"),
         Verb::Approve | Verb::Deny => {
             let approved = env.hands.decisions.iter().filter(|d| d.approved).count();
-            let need = env.hands.approval.as_ref().map_or(1, |a| a.need);
+            let need = env.hands.decided_by().map_or(1, |a| a.need);
             let word = if verb == Verb::Approve {
                 "Approved"
             } else {
                 "Denied"
             };
-            let outcome = match env.status {
-                Status::Completed => "; approved".to_owned(),
-                Status::Declined => "; not approved".to_owned(),
-                _ => String::new(),
+            use crate::protocol::envelope::ConfirmState;
+            let outcome = match (env.hands.confirm_by.is_some(), env.status, env.confirmation) {
+                (false, Status::Completed, _) | (true, _, Some(ConfirmState::Confirmed)) => {
+                    "; approved"
+                }
+                (false, Status::Declined, _) | (true, _, Some(ConfirmState::Rejected)) => {
+                    "; not approved"
+                }
+                _ => "",
             };
             format!("{word} by {who} ({approved} of {need} approvals{outcome})")
         }

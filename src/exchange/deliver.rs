@@ -383,6 +383,7 @@ impl Outbox<'_> {
                 by: env.executor.clone().unwrap_or_else(|| "someone".to_owned()),
             },
             "escalated" => NoticeKind::Escalated,
+            "confirm" => NoticeKind::ConfirmationAsked,
             "closed" => NoticeKind::Closed {
                 status: env.status.to_string(),
             },
@@ -398,6 +399,15 @@ impl Outbox<'_> {
                 return moot("the thread is no longer the executor's".to_owned());
             }
             NoticeKind::ForClaimant(_) => {}
+            // A confirmer's notice counts while the claimant's question is open.
+            NoticeKind::ConfirmationAsked
+                if env.status.is_terminal()
+                    || env.confirmation
+                        != Some(crate::protocol::envelope::ConfirmState::Requested) =>
+            {
+                return moot("no confirmation is asked now".to_owned());
+            }
+            NoticeKind::ConfirmationAsked => {}
             _ if !kind.is_update() && env.status != Status::Pending => {
                 return moot(format!("the thread is {}", env.status));
             }
@@ -430,10 +440,17 @@ impl Outbox<'_> {
             Ok(c) => (c, Reach::Operator),
             Err(p) => return moot(p.to_string()),
         };
-        let asks = Asks::of(&env.hands);
-        // Buttons on what offers the work (a new request, an escalation), never on what only
-        // tells a claimant something.
-        let pressable = matches!(kind, NoticeKind::New | NoticeKind::Escalated).then_some(asks);
+        let asks = match (&kind, &env.hands.confirm_by) {
+            (NoticeKind::ConfirmationAsked, Some(c)) => Asks::Approval(c.need),
+            _ => Asks::of(&env.hands),
+        };
+        // Buttons on what offers the work (a new request, an escalation) or asks for a
+        // decision, never on what only tells a claimant something.
+        let pressable = matches!(
+            kind,
+            NoticeKind::New | NoticeKind::Escalated | NoticeKind::ConfirmationAsked
+        )
+        .then_some(asks);
         let (link, buttons) = if kind.is_update() {
             (None, None)
         } else {

@@ -28,6 +28,23 @@ pub(crate) fn approvers(env: &Envelope, directory: &Directory) -> Vec<String> {
     named(&env.hands, access::rungs_reached(env), directory)
 }
 
+/// The registered executors `confirm_by` names (by id or by a capability they hold), who
+/// confirm the claimant's `needs_confirmation`; the claimant itself never counts.
+pub(crate) fn confirmers(env: &Envelope, directory: &Directory) -> Vec<String> {
+    directory
+        .executors
+        .iter()
+        .filter(|e| {
+            let caps = e.capability_ids();
+            env.executor.as_deref() != Some(e.id.as_str())
+                && env
+                    .hands
+                    .names_confirmer(&e.id, &|c: &str| caps.contains(&c))
+        })
+        .map(|e| e.id.clone())
+        .collect()
+}
+
 /// The registered executors `hands` names on its approval or on its first `reached` rungs,
 /// by id or by a capability they hold.
 pub(crate) fn named(hands: &Hands, reached: usize, directory: &Directory) -> Vec<String> {
@@ -73,6 +90,23 @@ pub(crate) fn settle(
             .map_err(Error::from)?
             .approval;
         return Ok(hands::settle_approval(&decided, possible, Some(scope), now));
+    }
+    if envelope.hands.confirm_by.is_some() {
+        if appended.iter().all(|d| d.from == EXCHANGE) {
+            return Ok(None);
+        }
+        let possible = confirmers(envelope, directory)
+            .into_iter()
+            .chain(envelope.hands.decisions.iter().map(|d| d.by.clone()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        // The number needed is the request's, as written (the envelope is only a cache).
+        let request = first_request(file)?;
+        let mut decided = envelope.clone();
+        decided.hands.confirm_by = Hands::read(&request, envelope.created, "request")
+            .map_err(Error::from)?
+            .confirm_by;
+        return Ok(hands::settle_confirmation(&decided, possible, now));
     }
     if envelope.hands.multi() {
         let mut docs = file.messages()?;

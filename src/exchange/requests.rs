@@ -86,6 +86,26 @@ pub(crate) fn check(
                 .into());
             }
         }
+        if let Some(c) = &hands.confirm_by {
+            let able = directory
+                .executors
+                .iter()
+                .filter(|e| {
+                    let caps = e.capability_ids();
+                    hands.names_confirmer(&e.id, &|cap: &str| caps.contains(&cap))
+                })
+                .count();
+            if (able as u32) < c.need {
+                return Err(ProtocolError::invalid(
+                    format!("MESS[{}].request.confirm_by.need", req.index),
+                    format!(
+                        "{} confirmations needed, but only {able} of the people it names can confirm (name registered executor ids, or capabilities they hold)",
+                        c.need
+                    ),
+                )
+                .into());
+            }
+        }
     }
     for req in incoming {
         crate::exchange::escrow::check_terms(&req.request).map_err(|(field, why)| {

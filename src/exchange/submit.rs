@@ -277,6 +277,9 @@ fn apply_group(
             lifecycle::tell_claimant(ex, before, event, now);
         }
     }
+    if before.hands.confirm_by.is_some() {
+        follow_confirmation(ex, before, &g.thread, now);
+    }
     if holder.as_deref() == Some(sender.id.as_str()) && sender.id != before.requestor {
         // What `re: last` and the requestor's client id name for this executor from now on
         // (see `plan::last_for_executor`): written only when it changes, as most reports
@@ -500,5 +503,37 @@ impl Intake<'_> {
     pub fn submit(&self, message: Message, sender: &Sender) -> Result<Message, Error> {
         let _heads = HeadMemo::open();
         submit(self.ex, message, sender)
+    }
+}
+
+/// Who hears of a `confirm_by` thread's confirmation once a change is written: the confirmers
+/// when the claimant asks (`needs_confirmation`), the claimant when they have decided it.
+fn follow_confirmation(
+    ex: &Exchange,
+    before: &Envelope,
+    thread: &crate::protocol::ids::ThreadRef,
+    now: Timestamp,
+) {
+    use crate::protocol::envelope::ConfirmState;
+    let Ok((after, _)) = ex.store().envelope(thread) else {
+        return;
+    };
+    if after.confirmation == before.confirmation {
+        return;
+    }
+    match after.confirmation {
+        Some(ConfirmState::Requested) => {
+            let people = crate::exchange::hands::confirmers(&after, &ex.directory());
+            if let Err(e) = ex.outbox().queue_notices(thread, &people, "confirm", now) {
+                tracing::warn!(%thread, error = %e, "cannot queue the confirmers' notices");
+            }
+        }
+        Some(ConfirmState::Confirmed) => {
+            lifecycle::tell_claimant(ex, &after, ClaimantEvent::Confirmed, now);
+        }
+        Some(ConfirmState::Rejected) => {
+            lifecycle::tell_claimant(ex, &after, ClaimantEvent::Refused, now);
+        }
+        None => {}
     }
 }

@@ -458,6 +458,12 @@ pub(crate) struct ManyArgs {
     #[serde(default)]
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub approval: Option<serde_json::Map<String, serde_json::Value>>,
+    /// With confirm_before: who confirms the executor's step instead of you, {"from":
+    /// [executor or capability ids], "need": M, "deny_vetoes": bool}; they decide with
+    /// mess_decide.
+    #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    pub confirm_by: Option<serde_json::Map<String, serde_json::Value>>,
     /// An escalation ladder: [{"after": "10m", "to": [ids or capabilities]}, ..., {"after":
     /// "2h"}] offers the work further up while nobody takes it; a last rung without `to`
     /// ends the request `expired`.

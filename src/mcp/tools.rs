@@ -72,6 +72,9 @@ fn request_body(a: &RequestArgs) -> Map {
             json(serde_json::Value::Object(approval.clone())),
         );
     }
+    if let Some(by) = &many.confirm_by {
+        req.insert("confirm_by", json(serde_json::Value::Object(by.clone())));
+    }
     if !many.escalate.is_empty() {
         req.insert(
             "escalate",
@@ -478,7 +481,7 @@ impl MessMcp {
     }
 
     #[tool(
-        description = "Decide on a request that asks for your approval (executors named as its approvers): approve: true or false, with a reason (say why when you deny). One decision per approver: a second is refused.",
+        description = "Decide on a request that asks for your approval (executors named as its approvers), or confirm the step an executor asks to take on a request whose confirm_by names you: approve: true or false, with a reason (say why when you deny). One decision per person: a second is refused.",
         output_schema = schemas::message(),
         annotations(destructive_hint = true, open_world_hint = true)
     )]

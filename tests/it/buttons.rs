@@ -639,3 +639,62 @@ executors:
     assert_eq!(elements.len(), 1, "only the page's button: {slack}");
     assert_eq!(elements[0]["text"]["text"], "Respond");
 }
+
+#[test]
+fn a_confirmation_asked_of_named_people_is_given_from_their_discord_message() {
+    let services = Recorder::start();
+    let smtp = SmtpRecorder::start();
+    let (_hs, hs_url) = Homeserver::start();
+    let home = Home::with_config(&config(&services.url, smtp.port, &hs_url));
+    let agent = home.token("agent", "claude-agent");
+    let server = Server::start(&home);
+    let r = create(
+        &server,
+        &agent,
+        "MESS:\n  - request:\n      intent: shut the water off\n      requires: [look]\n      confirm_before: true\n      confirm_by: {from: [ben], need: 1}\n",
+    );
+    home.ok(&["claim", &r, "--as", "ana"]);
+    home.send_as(
+        "ana",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: needs_confirmation\n      action: close the main valve\n"),
+    );
+    // Ben hears that his confirmation is needed, with Approve and Deny.
+    let hits = services.wait_for(Duration::from_secs(15), |h| {
+        hits_at(h, "/discord/channels/")
+            .iter()
+            .any(|x| x.body.contains("confirmation is needed"))
+    });
+    let asked = hits_at(&hits, "/discord/channels/")
+        .into_iter()
+        .find(|x| x.body.contains("confirmation is needed"))
+        .unwrap_or_else(|| panic!("{hits:#?}"));
+    let message = json_of(&asked.body);
+    let row = &message["components"][0]["components"];
+    assert_eq!(
+        (row[0]["label"].as_str(), row[1]["label"].as_str()),
+        (Some("Approve"), Some("Deny")),
+        "{message}"
+    );
+    let press = json!({"id": "c1", "type": 3, "application_id": "555",
+        "member": {"user": {"id": "42"}}, "data": {"custom_id": row[0]["custom_id"]}});
+    let (status, body) = discord_send(&server, &press, now(), &discord_keys());
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("Approved by ben (1 of 1 approvals; approved)"),
+        "{body}"
+    );
+    let env = json_of(&home.ok(&["status", &r, "--format", "json"]));
+    assert_eq!(env["confirmation"], "confirmed", "{env}");
+    assert_eq!(env["decisions"][0]["channel"], "discord", "{env}");
+    // Ana, who holds the work, hears she may go ahead.
+    services.wait_for(Duration::from_secs(10), |h| {
+        hits_at(h, "/slack/chat.postMessage")
+            .iter()
+            .any(|x| x.body.contains("Confirmed, go ahead"))
+    });
+    assert!(
+        hits_at(&services.hits(), "/slack/chat.postMessage")
+            .iter()
+            .any(|x| x.body.contains("Confirmed, go ahead"))
+    );
+}

@@ -725,3 +725,118 @@ fn approvers_decide_and_slot_holders_answer_on_the_page() {
         b.text("main")
     );
 }
+
+#[test]
+fn confirm_before_by_named_people_needs_them_all_and_the_requestor_cannot_stand_in() {
+    let home = Home::with_config(CONFIG);
+    let (server, agent) = approvals_server(&home);
+    // More confirmations than the named people can give: refused at the door.
+    let (status, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: shut the water off\n      requires: [look]\n      confirm_before: true\n      confirm_by: {from: [ben], need: 2}\n",
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("confirm_by.need"), "{body}");
+    let (status, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: shut the water off\n      confirm_by: {from: [ben, finance], need: 2}\n",
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("set confirm_before: true"), "{body}");
+    let (status, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: shut the water off\n      requires: [look]\n      confirm_before: true\n      confirm_by: {from: [ben, finance], need: 2}\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = request_ref(&body);
+    home.ok(&["claim", &r, "--as", "ana"]);
+    // Before anyone asks, nobody confirms.
+    let early = home.fails(&["approve", &r, "--as", "ben"], 1);
+    assert!(
+        early.contains("not found") || early.contains("no confirmation"),
+        "{early}"
+    );
+    home.send_as(
+        "ana",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: needs_confirmation\n      action: close the main valve\n"),
+    );
+    let (status, body) = server.post_yaml(
+        &home.token("executor", "ana"),
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n"),
+    );
+    assert_eq!(status, 409, "the work waits: {body}");
+    // The requestor cannot confirm in the named people's place.
+    let (status, body) = server.post_yaml(
+        &agent,
+        &format!("MESS:\n  - reply:\n      re: {r}\n      confirm: true\n"),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("yourself"), "{body}");
+    // Someone it does not name cannot (dee could have taken the work, so learns why); boss
+    // could never see it.
+    let (status, body) =
+        server.post_yaml(&home.token("executor", "dee"), &decide_yaml(&r, true, "ok"));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("not among its confirmers"), "{body}");
+    let (status, _) = server.post_yaml(
+        &home.token("executor", "boss"),
+        &decide_yaml(&r, true, "ok"),
+    );
+    assert_eq!(status, 404);
+    // Ben confirms from the CLI; again over HTTP is refused, naming the first.
+    home.ok(&[
+        "approve",
+        &r,
+        "--as",
+        "ben",
+        "--reason",
+        "valve is labelled",
+    ]);
+    let (status, body) = server.post_yaml(
+        &home.token("executor", "ben"),
+        &decide_yaml(&r, true, "again"),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("ben already decided"), "{body}");
+    assert_eq!(status_json(&home, &r)["confirmation"], "requested");
+    // Cy holds `finance`: the second confirmation lets the work go ahead.
+    let (status, body) = server.post_yaml(
+        &home.token("executor", "cy"),
+        &decide_yaml(&r, true, "fine"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let env = status_json(&home, &r);
+    assert_eq!(env["confirmation"], "confirmed", "{env}");
+    let by: Vec<&str> = env["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["by"].as_str().unwrap())
+        .collect();
+    assert_eq!(by, ["ben", "cy"]);
+    let (status, body) = server.post_yaml(
+        &home.token("executor", "ana"),
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: completed\n"),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // A denial that vetoes refuses the confirmation: the claimant may only cancel or hold.
+    let (_, body) = server.post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: open the safe\n      requires: [look]\n      confirm_before: true\n      confirm_by: {from: [ben, cy], need: 2, deny_vetoes: true}\n",
+    );
+    let r = request_ref(&body);
+    home.ok(&["claim", &r, "--as", "ana"]);
+    home.send_as(
+        "ana",
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: needs_confirmation\n      action: drill the lock\n"),
+    );
+    home.ok(&["deny", &r, "--as", "cy", "--reason", "call a locksmith"]);
+    let env = status_json(&home, &r);
+    assert_eq!(env["confirmation"], "rejected", "{env}");
+    let (status, _) = server.post_yaml(
+        &home.token("executor", "ana"),
+        &format!("MESS:\n  - status:\n      re: {r}\n      code: in_progress\n"),
+    );
+    assert_eq!(status, 409);
+}

@@ -66,6 +66,17 @@ pub fn may_decide(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
     env.hands.approval.is_some() && named(who, env, roster)
 }
 
+/// Whether `who` may confirm the claimant's `needs_confirmation` on a `confirm_by` request now:
+/// the question is open and `confirm_by` names `who` (by id or a capability it holds).
+pub fn may_confirm(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
+    env.confirmation == Some(crate::envelope::ConfirmState::Requested)
+        && !env.status.is_terminal()
+        && roster.is_executor(who)
+        && env.hands.names_confirmer(who, &|cap| {
+            roster.missing(who, &[cap.to_owned()]).is_empty()
+        })
+}
+
 /// Whether `who` is a registered executor holding every capability the thread requires (and
 /// the one it is offered to, when it is offered to one).
 pub fn eligible(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
@@ -87,7 +98,9 @@ pub fn eligible(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
 
 /// Whether `who` may see the thread of `env`, given the executors in effect.
 pub fn may_see(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
-    party(who, env) || (env.status == Status::Pending && eligible(who, env, roster))
+    party(who, env)
+        || (env.status == Status::Pending && eligible(who, env, roster))
+        || may_confirm(who, env, roster)
 }
 
 /// What can be said about a change without reading the roster: `Some` when the answer is
@@ -108,7 +121,9 @@ pub fn quick_verdict(who: &str, env: &Envelope) -> Option<bool> {
 /// race learns that it lost, as the lifecycle rules promise it a conflict, not silence). A
 /// thread that has ended is its parties' alone, so nobody can probe which ended threads exist.
 pub fn may_address(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
-    party(who, env) || (!env.status.is_terminal() && eligible(who, env, roster))
+    party(who, env)
+        || (!env.status.is_terminal() && eligible(who, env, roster))
+        || may_confirm(who, env, roster)
 }
 
 /// Whether `who` may act on the thread of `env` now as an executor (a suggestion): its
@@ -138,6 +153,17 @@ pub fn may_depend_on(who: &str, env: &Envelope, roster: &dyn Roster) -> bool {
 pub fn link_reads(executor: &str, env: &Envelope) -> bool {
     if env.hands.multi() || env.hands.approval.is_some() {
         return env.status == Status::Pending || party(executor, env);
+    }
+    // A confirmer named by id reads the thread while its confirmation is asked (a link cannot
+    // tell which capabilities its holder has; those confirm through a key or the CLI).
+    if env.confirmation == Some(crate::envelope::ConfirmState::Requested)
+        && env
+            .hands
+            .confirm_by
+            .as_ref()
+            .is_some_and(|c| c.from.iter().any(|x| x == executor))
+    {
+        return true;
     }
     env.executor
         .as_deref()

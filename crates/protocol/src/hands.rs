@@ -37,6 +37,9 @@ pub struct Hands {
     pub agree: Option<Agree>,
     /// `approval:` who decides and how many must approve.
     pub approval: Option<Approval>,
+    /// `confirm_by:` who confirms a `needs_confirmation` of a `confirm_before` request, and how
+    /// many must (in place of the requestor's own `confirm`).
+    pub confirm_by: Option<Approval>,
     /// `escalate:` the ladder the offer climbs while nobody takes it.
     pub escalate: Vec<Rung>,
     /// One slot per executor that took one (in the order they took them).
@@ -179,6 +182,30 @@ impl Hands {
                 ));
             }
         }
+        if let Some(v) = extra.get("confirm_by") {
+            let at = format!("{path}.confirm_by");
+            if let Value::Map(m) = v
+                && let Some(key) = ["expires", "scope"].into_iter().find(|k| m.contains_key(k))
+            {
+                return Err(ProtocolError::invalid(
+                    format!("{at}.{key}"),
+                    "confirm_by takes from, need and deny_vetoes (the request's needed_by bounds the wait)",
+                ));
+            }
+            if request.confirm_before != Some(true) {
+                return Err(ProtocolError::invalid(
+                    at,
+                    "confirm_by names who confirms before work starts; set confirm_before: true too",
+                ));
+            }
+            if hands.approval.is_some() {
+                return Err(ProtocolError::invalid(
+                    at,
+                    "an approval request is itself the confirmation; leave out confirm_by",
+                ));
+            }
+            hands.confirm_by = Some(read_approval(v.clone(), &at, received)?);
+        }
         if hands.multi() && request.confirm_before == Some(true) {
             return Err(ProtocolError::invalid(
                 format!("{path}.confirm_before"),
@@ -255,6 +282,18 @@ impl Hands {
             || self.escalate.iter().take(reached).any(|r| named(&r.to))
     }
 
+    /// Whether `confirm_by` names `id`, by id or by a capability it holds (`holds`).
+    pub fn names_confirmer(&self, id: &str, holds: &dyn Fn(&str) -> bool) -> bool {
+        self.confirm_by
+            .as_ref()
+            .is_some_and(|c| c.from.iter().any(|x| x == id || holds(x)))
+    }
+
+    /// The approval or the confirmation that decisions count towards.
+    pub fn decided_by(&self) -> Option<&Approval> {
+        self.approval.as_ref().or(self.confirm_by.as_ref())
+    }
+
     /// Writes the request-side fields and the state into the envelope map.
     pub(crate) fn put(&self, m: &mut Map) {
         if self.assignments > 0 {
@@ -266,7 +305,11 @@ impl Hands {
             g.insert("need", Value::Int(i64::from(a.need)));
             m.insert("agree", Value::Map(g));
         }
-        if let Some(a) = &self.approval {
+        for (key, a) in [
+            ("approval", &self.approval),
+            ("confirm_by", &self.confirm_by),
+        ] {
+            let Some(a) = a else { continue };
             let mut g = Map::new();
             g.insert("from", Value::Seq(a.from.iter().map(Value::str).collect()));
             g.insert("need", Value::Int(i64::from(a.need)));
@@ -279,7 +322,7 @@ impl Hands {
                     .as_ref()
                     .map(|t| Value::str(time::format_timestamp(t))),
             );
-            m.insert("approval", Value::Map(g));
+            m.insert(key, Value::Map(g));
         }
         if !self.escalate.is_empty() {
             m.insert(
@@ -359,15 +402,17 @@ impl Hands {
                 h.agree = Some(Agree { field, need });
             }
         }
+        let approval_in = |g: Map| Approval {
+            from: texts(g.get("from")),
+            need: g.get("need").and_then(int).unwrap_or(1),
+            deny_vetoes: g.get("deny_vetoes") == Some(&Value::Bool(true)),
+            expires: g.get("expires").and_then(instant),
+        };
         if let Some(Value::Map(g)) = f.take("approval") {
-            let from = texts(g.get("from"));
-            let need = g.get("need").and_then(int).unwrap_or(1);
-            h.approval = Some(Approval {
-                from,
-                need,
-                deny_vetoes: g.get("deny_vetoes") == Some(&Value::Bool(true)),
-                expires: g.get("expires").and_then(instant),
-            });
+            h.approval = Some(approval_in(g));
+        }
+        if let Some(Value::Map(g)) = f.take("confirm_by") {
+            h.confirm_by = Some(approval_in(g));
         }
         if let Some(Value::Seq(rungs)) = f.take("escalate") {
             h.escalate = rungs
@@ -771,6 +816,34 @@ impl Envelope {
             }
             return Some(changed);
         }
+        let decides = |p: &Payload| matches!(p, Payload::Response(r) if decision_in(r).is_some());
+        if self.hands.confirm_by.is_some()
+            && self.executor.as_deref() != Some(doc.from.as_str())
+            && self.confirmation.is_some()
+            && doc.message.payloads.iter().any(decides)
+        {
+            // A confirmer's decision, while the claimant's question is open.
+            let mut changed = false;
+            for p in &doc.message.payloads {
+                if let Payload::Response(r) = p
+                    && let Some((approved, reason)) = decision_in(r)
+                    && self.hands.decision_of(&doc.from).is_none()
+                    && self.confirmation == Some(crate::envelope::ConfirmState::Requested)
+                {
+                    self.hands.decisions.push(Decision {
+                        by: doc.from.clone(),
+                        approved,
+                        at: doc.received,
+                        channel: doc.channel.clone(),
+                        reason: reason.clone(),
+                    });
+                    let action = if approved { "approved" } else { "denied" };
+                    self.record(action, doc.received, &doc.from, reason);
+                    changed = true;
+                }
+            }
+            return Some(changed);
+        }
         if !self.hands.multi() {
             return None;
         }
@@ -1037,6 +1110,67 @@ pub fn settle_answers(
     Some(exchange_doc(
         env, code, details, message, summary, structured, now,
     ))
+}
+
+/// The confirmation of a `confirm_by` request, once its confirmers have decided it: the
+/// exchange's `reply` with `confirm: true` when `need` confirmed, or `confirm: false` on a
+/// veto or when `need` can no longer be reached (`possible` people may decide). `None` while
+/// it is open, and when no confirmation is asked.
+pub fn settle_confirmation(env: &Envelope, possible: usize, now: Timestamp) -> Option<MessageDoc> {
+    let c = env.hands.confirm_by.as_ref()?;
+    if env.status.is_terminal()
+        || env.confirmation != Some(crate::envelope::ConfirmState::Requested)
+    {
+        return None;
+    }
+    let (yes, no) = env.hands.tally();
+    let undecided = possible.saturating_sub(env.hands.decisions.len()) as u32;
+    let veto = env
+        .hands
+        .decisions
+        .iter()
+        .find(|d| c.deny_vetoes && !d.approved);
+    let (confirm, reason) = if let Some(d) = veto {
+        (
+            false,
+            format!(
+                "denied by {}, whose denial vetoes{}",
+                d.by,
+                d.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+        )
+    } else if yes >= c.need {
+        (true, format!("confirmed by {yes} of the {} needed", c.need))
+    } else if yes + undecided < c.need {
+        (
+            false,
+            format!(
+                "{yes} confirmed and {no} denied; {undecided} left to decide cannot make the {} needed",
+                c.need
+            ),
+        )
+    } else {
+        return None;
+    };
+    let reply = crate::message::Reply {
+        re: crate::ids::Re::One(env.thread_ref.to_string()),
+        answers: None,
+        confirm: Some(confirm),
+        accept: None,
+        reason: Some(reason),
+        context: Vec::new(),
+        extra: Map::new(),
+    };
+    Some(MessageDoc {
+        from: EXCHANGE.to_owned(),
+        received: now,
+        channel: None,
+        message: Message::new(vec![Payload::Reply(reply)]),
+        extra: Map::new(),
+    })
 }
 
 /// What the exchange writes when an approval is decided: `completed` (approved) when `need`
@@ -1415,6 +1549,81 @@ mod tests {
         let expired = crate::machine::expiry(&quiet, at(3601)).expect("due");
         quiet.apply(&expired);
         assert_eq!(quiet.status, Status::Expired);
+    }
+
+    #[test]
+    fn a_confirmation_by_named_people_is_theirs_and_replays_to_the_same_envelope() {
+        assert!(
+            request_error("      intent: x\n      confirm_by: {from: [ana]}\n")
+                .contains("set confirm_before: true")
+        );
+        assert!(
+            request_error(
+                "      intent: x\n      confirm_before: true\n      confirm_by: {from: [ana], expires: 1h}\n"
+            )
+            .contains("confirm_by.expires")
+        );
+        let (mut env, mut docs) = thread(
+            "      intent: shut the water\n      requires: [look]\n      confirm_before: true\n      confirm_by: {from: [ben, finance], need: 2}\n",
+        );
+        let r = "2026-11-29-001";
+        let decide = |who: &str, ok: bool, s| {
+            doc(
+                who,
+                &format!(
+                    "MESS:\n  - response: {{re: {r}, content: [{{confirmation: {{confirmed: {ok}}}}}]}}\n"
+                ),
+                s,
+            )
+        };
+        let step = |code: &str, s| {
+            doc(
+                "ana",
+                &format!("MESS:\n  - status: {{re: {r}, code: {code}}}\n"),
+                s,
+            )
+        };
+        send(&mut env, &mut docs, step("claimed", 1)).unwrap();
+        assert!(
+            send(&mut env, &mut docs, decide("ben", true, 2))
+                .unwrap_err()
+                .contains("no confirmation is asked now")
+        );
+        send(
+            &mut env,
+            &mut docs,
+            step("needs_confirmation, action: close it", 3),
+        )
+        .unwrap();
+        let confirm = doc(
+            "agent",
+            &format!("MESS:\n  - reply: {{re: {r}, confirm: true}}\n"),
+            4,
+        );
+        assert!(
+            send(&mut env, &mut docs, confirm)
+                .unwrap_err()
+                .contains("yourself")
+        );
+        send(&mut env, &mut docs, decide("ben", true, 5)).unwrap();
+        assert!(settle_confirmation(&env, 2, at(5)).is_none(), "one of two");
+        assert!(
+            send(&mut env, &mut docs, step("in_progress", 6))
+                .unwrap_err()
+                .contains("requires confirmation")
+        );
+        send(&mut env, &mut docs, decide("cy", true, 7)).unwrap();
+        let verdict = settle_confirmation(&env, 2, at(7)).expect("decided");
+        env.apply(&verdict);
+        docs.push(verdict);
+        assert_eq!(
+            env.confirmation,
+            Some(crate::envelope::ConfirmState::Confirmed)
+        );
+        send(&mut env, &mut docs, step("in_progress", 8)).unwrap();
+        let rebuilt = crate::envelope::rebuild(&env.thread_ref, None, &docs).unwrap();
+        assert_eq!(rebuilt.hands, env.hands);
+        assert!(crate::envelope::state_difference(&env, &rebuilt).is_none());
     }
 
     #[test]

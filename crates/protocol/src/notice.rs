@@ -23,6 +23,9 @@ pub enum NoticeKind {
     },
     /// Nobody took it in time; the executor is asked as a fallback.
     Escalated,
+    /// The claimant asks for confirmation before it works, and the request's `confirm_by`
+    /// names the executor among those who confirm.
+    ConfirmationAsked,
     /// It ended before anyone took it (cancelled, expired, failed): the earlier message is
     /// updated to say so.
     Closed {
@@ -102,6 +105,7 @@ impl NoticeKind {
             NoticeKind::Taken { .. } => "taken",
             NoticeKind::Closed { .. } => "closed",
             NoticeKind::Escalated => "escalated",
+            NoticeKind::ConfirmationAsked => "confirm",
             NoticeKind::ForClaimant(e) => e.as_str(),
             NoticeKind::Changed { .. } => "changed",
         }
@@ -181,6 +185,12 @@ impl Notice {
             NoticeKind::New => format!("MESS request: {}", self.intent),
             NoticeKind::Taken { by } => format!("Taken by {by}: {}", self.intent),
             NoticeKind::Escalated => format!("Still waiting for someone: {}", self.intent),
+            NoticeKind::ConfirmationAsked => {
+                format!(
+                    "Your confirmation is needed before work starts: {}",
+                    self.intent
+                )
+            }
             NoticeKind::Closed { status } => {
                 format!("No longer needed ({status}): {}", self.intent)
             }

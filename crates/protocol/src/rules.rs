@@ -7,7 +7,7 @@ use std::fmt;
 
 use crate::access::{self, Roster};
 use crate::emit;
-use crate::envelope::{Envelope, MessageDoc};
+use crate::envelope::{ConfirmState, Envelope, MessageDoc};
 use crate::error::ProtocolError;
 use crate::ids::ThreadRef;
 use crate::machine::{self, Actor, Step};
@@ -357,6 +357,12 @@ pub fn check_group(
         if env.hands.approval.is_some() {
             return check_decisions(env, payloads, cx);
         }
+        if env.hands.confirm_by.is_some()
+            && env.status != Status::Pending
+            && env.executor.as_deref() != Some(cx.sender)
+        {
+            return check_confirmations(env, payloads, cx);
+        }
         if env.hands.multi() {
             return check_slot_group(env, payloads, cx);
         }
@@ -405,6 +411,15 @@ pub fn check_group(
             }
             Payload::Reply(r) => {
                 require_requestor(&running, cx.sender, "reply to")?;
+                // The people confirm_by names decide, as many as it needs: the requestor
+                // cannot confirm in their place, and so cannot lower the number.
+                if let (Some(c), Some(_)) = (&running.hands.confirm_by, r.confirm) {
+                    return Err(ProtocolError::conflict(format!(
+                        "cannot confirm {thread} yourself: {} of {} confirm it (mess approve / mess deny); cancel it to stop the work",
+                        c.need,
+                        c.from.join(", ")
+                    )));
+                }
                 machine::check_reply(
                     thread,
                     running.status,
@@ -724,6 +739,66 @@ fn check_decisions(
                 "response.content",
                 format!(
                     "{thread} asks for approval: the response's content must hold confirmation: {{confirmed: true|false, details: why}}"
+                ),
+            ));
+        }
+        running.apply(&single(payload, cx));
+    }
+    Ok(running)
+}
+
+/// Checks a confirmer's payloads on a `confirm_by` request: one decision each (a response
+/// whose content holds `confirmation:`), from someone `confirm_by` names, while the claimant's
+/// `needs_confirmation` waits for it.
+fn check_confirmations(
+    env: &Envelope,
+    payloads: &[Payload],
+    cx: &Context<'_>,
+) -> Result<Envelope, ProtocolError> {
+    let thread = env.thread_ref.as_str();
+    let mut running = env.clone();
+    for payload in payloads {
+        let r = match payload {
+            Payload::Response(r) => r,
+            Payload::Status(_) | Payload::Suggestion(_) => {
+                return Err(ProtocolError::conflict(format!(
+                    "{thread} is {}'s: a confirmer decides with a response whose content is confirmation: {{confirmed: true|false, details: why}} (mess approve, mess deny), not a {}",
+                    running.executor.as_deref().unwrap_or("someone else"),
+                    payload.kind()
+                )));
+            }
+            _ => continue,
+        };
+        if !access::may_confirm(cx.sender, &running, cx.roster)
+            && running.hands.decision_of(cx.sender).is_none()
+        {
+            return Err(ProtocolError::forbidden(format!(
+                "cannot confirm {thread}: {} is not among its confirmers, or no confirmation is asked now",
+                cx.sender
+            )));
+        }
+        if let Some(d) = running.hands.decision_of(cx.sender) {
+            return Err(ProtocolError::conflict(format!(
+                "{} already decided on {thread}: {} at {}{}; each confirmer decides once",
+                cx.sender,
+                if d.approved { "confirmed" } else { "denied" },
+                crate::time::format_timestamp(&d.at),
+                d.channel
+                    .as_deref()
+                    .map(|c| format!(" (via {c})"))
+                    .unwrap_or_default()
+            )));
+        }
+        if running.confirmation != Some(ConfirmState::Requested) {
+            return Err(ProtocolError::conflict(format!(
+                "cannot confirm {thread}: its confirmation is already decided"
+            )));
+        }
+        if crate::hands::decision_in(r).is_none() {
+            return Err(ProtocolError::invalid(
+                "response.content",
+                format!(
+                    "{thread} waits for confirmation: the response's content must hold confirmation: {{confirmed: true|false, details: why}}"
                 ),
             ));
         }

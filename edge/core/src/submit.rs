@@ -168,6 +168,7 @@ fn check_requests(incoming: &[Incoming], now: Timestamp) -> Result<(), Failure> 
             ("agree", "an agreement rule over several answers"),
             ("approval", "an approval by named people"),
             ("escalate", "an escalation ladder"),
+            ("confirm_by", "a confirmation by named people"),
         ] {
             if r.extra.contains_key(key) {
                 return Err(Failure::not_at_edge(&format!("{path}.{key}"), what));

@@ -667,9 +667,10 @@
 
   // The one next step at each status, at the top of the page: a sentence and at most one
   // primary button; the other actions follow in the forms below.
-  // A request asking for approval: who decided what, and Approve / Deny while it is open.
-  function approvalActions(env, next, me) {
-    var a = env.approval;
+  // A request asking for approval (or a confirm_by request's confirmation, `confirming`): who
+  // decided what, and Approve / Deny while it is open.
+  function approvalActions(env, next, me, confirming) {
+    var a = confirming ? env.confirm_by : env.approval;
     var decided = [].concat(env.decisions || []);
     var yes = decided.filter(function (d) { return d.decision === 'approved'; }).length;
     var box = add(next, el('div', null, 'approval')); box.id = 'approval';
@@ -686,7 +687,12 @@
       if (d.reason) add(li, document.createTextNode(': ' + d.reason));
     });
     var mine = decided.filter(function (d) { return d.by === me; })[0];
-    if (ENDED[env.status]) {
+    if (confirming && env.confirmation !== 'requested') {
+      var done = add(next, el('p', null, 'notice ended')); done.id = 'final';
+      add(done, el('strong', env.confirmation === 'confirmed' ? 'Confirmed' : 'Not confirmed'));
+      return;
+    }
+    if (!confirming && ENDED[env.status]) {
       var end = add(next, el('p', null, 'notice ended')); end.id = 'final';
       add(end, el('strong', env.status === 'completed' ? 'Approved' : env.status === 'declined' ? 'Not approved' : ENDED[env.status]));
       var last = lastStatus(env.status);
@@ -699,7 +705,12 @@
     }
     if (!allows('respond')) { add(next, el('p', 'This link lets you look, not decide.', 'notice')).id = 'read-only'; return; }
     next.id = 'decide';
-    add(next, el('h2', 'Do you approve?'));
+    add(next, el('h2', confirming ? 'Do you confirm this step?' : 'Do you approve?'));
+    var asked = confirming && lastStatus('needs_confirmation');
+    if (asked && asked.body.action) {
+      add(next, el('p', env.executor + ' will: ' + asked.body.action +
+        (asked.body.consequences ? ' (' + asked.body.consequences + ')' : ''))).id = 'confirm-action';
+    }
     var why = field(next, 'Why (optional when approving)', 'text', 'decision-reason');
     var decide = function (ok) {
       var reason = value('decision-reason');
@@ -714,7 +725,8 @@
 
   function actions(env, next) {
     var me = thread.link && thread.link.executor;
-    if (env.approval) { approvalActions(env, next, me); return; }
+    if (env.approval) { approvalActions(env, next, me, false); return; }
+    if (env.confirm_by && me && me !== env.executor) { approvalActions(env, next, me, true); return; }
     // Several answers: this executor's own slot is what it moves along.
     var slots = [].concat(env.slots || []);
     var many = (env.assignments || 1) > 1 || !!env.agree;
