@@ -58,6 +58,35 @@ executors:
     )
 }
 
+/// Every platform played locally, and an exchange notifying ana, ben and cy on them.
+struct Stage {
+    services: Recorder,
+    smtp: SmtpRecorder,
+    hs: Homeserver,
+    home: Home,
+    agent: String,
+    server: Server,
+}
+
+impl Stage {
+    fn start() -> Stage {
+        let services = Recorder::start();
+        let smtp = SmtpRecorder::start();
+        let (hs, hs_url) = Homeserver::start();
+        let home = Home::with_config(&config(&services.url, smtp.port, &hs_url));
+        let agent = home.token("agent", "claude-agent");
+        let server = Server::start(&home);
+        Stage {
+            services,
+            smtp,
+            hs,
+            home,
+            agent,
+            server,
+        }
+    }
+}
+
 fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
@@ -201,32 +230,20 @@ const BOT: &str = "@mess:hs.test";
 impl Homeserver {
     fn start() -> (Homeserver, String) {
         let hs = Homeserver::default();
-        let shared = hs.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send(listener.local_addr().unwrap().port()).unwrap();
-                let app = axum::Router::new()
-                    .route(
-                        "/_matrix/client/v3/account/whoami",
-                        get(|| async { axum::Json(json!({"user_id": BOT})) }),
-                    )
-                    .route("/_matrix/client/v3/sync", get(sync))
-                    .route("/_matrix/client/v3/rooms/{room}/event/{id}", get(event))
-                    .route(
-                        "/_matrix/client/v3/rooms/{room}/send/{kind}/{txn}",
-                        put(send),
-                    )
-                    .with_state(shared);
-                axum::serve(listener, app).await.unwrap();
-            });
-        });
-        let port = rx.recv().unwrap();
+        let port = crate::support::recorder::serve(
+            axum::Router::new()
+                .route(
+                    "/_matrix/client/v3/account/whoami",
+                    get(|| async { axum::Json(json!({"user_id": BOT})) }),
+                )
+                .route("/_matrix/client/v3/sync", get(sync))
+                .route("/_matrix/client/v3/rooms/{room}/event/{id}", get(event))
+                .route(
+                    "/_matrix/client/v3/rooms/{room}/send/{kind}/{txn}",
+                    put(send),
+                )
+                .with_state(hs.clone()),
+        );
         (hs, format!("http://127.0.0.1:{port}"))
     }
 
@@ -304,12 +321,14 @@ async fn send(
 #[test]
 fn approvals_are_decided_from_slack_email_and_matrix_and_a_second_press_or_a_forgery_changes_nothing()
  {
-    let services = Recorder::start();
-    let smtp = SmtpRecorder::start();
-    let (hs, hs_url) = Homeserver::start();
-    let home = Home::with_config(&config(&services.url, smtp.port, &hs_url));
-    let agent = home.token("agent", "claude-agent");
-    let server = Server::start(&home);
+    let Stage {
+        services,
+        smtp,
+        hs,
+        home,
+        agent,
+        server,
+    } = Stage::start();
     let r = create(
         &server,
         &agent,
@@ -497,12 +516,13 @@ fn approvals_are_decided_from_slack_email_and_matrix_and_a_second_press_or_a_for
 
 #[test]
 fn claims_come_from_discord_ntfy_and_telegram_and_the_others_messages_follow() {
-    let services = Recorder::start();
-    let smtp = SmtpRecorder::start();
-    let (_hs, hs_url) = Homeserver::start();
-    let home = Home::with_config(&config(&services.url, smtp.port, &hs_url));
-    let agent = home.token("agent", "claude-agent");
-    let server = Server::start(&home);
+    let Stage {
+        services,
+        home,
+        agent,
+        server,
+        ..
+    } = Stage::start();
     let keys = discord_keys();
     // Discord checks the endpoint with a PING; a bad signature must be refused.
     let ping = json!({"id": "i0", "type": 1, "application_id": "555"});
@@ -642,12 +662,13 @@ executors:
 
 #[test]
 fn a_confirmation_asked_of_named_people_is_given_from_their_discord_message() {
-    let services = Recorder::start();
-    let smtp = SmtpRecorder::start();
-    let (_hs, hs_url) = Homeserver::start();
-    let home = Home::with_config(&config(&services.url, smtp.port, &hs_url));
-    let agent = home.token("agent", "claude-agent");
-    let server = Server::start(&home);
+    let Stage {
+        services,
+        home,
+        agent,
+        server,
+        ..
+    } = Stage::start();
     let r = create(
         &server,
         &agent,

@@ -795,26 +795,8 @@ impl Envelope {
             return None;
         }
         if self.hands.approval.is_some() {
-            let mut changed = false;
-            for p in &doc.message.payloads {
-                if let Payload::Response(r) = p
-                    && let Some((approved, reason)) = decision_in(r)
-                    && self.hands.decision_of(&doc.from).is_none()
-                    && !self.status.is_terminal()
-                {
-                    self.hands.decisions.push(Decision {
-                        by: doc.from.clone(),
-                        approved,
-                        at: doc.received,
-                        channel: doc.channel.clone(),
-                        reason: reason.clone(),
-                    });
-                    let action = if approved { "approved" } else { "denied" };
-                    self.record(action, doc.received, &doc.from, reason);
-                    changed = true;
-                }
-            }
-            return Some(changed);
+            let open = !self.status.is_terminal();
+            return Some(self.record_decisions(doc, open));
         }
         let decides = |p: &Payload| matches!(p, Payload::Response(r) if decision_in(r).is_some());
         if self.hands.confirm_by.is_some()
@@ -823,26 +805,8 @@ impl Envelope {
             && doc.message.payloads.iter().any(decides)
         {
             // A confirmer's decision, while the claimant's question is open.
-            let mut changed = false;
-            for p in &doc.message.payloads {
-                if let Payload::Response(r) = p
-                    && let Some((approved, reason)) = decision_in(r)
-                    && self.hands.decision_of(&doc.from).is_none()
-                    && self.confirmation == Some(crate::envelope::ConfirmState::Requested)
-                {
-                    self.hands.decisions.push(Decision {
-                        by: doc.from.clone(),
-                        approved,
-                        at: doc.received,
-                        channel: doc.channel.clone(),
-                        reason: reason.clone(),
-                    });
-                    let action = if approved { "approved" } else { "denied" };
-                    self.record(action, doc.received, &doc.from, reason);
-                    changed = true;
-                }
-            }
-            return Some(changed);
+            let open = self.confirmation == Some(crate::envelope::ConfirmState::Requested);
+            return Some(self.record_decisions(doc, open));
         }
         if !self.hands.multi() {
             return None;
@@ -892,6 +856,31 @@ impl Envelope {
 
     /// Moves `who`'s slot to `code` (taking a slot first when it holds none), and the thread
     /// with it: pending while a slot is free, claimed when every slot is taken.
+    /// Records the first decision of `doc`'s sender (a response holding a confirmation entry)
+    /// while the decision is `open`; whether one was recorded.
+    fn record_decisions(&mut self, doc: &MessageDoc, open: bool) -> bool {
+        let mut changed = false;
+        for p in &doc.message.payloads {
+            if let Payload::Response(r) = p
+                && let Some((approved, reason)) = decision_in(r)
+                && self.hands.decision_of(&doc.from).is_none()
+                && open
+            {
+                self.hands.decisions.push(Decision {
+                    by: doc.from.clone(),
+                    approved,
+                    at: doc.received,
+                    channel: doc.channel.clone(),
+                    reason: reason.clone(),
+                });
+                let action = if approved { "approved" } else { "denied" };
+                self.record(action, doc.received, &doc.from, reason);
+                changed = true;
+            }
+        }
+        changed
+    }
+
     fn slot_step(&mut self, who: &str, code: Status, at: Timestamp, note: Option<String>) -> bool {
         if self.status.is_terminal() {
             return false;

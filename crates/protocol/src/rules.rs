@@ -355,13 +355,13 @@ pub fn check_group(
 ) -> Result<Envelope, ProtocolError> {
     if cx.sender != env.requestor {
         if env.hands.approval.is_some() {
-            return check_decisions(env, payloads, cx);
+            return check_decisions(env, payloads, cx, Deciding::Approval);
         }
         if env.hands.confirm_by.is_some()
             && env.status != Status::Pending
             && env.executor.as_deref() != Some(cx.sender)
         {
-            return check_confirmations(env, payloads, cx);
+            return check_decisions(env, payloads, cx, Deciding::Confirmation);
         }
         if env.hands.multi() {
             return check_slot_group(env, payloads, cx);
@@ -689,38 +689,54 @@ fn single(payload: &Payload, cx: &Context<'_>) -> MessageDoc {
     }
 }
 
-/// Checks an approver's payloads on a thread that asks for approval: one decision each (a
-/// response whose content holds `confirmation:`), from someone the approval names, while the
-/// thread is open. Everything else an executor might send is refused by name.
+/// What deciders decide on a thread: an approval (the request itself), or the claimant's
+/// `needs_confirmation` on a `confirm_by` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deciding {
+    Approval,
+    Confirmation,
+}
+
+/// Checks a decider's payloads: one decision each (a response whose content holds
+/// `confirmation:`), from someone the approval or `confirm_by` names, while the decision is
+/// open (the thread, or the claimant's question). Everything else a decider might send is
+/// refused by name.
 fn check_decisions(
     env: &Envelope,
     payloads: &[Payload],
     cx: &Context<'_>,
+    deciding: Deciding,
 ) -> Result<Envelope, ProtocolError> {
     let thread = env.thread_ref.as_str();
+    let (role, yes) = match deciding {
+        Deciding::Approval => ("approver", "approved"),
+        Deciding::Confirmation => ("confirmer", "confirmed"),
+    };
+    let how = "a response whose content is confirmation: {confirmed: true|false, details: why}";
     let mut running = env.clone();
     for payload in payloads {
         let r = match payload {
             Payload::Response(r) => r,
             Payload::Status(_) | Payload::Suggestion(_) => {
+                let whose = match deciding {
+                    Deciding::Approval => format!("{thread} asks for approval"),
+                    Deciding::Confirmation => format!(
+                        "{thread} is {}'s",
+                        running.executor.as_deref().unwrap_or("someone else")
+                    ),
+                };
                 return Err(ProtocolError::conflict(format!(
-                    "{thread} asks for approval: decide with a response whose content is confirmation: {{confirmed: true|false, details: why}} (mess approve, mess deny), not a {}",
+                    "{whose}: decide with {how} (mess approve, mess deny), not a {}",
                     payload.kind()
                 )));
             }
             _ => continue,
         };
-        if !access::may_decide(cx.sender, &running, cx.roster) {
-            return Err(ProtocolError::forbidden(format!(
-                "cannot decide on {thread}: {} is not among its approvers",
-                cx.sender
-            )));
-        }
         if let Some(d) = running.hands.decision_of(cx.sender) {
             return Err(ProtocolError::conflict(format!(
-                "{} already decided on {thread}: {} at {}{}; each approver decides once",
+                "{} already decided on {thread}: {} at {}{}; each {role} decides once",
                 cx.sender,
-                if d.approved { "approved" } else { "denied" },
+                if d.approved { yes } else { "denied" },
                 crate::time::format_timestamp(&d.at),
                 d.channel
                     .as_deref()
@@ -728,78 +744,38 @@ fn check_decisions(
                     .unwrap_or_default()
             )));
         }
-        if running.status.is_terminal() {
-            return Err(ProtocolError::conflict(format!(
-                "cannot decide on {thread}: it is already {}",
-                running.status
-            )));
-        }
-        if crate::hands::decision_in(r).is_none() {
-            return Err(ProtocolError::invalid(
-                "response.content",
-                format!(
-                    "{thread} asks for approval: the response's content must hold confirmation: {{confirmed: true|false, details: why}}"
-                ),
-            ));
-        }
-        running.apply(&single(payload, cx));
-    }
-    Ok(running)
-}
-
-/// Checks a confirmer's payloads on a `confirm_by` request: one decision each (a response
-/// whose content holds `confirmation:`), from someone `confirm_by` names, while the claimant's
-/// `needs_confirmation` waits for it.
-fn check_confirmations(
-    env: &Envelope,
-    payloads: &[Payload],
-    cx: &Context<'_>,
-) -> Result<Envelope, ProtocolError> {
-    let thread = env.thread_ref.as_str();
-    let mut running = env.clone();
-    for payload in payloads {
-        let r = match payload {
-            Payload::Response(r) => r,
-            Payload::Status(_) | Payload::Suggestion(_) => {
-                return Err(ProtocolError::conflict(format!(
-                    "{thread} is {}'s: a confirmer decides with a response whose content is confirmation: {{confirmed: true|false, details: why}} (mess approve, mess deny), not a {}",
-                    running.executor.as_deref().unwrap_or("someone else"),
-                    payload.kind()
-                )));
-            }
-            _ => continue,
+        let (may, open, why) = match deciding {
+            Deciding::Approval => (
+                access::may_decide(cx.sender, &running, cx.roster),
+                !running.status.is_terminal(),
+                format!("it is already {}", running.status),
+            ),
+            Deciding::Confirmation => (
+                access::may_confirm(cx.sender, &running, cx.roster),
+                running.confirmation == Some(ConfirmState::Requested),
+                "its confirmation is already decided".to_owned(),
+            ),
         };
-        if !access::may_confirm(cx.sender, &running, cx.roster)
-            && running.hands.decision_of(cx.sender).is_none()
-        {
+        if !may {
             return Err(ProtocolError::forbidden(format!(
-                "cannot confirm {thread}: {} is not among its confirmers, or no confirmation is asked now",
-                cx.sender
-            )));
-        }
-        if let Some(d) = running.hands.decision_of(cx.sender) {
-            return Err(ProtocolError::conflict(format!(
-                "{} already decided on {thread}: {} at {}{}; each confirmer decides once",
+                "cannot decide on {thread}: {} is not among its {role}s{}",
                 cx.sender,
-                if d.approved { "confirmed" } else { "denied" },
-                crate::time::format_timestamp(&d.at),
-                d.channel
-                    .as_deref()
-                    .map(|c| format!(" (via {c})"))
-                    .unwrap_or_default()
+                if deciding == Deciding::Confirmation {
+                    ", or no confirmation is asked now"
+                } else {
+                    ""
+                }
             )));
         }
-        if running.confirmation != Some(ConfirmState::Requested) {
+        if !open {
             return Err(ProtocolError::conflict(format!(
-                "cannot confirm {thread}: its confirmation is already decided"
+                "cannot decide on {thread}: {why}"
             )));
         }
         if crate::hands::decision_in(r).is_none() {
             return Err(ProtocolError::invalid(
                 "response.content",
-                format!(
-                    "{thread} waits for confirmation: the response's content must hold confirmation: {{confirmed: true|false, details: why}}"
-                ),
+                format!("{thread} waits for a decision: the response's content must hold {how}"),
             ));
         }
         running.apply(&single(payload, cx));

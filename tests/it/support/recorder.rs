@@ -41,6 +41,24 @@ struct State {
     scripts: Vec<(String, Script)>,
 }
 
+/// Serves `app` on `127.0.0.1:0` from a thread of its own until the test process ends; its
+/// port.
+pub(crate) fn serve(app: axum::Router) -> u16 {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap().port()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
 /// The HTTP recorder; it runs until the test process ends.
 #[derive(Clone)]
 pub(crate) struct Recorder {
@@ -51,26 +69,13 @@ pub(crate) struct Recorder {
 impl Recorder {
     pub(crate) fn start() -> Recorder {
         let state = Arc::new(Mutex::new(State::default()));
-        let (tx, rx) = std::sync::mpsc::channel();
         let shared = state.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send(listener.local_addr().unwrap().port()).unwrap();
-                let app = axum::Router::new().fallback(
-                    move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                        let state = shared.clone();
-                        async move { answer(&state, method, uri, headers, body).await }
-                    },
-                );
-                axum::serve(listener, app).await.unwrap();
-            });
-        });
-        let port = rx.recv().unwrap();
+        let port = serve(axum::Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let state = shared.clone();
+                async move { answer(&state, method, uri, headers, body).await }
+            },
+        ));
         Recorder {
             url: format!("http://127.0.0.1:{port}"),
             state,
