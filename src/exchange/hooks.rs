@@ -15,7 +15,7 @@ use crate::exchange::Exchange;
 use crate::exchange::buttons::{self, Pressed, Refusal};
 use crate::notify::Notifier;
 use crate::protocol::buttons::{Verb, parse_data};
-use crate::protocol::notice::{Auth, Body, Outbound, Reading};
+use crate::protocol::notice::{self, Outbound};
 
 /// How old a signed press may be (Slack's and Discord's timestamps).
 pub const FRESH_SECONDS: i64 = 300;
@@ -279,19 +279,7 @@ impl Hooks {
         };
         self.call(
             settings.base_url.clone(),
-            Outbound {
-                what: "slack",
-                method: "POST",
-                path: vec![method.to_owned()],
-                secret_in_path: false,
-                headers: Vec::new(),
-                auth: Auth::Bearer(token.expose().to_owned()),
-                body: Body::Json(update),
-                reading: Reading::Slack {
-                    method: method.to_owned(),
-                    to: channel,
-                },
-            },
+            notice::slack_call(token.expose(), method, update, &channel),
         );
         Ok(Answer::Empty)
     }
@@ -335,20 +323,8 @@ impl Hooks {
         };
         let who = query["from"]["id"].to_string();
         let outcome = Self::act(ex, code, verb, &who).await;
-        let bot = format!("bot{}", token.expose());
-        let outbound = |method: &str, body: Value| Outbound {
-            what: "telegram",
-            method: "POST",
-            path: vec![bot.clone(), method.to_owned()],
-            secret_in_path: true,
-            headers: Vec::new(),
-            auth: Auth::None,
-            body: Body::Json(body),
-            reading: Reading::Telegram {
-                method: method.to_owned(),
-                chat: String::new(),
-            },
-        };
+        let outbound =
+            |method: &str, body: Value| notice::telegram_call(token.expose(), method, body, "");
         let answer = match &outcome {
             Ok(p) => p.text.clone(),
             Err(why) => why.text.clone(),

@@ -662,6 +662,11 @@ pub fn slack(token: &str, to: &str, notice: &Notice) -> Outbound {
     };
     body["text"] = json!(notice.headline());
     body["blocks"] = json!(blocks);
+    slack_call(token, method, body, to)
+}
+
+/// A call of Slack Web API `method` with a JSON `body`, about conversation `to`.
+pub fn slack_call(token: &str, method: &str, body: serde_json::Value, to: &str) -> Outbound {
     Outbound {
         what: "slack",
         method: "POST",
@@ -712,6 +717,12 @@ pub fn telegram(token: &str, chat: &str, notice: &Notice) -> Outbound {
         // The buttons of the message it updates go with it.
         body["reply_markup"] = json!({ "inline_keyboard": [] });
     }
+    telegram_call(token, method, body, chat)
+}
+
+/// A call of Telegram Bot API `method` with a JSON `body`, about `chat` (the token is part
+/// of the path, as the Bot API has it).
+pub fn telegram_call(token: &str, method: &str, body: serde_json::Value, chat: &str) -> Outbound {
     Outbound {
         what: "telegram",
         method: "POST",
