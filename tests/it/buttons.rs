@@ -87,7 +87,7 @@ impl Stage {
     }
 }
 
-fn json_of(text: &str) -> Value {
+pub(crate) fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
@@ -120,7 +120,12 @@ fn status_of(home: &Home, r: &str) -> Value {
 }
 
 /// A Slack interaction as Slack posts it: the form, its timestamp and its `v0` signature.
-fn slack_press(server: &Server, value: &str, at: i64, secret: &str) -> (u16, String, Vec<u8>) {
+pub(crate) fn slack_press(
+    server: &Server,
+    value: &str,
+    at: i64,
+    secret: &str,
+) -> (u16, String, Vec<u8>) {
     let payload = json!({
         "type": "block_actions",
         "user": {"id": "U0ANA", "username": "ana"},
@@ -188,7 +193,7 @@ fn discord_send(
     )
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -1441,3 +1441,72 @@ fn the_last_slot_and_a_second_vote_are_decided_once_across_nodes() {
     let done = homes[1].ok(&["status", &a]);
     assert!(done.contains("completed"), "{done}");
 }
+
+#[test]
+#[ignore = "drives PostgreSQL; .ci/test runs it"]
+fn a_button_press_counts_once_whichever_node_it_reaches() {
+    use crate::buttons::{json_of, now, slack_press};
+    use crate::support::recorder::Recorder;
+    let pg = Postgres::start();
+    let services = Recorder::start();
+    let secret = "slack-signing-secret-for-the-cluster";
+    let config = format!(
+        "agent_id: claude-agent
+dispatch:
+  public_url: https://mess.example
+  slack: {{bot_token: xoxb-test, signing_secret: {secret}, base_url: {}/slack}}
+executors:
+  ana: {{capabilities: [look], notify: {{slack: U0ANA}}}}
+  ben: {{capabilities: [look]}}
+",
+        services.url
+    );
+    let homes: Vec<Home> = (0..2)
+        .map(|_| Home::on_database(&config, &pg.url()))
+        .collect();
+    homes[0].ok(&["db", "init"]);
+    let agent = homes[0].token("agent", "claude-agent");
+    let servers: Vec<Server> = homes.iter().map(Server::start).collect();
+    let (status, body) = servers[0].post_yaml(
+        &agent,
+        "MESS:\n  - request:\n      intent: pay invoice 42\n      approval: {from: [ana, ben], need: 2}\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = json_of(&body)["MESS"][1]["ack"]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hits = services.wait_for(Duration::from_secs(20), |h| {
+        h.iter().any(|x| x.path.ends_with("/chat.postMessage"))
+    });
+    let notice = hits
+        .iter()
+        .find(|x| x.path.ends_with("/chat.postMessage"))
+        .unwrap_or_else(|| panic!("{hits:#?}"));
+    let approve = json_of(&notice.body)["blocks"][2]["elements"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The code was saved by the node that sent the notice; the press reaches the other one.
+    let (status, body, _) = slack_press(&servers[1], &approve, now(), secret);
+    assert_eq!(status, 200, "{body}");
+    // Pressed again, freshly signed, on the first node: taken at the door, refused by the rules.
+    let (status, body, _) = slack_press(&servers[0], &approve, now() + 1, secret);
+    assert_eq!(status, 200, "{body}");
+    let hits = services.wait_for(Duration::from_secs(10), |h| {
+        h.iter().any(|x| x.path.ends_with("/chat.postEphemeral"))
+    });
+    let refused = hits
+        .iter()
+        .find(|x| x.path.ends_with("/chat.postEphemeral"))
+        .unwrap_or_else(|| panic!("{hits:#?}"));
+    assert!(
+        refused.body.contains("ana already decided"),
+        "{}",
+        refused.body
+    );
+    let env = json_of(&homes[1].ok(&["status", &r, "--format", "json"]));
+    let decisions = env["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 1, "{env}");
+    assert_eq!(decisions[0]["channel"], "slack");
+}
