@@ -44,6 +44,7 @@ fn discord_and_matrix_notices_carry_buttons_and_updates_replace_the_message() {
     use crate::protocol::buttons::{Buttons, Verb};
     use crate::protocol::notice::{Auth, Body, discord, matrix};
     let mut new = notice(NoticeKind::New);
+    new.asks = crate::protocol::notice::Asks::Approval(1);
     new.buttons = Some(Buttons {
         code: "AbCdEfGh1234".to_owned(),
         verbs: vec![Verb::Approve, Verb::Deny],

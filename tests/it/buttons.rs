@@ -555,6 +555,7 @@ fn claims_come_from_discord_ntfy_and_telegram_and_the_others_messages_follow() {
     let row = &message["components"][0]["components"];
     assert_eq!(row[0]["label"], "Claim", "{message}");
     assert_eq!(row[1]["style"], 5, "a link button to the page: {message}");
+    assert_eq!(row[1]["label"], "Answer", "{message}");
     let custom_id = row[0]["custom_id"].as_str().unwrap().to_owned();
     let ntfy = hits_at(&hits, "/ntfy/cy-topic")[0];
     let actions = &ntfy.headers["x-actions"];

@@ -235,12 +235,13 @@ impl Notice {
             .flat_map(|b| b.verbs.iter().map(move |v| (*v, b.data(*v))))
     }
 
-    /// The words of the button that opens the page: beside buttons that act, it only opens.
+    /// The words of the button that opens the page: beside Claim, the page is where the answer
+    /// is written; beside Approve and Deny it only shows more.
     pub fn link_label(&self) -> &'static str {
-        if self.buttons.is_some() {
-            "Open"
-        } else {
-            self.asks.button()
+        match (&self.buttons, self.asks) {
+            (None, asks) => asks.button(),
+            (Some(_), Asks::Approval(_)) => "Open",
+            (Some(_), _) => "Answer",
         }
     }
 
@@ -819,7 +820,7 @@ pub fn ntfy(token: Option<&str>, topic: &str, notice: &Notice) -> Result<Outboun
             .map(|(verb, url)| format!("http, {}, {url}, method=POST, clear=true", verb.label()))
             .collect();
         if let (Some(link), false) = (&notice.link, actions.is_empty()) {
-            actions.push(format!("view, Open, {link}"));
+            actions.push(format!("view, {}, {link}", notice.link_label()));
         }
         if !actions.is_empty() {
             headers.push(("x-actions".to_owned(), actions.join("; ")));
