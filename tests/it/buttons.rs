@@ -99,6 +99,21 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// What the platforms received once a new request's notices reached every channel of the
+/// stage that answers at once (Slack, Telegram, ntfy, Discord).
+fn heard_on_every_channel(services: &Recorder) -> Vec<Hit> {
+    services.wait_for(Duration::from_secs(15), |h| {
+        [
+            "/slack/chat.postMessage",
+            "/telegram/bot123:tg/sendMessage",
+            "/ntfy/cy-topic",
+            "/discord/channels/123456789012345678/messages",
+        ]
+        .iter()
+        .all(|path| !hits_at(h, path).is_empty())
+    })
+}
+
 fn hits_at<'a>(hits: &'a [Hit], path: &str) -> Vec<&'a Hit> {
     hits.iter().filter(|h| h.path.contains(path)).collect()
 }
@@ -340,12 +355,7 @@ fn approvals_are_decided_from_slack_email_and_matrix_and_a_second_press_or_a_for
         "MESS:\n  - request:\n      intent: pay invoice 42\n      approval: {from: [ana, ben, cy], need: 2}\n",
     );
     // Every approver hears with Approve and Deny, on every channel.
-    let hits = services.wait_for(Duration::from_secs(15), |h| {
-        !hits_at(h, "/slack/chat.postMessage").is_empty()
-            && !hits_at(h, "/telegram/bot123:tg/sendMessage").is_empty()
-            && !hits_at(h, "/ntfy/cy-topic").is_empty()
-            && !hits_at(h, "/discord/channels/").is_empty()
-    });
+    let hits = heard_on_every_channel(&services);
     let slack = json_of(&hits_at(&hits, "/slack/chat.postMessage")[0].body);
     let buttons = &slack["blocks"][2]["elements"];
     assert_eq!(buttons[0]["text"]["text"], "Approve", "{slack}");
@@ -542,12 +552,7 @@ fn claims_come_from_discord_ntfy_and_telegram_and_the_others_messages_follow() {
         &agent,
         "MESS:\n  - request:\n      intent: check the mailbox\n      requires: [look]\n",
     );
-    let hits = services.wait_for(Duration::from_secs(15), |h| {
-        !hits_at(h, "/discord/channels/123456789012345678/messages").is_empty()
-            && !hits_at(h, "/ntfy/cy-topic").is_empty()
-            && !hits_at(h, "/slack/chat.postMessage").is_empty()
-            && !hits_at(h, "/sendMessage").is_empty()
-    });
+    let hits = heard_on_every_channel(&services);
     let discord = hits_at(&hits, "/discord/channels/123456789012345678/messages")[0];
     assert_eq!(discord.method, "POST");
     assert_eq!(discord.headers["authorization"], "Bot discord-bot");
