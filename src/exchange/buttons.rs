@@ -127,3 +127,29 @@ pub fn press(
         text,
     })
 }
+
+/// [`press`] off the async workers, for the adapters and loops that take presses: logs who
+/// pressed on the platform (`who`, never stored in the thread), and turns every failure into
+/// the words the presser sees.
+pub async fn press_off_thread(
+    ex: &Exchange,
+    code: String,
+    verb: Verb,
+    reason: Option<String>,
+    who: &str,
+) -> Result<Pressed, Refusal> {
+    let ex = ex.clone();
+    let pressed = tokio::task::spawn_blocking(move || press(&ex, &code, verb, reason))
+        .await
+        .map_err(|_| Refusal {
+            gone: false,
+            text: "the exchange could not do it now; try again shortly".to_owned(),
+        })?;
+    match pressed {
+        Ok(p) => {
+            tracing::info!(thread = %p.thread, executor = %p.executor, platform_user = %who, verb = verb.as_str(), "button pressed");
+            Ok(p)
+        }
+        Err(e) => Err(Refusal::from(e)),
+    }
+}

@@ -31,15 +31,19 @@ pub(crate) fn approvers(env: &Envelope, directory: &Directory) -> Vec<String> {
 /// The registered executors `confirm_by` names (by id or by a capability they hold), who
 /// confirm the claimant's `needs_confirmation`; the claimant itself never counts.
 pub(crate) fn confirmers(env: &Envelope, directory: &Directory) -> Vec<String> {
+    let mut people = named_confirmers(&env.hands, directory);
+    people.retain(|id| env.executor.as_deref() != Some(id.as_str()));
+    people
+}
+
+/// The registered executors `hands`'s `confirm_by` names, by id or by a capability they hold.
+pub(crate) fn named_confirmers(hands: &Hands, directory: &Directory) -> Vec<String> {
     directory
         .executors
         .iter()
         .filter(|e| {
             let caps = e.capability_ids();
-            env.executor.as_deref() != Some(e.id.as_str())
-                && env
-                    .hands
-                    .names_confirmer(&e.id, &|c: &str| caps.contains(&c))
+            hands.names_confirmer(&e.id, &|c: &str| caps.contains(&c))
         })
         .map(|e| e.id.clone())
         .collect()
@@ -72,41 +76,33 @@ pub(crate) fn settle(
     if envelope.status.is_terminal() {
         return Ok(None);
     }
-    if envelope.hands.approval.is_some() {
+    if envelope.hands.decided_by().is_some() {
         if appended.iter().all(|d| d.from == EXCHANGE) {
             return Ok(None);
         }
-        let possible = approvers(envelope, directory)
+        let able = if envelope.hands.approval.is_some() {
+            approvers(envelope, directory)
+        } else {
+            confirmers(envelope, directory)
+        };
+        let possible = able
             .into_iter()
             .chain(envelope.hands.decisions.iter().map(|d| d.by.clone()))
             .collect::<std::collections::BTreeSet<_>>()
             .len();
+        // The number needed is the request's, as written: the envelope is a cache, and a cache
+        // edited to ask for fewer approvals or confirmations is not obeyed.
         let request = first_request(file)?;
-        let scope = scope_record(&request, envelope, now);
-        // The quorum is the request's, as written: the envelope is a cache, and a cache edited
-        // to ask for fewer approvals is not obeyed.
+        let written = Hands::read(&request, envelope.created, "request").map_err(Error::from)?;
         let mut decided = envelope.clone();
-        decided.hands.approval = Hands::read(&request, envelope.created, "request")
-            .map_err(Error::from)?
-            .approval;
-        return Ok(hands::settle_approval(&decided, possible, Some(scope), now));
-    }
-    if envelope.hands.confirm_by.is_some() {
-        if appended.iter().all(|d| d.from == EXCHANGE) {
-            return Ok(None);
-        }
-        let possible = confirmers(envelope, directory)
-            .into_iter()
-            .chain(envelope.hands.decisions.iter().map(|d| d.by.clone()))
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        // The number needed is the request's, as written (the envelope is only a cache).
-        let request = first_request(file)?;
-        let mut decided = envelope.clone();
-        decided.hands.confirm_by = Hands::read(&request, envelope.created, "request")
-            .map_err(Error::from)?
-            .confirm_by;
-        return Ok(hands::settle_confirmation(&decided, possible, now));
+        decided.hands.approval = written.approval;
+        decided.hands.confirm_by = written.confirm_by;
+        return Ok(if decided.hands.approval.is_some() {
+            let scope = scope_record(&request, envelope, now);
+            hands::settle_approval(&decided, possible, Some(scope), now)
+        } else {
+            hands::settle_confirmation(&decided, possible, now)
+        });
     }
     if envelope.hands.multi() {
         let mut docs = file.messages()?;

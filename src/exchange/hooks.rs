@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::exchange::Exchange;
-use crate::exchange::buttons::{self, Pressed, Refusal};
+use crate::exchange::buttons;
 use crate::notify::Notifier;
 use crate::protocol::buttons::{Verb, parse_data};
 use crate::protocol::notice::{self, Outbound};
@@ -178,24 +178,6 @@ impl Hooks {
         }
     }
 
-    /// Presses `verb` for `code` off the async workers.
-    async fn act(ex: &Exchange, code: String, verb: Verb, who: &str) -> Result<Pressed, Refusal> {
-        let ex = ex.clone();
-        let pressed = tokio::task::spawn_blocking(move || buttons::press(&ex, &code, verb, None))
-            .await
-            .map_err(|_| Refusal {
-                gone: false,
-                text: "the exchange could not do it now; try again shortly".to_owned(),
-            })?;
-        match pressed {
-            Ok(p) => {
-                tracing::info!(thread = %p.thread, executor = %p.executor, platform_user = %who, verb = verb.as_str(), "button pressed");
-                Ok(p)
-            }
-            Err(e) => Err(Refusal::from(e)),
-        }
-    }
-
     /// Calls a platform's API (a message update, an answer to a callback) in the background:
     /// the press is already done, and a failed update only leaves the message as it was.
     fn call(&self, base: String, out: Outbound) {
@@ -258,7 +240,7 @@ impl Hooks {
             v => v,
         });
         let user = text_of(&payload["user"]["id"]);
-        let outcome = Self::act(ex, code, verb, &user).await;
+        let outcome = buttons::press_off_thread(ex, code, verb, None, &user).await;
         let Some(token) = settings.bot_token.clone() else {
             return Ok(Answer::Empty);
         };
@@ -322,7 +304,7 @@ impl Hooks {
             return Ok(empty);
         };
         let who = query["from"]["id"].to_string();
-        let outcome = Self::act(ex, code, verb, &who).await;
+        let outcome = buttons::press_off_thread(ex, code, verb, None, &who).await;
         let outbound =
             |method: &str, body: Value| notice::telegram_call(token.expose(), method, body, "");
         let answer = match &outcome {
@@ -414,15 +396,17 @@ impl Hooks {
             return Err(Refused::Malformed("not a mess button".to_owned()));
         };
         let who = interaction["member"]["user"]["id"].to_string();
-        Ok(Answer::Json(match Self::act(ex, code, verb, &who).await {
-            // UPDATE_MESSAGE: the message says what happened and its buttons go.
-            Ok(p) => json!({"type": 7, "data": {
-                "content": format!("**{}**: {}", p.text, p.intent),
-                "components": [],
-            }}),
-            // A message only the one who pressed sees (flag 64: ephemeral).
-            Err(why) => json!({"type": 4, "data": {"content": why.text, "flags": 64}}),
-        }))
+        Ok(Answer::Json(
+            match buttons::press_off_thread(ex, code, verb, None, &who).await {
+                // UPDATE_MESSAGE: the message says what happened and its buttons go.
+                Ok(p) => json!({"type": 7, "data": {
+                    "content": format!("**{}**: {}", p.text, p.intent),
+                    "components": [],
+                }}),
+                // A message only the one who pressed sees (flag 64: ephemeral).
+                Err(why) => json!({"type": 4, "data": {"content": why.text, "flags": 64}}),
+            },
+        ))
     }
 }
 

@@ -183,13 +183,10 @@ async fn take(
         return;
     };
     let who = event["sender"].as_str().unwrap_or_default().to_owned();
-    let probe = ex.clone();
-    let pressed =
-        tokio::task::spawn_blocking(move || buttons::press(&probe, &code, verb, reason)).await;
+    let pressed = buttons::press_off_thread(ex, code, verb, reason, &who).await;
     let event_id = event["event_id"].as_str().unwrap_or_default();
     let reply = match pressed {
-        Ok(Ok(p)) => {
-            tracing::info!(thread = %p.thread, executor = %p.executor, matrix_user = %who, verb = verb.as_str(), "matrix reply acted on");
+        Ok(p) => {
             // The notice now says what happened, and the reply thread hears it too.
             let text = format!("{}: {}", p.text, p.intent);
             let edit = json!({
@@ -207,9 +204,8 @@ async fn take(
             text
         }
         // A restart reads recent replies again; those already acted on stay quiet.
-        Ok(Err(_)) if catching_up => return,
-        Ok(Err(e)) => buttons::Refusal::from(e).text,
-        Err(_) => return,
+        Err(_) if catching_up => return,
+        Err(why) => why.text,
     };
     let content = json!({
         "msgtype": "m.notice",

@@ -87,14 +87,7 @@ pub(crate) fn check(
             }
         }
         if let Some(c) = &hands.confirm_by {
-            let able = directory
-                .executors
-                .iter()
-                .filter(|e| {
-                    let caps = e.capability_ids();
-                    hands.names_confirmer(&e.id, &|cap: &str| caps.contains(&cap))
-                })
-                .count();
+            let able = crate::exchange::hands::named_confirmers(&hands, directory).len();
             if (able as u32) < c.need {
                 return Err(ProtocolError::invalid(
                     format!("MESS[{}].request.confirm_by.need", req.index),

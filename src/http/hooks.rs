@@ -188,16 +188,7 @@ pub(crate) async fn act(
     let reason = form_urlencoded::parse(text.as_bytes())
         .find(|(k, _)| k == "reason")
         .map(|(_, v)| v.into_owned());
-    let ex = state.exchange.clone();
-    let pressed = state
-        .blocking(move || buttons::press(&ex, &code, verb, reason))
-        .await
-        .map(|done| done.map_err(buttons::Refusal::from));
-    let pressed = match pressed {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    match pressed {
+    match buttons::press_off_thread(&state.exchange, code, verb, reason, "act link").await {
         Ok(p) => page(
             StatusCode::OK,
             "Done",
